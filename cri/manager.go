@@ -1,0 +1,81 @@
+package cri
+
+import (
+	"time"
+
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/utils/clock"
+)
+
+// Options are the runtime manager's settings, from berth's flags.
+type Options struct {
+	// NodeName is the (lower-cased) node name; pod names already carry it.
+	NodeName string
+	// RootDir holds per-pod state: RootDir/pods/<uid>/volumes/... for
+	// emptyDirs, etc-hosts and termination-message files.
+	RootDir string
+	// PodLogsDir is the root of the CRI log layout (/var/log/pods).
+	PodLogsDir string
+	// ResolvConf is the host's resolver file for dnsPolicy Default and
+	// ClusterFirst without cluster DNS; "" disables DNS config.
+	ResolvConf string
+	// ClusterDNS and ClusterDomain, for dnsPolicy ClusterFirst; optional.
+	ClusterDNS    []string
+	ClusterDomain string
+	// CrashLoopBackoffInitial and CrashLoopBackoffMax bound the restart
+	// back-off of a crashing container (kubelet: 10s and 5m).
+	CrashLoopBackoffInitial time.Duration
+	CrashLoopBackoffMax     time.Duration
+	// ImagePullBackoffInitial and ImagePullBackoffMax bound the back-off of a
+	// failing image pull (kubelet: 10s and 5m).
+	ImagePullBackoffInitial time.Duration
+	ImagePullBackoffMax     time.Duration
+	// Clock is the time source; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Manager brings pods to their spec on one CRI runtime and reads their state
+// back. It is safe for concurrent use by many pod workers, each working on a
+// different pod UID.
+type Manager struct {
+	runtime internalapi.RuntimeService
+	images  internalapi.ImageManagerService
+	opts    Options
+	clock   clock.Clock
+
+	// pullBackoff is keyed by image reference, crashBackoff by pod UID and
+	// container name; both guard themselves.
+	pullBackoff  *Backoff
+	crashBackoff *Backoff
+}
+
+// NewManager wires a Manager over the given services, filling defaults the
+// kubelet would use for any Options left zero.
+func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageManagerService, opts Options) *Manager {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.CrashLoopBackoffInitial == 0 {
+		opts.CrashLoopBackoffInitial = 10 * time.Second
+	}
+	if opts.CrashLoopBackoffMax == 0 {
+		opts.CrashLoopBackoffMax = 5 * time.Minute
+	}
+	if opts.ImagePullBackoffInitial == 0 {
+		opts.ImagePullBackoffInitial = 10 * time.Second
+	}
+	if opts.ImagePullBackoffMax == 0 {
+		opts.ImagePullBackoffMax = 5 * time.Minute
+	}
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = "/var/log/pods"
+	}
+	return &Manager{
+		runtime:      runtime,
+		images:       images,
+		opts:         opts,
+		clock:        opts.Clock,
+		pullBackoff:  NewBackoff(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
+		crashBackoff: NewBackoff(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
+	}
+}
