@@ -3,6 +3,7 @@ package cri
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 )
@@ -30,9 +31,36 @@ type Options struct {
 	// failing image pull (kubelet: 10s and 5m).
 	ImagePullBackoffInitial time.Duration
 	ImagePullBackoffMax     time.Duration
+	// HostIP is the node's primary IP, for the downward API (status.hostIP)
+	// and host-network pods' IPs.
+	HostIP string
+	// Recorder receives what the kubelet would record as events; nil drops
+	// them.
+	Recorder Recorder
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
 }
+
+// EventType is Normal or Warning, as in Kubernetes events.
+type EventType string
+
+const (
+	EventNormal  EventType = "Normal"
+	EventWarning EventType = "Warning"
+)
+
+// Recorder takes pod events (Pulling, Pulled, Created, Started, Killing,
+// BackOff, Failed, ...) from the runtime manager to the agent, which keeps
+// them per pod and logs them. Implementations must be safe for concurrent
+// use and must not block.
+type Recorder interface {
+	Event(uid types.UID, podName, podNamespace string, typ EventType, reason, message string)
+}
+
+// discardRecorder is the Recorder of a Manager built without one.
+type discardRecorder struct{}
+
+func (discardRecorder) Event(types.UID, string, string, EventType, string, string) {}
 
 // Manager brings pods to their spec on one CRI runtime and reads their state
 // back. It is safe for concurrent use by many pod workers, each working on a
@@ -52,6 +80,9 @@ type Manager struct {
 // NewManager wires a Manager over the given services, filling defaults the
 // kubelet would use for any Options left zero.
 func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageManagerService, opts Options) *Manager {
+	if opts.Recorder == nil {
+		opts.Recorder = discardRecorder{}
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
