@@ -1,0 +1,78 @@
+package manifest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations berth puts on every pod it accepts. The kubernetes.io ones are
+// the kubelet's, so tools that know static pods understand them.
+const (
+	// AnnotationHash is the pod's UID, as the kubelet's config.hash.
+	AnnotationHash = "kubernetes.io/config.hash"
+	// AnnotationSource is SourceFile or SourceHTTP.
+	AnnotationSource = "kubernetes.io/config.source"
+	// AnnotationSeen is when berth first saw this UID (RFC 3339, UTC). The
+	// store sets it; it never changes for a UID.
+	AnnotationSeen = "kubernetes.io/config.seen"
+	// AnnotationOrigin is the file path or URL the pod was read from.
+	AnnotationOrigin = "berth.io/config.origin"
+)
+
+// timeFormatSeen is how config.seen is written: the kubelet's format.
+const timeFormatSeen = time.RFC3339Nano
+
+// Origin says where a manifest came from; it is part of a pod's identity.
+type Origin struct {
+	Source string // SourceFile or SourceHTTP
+	Path   string // file path or URL (with any password redacted)
+}
+
+// applyIdentity gives a decoded pod its static-pod identity, as the kubelet
+// does: name suffixed with the node name, namespace "default", a UID that
+// changes whenever the manifest's content, its origin or the node changes
+// (unless metadata.uid is set), and the config annotations. It must run on
+// the pod exactly as decoded, before API defaults, so that a comment-only
+// edit or a newer berth with more defaults keeps the UID and the pod keeps
+// running.
+func applyIdentity(pod *v1.Pod, nodeName string, origin Origin) {
+	if pod.UID == "" {
+		pod.UID = contentUID(pod, nodeName, origin)
+	}
+	pod.Name = pod.Name + "-" + nodeName
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationHash] = string(pod.UID)
+	pod.Annotations[AnnotationSource] = origin.Source
+	pod.Annotations[AnnotationOrigin] = origin.Path
+}
+
+// contentUID hashes the node name, the origin and the canonical JSON of the
+// decoded pod into 32 hex digits, the shape of the kubelet's config hash.
+func contentUID(pod *v1.Pod, nodeName string, origin Origin) types.UID {
+	h := sha256.New()
+	for _, s := range []string{nodeName, origin.Source, origin.Path} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	// Marshalling a decoded v1.Pod cannot fail: every field is plain data.
+	b, _ := json.Marshal(pod)
+	h.Write(b)
+	return types.UID(hex.EncodeToString(h.Sum(nil))[:32])
+}
+
+// FullName is the pod's name_namespace, the key of static-pod exclusivity.
+func FullName(pod *v1.Pod) string {
+	return pod.Name + "_" + pod.Namespace
+}

@@ -1,0 +1,279 @@
+package manifest
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Snapshot is the full state of one source at one moment. Sources send a
+// snapshot after every change they notice; the store works out what changed.
+type Snapshot struct {
+	Source string
+	// Pods is everything the source wants running now, defaulted and
+	// validated, including last-known-good versions it keeps for manifests
+	// that are currently broken.
+	Pods []*v1.Pod
+	// Problems are all the current problems of the source; they replace the
+	// previous ones.
+	Problems []Problem
+	// Failed means the source could not be read at all this time (directory
+	// unreadable, URL unreachable). Pods still holds what the source keeps
+	// from before. A failed snapshot does not count as the source's delivery
+	// for SourcesReady.
+	Failed bool
+}
+
+// updatesBuffer lets sources run ahead of a busy agent for a while before
+// they block.
+const updatesBuffer = 64
+
+// Store merges per-source snapshots into the ordered, incremental stream of
+// PodUpdates the agent consumes, and remembers the current pods and problems
+// of every source for the agent's API.
+//
+// Apply may be called from several goroutines (one per source); updates are
+// delivered in the order the snapshots were merged. Pods, Problems and
+// SourcesReady never wait for the agent to read Updates.
+type Store struct {
+	clock   clock.PassiveClock
+	updates chan PodUpdate
+
+	// sending is held by the one Apply call that drains pending into the
+	// channel, so updates leave in the order they were queued.
+	sending sync.Mutex
+
+	// mu guards everything below.
+	mu        sync.Mutex
+	required  []string
+	delivered map[string]bool
+	pods      map[string]map[types.UID]*v1.Pod // source -> UID -> pod as last emitted
+	problems  map[string][]Problem             // source -> its current problems
+	pending   []PodUpdate                      // merged, not yet handed to the channel
+}
+
+// NewStore returns a store whose SourcesReady waits for every named source
+// (SourceFile, SourceHTTP) to deliver a snapshot. It stamps
+// kubernetes.io/config.seen with the real clock.
+func NewStore(sources ...string) *Store {
+	return NewStoreWithClock(clock.RealClock{}, sources...)
+}
+
+// NewStoreWithClock is NewStore with the clock that stamps
+// kubernetes.io/config.seen, for tests.
+func NewStoreWithClock(c clock.PassiveClock, sources ...string) *Store {
+	return &Store{
+		clock:     c,
+		updates:   make(chan PodUpdate, updatesBuffer),
+		required:  append([]string(nil), sources...),
+		delivered: make(map[string]bool),
+		pods:      make(map[string]map[types.UID]*v1.Pod),
+		problems:  make(map[string][]Problem),
+	}
+}
+
+// Updates is the ordered stream of changes. The agent must be its only
+// reader; the channel is never closed.
+func (s *Store) Updates() <-chan PodUpdate { return s.updates }
+
+// SourcesReady reports whether every source named in NewStore has delivered
+// at least one snapshot that was not Failed. Until then the agent must not
+// treat unknown runtime pods as orphans.
+func (s *Store) SourcesReady() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, src := range s.required {
+		if !s.delivered[src] {
+			return false
+		}
+	}
+	return true
+}
+
+// Problems returns the current problems of all sources, ordered by source,
+// origin and line, so listings are stable.
+func (s *Store) Problems() []Problem {
+	s.mu.Lock()
+	var out []Problem
+	for _, ps := range s.problems {
+		out = append(out, ps...)
+	}
+	s.mu.Unlock()
+	sortProblems(out)
+	return out
+}
+
+// Pods returns the current desired pods of all sources, ordered by
+// namespace, name and UID. The agent must not modify them.
+func (s *Store) Pods() []*v1.Pod {
+	s.mu.Lock()
+	var out []*v1.Pod
+	for _, byUID := range s.pods {
+		for _, p := range byUID {
+			out = append(out, p)
+		}
+	}
+	s.mu.Unlock()
+	sortPods(out)
+	return out
+}
+
+// Apply merges one snapshot and hands the resulting updates to Updates(),
+// waiting for room in the channel. It returns ctx.Err() if ctx ends first;
+// the unsent updates stay queued for the next Apply.
+func (s *Store) Apply(ctx context.Context, snap Snapshot) error {
+	s.mu.Lock()
+	s.merge(snap)
+	s.mu.Unlock()
+	return s.flush(ctx)
+}
+
+// merge diffs snap against what was last emitted for its source and queues
+// the updates: removals first so the agent can start stopping a pod before
+// its replacement with the same full name arrives. s.mu must be held.
+func (s *Store) merge(snap Snapshot) {
+	src := snap.Source
+	s.problems[src] = append([]Problem(nil), snap.Problems...)
+	if !snap.Failed {
+		s.delivered[src] = true
+	}
+	old := s.pods[src]
+	cur := make(map[types.UID]*v1.Pod, len(snap.Pods))
+	var adds, updates, reconciles, removes []*v1.Pod
+	for _, p := range snap.Pods {
+		if _, dup := cur[p.UID]; dup {
+			continue
+		}
+		prev, ok := old[p.UID]
+		switch {
+		case !ok:
+			p = s.stampSeen(p, "")
+			adds = append(adds, p)
+		case differSemantically(prev, p):
+			p = s.stampSeen(p, prev.Annotations[AnnotationSeen])
+			updates = append(updates, p)
+		case !equalBookkeeping(prev, p):
+			p = s.stampSeen(p, prev.Annotations[AnnotationSeen])
+			reconciles = append(reconciles, p)
+		default:
+			p = prev
+		}
+		cur[p.UID] = p
+	}
+	for uid, p := range old {
+		if _, ok := cur[uid]; !ok {
+			removes = append(removes, p)
+		}
+	}
+	s.pods[src] = cur
+	for _, u := range []PodUpdate{
+		{Op: OpRemove, Source: src, Pods: removes},
+		{Op: OpAdd, Source: src, Pods: adds},
+		{Op: OpUpdate, Source: src, Pods: updates},
+		{Op: OpReconcile, Source: src, Pods: reconciles},
+	} {
+		if len(u.Pods) > 0 {
+			sortPods(u.Pods)
+			s.pending = append(s.pending, u)
+		}
+	}
+}
+
+// flush hands pending updates to the channel in order. Only one caller
+// drains at a time, and s.mu is not held while waiting on the agent, so
+// Pods and Problems stay answerable.
+func (s *Store) flush(ctx context.Context) error {
+	s.sending.Lock()
+	defer s.sending.Unlock()
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		u := s.pending[0]
+		s.mu.Unlock()
+		select {
+		case s.updates <- u:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+	}
+}
+
+// stampSeen returns a copy of p carrying kubernetes.io/config.seen: seen when
+// the UID is already known (so a re-read never looks like a change), the
+// store's current time otherwise. Sources never set it.
+func (s *Store) stampSeen(p *v1.Pod, seen string) *v1.Pod {
+	p = p.DeepCopy()
+	if seen == "" {
+		seen = s.clock.Now().UTC().Format(timeFormatSeen)
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[AnnotationSeen] = seen
+	return p
+}
+
+// differSemantically reports a change the agent must act on: identity, spec,
+// labels or any annotation except berth's bookkeeping ones.
+func differSemantically(a, b *v1.Pod) bool {
+	return a.Name != b.Name || a.Namespace != b.Namespace ||
+		!equality.Semantic.DeepEqual(a.Spec, b.Spec) ||
+		!equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+		!equality.Semantic.DeepEqual(withoutBookkeeping(a.Annotations), withoutBookkeeping(b.Annotations))
+}
+
+// equalBookkeeping compares the annotations that never restart a pod (where
+// it was read from), so a manifest moved to another file with a fixed
+// metadata.uid becomes a RECONCILE.
+func equalBookkeeping(a, b *v1.Pod) bool {
+	return a.Annotations[AnnotationOrigin] == b.Annotations[AnnotationOrigin]
+}
+
+// withoutBookkeeping drops the annotations equalBookkeeping and the store
+// own, leaving those that describe what to run.
+func withoutBookkeeping(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if k != AnnotationSeen && k != AnnotationOrigin {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func sortPods(pods []*v1.Pod) {
+	sort.Slice(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.UID < b.UID
+	})
+}
+
+func sortProblems(ps []Problem) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if a.Source != b.Source {
+			return a.Source < b.Source
+		}
+		if a.Origin != b.Origin {
+			return a.Origin < b.Origin
+		}
+		return a.Line < b.Line
+	})
+}

@@ -1,0 +1,209 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// testPod is a minimal accepted pod; image and origin stand for "spec" and
+// "bookkeeping" changes.
+func testPod(name, uid, image, origin string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "default", UID: types.UID(uid),
+			Annotations: map[string]string{AnnotationHash: uid, AnnotationSource: SourceFile, AnnotationOrigin: origin},
+		},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: image}}},
+	}
+}
+
+// drain reads what the store has emitted so far, as "OP name/uid" lines.
+func drain(s *Store) []string {
+	var out []string
+	for {
+		select {
+		case u := <-s.Updates():
+			for _, p := range u.Pods {
+				out = append(out, fmt.Sprintf("%s %s %s/%s", u.Op, u.Source, p.Name, p.UID))
+			}
+		default:
+			return out
+		}
+	}
+}
+
+func TestStoreOps(t *testing.T) {
+	a1 := testPod("a", "ua", "img:1", "/m/a.yaml")
+	a1edit := testPod("a", "ua", "img:2", "/m/a.yaml")
+	a1moved := testPod("a", "ua", "img:1", "/m/z.yaml")
+	a2 := testPod("a", "ua2", "img:2", "/m/a.yaml")
+	b := testPod("b", "ub", "img:1", "/m/b.yaml")
+	c := testPod("c", "uc", "img:1", "/m/c.yaml")
+	tests := []struct {
+		name  string
+		steps [][]*v1.Pod // successive snapshots of the file source
+		want  [][]string  // updates after each step
+	}{
+		{"add then same again is silent", [][]*v1.Pod{{a1, b}, {a1, b}},
+			[][]string{{"ADD file a/ua", "ADD file b/ub"}, nil}},
+		{"remove one", [][]*v1.Pod{{a1, b}, {b}},
+			[][]string{{"ADD file a/ua", "ADD file b/ub"}, {"REMOVE file a/ua"}}},
+		{"edit with new UID is remove then add", [][]*v1.Pod{{a1}, {a2}},
+			[][]string{{"ADD file a/ua"}, {"REMOVE file a/ua", "ADD file a/ua2"}}},
+		{"edit with fixed UID is update", [][]*v1.Pod{{a1}, {a1edit}},
+			[][]string{{"ADD file a/ua"}, {"UPDATE file a/ua"}}},
+		{"moved with fixed UID is reconcile", [][]*v1.Pod{{a1}, {a1moved}},
+			[][]string{{"ADD file a/ua"}, {"RECONCILE file a/ua"}}},
+		{"everything at once, removals first", [][]*v1.Pod{{a1, b}, {a1edit, c}},
+			[][]string{{"ADD file a/ua", "ADD file b/ub"}, {"REMOVE file b/ub", "ADD file c/uc", "UPDATE file a/ua"}}},
+		{"empty snapshot removes all", [][]*v1.Pod{{a1, b}, {}},
+			[][]string{{"ADD file a/ua", "ADD file b/ub"}, {"REMOVE file a/ua", "REMOVE file b/ub"}}},
+		{"duplicate UID in a snapshot counts once", [][]*v1.Pod{{a1, a1}},
+			[][]string{{"ADD file a/ua"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(SourceFile)
+			for i, pods := range tt.steps {
+				if err := s.Apply(context.Background(), Snapshot{Source: SourceFile, Pods: pods}); err != nil {
+					t.Fatal(err)
+				}
+				got := drain(s)
+				if strings.Join(got, "\n") != strings.Join(tt.want[i], "\n") {
+					t.Errorf("step %d: updates\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(tt.want[i], "\n"))
+				}
+			}
+		})
+	}
+}
+
+func TestStoreSeenIsStableAcrossRereads(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))
+	s := NewStoreWithClock(clk, SourceFile)
+	ctx := context.Background()
+	if err := s.Apply(ctx, Snapshot{Source: SourceFile, Pods: []*v1.Pod{testPod("a", "ua", "img:1", "o")}}); err != nil {
+		t.Fatal(err)
+	}
+	u := <-s.Updates()
+	seen := u.Pods[0].Annotations[AnnotationSeen]
+	if seen != "2026-01-02T03:04:05.000000006Z" {
+		t.Fatalf("config.seen = %q", seen)
+	}
+	clk.SetTime(clk.Now().Add(time.Hour))
+	for _, p := range []*v1.Pod{testPod("a", "ua", "img:1", "o"), testPod("a", "ua", "img:2", "o")} {
+		if err := s.Apply(ctx, Snapshot{Source: SourceFile, Pods: []*v1.Pod{p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u = <-s.Updates()
+	if u.Op != OpUpdate || u.Pods[0].Annotations[AnnotationSeen] != seen {
+		t.Errorf("got %s with seen %q, want UPDATE keeping %q", u.Op, u.Pods[0].Annotations[AnnotationSeen], seen)
+	}
+	if got := s.Pods()[0].Annotations[AnnotationSeen]; got != seen {
+		t.Errorf("Pods() seen = %q, want %q", got, seen)
+	}
+}
+
+func TestStoreSourcesReady(t *testing.T) {
+	tests := []struct {
+		name      string
+		required  []string
+		snapshots []Snapshot
+		want      bool
+	}{
+		{"no sources", nil, nil, true},
+		{"nothing delivered", []string{SourceFile}, nil, false},
+		{"file delivered", []string{SourceFile}, []Snapshot{{Source: SourceFile}}, true},
+		{"http only failed", []string{SourceFile, SourceHTTP},
+			[]Snapshot{{Source: SourceFile}, {Source: SourceHTTP, Failed: true}}, false},
+		{"http failed then answered", []string{SourceHTTP},
+			[]Snapshot{{Source: SourceHTTP, Failed: true}, {Source: SourceHTTP}}, true},
+		{"answered then failed stays ready", []string{SourceHTTP},
+			[]Snapshot{{Source: SourceHTTP}, {Source: SourceHTTP, Failed: true}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(tt.required...)
+			for _, snap := range tt.snapshots {
+				if err := s.Apply(context.Background(), snap); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := s.SourcesReady(); got != tt.want {
+				t.Errorf("SourcesReady() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStoreProblemsPerSource(t *testing.T) {
+	s := NewStore()
+	ctx := context.Background()
+	p1 := Problem{Source: SourceFile, Origin: "/m/b.yaml", Line: 3, Reason: "Invalid", Message: "x"}
+	p2 := Problem{Source: SourceFile, Origin: "/m/a.yaml", Line: 9, Reason: "Invalid", Message: "y"}
+	h := Problem{Source: SourceHTTP, Origin: "http://x", Reason: "Unreachable", Message: "down"}
+	for _, snap := range []Snapshot{
+		{Source: SourceFile, Problems: []Problem{p1, p2}},
+		{Source: SourceHTTP, Problems: []Problem{h}, Failed: true},
+	} {
+		if err := s.Apply(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.Problems()
+	want := []Problem{p2, p1, h}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Problems() = %v, want %v", got, want)
+	}
+	if err := s.Apply(ctx, Snapshot{Source: SourceFile}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Problems(); len(got) != 1 || got[0] != h {
+		t.Errorf("after file fixed, Problems() = %v, want only %v", got, h)
+	}
+}
+
+// TestStoreApplyHonoursContext checks a source blocked on a slow agent can
+// still stop, and that what it could not send is delivered later, in order.
+func TestStoreApplyHonoursContext(t *testing.T) {
+	s := NewStore()
+	var pods []*v1.Pod
+	for i := range updatesBuffer + 1 {
+		pods = append(pods, testPod(fmt.Sprint("p", i), fmt.Sprint("u", i), "img", "o"))
+	}
+	ctx := context.Background()
+	for i := range updatesBuffer {
+		if err := s.Apply(ctx, Snapshot{Source: SourceFile, Pods: pods[:i+1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Apply(cctx, Snapshot{Source: SourceFile, Pods: pods}); err != context.Canceled {
+		t.Fatalf("Apply on a full channel with a done context = %v, want context.Canceled", err)
+	}
+	if n := len(s.Pods()); n != len(pods) {
+		t.Errorf("Pods() has %d pods while blocked, want %d", n, len(pods))
+	}
+	got := drain(s)
+	if err := s.Apply(ctx, Snapshot{Source: SourceFile, Pods: pods}); err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, drain(s)...)
+	if len(got) != len(pods) {
+		t.Fatalf("got %d updates, want %d", len(got), len(pods))
+	}
+	for i, line := range got {
+		if want := fmt.Sprintf("ADD file p%d/u%d", i, i); line != want {
+			t.Errorf("update %d = %q, want %q", i, line, want)
+		}
+	}
+}
