@@ -1,0 +1,122 @@
+package cri
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	internalapi "k8s.io/cri-api/pkg/apis"
+)
+
+// DefaultRuntimeRequestTimeout is the kubelet's --runtime-request-timeout.
+const DefaultRuntimeRequestTimeout = 2 * time.Minute
+
+// maxMsgSize bounds CRI messages both ways. 16 MiB as the kubelet: a
+// ListContainers with thousands of exited containers and their annotations
+// does not fit gRPC's 4 MiB default.
+const maxMsgSize = 16 * 1024 * 1024
+
+// reconnectBackoff is how gRPC retries a runtime socket that went away. The
+// 1 s cap (gRPC's default is 2 min) makes berth see a restarted containerd
+// within a second instead of sitting in back-off while pods need syncing;
+// connecting to a local socket is cheap, so retrying often costs nothing.
+var reconnectBackoff = backoff.Config{
+	BaseDelay:  100 * time.Millisecond,
+	Multiplier: 1.6,
+	Jitter:     0.2,
+	MaxDelay:   time.Second,
+}
+
+// Dial returns the runtime and image services of the CRI runtime at the given
+// endpoints (unix:///path or a bare path; imageEndpoint "" means the runtime
+// endpoint). It never waits for the runtime: the gRPC channel connects
+// lazily, so berth can start before containerd, and keeps reconnecting across
+// runtime restarts. Calls made while the runtime is down fail at once with
+// codes.Unavailable instead of waiting for it. Every call is bounded by
+// timeout (DefaultRuntimeRequestTimeout if <= 0) unless its context is
+// shorter; image pulls are bounded only by their context and StopContainer
+// gets its grace period on top, as in the kubelet.
+func Dial(runtimeEndpoint, imageEndpoint string, timeout time.Duration) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+	if timeout <= 0 {
+		timeout = DefaultRuntimeRequestTimeout
+	}
+	if imageEndpoint == "" {
+		imageEndpoint = runtimeEndpoint
+	}
+	rpath, err := socketPath(runtimeEndpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("container runtime endpoint: %w", err)
+	}
+	ipath, err := socketPath(imageEndpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("image service endpoint: %w", err)
+	}
+	rconn, err := dialSocket(rpath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial container runtime %q: %w", runtimeEndpoint, err)
+	}
+	iconn := rconn
+	if ipath != rpath {
+		if iconn, err = dialSocket(ipath); err != nil {
+			_ = rconn.close()
+			return nil, nil, fmt.Errorf("dial image service %q: %w", imageEndpoint, err)
+		}
+	}
+	return newRemoteRuntime(rconn, timeout), newRemoteImage(iconn, timeout), nil
+}
+
+// socketPath turns an endpoint flag into an absolute socket path. Only unix
+// sockets are accepted: a CRI runtime on a TCP port would be reachable by
+// anyone who can reach the port.
+func socketPath(endpoint string) (string, error) {
+	path := endpoint
+	if scheme, rest, ok := strings.Cut(endpoint, "://"); ok {
+		if scheme != "unix" {
+			return "", fmt.Errorf("endpoint %q: unsupported scheme %q, only unix sockets are supported", endpoint, scheme)
+		}
+		path = rest
+	}
+	if path == "" {
+		return "", fmt.Errorf("endpoint %q: empty socket path", endpoint)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	return abs, nil
+}
+
+// criConn is one gRPC channel to a runtime socket. The runtime and image
+// adapters share it when both endpoints are the same socket, so closing it
+// must be safe twice.
+type criConn struct {
+	cc        *grpc.ClientConn
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// dialSocket creates the channel without connecting (grpc.NewClient is lazy).
+// Calls are not wait-for-ready, which is what makes them fail fast while the
+// runtime is down.
+func dialSocket(path string) (*criConn, error) {
+	cc, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &criConn{cc: cc}, nil
+}
+
+// close shuts the channel down once; later calls return the first result.
+func (c *criConn) close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.cc.Close() })
+	return c.closeErr
+}
