@@ -1,0 +1,382 @@
+// Package testbed runs a private, real containerd for end-to-end tests: its
+// own root, state dir, socket, CNI network (bridge and /24 of its own),
+// offline busybox and pause images built in code, and optionally a local
+// registry serving busybox over plain HTTP. Many beds may run at once on
+// one machine, beside the machine's own containerd.
+//
+// Everything a bed creates lives below Bed.Dir, except what containerd 1.6
+// puts in fixed places (network namespaces in /var/run/netns, shim sockets
+// in /run/containerd/s) and the bridge; Close removes all of it, even after
+// a failed test or a stopped containerd.
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// cniBinDir is where Debian's containernetworking-plugins installs them.
+const cniBinDir = "/usr/lib/cni"
+
+// backoffConfig makes the CRI connection redial within half a second
+// once containerd is back.
+var backoffConfig = backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond}
+
+// readyTimeout bounds how long containerd may take to answer after start.
+const readyTimeout = 60 * time.Second
+
+// Options selects the optional parts of a bed.
+type Options struct {
+	// Registry starts a local docker-registry with the busybox image pushed
+	// (default false: it costs time).
+	Registry bool
+	// Dir, when set, is the bed's root instead of a fresh temp dir. It is
+	// created if missing and must not hold another bed. `testbed up` uses it.
+	Dir string
+}
+
+// Bed is a running private containerd and what belongs to it. Its exported
+// fields are set by Start and never change; its methods are safe for
+// concurrent use.
+type Bed struct {
+	Dir                  string // private root of everything below (a fresh temp dir)
+	Endpoint             string // "unix://" + Socket, for --container-runtime-endpoint
+	Socket               string // containerd's CRI/gRPC socket path
+	BusyboxImage         string // "docker.io/library/busybox:1.36", imported
+	PauseImage           string // "registry.k8s.io/pause:3.9", imported, the CRI sandbox_image
+	Registry             string // "127.0.0.1:PORT" when Options.Registry, else ""
+	RegistryBusyboxImage string // Registry + "/library/busybox:1.36", only in the registry, NOT imported
+	Bridge               string // the CNI bridge name
+	Subnet               string // the pod subnet, e.g. "10.231.17.0/24"
+
+	network     network
+	snapshotter string
+	conn        *grpc.ClientConn // redials by itself across containerd restarts
+
+	// mu guards the fields below and serializes starting, stopping and
+	// closing.
+	mu         sync.Mutex
+	containerd *process
+	registry   *process
+	closed     bool
+}
+
+// Start brings a bed up: it builds (or takes from the cache) the images,
+// claims a network, starts containerd (and the registry when asked),
+// imports the images and returns once CRI reports the runtime and the
+// network ready. Meant for TestMain; on error nothing is left behind.
+func Start(opts Options) (*Bed, error) {
+	started := time.Now()
+	b, err := start(opts)
+	if err != nil {
+		return nil, err
+	}
+	slog.Debug("test bed up", "dir", b.Dir, "endpoint", b.Endpoint, "subnet", b.Subnet, "took", time.Since(started))
+	return b, nil
+}
+
+// StartT is Start for a single test: the bed is closed when t ends, and a
+// failure to start fails t.
+func StartT(t testing.TB, opts Options) *Bed {
+	t.Helper()
+	b, err := Start(opts)
+	if err != nil {
+		t.Fatalf("start test bed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close test bed: %v", err)
+		}
+	})
+	return b
+}
+
+// start does Start's work; on error it closes what it already set up.
+func start(opts Options) (*Bed, error) {
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("%s not found (run `make testbed`): %w", bin, err)
+		}
+	}
+	if opts.Registry {
+		for _, bin := range []string{"docker-registry", "skopeo"} {
+			if _, err := exec.LookPath(bin); err != nil {
+				return nil, fmt.Errorf("%s not found (run `make testbed`): %w", bin, err)
+			}
+		}
+	}
+	archive, err := imageArchive(cacheDir(), "/usr/bin/busybox")
+	if err != nil {
+		return nil, fmt.Errorf("build test images: %w", err)
+	}
+
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "berth-testbed-"); err != nil {
+			return nil, fmt.Errorf("create bed dir: %w", err)
+		}
+	} else {
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, fmt.Errorf("bed dir: %w", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+			return nil, fmt.Errorf("bed dir %s already holds a bed: take it down first", dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create bed dir: %w", err)
+		}
+	}
+	b := &Bed{
+		Dir:          dir,
+		Socket:       filepath.Join(dir, "containerd.sock"),
+		BusyboxImage: BusyboxRef,
+		PauseImage:   PauseRef,
+	}
+	b.Endpoint = "unix://" + b.Socket
+	if len(b.Socket)+len(".ttrpc") >= 108 {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("bed dir %s is too deep for a unix socket path", dir)
+	}
+	if err := b.setUp(opts, archive); err != nil {
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// setUp creates the bed in b.Dir.
+func (b *Bed) setUp(opts Options, archive string) error {
+	for _, d := range []string{b.path("tmp"), b.path("cni", "net.d"), b.path("cni", "ipam"), b.path("certs.d")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	b.snapshotter = "overlayfs"
+	if !overlayUsable(b.path("tmp")) {
+		b.snapshotter = "native"
+	}
+	n, err := pickNetwork(claimDir, b.Dir, networkInUse)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.network, b.Bridge, b.Subnet = n, n.Bridge, n.Subnet
+	b.mu.Unlock()
+	if err := b.saveState(); err != nil {
+		return err
+	}
+	conflist, err := cniConflist(n, b.path("cni", "ipam"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.path("cni", "net.d", "10-berth-testbed.conflist"), conflist, 0o644); err != nil {
+		return fmt.Errorf("write CNI config: %w", err)
+	}
+	cfg, err := containerdConfig{
+		Root:        b.path("root"),
+		State:       b.path("state"),
+		Socket:      b.Socket,
+		RuncRoot:    b.path("runc"),
+		OptDir:      b.path("opt"),
+		CNIConfDir:  b.path("cni", "net.d"),
+		CNIBinDir:   cniBinDir,
+		RegistryDir: b.path("certs.d"),
+		Snapshotter: b.snapshotter,
+		SandboxImg:  PauseRef,
+	}.render()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.configPath(), cfg, 0o644); err != nil {
+		return fmt.Errorf("write containerd config: %w", err)
+	}
+	if b.conn, err = dial(b.Endpoint); err != nil {
+		return err
+	}
+
+	// The registry is independent of containerd: bring it up meanwhile.
+	registryDone := make(chan error, 1)
+	if opts.Registry {
+		go func() { registryDone <- b.startRegistry(archive) }()
+	} else {
+		registryDone <- nil
+	}
+	err = b.StartContainerd()
+	if err == nil {
+		err = b.importImages(archive)
+	}
+	if rerr := <-registryDone; rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		return err
+	}
+	return b.saveState()
+}
+
+// path joins elem below the bed's Dir.
+func (b *Bed) path(elem ...string) string {
+	return filepath.Join(append([]string{b.Dir}, elem...)...)
+}
+
+// configPath is containerd's config.toml; it also identifies the bed's
+// containerd process by its command line.
+func (b *Bed) configPath() string { return b.path("containerd.toml") }
+
+// StartContainerd starts containerd on the bed's dirs and socket (again,
+// after StopContainerd) and waits until CRI answers and reports the runtime
+// and the network ready. Starting a running containerd is a no-op.
+func (b *Bed) StartContainerd() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errors.New("test bed is closed")
+	}
+	return b.startContainerdLocked()
+}
+
+// startContainerdLocked is StartContainerd with b.mu held.
+func (b *Bed) startContainerdLocked() error {
+	if b.containerd.alive() {
+		return nil
+	}
+	p, err := startProcess(b.path("containerd.log"), "containerd", "--config", b.configPath())
+	if err != nil {
+		return fmt.Errorf("start containerd: %w", err)
+	}
+	b.containerd = p
+	if err := b.saveStateLocked(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := b.waitReady(ctx, p); err != nil {
+		return fmt.Errorf("containerd did not become ready: %w\ncontainerd.log:\n%s", err, tail(b.path("containerd.log"), 40))
+	}
+	return nil
+}
+
+// waitReady polls CRI's Status until the runtime and the network are
+// ready, failing early if containerd exits.
+func (b *Bed) waitReady(ctx context.Context, p *process) error {
+	rt := runtimeapi.NewRuntimeServiceClient(b.conn)
+	var last error
+	for {
+		if !p.alive() {
+			return errors.New("containerd exited")
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := rt.Status(callCtx, &runtimeapi.StatusRequest{})
+		cancel()
+		if err == nil {
+			last = nil
+			for _, c := range resp.GetStatus().GetConditions() {
+				if !c.Status {
+					last = fmt.Errorf("condition %s false: %s: %s", c.Type, c.Reason, c.Message)
+				}
+			}
+			if last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// StopContainerd kills containerd alone (SIGTERM, SIGKILL after 10s), the
+// way a runtime outage looks: running pods' shims and containers stay.
+// Stopping a stopped containerd is a no-op.
+func (b *Bed) StopContainerd() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopContainerdLocked()
+}
+
+// stopContainerdLocked is StopContainerd with b.mu held.
+func (b *Bed) stopContainerdLocked() error {
+	if err := b.containerd.stop(10 * time.Second); err != nil {
+		return fmt.Errorf("stop containerd: %w", err)
+	}
+	return nil
+}
+
+// importImages imports the image archive into the k8s.io namespace,
+// unpacked for the CRI snapshotter, and waits until CRI sees both images
+// (its image store follows containerd's events, asynchronously).
+func (b *Bed) importImages(archive string) error {
+	if out, err := b.Ctr("images", "import", "--snapshotter", b.snapshotter, archive); err != nil {
+		return fmt.Errorf("import test images: %w: %s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, ref := range []string{BusyboxRef, PauseRef} {
+		for {
+			resp, err := b.Images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+			if err == nil && resp.GetImage() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("image %s imported but not seen by CRI: %v", ref, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// Runtime returns a CRI runtime client on the bed's socket. It stays usable
+// across StopContainerd/StartContainerd.
+func (b *Bed) Runtime() runtimeapi.RuntimeServiceClient {
+	return runtimeapi.NewRuntimeServiceClient(b.conn)
+}
+
+// Images returns a CRI image client on the bed's socket. It stays usable
+// across StopContainerd/StartContainerd.
+func (b *Bed) Images() runtimeapi.ImageServiceClient {
+	return runtimeapi.NewImageServiceClient(b.conn)
+}
+
+// Ctr runs `ctr --address SOCKET -n k8s.io ARGS...` and returns its
+// combined output.
+func (b *Bed) Ctr(args ...string) ([]byte, error) {
+	cmd := exec.Command("ctr", append([]string{"--address", b.Socket, "-n", "k8s.io"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+b.path("tmp"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("ctr %v: %w", args, err)
+	}
+	return out, nil
+}
+
+// cacheDir is where built image archives are kept between runs:
+// $BERTH_TESTBED_CACHE, else the user's cache dir.
+func cacheDir() string {
+	if d := os.Getenv("BERTH_TESTBED_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "berth-testbed")
+	}
+	return filepath.Join(os.TempDir(), "berth-testbed-cache")
+}

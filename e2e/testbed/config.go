@@ -1,0 +1,119 @@
+package testbed
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/template"
+
+	"golang.org/x/sys/unix"
+)
+
+// containerdConfig is what differs between beds in containerd's
+// config.toml. Every path is inside the bed's Dir, so two beds (or a bed
+// and the machine's own containerd) share nothing but /var/run/netns and
+// /run/containerd/s, where containerd 1.6 hard-codes network namespaces
+// and shim sockets (the latter hashed with our socket path).
+type containerdConfig struct {
+	Root        string
+	State       string
+	Socket      string
+	RuncRoot    string
+	OptDir      string
+	CNIConfDir  string
+	CNIBinDir   string
+	RegistryDir string // config_path: one hosts.toml per registry host
+	Snapshotter string // "overlayfs", or "native" where overlay cannot mount
+	SandboxImg  string
+}
+
+// containerdTemplate is a version 2 config for containerd 1.6. Notes:
+//   - restrict_oom_score_adj: these machines lack CAP_SYS_RESOURCE, and
+//     without it every sandbox fails with "can't get final child's PID
+//     from pipe: EOF".
+//   - stream_server_port 0: the default, 10010, would collide between
+//     concurrent beds.
+//   - the runc options' Root keeps runc's state in the bed, so teardown can
+//     find (and force-delete) every container of this bed alone.
+//   - unused snapshotters are disabled to keep containerd.log readable.
+var containerdTemplate = template.Must(template.New("config.toml").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`version = 2
+root = {{q .Root}}
+state = {{q .State}}
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
+
+[grpc]
+  address = {{q .Socket}}
+
+[ttrpc]
+  address = {{q (printf "%s.ttrpc" .Socket)}}
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {{q .OptDir}}
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = {{q .SandboxImg}}
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = {{q .Snapshotter}}
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = {{q .RuncRoot}}
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = {{q .CNIBinDir}}
+    conf_dir = {{q .CNIConfDir}}
+    max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = {{q .RegistryDir}}
+`))
+
+// render produces config.toml.
+func (c containerdConfig) render() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := containerdTemplate.Execute(&buf, c); err != nil {
+		return nil, fmt.Errorf("render containerd config: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// registryHostsTOML is the hosts.toml that makes containerd (1.6 honours
+// config_path for CRI pulls) talk plain HTTP to a registry at host.
+func registryHostsTOML(host string) []byte {
+	return fmt.Appendf(nil, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n",
+		"http://"+host, "http://"+host)
+}
+
+// overlayUsable reports whether an overlay filesystem can be mounted on
+// dir's filesystem (not the case on some nested or exotic setups), by
+// mounting one and unmounting it again.
+func overlayUsable(dir string) bool {
+	probe, err := os.MkdirTemp(dir, "overlay-probe-")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(probe)
+	lower, upper, work, merged := filepath.Join(probe, "l"), filepath.Join(probe, "u"), filepath.Join(probe, "w"), filepath.Join(probe, "m")
+	for _, d := range []string{lower, upper, work, merged} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return false
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		return false
+	}
+	return unix.Unmount(merged, unix.MNT_DETACH) == nil
+}

@@ -1,0 +1,375 @@
+package testbed
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Where containerd 1.6 and libcni keep things outside the bed's Dir.
+const (
+	netnsDir       = "/run/netns"           // CRI's network namespaces (/var/run/netns)
+	shimSocketDir  = "/run/containerd/s"    // shim sockets, named by a hash of address, namespace and id
+	cniResultsDir  = "/var/lib/cni/results" // libcni's cache: <network>-<sandbox id>-<ifname>
+	cniNetworksDir = "/var/lib/cni/networks"
+)
+
+// criNamespace is the containerd namespace CRI works in.
+const criNamespace = "k8s.io"
+
+// Close tears everything of the bed down, even after a failed test or
+// with containerd stopped: it removes every sandbox through CRI (starting
+// containerd again if needed, so CNI DEL runs and containerd cleans its own
+// state), kills containerd, force-deletes leftover containers and kills
+// leftover shims, unmounts what is mounted below Dir and the bed's network
+// namespaces, deletes the bridge, the IPAM state and the registry, and
+// removes Dir. It goes on past errors, reports them all, and is idempotent.
+func (b *Bed) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	netns, err := b.removeSandboxesLocked()
+	add(err)
+	add(b.stopContainerdLocked())
+	inodes, err := b.killShims()
+	add(err)
+	add(removeNetns(netns, inodes))
+	add(unmountBelow(b.Dir))
+	add(b.deleteNetwork())
+	if err := b.registry.stop(10 * time.Second); err != nil {
+		add(fmt.Errorf("stop registry: %w", err))
+	}
+	if b.conn != nil {
+		add(b.conn.Close())
+	}
+	if mounts, err := mountsBelow(b.Dir); err != nil || len(mounts) > 0 {
+		// Removing files through a mount could reach outside the bed.
+		add(fmt.Errorf("keep %s: still mounted below it: %v %v", b.Dir, mounts, err))
+	} else if err := os.RemoveAll(b.Dir); err != nil {
+		add(fmt.Errorf("remove bed dir: %w", err))
+	}
+	if b.network.Index != 0 {
+		add(releaseNetwork(claimDir, b.Dir, b.network))
+	}
+	return errors.Join(errs...)
+}
+
+// removeSandboxesLocked stops and removes every sandbox (and so every
+// container) through CRI, and returns the network namespace paths they
+// had, for the leftover sweep. A bed whose setup never wrote containerd's
+// config has nothing to remove.
+func (b *Bed) removeSandboxesLocked() ([]string, error) {
+	if _, err := os.Stat(b.configPath()); err != nil || b.conn == nil {
+		return nil, nil
+	}
+	if err := b.startContainerdLocked(); err != nil {
+		return nil, fmt.Errorf("start containerd to remove sandboxes: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := runtimeapi.NewRuntimeServiceClient(b.conn)
+	list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var netns []string
+	var errs []error
+	for _, sb := range list.GetItems() {
+		if st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true}); err == nil {
+			var info struct {
+				NetNSPath string `json:"netNamespacePath"`
+			}
+			if json.Unmarshal([]byte(st.GetInfo()["info"]), &info) == nil && info.NetNSPath != "" {
+				netns = append(netns, info.NetNSPath)
+			}
+		}
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", sb.Id, err))
+			continue
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return netns, errors.Join(errs...)
+}
+
+// killShims sweeps up after containerd when CRI could not: it force-deletes
+// every container left in the bed's runc root (killing its processes and
+// removing its cgroups), kills the shims serving the bed's socket and
+// whatever still runs below them, and removes their sockets. It returns
+// the network namespace inodes ("net:[N]") those processes were in.
+func (b *Bed) killShims() (map[string]bool, error) {
+	procs, err := listProcs()
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	for _, p := range procs {
+		children[p.PPID] = append(children[p.PPID], p.PID)
+	}
+	var shims []procInfo
+	var doomed []int
+	for _, p := range procs {
+		if filepath.Base(p.Args[0]) == "containerd-shim-runc-v2" && argValue(p.Args, "-address") == b.Socket {
+			shims = append(shims, p)
+			doomed = append(doomed, descendants(children, p.PID)...)
+			doomed = append(doomed, p.PID)
+		}
+	}
+	inodes := map[string]bool{}
+	for _, pid := range doomed {
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net"); err == nil {
+			inodes[ns] = true
+		}
+	}
+	// The host's own network namespace is no leftover.
+	if ns, err := os.Readlink("/proc/self/ns/net"); err == nil {
+		delete(inodes, ns)
+	}
+
+	var errs []error
+	runcRoot := filepath.Join(b.path("runc"), criNamespace)
+	if entries, err := os.ReadDir(runcRoot); err == nil {
+		for _, e := range entries {
+			if out, err := exec.Command("runc", "--root", runcRoot, "delete", "--force", e.Name()).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("runc delete %s: %w: %s", e.Name(), err, out))
+			}
+		}
+	}
+	for _, pid := range doomed {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("kill pid %d: %w", pid, err))
+		}
+	}
+	for _, pid := range doomed {
+		p := &process{PID: pid, Marker: ""}
+		if !p.waitGone(10 * time.Second) {
+			errs = append(errs, fmt.Errorf("pid %d survived SIGKILL", pid))
+		}
+	}
+	for _, s := range shims {
+		sock := shimSocket(argValue(s.Args, "-address"), argValue(s.Args, "-namespace"), argValue(s.Args, "-id"))
+		if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove shim socket: %w", err))
+		}
+	}
+	return inodes, errors.Join(errs...)
+}
+
+// shimSocket is the path containerd 1.6 gives a shim's socket: a hash of
+// containerd's address, the namespace and the shim id, under
+// /run/containerd/s.
+func shimSocket(address, namespace, id string) string {
+	sum := sha256.Sum256([]byte(filepath.Join(address, namespace, id)))
+	return filepath.Join(shimSocketDir, hex.EncodeToString(sum[:]))
+}
+
+// argValue returns the argument after flag in args, or "".
+func argValue(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// descendants returns every process below pid in the children map.
+func descendants(children map[int][]int, pid int) []int {
+	var out []int
+	for _, c := range children[pid] {
+		out = append(out, descendants(children, c)...)
+		out = append(out, c)
+	}
+	return out
+}
+
+// removeNetns unmounts and removes the bed's network namespaces that are
+// still there: those at the given paths, and any under /run/netns whose
+// namespace is one of inodes.
+func removeNetns(paths []string, inodes map[string]bool) error {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return err
+	}
+	doomed := map[string]bool{}
+	for _, p := range paths {
+		doomed[filepath.Clean(strings.Replace(p, "/var/run/", "/run/", 1))] = true
+	}
+	for _, m := range mounts {
+		if m.FSType == "nsfs" && filepath.Dir(m.Point) == netnsDir && inodes[m.Root] {
+			doomed[m.Point] = true
+		}
+	}
+	var errs []error
+	for p := range doomed {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount netns %s: %w", p, err))
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove netns %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteNetwork deletes the bed's bridge and the CNI state kept outside the
+// bed (libcni's result cache, and host-local's default dir in case a config
+// without our dataDir was ever used).
+func (b *Bed) deleteNetwork() error {
+	if b.network.Index == 0 {
+		return nil
+	}
+	var errs []error
+	if _, err := net.InterfaceByName(b.network.Bridge); err == nil {
+		if out, err := exec.Command("ip", "link", "del", b.network.Bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("delete bridge %s: %w: %s", b.network.Bridge, err, out))
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(cniNetworksDir, b.network.Name)); err != nil {
+		errs = append(errs, fmt.Errorf("remove IPAM state: %w", err))
+	}
+	results, _ := filepath.Glob(filepath.Join(cniResultsDir, b.network.Name+"-*"))
+	for _, r := range results {
+		if err := os.Remove(r); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove CNI result: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mount is one line of /proc/self/mountinfo.
+type mount struct {
+	Root   string // the mounted object's root: a path, or "net:[N]" for nsfs
+	Point  string
+	FSType string
+}
+
+// readMountinfo parses /proc/self/mountinfo.
+func readMountinfo() ([]mount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mounts: %w", err)
+	}
+	defer f.Close()
+	return parseMountinfo(bufio.NewScanner(f))
+}
+
+// parseMountinfo parses mountinfo lines: "ID PARENT MAJ:MIN ROOT POINT
+// OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS", paths octal-escaped.
+func parseMountinfo(sc *bufio.Scanner) ([]mount, error) {
+	var mounts []mount
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" && i >= 6 {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		mounts = append(mounts, mount{Root: unescapeMount(fields[3]), Point: unescapeMount(fields[4]), FSType: fields[sep+1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read mounts: %w", err)
+	}
+	return mounts, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
+// mountsBelow returns the mount points strictly below dir, deepest first.
+func mountsBelow(dir string) ([]string, error) {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var below []string
+	for _, m := range mounts {
+		if strings.HasPrefix(m.Point, dir+"/") {
+			below = append(below, m.Point)
+		}
+	}
+	sort.Slice(below, func(i, j int) bool {
+		return strings.Count(below[i], "/") > strings.Count(below[j], "/")
+	})
+	return below, nil
+}
+
+// unmountBelow unmounts everything mounted below dir, deepest first,
+// repeating while mounts stacked on the same point remain.
+func unmountBelow(dir string) error {
+	for range 10 {
+		below, err := mountsBelow(dir)
+		if err != nil || len(below) == 0 {
+			return err
+		}
+		for _, p := range below {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("unmount %s: %w", p, err)
+			}
+		}
+	}
+	return fmt.Errorf("mounts below %s keep coming back", dir)
+}
+
+// tail returns the last n lines of file, for error messages.
+func tail(file string, n int) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
