@@ -54,10 +54,13 @@ func (p *process) alive() bool {
 		return false
 	}
 	if p.exited != nil {
+		// Our own child: its reaper knows. Its /proc/PID/cmdline may even
+		// read empty for a moment after exec, so it is no evidence here.
 		select {
 		case <-p.exited:
 			return false
 		default:
+			return true
 		}
 	}
 	return processMatches(p.PID, p.Marker)

@@ -103,11 +103,8 @@ func (b *Bed) removeSandboxesLocked() ([]string, error) {
 	var errs []error
 	for _, sb := range list.GetItems() {
 		if st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true}); err == nil {
-			var info struct {
-				NetNSPath string `json:"netNamespacePath"`
-			}
-			if json.Unmarshal([]byte(st.GetInfo()["info"]), &info) == nil && info.NetNSPath != "" {
-				netns = append(netns, info.NetNSPath)
+			if p := netnsPath(st.GetInfo()["info"]); p != "" {
+				netns = append(netns, p)
 			}
 		}
 		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
@@ -119,6 +116,31 @@ func (b *Bed) removeSandboxesLocked() ([]string, error) {
 		}
 	}
 	return netns, errors.Join(errs...)
+}
+
+// netnsPath extracts the network namespace path from containerd 1.6's
+// verbose sandbox info (its OCI runtime spec's network namespace), or ""
+// for a host-network sandbox or info of another shape.
+func netnsPath(info string) string {
+	var v struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct {
+					Type string `json:"type"`
+					Path string `json:"path"`
+				} `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	if json.Unmarshal([]byte(info), &v) != nil {
+		return ""
+	}
+	for _, ns := range v.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" {
+			return ns.Path
+		}
+	}
+	return ""
 }
 
 // killShims sweeps up after containerd when CRI could not: it force-deletes

@@ -1,0 +1,327 @@
+//go:build e2e
+
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestBedRunsPods proves the bed is a real runtime: pods on the CNI
+// network and on the host network run busybox, their output lands in CRI
+// log files, and they stop and go away.
+func TestBedRunsPods(t *testing.T) {
+	b := StartT(t, Options{})
+	_, subnet, err := net.ParseCIDR(b.Subnet)
+	if err != nil {
+		t.Fatalf("bed subnet %q: %v", b.Subnet, err)
+	}
+	tests := []struct {
+		name        string
+		hostNetwork bool
+	}{
+		{name: "cni-network"},
+		{name: "host-network", hostNetwork: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			rt := b.Runtime()
+			p := runPod(ctx, t, b, tc.name, tc.hostNetwork, "echo hello from "+tc.name)
+
+			st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.sandbox})
+			if err != nil {
+				t.Fatalf("PodSandboxStatus: %v", err)
+			}
+			if got := st.GetStatus().GetState(); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+				t.Errorf("sandbox state = %v, want SANDBOX_READY", got)
+			}
+			ip := net.ParseIP(st.GetStatus().GetNetwork().GetIp())
+			if tc.hostNetwork {
+				if ip != nil && subnet.Contains(ip) {
+					t.Errorf("host-network sandbox got pod IP %s", ip)
+				}
+			} else if ip == nil || !subnet.Contains(ip) {
+				t.Errorf("sandbox IP %q not in the bed's subnet %s", st.GetStatus().GetNetwork().GetIp(), b.Subnet)
+			}
+
+			waitExited(ctx, t, rt, p.container)
+			log, err := os.ReadFile(p.logFile)
+			if err != nil {
+				t.Fatalf("read container log: %v", err)
+			}
+			if !strings.Contains(string(log), " stdout F hello from "+tc.name+"\n") {
+				t.Errorf("container log %s = %q, want a CRI stdout line %q", p.logFile, log, "hello from "+tc.name)
+			}
+
+			if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.sandbox}); err != nil {
+				t.Fatalf("StopPodSandbox: %v", err)
+			}
+			if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.sandbox}); err != nil {
+				t.Fatalf("RemovePodSandbox: %v", err)
+			}
+			list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: p.sandbox}})
+			if err != nil {
+				t.Fatalf("ListPodSandbox: %v", err)
+			}
+			if len(list.GetItems()) != 0 {
+				t.Errorf("sandbox %s still listed after removal", p.sandbox)
+			}
+		})
+	}
+}
+
+// TestBedRegistryPull pulls busybox from the bed's registry through CRI,
+// over plain HTTP, and runs it.
+func TestBedRegistryPull(t *testing.T) {
+	b := StartT(t, Options{Registry: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	img := &runtimeapi.ImageSpec{Image: b.RegistryBusyboxImage}
+	before, err := b.Images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: img})
+	if err != nil {
+		t.Fatalf("ImageStatus before pull: %v", err)
+	}
+	if before.GetImage() != nil {
+		t.Fatalf("%s present before the pull: the test would prove nothing", b.RegistryBusyboxImage)
+	}
+	pulled, err := b.Images().PullImage(ctx, &runtimeapi.PullImageRequest{Image: img})
+	if err != nil {
+		t.Fatalf("PullImage %s: %v", b.RegistryBusyboxImage, err)
+	}
+	st, err := b.Images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: img})
+	if err != nil {
+		t.Fatalf("ImageStatus after pull: %v", err)
+	}
+	if st.GetImage() == nil || st.GetImage().GetId() != pulled.GetImageRef() {
+		t.Fatalf("ImageStatus after pull = %v, want image %s", st.GetImage(), pulled.GetImageRef())
+	}
+	if !slices.Contains(st.GetImage().GetRepoTags(), b.RegistryBusyboxImage) {
+		t.Errorf("repo tags %v lack %s", st.GetImage().GetRepoTags(), b.RegistryBusyboxImage)
+	}
+}
+
+// TestBedSurvivesOutageAndLeavesNothing runs a long-lived pod, kills
+// containerd under it (its shim keeps it running), brings containerd back,
+// kills it again and closes the bed in that state: nothing of the bed may
+// remain on the machine.
+func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
+	b, err := Start(Options{Registry: true})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := runPod(ctx, t, b, "sleeper", false, "echo up; exec sleep 3600")
+	netns := sandboxNetns(ctx, t, b, p.sandbox)
+
+	if err := b.StopContainerd(); err != nil {
+		t.Fatalf("StopContainerd: %v", err)
+	}
+	if err := b.StartContainerd(); err != nil {
+		t.Fatalf("StartContainerd: %v", err)
+	}
+	st, err := b.Runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: p.container})
+	if err != nil {
+		t.Fatalf("ContainerStatus after restart: %v", err)
+	}
+	if st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("container after a containerd restart: %v, want CONTAINER_RUNNING", st.GetStatus().GetState())
+	}
+	if err := b.StopContainerd(); err != nil {
+		t.Fatalf("StopContainerd: %v", err)
+	}
+	if !anyProcess(b.Socket) {
+		t.Fatalf("no shim of the bed is running during the outage")
+	}
+
+	if err := b.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	assertNothingLeft(t, b, netns)
+}
+
+// TestCLIUpDown drives the CLI's library path: a bed started in a given
+// dir is found again by Attach from its state file and torn down from
+// there.
+func TestCLIUpDown(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bed")
+	b, err := Start(Options{Dir: dir, Registry: true})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := Start(Options{Dir: dir}); err == nil {
+		t.Fatalf("a second bed started in %s", dir)
+	}
+	a, err := Attach(dir)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	if a.Socket != b.Socket || a.Bridge != b.Bridge || a.Subnet != b.Subnet || a.Registry != b.Registry {
+		t.Errorf("Attach = %+v, want the bed %+v", a, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.Runtime().Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatalf("Version through the attached bed: %v", err)
+	}
+	p := runPod(ctx, t, a, "attached", false, "exec sleep 3600")
+	netns := sandboxNetns(ctx, t, a, p.sandbox)
+	if err := a.Close(); err != nil {
+		t.Errorf("Close the attached bed: %v", err)
+	}
+	assertNothingLeft(t, b, netns)
+}
+
+// pod is a sandbox with one container, as runPod made it.
+type pod struct {
+	sandbox   string
+	container string
+	logFile   string
+}
+
+// runPod runs a sandbox named name with one busybox container running
+// script, logging in the CRI layout below the bed's Dir.
+func runPod(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork bool, script string) pod {
+	t.Helper()
+	rt := b.Runtime()
+	uid := fmt.Sprintf("uid-%s-%d", name, time.Now().UnixNano())
+	logDir := filepath.Join(b.Dir, "pods", "default_"+name+"_"+uid)
+	netMode := runtimeapi.NamespaceMode_POD
+	if hostNetwork {
+		netMode = runtimeapi.NamespaceMode_NODE
+	}
+	sbConfig := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: uid},
+		LogDirectory: logDir,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+			},
+		},
+	}
+	if !hostNetwork {
+		// As the kubelet does: containerd shares the host's UTS namespace
+		// with host-network sandboxes, where runc refuses to set a hostname.
+		sbConfig.Hostname = name
+	}
+	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
+	if err != nil {
+		t.Fatalf("RunPodSandbox %s: %v", name, err)
+	}
+	c, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sb.PodSandboxId,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+			Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage},
+			Command:  []string{"sh", "-c", script},
+			LogPath:  "main/0.log",
+		},
+		SandboxConfig: sbConfig,
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer in %s: %v", name, err)
+	}
+	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId}); err != nil {
+		t.Fatalf("StartContainer in %s: %v", name, err)
+	}
+	return pod{sandbox: sb.PodSandboxId, container: c.ContainerId, logFile: filepath.Join(logDir, "main", "0.log")}
+}
+
+// waitExited waits for the container to exit and checks it exited 0.
+func waitExited(ctx context.Context, t *testing.T, rt runtimeapi.RuntimeServiceClient, id string) {
+	t.Helper()
+	for {
+		st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatalf("ContainerStatus: %v", err)
+		}
+		if st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			if code := st.GetStatus().GetExitCode(); code != 0 {
+				t.Fatalf("container exited %d: %s %s", code, st.GetStatus().GetReason(), st.GetStatus().GetMessage())
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("container %s did not exit: %v", id, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sandboxNetns returns the sandbox's network namespace path from CRI's
+// verbose status, checking it exists.
+func sandboxNetns(ctx context.Context, t *testing.T, b *Bed, id string) string {
+	t.Helper()
+	st, err := b.Runtime().PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus: %v", err)
+	}
+	path := netnsPath(st.GetInfo()["info"])
+	if path == "" {
+		t.Fatalf("no netns path in the sandbox's verbose info: %.500s", st.GetInfo()["info"])
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("sandbox netns: %v", err)
+	}
+	return path
+}
+
+// anyProcess reports whether a live process has marker in its command line.
+func anyProcess(marker string) bool {
+	procs, err := listProcs()
+	if err != nil {
+		return false
+	}
+	for _, p := range procs {
+		if strings.Contains(strings.Join(p.Args, " "), marker) {
+			return true
+		}
+	}
+	return false
+}
+
+// assertNothingLeft checks that the closed bed b left no process, mount,
+// bridge, network namespace, claim or directory behind.
+func assertNothingLeft(t *testing.T, b *Bed, netns string) {
+	t.Helper()
+	if anyProcess(b.Dir) {
+		t.Errorf("a process naming %s in its command line survived Close", b.Dir)
+	}
+	mounts, err := readMountinfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if strings.HasPrefix(m.Point, b.Dir) || m.Point == strings.Replace(netns, "/var/run/", "/run/", 1) {
+			t.Errorf("mount %s (%s) survived Close", m.Point, m.FSType)
+		}
+	}
+	if _, err := net.InterfaceByName(b.Bridge); err == nil {
+		t.Errorf("bridge %s survived Close", b.Bridge)
+	}
+	for _, p := range []string{netns, b.Dir, filepath.Join(claimDir, fmt.Sprint(b.network.Index)), filepath.Join(cniNetworksDir, b.network.Name)} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s survived Close", p)
+		}
+	}
+	if results, _ := filepath.Glob(filepath.Join(cniResultsDir, b.network.Name+"-*")); len(results) > 0 {
+		t.Errorf("CNI results %v survived Close", results)
+	}
+}
