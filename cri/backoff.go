@@ -64,6 +64,19 @@ func (b *Backoff) Remaining(key string, since time.Time) time.Duration {
 	return max(since.Add(e.delay).Sub(now), 0)
 }
 
+// RemainingSinceLast is Remaining measured from key's most recent failure,
+// for callers that do not keep the failure time themselves (image pulls).
+func (b *Backoff) RemainingSinceLast(key string) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	e, ok := b.entries[key]
+	if !ok || b.expired(e, now) {
+		return 0
+	}
+	return max(e.last.Add(e.delay).Sub(now), 0)
+}
+
 // Delay is the delay currently recorded for key, 0 if none.
 func (b *Backoff) Delay(key string) time.Duration {
 	b.mu.Lock()

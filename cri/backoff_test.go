@@ -72,3 +72,26 @@ func TestBackoffResetAndGC(t *testing.T) {
 		t.Errorf("Delay of collected key = %v, want 0", got)
 	}
 }
+
+func TestBackoffRemainingSinceLast(t *testing.T) {
+	start := time.Unix(1000, 0)
+	clk := clocktesting.NewFakePassiveClock(start)
+	b := NewBackoff(clk, 10*time.Second, 5*time.Minute)
+	if got := b.RemainingSinceLast("k"); got != 0 {
+		t.Fatalf("no failure: %v, want 0", got)
+	}
+	b.Next("k")
+	clk.SetTime(start.Add(4 * time.Second))
+	if got := b.RemainingSinceLast("k"); got != 6*time.Second {
+		t.Errorf("4s after the first failure: %v, want 6s", got)
+	}
+	b.Next("k") // second failure at +4s: 20s from now
+	clk.SetTime(start.Add(19 * time.Second))
+	if got := b.RemainingSinceLast("k"); got != 5*time.Second {
+		t.Errorf("15s after the second failure: %v, want 5s", got)
+	}
+	clk.SetTime(start.Add(24 * time.Second))
+	if got := b.RemainingSinceLast("k"); got != 0 {
+		t.Errorf("delay passed: %v, want 0", got)
+	}
+}

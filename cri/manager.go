@@ -75,6 +75,14 @@ type Manager struct {
 	// container name; both guard themselves.
 	pullBackoff  *Backoff
 	crashBackoff *Backoff
+
+	// Observation and killing (relist.go, kill.go).
+	// statusCache holds the status details the CRI lists lack, per object;
+	// it guards itself.
+	statusCache statusCache
+	// preStop runs a container's preStop hook before it is stopped; nil
+	// means no hooks (issue 8 sets it). See KillContainer.
+	preStop preStopFunc
 }
 
 // NewManager wires a Manager over the given services, filling defaults the

@@ -1,0 +1,158 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	// minimumGracePeriodSeconds is the kubelet's floor: a container always
+	// gets a moment between SIGTERM and SIGKILL, unless an override says
+	// otherwise.
+	minimumGracePeriodSeconds = 2
+	// defaultGracePeriodSeconds is the API default of
+	// terminationGracePeriodSeconds, used when nothing says otherwise.
+	defaultGracePeriodSeconds = 30
+)
+
+// preStopFunc runs a container's preStop hook and returns when it finished
+// or grace ran out. pod is nil for an orphan, whose hook is in the
+// container's AnnotationPreStopHook. It reports failures itself (events);
+// KillContainer only takes the time it took off the grace period.
+type preStopFunc func(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace time.Duration)
+
+// KillContainer stops one berth-owned container with the kubelet's grace
+// rules: the pod's deletion or termination grace period (a container may
+// carry its own in AnnotationContainerGracePeriod; an orphan, pod == nil,
+// carries the pod's in AnnotationPodGracePeriod; 30 s when nothing says),
+// less the time a preStop hook took, at least 2 s; gracePeriodOverride wins
+// over all of it. reason says why (logged); message goes into the Killing
+// event. A container that is already gone counts as stopped. Failures are
+// *SyncError with ReasonKillContainerError.
+func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerStatus, reason, message string, gracePeriodOverride *int64) error {
+	if !owned(c.Labels) {
+		return fmt.Errorf("refusing to stop container %q (%s): it is not managed by berth", c.ID, c.Name)
+	}
+	uid, name, namespace := podIdentity(pod, c.Labels)
+	grace := gracePeriodSeconds(pod, c)
+	if message == "" {
+		message = fmt.Sprintf("Stopping container %s", c.Name)
+	}
+	m.opts.Recorder.Event(uid, name, namespace, EventNormal, "Killing", message)
+
+	if m.preStop != nil && grace > 0 {
+		start := m.clock.Now()
+		m.preStop(ctx, pod, c, time.Duration(grace)*time.Second)
+		grace -= int64(m.clock.Since(start).Seconds())
+	}
+	grace = max(grace, minimumGracePeriodSeconds)
+	if gracePeriodOverride != nil {
+		grace = max(*gracePeriodOverride, 0)
+	}
+
+	slog.Debug("killing container", "pod", namespace+"/"+name, "uid", uid, "container", c.Name,
+		"containerID", c.ID, "reason", reason, "gracePeriod", grace)
+	if err := m.runtime.StopContainer(ctx, c.ID, grace); err != nil && !isNotFound(err) {
+		return &SyncError{
+			Reason:  ReasonKillContainerError,
+			Message: fmt.Sprintf("stop container %q (%s) with grace period %ds: %v", c.Name, c.ID, grace, err),
+			Err:     err,
+		}
+	}
+	return nil
+}
+
+// KillPod stops a pod: all its running containers in parallel (each with its
+// own grace period, so the pod takes as long as its slowest container, not
+// the sum), then every sandbox, which also tears the network down. Objects
+// without berth's ownership label are left alone. pod may be nil for an
+// orphan. All failures are returned joined, each a *SyncError
+// (KillContainerError, KillPodSandboxError); sandboxes are stopped even when
+// a container failed to stop, as the kubelet does, since stopping the
+// sandbox kills what is left.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriodOverride *int64) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards errs
+		errs []error
+	)
+	for _, c := range status.Containers {
+		if !owned(c.Labels) || (c.State != ContainerStateRunning && c.State != ContainerStateUnknown) {
+			continue
+		}
+		wg.Go(func() {
+			if err := m.KillContainer(ctx, pod, c, "PodKilled", "", gracePeriodOverride); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range status.Sandboxes {
+		if !owned(s.Labels) {
+			continue
+		}
+		if err := m.runtime.StopPodSandbox(ctx, s.ID); err != nil && !isNotFound(err) {
+			errs = append(errs, &SyncError{
+				Reason:  ReasonKillPodSandboxError,
+				Message: fmt.Sprintf("stop sandbox %q of pod %s/%s: %v", s.ID, status.Namespace, status.Name, err),
+				Err:     err,
+			})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// podIdentity names the pod for events and logs: from the spec when there
+// is one, else from the object's labels (an orphan).
+func podIdentity(pod *v1.Pod, labels map[string]string) (types.UID, string, string) {
+	if pod != nil {
+		return pod.UID, pod.Name, pod.Namespace
+	}
+	return types.UID(labels[LabelPodUID]), labels[LabelPodName], labels[LabelPodNamespace]
+}
+
+// gracePeriodSeconds is the grace period before the preStop and minimum
+// adjustments: the pod's deletion grace period if it is being deleted, a
+// container-specific one if recorded, the pod's spec, or for an orphan the
+// pod's as recorded on the container.
+func gracePeriodSeconds(pod *v1.Pod, c *ContainerStatus) int64 {
+	if pod != nil && pod.DeletionGracePeriodSeconds != nil {
+		return *pod.DeletionGracePeriodSeconds
+	}
+	if g, ok := annotationSeconds(c.Annotations, AnnotationContainerGracePeriod); ok {
+		return g
+	}
+	if pod != nil {
+		if pod.Spec.TerminationGracePeriodSeconds != nil {
+			return *pod.Spec.TerminationGracePeriodSeconds
+		}
+		return defaultGracePeriodSeconds
+	}
+	if g, ok := annotationSeconds(c.Annotations, AnnotationPodGracePeriod); ok {
+		return g
+	}
+	return defaultGracePeriodSeconds
+}
+
+// annotationSeconds parses a non-negative number of seconds.
+func annotationSeconds(annotations map[string]string, key string) (int64, bool) {
+	v, ok := annotations[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}

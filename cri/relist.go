@@ -1,0 +1,396 @@
+package cri
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// AnnotationContainerImage is berth's own annotation carrying the image as
+// the manifest named it (busybox:1.36), since containers are created from the
+// resolved image ID and runtimes report a normalized name back. The container
+// config sets it; observation reads it into ContainerStatus.Image.
+const AnnotationContainerImage = "io.berth.container.image"
+
+// statusCache keeps, per runtime object, what only a status call tells (exit
+// code, times, reason, message, IPs, namespace options), together with the
+// state it was read in. A cached entry stays valid as long as the object's
+// listed state is the same: a running container's details do not change
+// until it exits, and an exited container's never change. That keeps a
+// relist at two list calls when nothing happened.
+type statusCache struct {
+	mu         sync.Mutex // guards containers and sandboxes
+	containers map[string]cachedContainer
+	sandboxes  map[string]cachedSandbox
+}
+
+type cachedContainer struct {
+	state   runtimeapi.ContainerState
+	status  ContainerStatus
+	logPath string // for removing the log file with the container
+}
+
+type cachedSandbox struct {
+	state  runtimeapi.PodSandboxState
+	status SandboxStatus
+}
+
+// container returns a copy of the cached status of id if it was read in
+// state.
+func (c *statusCache) container(id string, state runtimeapi.ContainerState) (*ContainerStatus, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.containers[id]
+	if !ok || e.state != state {
+		return nil, false
+	}
+	s := e.status
+	return &s, true
+}
+
+// containerLogPath is the log file of a cached container, and whether the
+// container is cached at all (only berth-owned containers ever are).
+func (c *statusCache) containerLogPath(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.containers[id]
+	return e.logPath, ok
+}
+
+func (c *statusCache) putContainer(id string, state runtimeapi.ContainerState, s *ContainerStatus, logPath string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.containers == nil {
+		c.containers = map[string]cachedContainer{}
+	}
+	c.containers[id] = cachedContainer{state: state, status: *s, logPath: logPath}
+}
+
+func (c *statusCache) sandbox(id string, state runtimeapi.PodSandboxState) (*SandboxStatus, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.sandboxes[id]
+	if !ok || e.state != state {
+		return nil, false
+	}
+	s := e.status
+	return &s, true
+}
+
+func (c *statusCache) putSandbox(id string, state runtimeapi.PodSandboxState, s *SandboxStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sandboxes == nil {
+		c.sandboxes = map[string]cachedSandbox{}
+	}
+	c.sandboxes[id] = cachedSandbox{state: state, status: *s}
+}
+
+// forget drops the given objects, after they were removed.
+func (c *statusCache) forget(containerIDs, sandboxIDs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range containerIDs {
+		delete(c.containers, id)
+	}
+	for _, id := range sandboxIDs {
+		delete(c.sandboxes, id)
+	}
+}
+
+// retain drops every object not in a complete listing of berth's objects.
+func (c *statusCache) retain(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
+	keepS := make(map[string]struct{}, len(sandboxes))
+	for _, s := range sandboxes {
+		keepS[s.Id] = struct{}{}
+	}
+	keepC := make(map[string]struct{}, len(containers))
+	for _, ct := range containers {
+		keepC[ct.Id] = struct{}{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.sandboxes {
+		if _, ok := keepS[id]; !ok {
+			delete(c.sandboxes, id)
+		}
+	}
+	for id := range c.containers {
+		if _, ok := keepC[id]; !ok {
+			delete(c.containers, id)
+		}
+	}
+}
+
+// managedSelector selects berth's objects, optionally of one pod.
+func managedSelector(uid types.UID) map[string]string {
+	sel := map[string]string{LabelManaged: "true"}
+	if uid != "" {
+		sel[LabelPodUID] = string(uid)
+	}
+	return sel
+}
+
+// owned reports whether an object carries berth's ownership label; berth
+// never stops or removes anything else.
+func owned(labels map[string]string) bool {
+	return labels[LabelManaged] == "true"
+}
+
+// Relist returns the status of every berth-owned pod on the runtime, by
+// UID. It costs one ListPodSandbox and one ListContainers call plus one
+// status call per object that is new or changed state since the last look,
+// so at idle it is exactly two calls however many pods run. The agent's PLEG
+// calls it every second and compares. The returned statuses are the
+// caller's; their Labels and Annotations maps are shared and must not be
+// modified.
+func (m *Manager) Relist(ctx context.Context) (map[types.UID]*PodStatus, error) {
+	sandboxes, containers, err := m.list(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	pods, err := m.podStatuses(ctx, sandboxes, containers)
+	if err != nil {
+		return nil, err
+	}
+	m.statusCache.retain(sandboxes, containers)
+	return pods, nil
+}
+
+// PodStatus returns the status of one pod, read fresh from the runtime: a
+// pod worker calls it right after acting on the pod. A UID without objects
+// gives an empty status, not an error.
+func (m *Manager) PodStatus(ctx context.Context, uid types.UID) (*PodStatus, error) {
+	sandboxes, containers, err := m.list(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := m.podStatuses(ctx, sandboxes, containers)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := pods[uid]; ok {
+		return s, nil
+	}
+	return &PodStatus{UID: uid}, nil
+}
+
+// list lists berth's sandboxes and containers, of one pod if uid is set.
+func (m *Manager) list(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+	sandboxes, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(uid)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector(uid)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list containers: %w", err)
+	}
+	return sandboxes, containers, nil
+}
+
+// podStatuses groups listed objects by pod UID, completing each from the
+// cache or a status call. Objects without berth's labels are skipped even if
+// a runtime ignored the label filter. Any failed status call fails the whole
+// result: a status missing its exit code would make the caller decide wrong
+// (restart a container that succeeded), while the next relist will retry.
+func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) (map[types.UID]*PodStatus, error) {
+	pods := map[types.UID]*PodStatus{}
+	pod := func(labels map[string]string) *PodStatus {
+		uid := types.UID(labels[LabelPodUID])
+		p, ok := pods[uid]
+		if !ok {
+			p = &PodStatus{UID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, s := range sandboxes {
+		if !owned(s.Labels) || s.Labels[LabelPodUID] == "" {
+			continue
+		}
+		ss, err := m.sandboxStatus(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if ss != nil {
+			p := pod(s.Labels)
+			p.Sandboxes = append(p.Sandboxes, ss)
+		}
+	}
+	for _, c := range containers {
+		if !owned(c.Labels) || c.Labels[LabelPodUID] == "" {
+			continue
+		}
+		cs, err := m.containerStatus(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if cs != nil {
+			p := pod(c.Labels)
+			p.Containers = append(p.Containers, cs)
+		}
+	}
+	for _, p := range pods {
+		slices.SortFunc(p.Sandboxes, func(a, b *SandboxStatus) int {
+			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+		})
+		slices.SortFunc(p.Containers, func(a, b *ContainerStatus) int {
+			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+		})
+		p.IPs = podIPs(p.Sandboxes)
+	}
+	return pods, nil
+}
+
+// podIPs are the IPs of the newest ready sandbox, primary first; none on the
+// host network, where the pod's IP is the node's and the agent fills it.
+func podIPs(sandboxes []*SandboxStatus) []string {
+	for _, s := range sandboxes {
+		if s.State != SandboxStateReady {
+			continue
+		}
+		if s.HostNetwork || s.IP == "" {
+			return nil
+		}
+		return append([]string{s.IP}, s.AdditionalIPs...)
+	}
+	return nil
+}
+
+// sandboxStatus completes a listed sandbox, from the cache while its state
+// is unchanged. A sandbox removed since the listing gives nil, nil.
+func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*SandboxStatus, error) {
+	if cached, ok := m.statusCache.sandbox(s.Id, s.State); ok {
+		return cached, nil
+	}
+	resp, err := m.runtime.PodSandboxStatus(ctx, s.Id, false)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status of sandbox %q: %w", s.Id, err)
+	}
+	st := resp.Status
+	ss := &SandboxStatus{
+		ID:          s.Id,
+		State:       sandboxState(st.State),
+		CreatedAt:   time.Unix(0, st.CreatedAt),
+		Attempt:     st.GetMetadata().GetAttempt(),
+		IP:          st.GetNetwork().GetIp(),
+		HostNetwork: st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE,
+		Labels:      st.Labels,
+		Annotations: st.Annotations,
+	}
+	for _, ip := range st.GetNetwork().GetAdditionalIps() {
+		ss.AdditionalIPs = append(ss.AdditionalIPs, ip.GetIp())
+	}
+	m.statusCache.putSandbox(s.Id, st.State, ss)
+	return ss, nil
+}
+
+// containerStatus completes a listed container, from the cache while its
+// state is unchanged. A container removed since the listing gives nil, nil.
+func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*ContainerStatus, error) {
+	if cached, ok := m.statusCache.container(c.Id, c.State); ok {
+		return cached, nil
+	}
+	resp, err := m.runtime.ContainerStatus(ctx, c.Id, false)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status of container %q: %w", c.Id, err)
+	}
+	st := resp.Status
+	cs := &ContainerStatus{
+		ID:           c.Id,
+		SandboxID:    c.PodSandboxId,
+		Name:         st.GetMetadata().GetName(),
+		State:        containerState(st.State),
+		CreatedAt:    unixNanoTime(st.CreatedAt),
+		StartedAt:    unixNanoTime(st.StartedAt),
+		FinishedAt:   unixNanoTime(st.FinishedAt),
+		ExitCode:     st.ExitCode,
+		Reason:       st.Reason,
+		Message:      st.Message,
+		Image:        specImage(st),
+		ImageRef:     st.ImageRef,
+		Labels:       st.Labels,
+		Annotations:  st.Annotations,
+		RestartCount: restartCount(st.Annotations),
+		Hash:         specHash(st.Annotations),
+	}
+	if cs.Name == "" {
+		cs.Name = st.Labels[LabelContainerName]
+	}
+	m.statusCache.putContainer(c.Id, st.State, cs, st.LogPath)
+	return cs, nil
+}
+
+// specImage is the image as the manifest named it: berth's annotation, else
+// what the runtime echoes of the create request, else its normalized name.
+func specImage(st *runtimeapi.ContainerStatus) string {
+	if img := st.Annotations[AnnotationContainerImage]; img != "" {
+		return img
+	}
+	if img := st.GetImage().GetUserSpecifiedImage(); img != "" {
+		return img
+	}
+	return st.GetImage().GetImage()
+}
+
+// restartCount parses the restart count annotation; 0 when absent or
+// unreadable, as the kubelet.
+func restartCount(annotations map[string]string) int {
+	n, err := strconv.Atoi(annotations[AnnotationContainerRestartCount])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// specHash parses the spec hash annotation (base 16); 0 when absent or
+// unreadable, which never matches a real spec and so leads to a restart
+// rather than adopting a container berth cannot vouch for.
+func specHash(annotations map[string]string) uint64 {
+	h, err := strconv.ParseUint(annotations[AnnotationContainerHash], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return h
+}
+
+// unixNanoTime is the time of a CRI timestamp, zero for 0 (not reached).
+func unixNanoTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func containerState(s runtimeapi.ContainerState) ContainerState {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return ContainerStateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return ContainerStateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return ContainerStateExited
+	default:
+		return ContainerStateUnknown
+	}
+}
+
+func sandboxState(s runtimeapi.PodSandboxState) SandboxState {
+	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return SandboxStateReady
+	}
+	return SandboxStateNotReady
+}

@@ -1,0 +1,101 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// isNotFound reports whether the runtime said the object does not exist.
+// Stopping or removing what is already gone is success: the caller wanted it
+// gone, and a retry after a half-finished attempt must not fail forever.
+func isNotFound(err error) bool {
+	return status.Code(err) == codes.NotFound
+}
+
+// RemoveContainer removes one berth-owned container and its log file, for
+// the crash-loop and garbage-collection paths. A container already gone is
+// success; one without berth's ownership label is refused.
+func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
+	logPath, known := m.statusCache.containerLogPath(id)
+	if !known {
+		// Not seen by a relist yet: ask the runtime whose it is.
+		resp, err := m.runtime.ContainerStatus(ctx, id, false)
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("remove container %q: status: %w", id, err)
+		}
+		if !owned(resp.Status.Labels) {
+			return fmt.Errorf("refusing to remove container %q: it is not managed by berth", id)
+		}
+		logPath = resp.Status.LogPath
+	}
+	if err := m.runtime.RemoveContainer(ctx, id); err != nil && !isNotFound(err) {
+		return fmt.Errorf("remove container %q: %w", id, err)
+	}
+	m.statusCache.forget([]string{id}, nil)
+	// The runtime leaves the log file behind; a crash-looping container
+	// would otherwise fill the disk one attempt at a time.
+	if logPath != "" {
+		if err := os.Remove(logPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove log of container %q: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// RemovePod removes a terminated pod from the runtime: its containers first,
+// then its sandboxes, then the pod's log directory once nothing of the pod is
+// left. Only berth-owned objects are touched. It is idempotent: what is
+// already gone counts as removed, so a retry after a partial failure
+// finishes the job. Failures are returned joined.
+func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
+	var errs []error
+	for _, c := range status.Containers {
+		if !owned(c.Labels) {
+			continue
+		}
+		if err := m.RemoveContainer(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var removed []string
+	for _, s := range status.Sandboxes {
+		if !owned(s.Labels) {
+			continue
+		}
+		if err := m.runtime.RemovePodSandbox(ctx, s.ID); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove sandbox %q: %w", s.ID, err))
+			continue
+		}
+		removed = append(removed, s.ID)
+	}
+	m.statusCache.forget(nil, removed)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if dir := m.podLogDirOf(status); dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove logs of pod %s/%s: %w", status.Namespace, status.Name, err)
+		}
+	}
+	return nil
+}
+
+// podLogDirOf is the pod's directory in the CRI log layout
+// (<PodLogsDir>/<namespace>_<name>_<uid>), "" when the status lacks the
+// identity to name it safely.
+func (m *Manager) podLogDirOf(status *PodStatus) string {
+	if status.UID == "" || status.Name == "" || status.Namespace == "" || m.opts.PodLogsDir == "" {
+		return ""
+	}
+	return filepath.Join(m.opts.PodLogsDir, status.Namespace+"_"+status.Name+"_"+string(status.UID))
+}
