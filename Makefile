@@ -4,7 +4,7 @@ VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 PKGS      := ./cmd/... ./manifest/... ./cri/... ./agent/...
 
-.PHONY: all build test vet unit e2e fuzz testbed clean
+.PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down clean
 
 all: build
 
@@ -23,6 +23,21 @@ e2e: build testbed
 	$(GO) test -race -count=1 -tags e2e -timeout 25m ./cri/... ./e2e/...
 
 test: vet unit e2e
+
+# The real-containerd test bed (e2e/testbed): `testbed` installs what it
+# needs with apt when missing; `testbed-up` starts a private containerd in
+# $(TESTBED_DIR) that stays up (its endpoint is printed and kept in
+# $(TESTBED_DIR)/bed.json), `testbed-down` tears it all down.
+TESTBED_DIR ?= .testbed
+
+testbed:
+	@sh e2e/testbed/install.sh
+
+testbed-up: testbed
+	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR)
+
+testbed-down:
+	@$(GO) run ./e2e/testbed/cmd/testbed down -dir $(TESTBED_DIR)
 
 clean:
 	rm -rf bin

@@ -2,16 +2,19 @@
 // with offline test images) that outlives the command, for `make
 // testbed-up` / `make testbed-down` and running berth by hand:
 //
-//	testbed up -dir DIR [-registry]   # prints the CRI endpoint
-//	testbed down -dir DIR
+//	testbed up -dir DIR [-registry]   # prints the CRI endpoint; a no-op when up
+//	testbed down -dir DIR             # a no-op when down
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/berth-agent/berth/e2e/testbed"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func main() {
@@ -34,6 +37,20 @@ func run(args []string) error {
 	}
 	switch args[0] {
 	case "up":
+		if b, err := testbed.Attach(*dir); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, verr := b.Runtime().Version(ctx, &runtimeapi.VersionRequest{})
+			cancel()
+			if verr == nil {
+				fmt.Println(b.Endpoint)
+				fmt.Fprintf(os.Stderr, "test bed already up in %s\n", b.Dir)
+				return nil
+			}
+			fmt.Fprintf(os.Stderr, "test bed in %s does not answer (%v): replacing it\n", b.Dir, verr)
+			if err := b.Close(); err != nil {
+				return fmt.Errorf("tear down the stale bed: %w", err)
+			}
+		}
 		b, err := testbed.Start(testbed.Options{Dir: *dir, Registry: *registry})
 		if err != nil {
 			return err
