@@ -1,0 +1,365 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// DefaultMaxBytes is the size limit of one manifest file or HTTP body when
+// the configuration sets none.
+const DefaultMaxBytes = 10 << 20
+
+// Problem reasons of the decoding stage.
+const (
+	ReasonDecodeError = "DecodeError"
+	ReasonTooLarge    = "TooLarge"
+	ReasonEmpty       = "Empty"
+)
+
+// decoded is one pod exactly as the manifest states it, with the YAML node
+// it came from so later stages can point at lines.
+type decoded struct {
+	pod  *v1.Pod
+	node *yaml.Node
+}
+
+// decodeManifests reads a YAML or JSON manifest holding one Pod, a PodList
+// (or a v1 List of Pods), or a stream of such documents separated by "---".
+// Decoding is strict: unknown or duplicate fields and wrong types reject
+// the pod, with the line and field path in the Problem. A problem's Name
+// and Namespace are the manifest's own (without the node suffix) when the
+// document got that far. A syntax error ends the stream: what follows it
+// cannot be trusted.
+func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
+	var docs []decoded
+	var problems []Problem
+	problem := func(line int, fieldPath, msg string, node *yaml.Node) {
+		name, ns := metaOf(node)
+		problems = append(problems, Problem{
+			Source: origin.Source, Origin: origin.Path, Line: line, Field: fieldPath,
+			Reason: ReasonDecodeError, Message: msg, Name: name, Namespace: ns,
+		})
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	sawDocument := false
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			line, msg := yamlErrorLine(err)
+			problem(line, "", msg, nil)
+			return docs, problems
+		}
+		root := &doc
+		if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+			root = root.Content[0]
+		}
+		if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+			continue // an empty document, e.g. after a trailing "---"
+		}
+		sawDocument = true
+		if root.Kind != yaml.MappingNode {
+			problem(root.Line, "", "a manifest must be a Pod or a PodList object, got a "+jsonKindOf(root), nil)
+			continue
+		}
+		apiVersion, kind := scalarAt(root, "apiVersion"), scalarAt(root, "kind")
+		if apiVersion != "v1" {
+			problem(lineOf(root, "apiVersion"), "apiVersion", fmt.Sprintf("must be \"v1\", got %q", apiVersion), root)
+			continue
+		}
+		switch kind {
+		case "Pod":
+			pod, errs := decodePod(root)
+			for _, p := range errs {
+				problem(p.Line, p.Field, p.Message, root)
+			}
+			if pod != nil {
+				docs = append(docs, decoded{pod: pod, node: root})
+			}
+		case "PodList", "List":
+			docs, problems = decodeList(root, kind, origin, docs, problems)
+		default:
+			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("must be \"Pod\" or \"PodList\", got %q", kind), root)
+		}
+	}
+	if !sawDocument && len(problems) == 0 {
+		problems = append(problems, Problem{Source: origin.Source, Origin: origin.Path, Line: 1, Reason: ReasonEmpty,
+			Message: "manifest holds no document"})
+	}
+	return docs, problems
+}
+
+// decodeList decodes the items of a PodList or List, each on its own: one
+// bad item does not reject its siblings.
+func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, problems []Problem) ([]decoded, []Problem) {
+	add := func(line int, fieldPath, msg string, node *yaml.Node) {
+		name, ns := metaOf(node)
+		problems = append(problems, Problem{
+			Source: origin.Source, Origin: origin.Path, Line: line, Field: fieldPath,
+			Reason: ReasonDecodeError, Message: msg, Name: name, Namespace: ns,
+		})
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch k := root.Content[i].Value; k {
+		case "apiVersion", "kind", "metadata":
+		case "items":
+		default:
+			add(root.Content[i].Line, k, "unknown field in a "+kind, nil)
+		}
+	}
+	_, items := child(root, pathSegment{key: "items"})
+	if items == nil || (items.Kind == yaml.ScalarNode && items.ShortTag() == "!!null") {
+		return docs, problems
+	}
+	if items.Kind != yaml.SequenceNode {
+		add(items.Line, "items", "must be a list of Pods, got a "+jsonKindOf(items), nil)
+		return docs, problems
+	}
+	for i, item := range items.Content {
+		prefix := "items[" + strconv.Itoa(i) + "]"
+		if item.Kind != yaml.MappingNode {
+			add(item.Line, prefix, "must be a Pod object, got a "+jsonKindOf(item), nil)
+			continue
+		}
+		if k := scalarAt(item, "kind"); k != "" && k != "Pod" {
+			add(lineOf(item, "kind"), prefix+".kind", fmt.Sprintf("must be \"Pod\", got %q", k), item)
+			continue
+		}
+		if v := scalarAt(item, "apiVersion"); v != "" && v != "v1" {
+			add(lineOf(item, "apiVersion"), prefix+".apiVersion", fmt.Sprintf("must be \"v1\", got %q", v), item)
+			continue
+		}
+		pod, errs := decodePod(item)
+		for _, p := range errs {
+			add(p.Line, p.Field, p.Message, item)
+		}
+		if pod != nil {
+			docs = append(docs, decoded{pod: pod, node: item})
+		}
+	}
+	return docs, problems
+}
+
+// decodePod turns one pod's YAML node into a v1.Pod, strictly. It returns
+// nil and the reasons when the pod cannot be used.
+func decodePod(node *yaml.Node) (*v1.Pod, []Problem) {
+	if errs := checkQuantities(node); len(errs) > 0 {
+		return nil, errs
+	}
+	var tree any
+	if err := node.Decode(&tree); err != nil {
+		line, msg := yamlErrorLine(err)
+		return nil, []Problem{{Line: line, Message: msg}}
+	}
+	js, err := json.Marshal(tree)
+	if err != nil {
+		return nil, []Problem{{Line: node.Line, Message: "cannot convert to JSON: " + err.Error()}}
+	}
+	pod := &v1.Pod{}
+	strict, err := sigsjson.UnmarshalStrict(js, pod)
+	if err != nil {
+		return nil, []Problem{typeProblem(node, err)}
+	}
+	var out []Problem
+	for _, e := range strict {
+		fe, ok := e.(interface{ FieldPath() string })
+		if !ok {
+			out = append(out, Problem{Line: node.Line, Message: e.Error()})
+			continue
+		}
+		msg := "unknown field"
+		if strings.Contains(e.Error(), "duplicate field") {
+			msg = "duplicate field"
+		}
+		out = append(out, Problem{Line: lineOf(node, fe.FieldPath()), Field: fe.FieldPath(), Message: msg})
+	}
+	if len(out) > 0 {
+		return nil, out
+	}
+	return pod, nil
+}
+
+// typeProblem explains a JSON decoding error, finding the offending field's
+// line when the error names one.
+func typeProblem(node *yaml.Node, err error) Problem {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return Problem{Line: node.Line, Message: err.Error()}
+	}
+	want := jsonTypeName(te.Type)
+	path, line, ok := findByKind(node, te.Field, te.Value)
+	if !ok {
+		path, line = te.Field, lineOf(node, te.Field)
+	}
+	return Problem{Line: line, Field: path, Message: fmt.Sprintf("wrong type: got %s, want %s", jsonValueName(te.Value), want)}
+}
+
+// jsonTypeName says in a manifest author's words what Go type a field has.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonTypeName(t.Elem())
+	}
+	return t.String()
+}
+
+func jsonValueName(v string) string {
+	switch v {
+	case "object":
+		return "an object"
+	case "array":
+		return "a list"
+	case "bool":
+		return "a boolean"
+	case "number":
+		return "a number"
+	case "string":
+		return "a string"
+	}
+	return v
+}
+
+// quantityPaths are the resource.Quantity fields of a Pod, as dotted paths
+// with lists traversed and maps of quantities ending in "*". JSON decoding
+// reports a bad quantity without its field, so they are checked on the
+// YAML first.
+var quantityPaths = []string{
+	"spec.containers.resources.limits.*",
+	"spec.containers.resources.requests.*",
+	"spec.initContainers.resources.limits.*",
+	"spec.initContainers.resources.requests.*",
+	"spec.ephemeralContainers.resources.limits.*",
+	"spec.ephemeralContainers.resources.requests.*",
+	"spec.resources.limits.*",
+	"spec.resources.requests.*",
+	"spec.overhead.*",
+	"spec.volumes.emptyDir.sizeLimit",
+	"spec.containers.env.valueFrom.resourceFieldRef.divisor",
+	"spec.initContainers.env.valueFrom.resourceFieldRef.divisor",
+	"spec.volumes.downwardAPI.items.resourceFieldRef.divisor",
+}
+
+// checkQuantities reports every quantity in node that does not parse.
+func checkQuantities(node *yaml.Node) []Problem {
+	var out []Problem
+	for _, p := range quantityPaths {
+		walkQuantities(node, strings.Split(p, "."), "", func(path string, n *yaml.Node) {
+			if n.Kind != yaml.ScalarNode {
+				out = append(out, Problem{Line: n.Line, Field: path, Message: "must be a quantity such as 100m, 0.5 or 128Mi, got a " + jsonKindOf(n)})
+				return
+			}
+			if n.ShortTag() == "!!null" {
+				return
+			}
+			if _, err := resource.ParseQuantity(n.Value); err != nil {
+				out = append(out, Problem{Line: n.Line, Field: path,
+					Message: fmt.Sprintf("invalid quantity %q: must be a number with an optional suffix such as 100m, 0.5 or 128Mi", n.Value)})
+			}
+		})
+	}
+	return out
+}
+
+func walkQuantities(node *yaml.Node, keys []string, prefix string, visit func(string, *yaml.Node)) {
+	for node.Kind == yaml.AliasNode && node.Alias != nil {
+		node = node.Alias
+	}
+	if len(keys) == 0 {
+		visit(prefix, node)
+		return
+	}
+	switch node.Kind {
+	case yaml.SequenceNode:
+		for i, item := range node.Content {
+			walkQuantities(item, keys, prefix+"["+strconv.Itoa(i)+"]", visit)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			k := node.Content[i].Value
+			if keys[0] != "*" && k != keys[0] {
+				continue
+			}
+			p := k
+			if keys[0] == "*" {
+				p = "[" + k + "]"
+			} else if prefix != "" {
+				p = "." + k
+			}
+			walkQuantities(node.Content[i+1], keys[1:], prefix+p, visit)
+		}
+	}
+}
+
+// scalarAt returns the scalar value under key in a mapping, or "".
+func scalarAt(node *yaml.Node, key string) string {
+	_, n := child(node, pathSegment{key: key})
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// metaOf reads metadata.name and metadata.namespace from a pod's node even
+// when the pod does not decode, so its rejection can be shown under its name.
+func metaOf(node *yaml.Node) (name, namespace string) {
+	if node == nil {
+		return "", ""
+	}
+	_, meta := child(node, pathSegment{key: "metadata"})
+	if meta == nil {
+		return "", ""
+	}
+	return scalarAt(meta, "name"), scalarAt(meta, "namespace")
+}
+
+var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?(?:line (\d+): )?`)
+
+// yamlErrorLine pulls the line out of a go-yaml error ("yaml: line 7: did
+// not find expected key") and returns the message without the prefix.
+func yamlErrorLine(err error) (int, string) {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		err = errors.New(te.Errors[0])
+	}
+	msg := err.Error()
+	m := yamlLineRE.FindStringSubmatch(msg)
+	line, _ := strconv.Atoi(m[1])
+	rest := msg[len(m[0]):]
+	if l2, r2, ok := strings.Cut(rest, ": "); ok && strings.HasPrefix(l2, "line ") {
+		if n, err := strconv.Atoi(strings.TrimPrefix(l2, "line ")); err == nil {
+			line, rest = n, r2
+		}
+	}
+	return line, "invalid YAML: " + rest
+}

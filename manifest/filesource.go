@@ -1,0 +1,351 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"k8s.io/utils/clock"
+)
+
+// ReasonUnreadable is a manifest file or directory berth cannot read.
+const ReasonUnreadable = "Unreadable"
+
+// Debounce of directory events: a burst (an editor's rename-write-rename, a
+// ConfigMap's symlink swap) is read once it has been quiet for
+// debounceQuiet, and never later than debounceMax after its first event.
+// Reading mid-burst could see a file briefly missing and stop its pod.
+const (
+	debounceQuiet = 2 * time.Millisecond
+	debounceMax   = 20 * time.Millisecond
+)
+
+// fileSource turns a manifest directory, or a single manifest file, into
+// snapshots: fsnotify for immediate reaction to the files that changed, and
+// a full re-read every period as the safety net for what inotify misses
+// (network filesystems, directory replacement, lost events).
+//
+// All fields below the configuration are owned by the goroutine in run.
+type fileSource struct {
+	path     string // cleaned --pod-manifest-path
+	nodeName string
+	maxBytes int64
+	period   time.Duration
+	clock    clock.WithTicker
+	store    *Store
+	log      *slog.Logger
+	// watch enables fsnotify; tests of the periodic rescan turn it off.
+	watch bool
+
+	files   map[string]*fileState // manifest path -> what it yielded
+	failed  *Problem              // the path itself could not be read
+	watcher *fsnotify.Watcher
+	dirInfo os.FileInfo // the directory being watched, to notice replacement
+}
+
+// fileState is the last read of one manifest file.
+type fileState struct {
+	info os.FileInfo // to skip unchanged files on event-driven rescans
+	res  Result      // after keepLastGood
+}
+
+func newFileSource(cfg SourceConfig, store *Store) *fileSource {
+	return &fileSource{
+		path:     filepath.Clean(cfg.ManifestPath),
+		nodeName: cfg.NodeName,
+		maxBytes: cfg.maxBytes(),
+		period:   cfg.fileCheckFrequency(),
+		clock:    cfg.clock(),
+		store:    store,
+		log:      cfg.logger().With("source", SourceFile),
+		watch:    true,
+		files:    map[string]*fileState{},
+	}
+}
+
+// run watches and reads until ctx is done. Losing fsnotify is not fatal: the
+// periodic rescan still works, only slower.
+func (s *fileSource) run(ctx context.Context) {
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if s.watch {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			s.log.Warn("cannot watch the manifest path; relying on the periodic rescan", "path", s.path, "err", err)
+		} else {
+			s.watcher = w
+			defer w.Close()
+			events, errs = w.Events, w.Errors
+		}
+	}
+	s.ensureWatches()
+	s.rescan(true)
+	if s.send(ctx) != nil {
+		return
+	}
+	ticker := s.clock.NewTicker(s.period)
+	defer ticker.Stop()
+
+	pending := map[string]bool{} // manifest files to re-read
+	scan := false                // something other than a manifest changed
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	var first time.Time // of the burst being debounced
+	for {
+		select {
+		case <-ctx.Done():
+			debounce.Stop()
+			return
+		case ev := <-events:
+			if !s.classify(ev, pending, &scan) {
+				continue
+			}
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			wait := debounceQuiet
+			if left := debounceMax - now.Sub(first); left < wait {
+				wait = max(left, 0)
+			}
+			debounce.Reset(wait)
+		case err := <-errs:
+			s.log.Warn("manifest watch error; rescanning", "path", s.path, "err", err)
+			scan = true
+			debounce.Reset(0)
+		case <-debounce.C:
+			first = time.Time{}
+			if scan {
+				s.ensureWatches()
+				s.rescan(false)
+			} else {
+				for p := range pending {
+					s.readOne(p)
+				}
+			}
+			clear(pending)
+			scan = false
+			if s.send(ctx) != nil {
+				return
+			}
+		case <-ticker.C():
+			s.ensureWatches()
+			s.rescan(true)
+			if s.send(ctx) != nil {
+				return
+			}
+		}
+	}
+}
+
+// classify decides what an event means: a manifest file to re-read, or a
+// change of the directory itself or of a non-manifest entry (a ..data
+// symlink swap, a subdirectory) that needs a rescan. It reports whether the
+// event matters at all.
+func (s *fileSource) classify(ev fsnotify.Event, pending map[string]bool, scan *bool) bool {
+	if ev.Name == s.path {
+		*scan = true // the path itself appeared, vanished or was replaced
+		return true
+	}
+	if filepath.Dir(ev.Name) != s.path || s.dirInfo == nil {
+		return false // an unrelated entry of the parent directory
+	}
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	if isManifestName(filepath.Base(ev.Name)) {
+		pending[ev.Name] = true
+	} else {
+		*scan = true
+	}
+	return true
+}
+
+// ensureWatches watches the parent (to see the path appear, vanish or be
+// replaced) and the directory itself when the path is one. Failures are
+// retried on the next rescan.
+func (s *fileSource) ensureWatches() {
+	if s.watcher == nil {
+		return
+	}
+	parent := filepath.Dir(s.path)
+	if !slices.Contains(s.watcher.WatchList(), parent) {
+		if err := s.watcher.Add(parent); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("cannot watch the manifest path's parent", "path", parent, "err", err)
+		}
+	}
+	info, err := os.Stat(s.path)
+	isDir := err == nil && info.IsDir()
+	if s.dirInfo != nil && (!isDir || !os.SameFile(s.dirInfo, info)) {
+		// Gone or replaced: the old watch follows the old inode.
+		_ = s.watcher.Remove(s.path)
+		s.dirInfo = nil
+	}
+	if isDir && s.dirInfo == nil {
+		if err := s.watcher.Add(s.path); err != nil {
+			s.log.Warn("cannot watch the manifest directory", "path", s.path, "err", err)
+			return
+		}
+		s.dirInfo = info
+	}
+}
+
+// rescan lists the path and reads what changed; with force it re-reads
+// every file, the safety net against changes that kept size and mtime.
+func (s *fileSource) rescan(force bool) {
+	info, err := os.Stat(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Not there (yet): an empty, valid snapshot, as for the kubelet;
+		// otherwise a node without manifests never cleans up orphans.
+		clear(s.files)
+		s.failed = nil
+		return
+	case err != nil:
+		s.fail(err)
+		return
+	case !info.IsDir():
+		for p := range s.files {
+			if p != s.path {
+				delete(s.files, p)
+			}
+		}
+		s.failed = nil
+		s.read(s.path, force)
+		return
+	}
+	entries, err := os.ReadDir(s.path)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	s.failed = nil
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if !isManifestName(e.Name()) {
+			continue
+		}
+		p := filepath.Join(s.path, e.Name())
+		seen[p] = true
+		s.read(p, force)
+	}
+	for p := range s.files {
+		if !seen[p] {
+			delete(s.files, p)
+		}
+	}
+}
+
+// readOne re-reads one manifest after an event. The directory must still
+// be the one listed; a file the event removed drops out.
+func (s *fileSource) readOne(p string) {
+	if s.dirInfo == nil {
+		return
+	}
+	s.read(p, true)
+}
+
+// fail records that the path could not be read. The pods read before stay:
+// a source that fails never removes pods.
+func (s *fileSource) fail(err error) {
+	s.failed = &Problem{Source: SourceFile, Origin: s.path, Reason: ReasonUnreadable,
+		Message: fmt.Sprintf("cannot read the manifest path, keeping its pods as they were: %v", err)}
+}
+
+// read reads one manifest file unless it is unchanged since the last read
+// (and force is off), and records what it yields.
+func (s *fileSource) read(p string, force bool) {
+	prev := s.files[p]
+	info, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(s.files, p)
+		return
+	}
+	if err == nil && info.IsDir() {
+		delete(s.files, p) // subdirectories are not read, as with the kubelet
+		return
+	}
+	if err == nil && !force && prev != nil && prev.info != nil && sameVersion(prev.info, info) {
+		return
+	}
+	origin := Origin{Source: SourceFile, Path: p}
+	var res Result
+	if err == nil {
+		res, err = s.parseFile(p, origin)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			delete(s.files, p)
+			return
+		}
+		res = Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonUnreadable, Message: err.Error()}}}
+		info = nil
+	}
+	if prev == nil {
+		prev = &fileState{}
+	}
+	res = keepLastGood(prev.res, res)
+	if !sameProblems(prev.res.Problems, res.Problems) {
+		for _, pr := range res.Problems {
+			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
+				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)
+		}
+	}
+	s.files[p] = &fileState{info: info, res: res}
+}
+
+// parseFile reads at most maxBytes of a manifest and parses it; a larger
+// file is refused whole rather than half-read.
+func (s *fileSource) parseFile(p string, origin Origin) (Result, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, s.maxBytes+1))
+	if err != nil {
+		return Result{}, err
+	}
+	if int64(len(data)) > s.maxBytes {
+		return Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonTooLarge,
+			Message: fmt.Sprintf("manifest is larger than the limit of %d bytes", s.maxBytes)}}}, nil
+	}
+	return Parse(data, origin, s.nodeName), nil
+}
+
+// send hands the current state to the store as one snapshot.
+func (s *fileSource) send(ctx context.Context) error {
+	paths := make([]string, 0, len(s.files))
+	for p := range s.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	results := make([]merged, 0, len(paths))
+	for _, p := range paths {
+		results = append(results, merged{origin: Origin{Source: SourceFile, Path: p}, res: s.files[p].res})
+	}
+	var extra []Problem
+	if s.failed != nil {
+		extra = []Problem{*s.failed}
+	}
+	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra))
+}
+
+// sameVersion reports whether a file is unchanged since it was read: same
+// inode (a rename or symlink swap gives a new one), size and mtime.
+func sameVersion(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+func sameProblems(a, b []Problem) bool {
+	return slices.Equal(a, b)
+}

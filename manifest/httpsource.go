@@ -1,0 +1,199 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// ReasonUnreachable is a manifest URL that did not answer with manifests.
+const ReasonUnreachable = "Unreachable"
+
+// httpSource polls a URL serving manifests (one Pod, a PodList or a
+// multi-document stream). It keeps the last good answer through every kind
+// of failure: a server that is down, slow, answers an error, an empty or an
+// oversized body never removes pods.
+//
+// All fields below the configuration are owned by the goroutine in run.
+type httpSource struct {
+	url      string // as requested
+	origin   Origin // the URL with any password redacted
+	header   http.Header
+	nodeName string
+	maxBytes int64
+	period   time.Duration
+	timeout  time.Duration
+	client   *http.Client
+	clock    clock.WithTicker
+	store    *Store
+	log      *slog.Logger
+
+	etag, lastModified string // validators of the last good answer
+	last               Result // last good answer, after keepLastGood
+	answered           bool   // the server has answered with manifests at least once
+	problem            *Problem
+}
+
+func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
+	client := cfg.HTTPClient
+	if client == nil {
+		client = &http.Client{}
+	}
+	return &httpSource{
+		url:      u.String(),
+		origin:   Origin{Source: SourceHTTP, Path: u.Redacted()},
+		header:   cfg.URLHeader.Clone(),
+		nodeName: cfg.NodeName,
+		maxBytes: cfg.maxBytes(),
+		period:   cfg.httpCheckFrequency(),
+		timeout:  cfg.httpTimeout(),
+		client:   client,
+		clock:    cfg.clock(),
+		store:    store,
+		log:      cfg.logger().With("source", SourceHTTP, "url", u.Redacted()),
+	}
+}
+
+// run polls at once and then every period until ctx is done.
+func (s *httpSource) run(ctx context.Context) {
+	ticker := s.clock.NewTicker(s.period)
+	defer ticker.Stop()
+	for {
+		s.poll(ctx)
+		if ctx.Err() != nil || s.send(ctx) != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// poll fetches the URL once and updates the source's state.
+func (s *httpSource) poll(ctx context.Context) {
+	res, changed, err := s.fetch(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		if s.problem == nil || s.problem.Message != err.Error() {
+			s.log.Warn("manifest URL failed; keeping the pods it served before", "err", err)
+		}
+		s.problem = &Problem{Source: SourceHTTP, Origin: s.origin.Path, Reason: reasonOf(err), Message: err.Error()}
+		return
+	}
+	if s.problem != nil {
+		s.log.Info("manifest URL answers again")
+	}
+	s.problem = nil
+	s.answered = true
+	if !changed {
+		return
+	}
+	res = keepLastGood(s.last, res)
+	if !sameProblems(s.last.Problems, res.Problems) {
+		for _, pr := range res.Problems {
+			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
+				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)
+		}
+	}
+	s.last = res
+}
+
+// fetchError is a failed poll, with the Problem reason to report.
+type fetchError struct {
+	reason string
+	err    error
+}
+
+func (e *fetchError) Error() string { return e.err.Error() }
+
+func reasonOf(err error) string {
+	var fe *fetchError
+	if errors.As(err, &fe) {
+		return fe.reason
+	}
+	return ReasonUnreachable
+}
+
+// fetch makes one conditional GET. changed is false when the server says
+// the manifests are as last time (304).
+func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return Result{}, false, err
+	}
+	for k, vs := range s.header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if s.answered {
+		if s.etag != "" {
+			req.Header.Set("If-None-Match", s.etag)
+		}
+		if s.lastModified != "" {
+			req.Header.Set("If-Modified-Since", s.lastModified)
+		}
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: %w", s.origin.Path, stripURL(err))}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified && s.answered {
+		return Result{}, false, nil
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: server answered %s", s.origin.Path, resp.Status)}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
+	if err != nil {
+		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: reading the body: %w", s.origin.Path, stripURL(err))}
+	}
+	if int64(len(data)) > s.maxBytes {
+		return Result{}, false, &fetchError{ReasonTooLarge, fmt.Errorf("GET %s: body is larger than the limit of %d bytes", s.origin.Path, s.maxBytes)}
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		// Servers in trouble answer 200 with nothing; an empty PodList
+		// is how to say "no pods".
+		return Result{}, false, &fetchError{ReasonEmpty, fmt.Errorf("GET %s: empty body; serve an empty PodList to remove all pods", s.origin.Path)}
+	}
+	s.etag = resp.Header.Get("ETag")
+	s.lastModified = resp.Header.Get("Last-Modified")
+	return Parse(data, s.origin, s.nodeName), true, nil
+}
+
+// stripURL drops the URL from a *url.Error: callers name the redacted URL
+// themselves, and the raw one may carry a password.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// send hands the current state to the store. Until the server has answered
+// once the snapshot is Failed, so SourcesReady stays false and the agent
+// does not clean up pods it may yet be told to run.
+func (s *httpSource) send(ctx context.Context) error {
+	var extra []Problem
+	if s.problem != nil {
+		extra = []Problem{*s.problem}
+	}
+	results := []merged{{origin: s.origin, res: s.last}}
+	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra))
+}

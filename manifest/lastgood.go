@@ -1,0 +1,94 @@
+package manifest
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// ReasonDuplicateName and ReasonDuplicateUID reject a pod whose full name or
+// UID another manifest of the same source already uses.
+const (
+	ReasonDuplicateName = "DuplicateName"
+	ReasonDuplicateUID  = "DuplicateUID"
+)
+
+// keepLastGood merges a fresh result for one manifest with the pods that
+// manifest had before, so a broken edit never stops a running pod: a pod
+// whose new version is rejected under a known name keeps its previous
+// version; when a rejection cannot be tied to a name (a syntax error, an
+// unreadable or empty file) every previous pod without a new version is
+// kept. Only pods the manifest no longer mentions at all are dropped.
+func keepLastGood(prev, cur Result) Result {
+	if len(prev.Pods) == 0 || len(cur.Problems) == 0 {
+		return cur
+	}
+	fresh := sets.New[string]()
+	for _, p := range cur.Pods {
+		fresh.Insert(FullName(p))
+	}
+	rejected := sets.New[string]()
+	keepAll := false
+	for _, p := range cur.Problems {
+		if p.Name == "" {
+			keepAll = true
+		}
+		rejected.Insert(p.Name + "_" + p.Namespace)
+	}
+	out := Result{Pods: cur.Pods, Lines: cur.Lines, Problems: cur.Problems}
+	for i, p := range prev.Pods {
+		name := FullName(p)
+		if fresh.Has(name) || !(keepAll || rejected.Has(name)) {
+			continue
+		}
+		out.Pods = append(out.Pods, p)
+		out.Lines = append(out.Lines, prev.Lines[i])
+	}
+	return out
+}
+
+// merged is one manifest's result with where it came from, in the order
+// duplicates are decided: files in lexical order, documents in file order.
+type merged struct {
+	origin Origin
+	res    Result
+}
+
+// assemble builds a source's snapshot from its manifests. Within a source a
+// full name (and an explicit UID) may appear once: the first manifest in
+// order keeps its pod and every later one is rejected with a problem naming
+// the first, so what runs never depends on the order events arrived in.
+func assemble(source string, results []merged, failed bool, extra []Problem) Snapshot {
+	snap := Snapshot{Source: source, Failed: failed}
+	owner := map[string]string{}
+	uids := map[types.UID]string{}
+	for _, m := range results {
+		snap.Problems = append(snap.Problems, m.res.Problems...)
+		for i, p := range m.res.Pods {
+			name := FullName(p)
+			problem := Problem{Source: source, Origin: m.origin.Path, Line: m.res.Lines[i], Field: "metadata.name",
+				Name: p.Name, Namespace: p.Namespace}
+			if first, dup := owner[name]; dup {
+				problem.Reason = ReasonDuplicateName
+				problem.Message = fmt.Sprintf("pod %q in namespace %q is already defined by %s; this one is ignored until that one is removed", p.Name, p.Namespace, first)
+				snap.Problems = append(snap.Problems, problem)
+				continue
+			}
+			if first, dup := uids[p.UID]; dup {
+				problem.Field, problem.Reason = "metadata.uid", ReasonDuplicateUID
+				problem.Message = fmt.Sprintf("uid %q is already used by %s; this one is ignored until that one is removed", p.UID, first)
+				snap.Problems = append(snap.Problems, problem)
+				continue
+			}
+			where := m.origin.Path
+			if m.res.Lines[i] > 0 {
+				where = fmt.Sprintf("%s:%d", where, m.res.Lines[i])
+			}
+			owner[name], uids[p.UID] = where, where
+			snap.Pods = append(snap.Pods, p)
+		}
+	}
+	snap.Problems = append(snap.Problems, extra...)
+	return snap
+}

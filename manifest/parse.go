@@ -1,0 +1,84 @@
+package manifest
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Result is what one manifest (a file or an HTTP body) yields: the pods berth
+// accepts and the problems of everything it refuses.
+type Result struct {
+	// Pods are defaulted, validated and carry their static-pod identity.
+	Pods []*v1.Pod
+	// Lines[i] is the line of Pods[i] in its manifest, for later
+	// duplicate-name problems.
+	Lines []int
+	// Problems are sorted by line.
+	Problems []Problem
+}
+
+// Parse runs the whole pipeline on one manifest: decode, static-pod
+// identity, API defaults, validation, and the checks for what a standalone
+// node cannot honour. A pod that fails any step becomes a Problem (named
+// when decoding got that far) and never affects its siblings. It does not
+// check the size: readers enforce the limit while reading.
+func Parse(data []byte, origin Origin, nodeName string) Result {
+	docs, decodeProblems := decodeManifests(data, origin)
+	var res Result
+	for i := range decodeProblems {
+		p := &decodeProblems[i]
+		if p.Name != "" {
+			p.Name, p.Namespace = staticName(p.Name, p.Namespace, nodeName)
+		}
+	}
+	res.Problems = decodeProblems
+	for _, d := range docs {
+		pod := d.pod
+		named := pod.Name != ""
+		applyIdentity(pod, nodeName, origin)
+		setDefaults(pod)
+		bad := fieldProblems(validatePod(pod), ReasonInvalid, d, origin)
+		bad = append(bad, fieldProblems(checkStandalone(pod), ReasonUnsupported, d, origin)...)
+		if len(bad) > 0 {
+			if named {
+				for i := range bad {
+					bad[i].Name, bad[i].Namespace = pod.Name, pod.Namespace
+				}
+			}
+			res.Problems = append(res.Problems, bad...)
+			continue
+		}
+		res.Pods = append(res.Pods, pod)
+		res.Lines = append(res.Lines, lineOf(d.node, "metadata.name"))
+	}
+	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Line < res.Problems[j].Line })
+	return res
+}
+
+// staticName is the identity a pod named name in namespace gets on this
+// node, as applyIdentity gives it.
+func staticName(name, namespace, nodeName string) (string, string) {
+	if namespace == "" {
+		namespace = "default"
+	}
+	return name + "-" + nodeName, namespace
+}
+
+// fieldProblems turns validation errors into Problems pointing at the line
+// of each field in the pod's manifest.
+func fieldProblems(errs field.ErrorList, reason string, d decoded, origin Origin) []Problem {
+	out := make([]Problem, 0, len(errs))
+	for _, e := range errs {
+		msg := e.ErrorBody()
+		if reason == ReasonUnsupported {
+			msg = "not supported on a standalone node: " + e.Detail
+		}
+		out = append(out, Problem{
+			Source: origin.Source, Origin: origin.Path, Line: lineOf(d.node, e.Field),
+			Field: e.Field, Reason: reason, Message: msg,
+		})
+	}
+	return out
+}

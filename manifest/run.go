@@ -1,0 +1,128 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Defaults of SourceConfig, the kubelet's.
+const (
+	DefaultFileCheckFrequency = 20 * time.Second
+	DefaultHTTPCheckFrequency = 20 * time.Second
+	DefaultHTTPTimeout        = 10 * time.Second
+)
+
+// SourceConfig configures the manifest sources. Zero values take the
+// defaults above.
+type SourceConfig struct {
+	// NodeName suffixes pod names and enters their UIDs; required.
+	NodeName string
+	// ManifestPath is a directory of manifests or one manifest file; ""
+	// disables the file source.
+	ManifestPath       string
+	FileCheckFrequency time.Duration
+	// URL serves manifests; "" disables the HTTP source.
+	URL                string
+	URLHeader          http.Header
+	HTTPCheckFrequency time.Duration
+	// HTTPTimeout bounds one whole request, body included.
+	HTTPTimeout time.Duration
+	// HTTPClient replaces the default client (which verifies TLS
+	// certificates); for tests and custom CAs.
+	HTTPClient *http.Client
+	// MaxBytes limits one manifest file or HTTP body (DefaultMaxBytes).
+	MaxBytes int64
+	// Clock drives the periodic rescans and polls; nil is the real clock.
+	Clock clock.WithTicker
+	// Logger receives the sources' logs; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// SourceNames lists the sources cfg enables, for NewStore: the agent may
+// clean up orphans only once all of them delivered.
+func (cfg SourceConfig) SourceNames() []string {
+	var names []string
+	if cfg.ManifestPath != "" {
+		names = append(names, SourceFile)
+	}
+	if cfg.URL != "" {
+		names = append(names, SourceHTTP)
+	}
+	return names
+}
+
+// Run starts the sources cfg enables, feeding store, and returns when ctx is
+// done. It returns an error at once, starting nothing, if cfg is invalid.
+func Run(ctx context.Context, cfg SourceConfig, store *Store) error {
+	if cfg.NodeName == "" {
+		return errors.New("manifest sources: node name is required")
+	}
+	var hs *httpSource
+	if cfg.URL != "" {
+		u, err := url.Parse(cfg.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("manifest sources: --manifest-url %q must be an http:// or https:// URL", cfg.URL)
+		}
+		hs = newHTTPSource(cfg, u, store)
+	}
+	var wg sync.WaitGroup
+	if cfg.ManifestPath != "" {
+		fs := newFileSource(cfg, store)
+		wg.Go(func() { fs.run(ctx) })
+	}
+	if hs != nil {
+		wg.Go(func() { hs.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (cfg SourceConfig) maxBytes() int64 {
+	if cfg.MaxBytes > 0 {
+		return cfg.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+func (cfg SourceConfig) fileCheckFrequency() time.Duration {
+	if cfg.FileCheckFrequency > 0 {
+		return cfg.FileCheckFrequency
+	}
+	return DefaultFileCheckFrequency
+}
+
+func (cfg SourceConfig) httpCheckFrequency() time.Duration {
+	if cfg.HTTPCheckFrequency > 0 {
+		return cfg.HTTPCheckFrequency
+	}
+	return DefaultHTTPCheckFrequency
+}
+
+func (cfg SourceConfig) httpTimeout() time.Duration {
+	if cfg.HTTPTimeout > 0 {
+		return cfg.HTTPTimeout
+	}
+	return DefaultHTTPTimeout
+}
+
+func (cfg SourceConfig) clock() clock.WithTicker {
+	if cfg.Clock != nil {
+		return cfg.Clock
+	}
+	return clock.RealClock{}
+}
+
+func (cfg SourceConfig) logger() *slog.Logger {
+	if cfg.Logger != nil {
+		return cfg.Logger
+	}
+	return slog.Default()
+}

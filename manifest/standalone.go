@@ -1,0 +1,108 @@
+package manifest
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// supportedVolumes are the volume types a node without an API server can
+// provide: everything else needs objects (ConfigMaps, Secrets, claims,
+// tokens) or drivers that only a cluster has.
+var supportedVolumes = map[string]bool{"hostPath": true, "emptyDir": true}
+
+// checkStandalone rejects what a valid pod may ask for but a standalone node
+// cannot honour, each with the reason and what to do instead. Accepting
+// such a pod would start it half-working, which is worse than refusing.
+func checkStandalone(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	spec := &pod.Spec
+	p := field.NewPath("spec")
+	for i := range spec.Volumes {
+		for _, name := range volumeSourceNames(&spec.Volumes[i].VolumeSource) {
+			if !supportedVolumes[name] {
+				errs = append(errs, field.Forbidden(p.Child("volumes").Index(i).Child(name), volumeAdvice(name)))
+			}
+		}
+	}
+	if sa := saName(spec); sa != "" && (spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken) {
+		f := "serviceAccountName"
+		if spec.ServiceAccountName == "" {
+			f = "serviceAccount"
+		}
+		errs = append(errs, field.Forbidden(p.Child(f),
+			"a service account token comes from an API server, which a standalone node has none of; remove it or set automountServiceAccountToken: false"))
+	}
+	if len(spec.EphemeralContainers) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("ephemeralContainers"), "ephemeral containers are added through an API server; a manifest cannot declare them"))
+	}
+	if len(spec.ImagePullSecrets) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("imagePullSecrets"),
+			"Secrets live in an API server, which a standalone node has none of; configure registry credentials in the container runtime instead"))
+	}
+	if len(spec.ResourceClaims) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("resourceClaims"), "dynamic resource allocation needs an API server and a DRA driver"))
+	}
+	if spec.RuntimeClassName != nil {
+		errs = append(errs, field.Forbidden(p.Child("runtimeClassName"),
+			"RuntimeClass objects live in an API server, which a standalone node has none of; configure the default runtime handler in the container runtime"))
+	}
+	for _, list := range []struct {
+		name string
+		cs   []v1.Container
+	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
+		for i := range list.cs {
+			errs = append(errs, checkContainerRefs(&list.cs[i], p.Child(list.name).Index(i))...)
+		}
+	}
+	return errs
+}
+
+// checkContainerRefs rejects environment taken from ConfigMaps and Secrets.
+func checkContainerRefs(c *v1.Container, p *field.Path) field.ErrorList {
+	const why = " live in an API server, which a standalone node has none of; set the value in the manifest or read it from a hostPath file"
+	var errs field.ErrorList
+	for i, ev := range c.Env {
+		if ev.ValueFrom == nil {
+			continue
+		}
+		vp := p.Child("env").Index(i).Child("valueFrom")
+		switch {
+		case ev.ValueFrom.ConfigMapKeyRef != nil:
+			errs = append(errs, field.Forbidden(vp.Child("configMapKeyRef"), "ConfigMaps"+why))
+		case ev.ValueFrom.SecretKeyRef != nil:
+			errs = append(errs, field.Forbidden(vp.Child("secretKeyRef"), "Secrets"+why))
+		case ev.ValueFrom.FileKeyRef != nil:
+			errs = append(errs, field.Forbidden(vp.Child("fileKeyRef"), "berth does not support environment from files yet; set the value in the manifest"))
+		}
+	}
+	for i, src := range c.EnvFrom {
+		sp := p.Child("envFrom").Index(i)
+		if src.ConfigMapRef != nil {
+			errs = append(errs, field.Forbidden(sp.Child("configMapRef"), "ConfigMaps"+why))
+		}
+		if src.SecretRef != nil {
+			errs = append(errs, field.Forbidden(sp.Child("secretRef"), "Secrets"+why))
+		}
+	}
+	return errs
+}
+
+func saName(spec *v1.PodSpec) string {
+	if spec.ServiceAccountName != "" {
+		return spec.ServiceAccountName
+	}
+	return spec.DeprecatedServiceAccount
+}
+
+// volumeAdvice explains why a volume type is refused and what works instead.
+func volumeAdvice(name string) string {
+	switch name {
+	case "configMap", "secret":
+		return name + " volumes need an API server, which a standalone node has none of; use a hostPath volume or bake the files into the image"
+	case "persistentVolumeClaim", "ephemeral":
+		return name + " volumes need an API server to bind claims, which a standalone node has none of; use a hostPath volume"
+	case "projected":
+		return "projected volumes (service-account tokens, ConfigMaps, Secrets) need an API server, which a standalone node has none of; use a hostPath volume"
+	}
+	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath and emptyDir"
+}
