@@ -1,0 +1,357 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+const testNode = "node1"
+
+// podManifest is a valid one-container pod; image tells versions apart.
+func podManifest(name, image string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  containers:
+  - name: main
+    image: %s
+`, name, image)
+}
+
+// watchedSource runs the sources of cfg against a fresh store until the test
+// ends.
+func watchedSource(t *testing.T, cfg SourceConfig) *Store {
+	t.Helper()
+	if cfg.NodeName == "" {
+		cfg.NodeName = testNode
+	}
+	if cfg.FileCheckFrequency == 0 {
+		cfg.FileCheckFrequency = time.Hour // only fsnotify, unless the test says otherwise
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := NewStore(cfg.SourceNames()...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- Run(ctx, cfg, store) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return store
+}
+
+// next waits for the next update and renders it as "OP name image..." lines,
+// sorted, one per pod.
+func next(t *testing.T, s *Store) string {
+	t.Helper()
+	select {
+	case u := <-s.Updates():
+		var lines []string
+		for _, p := range u.Pods {
+			lines = append(lines, fmt.Sprintf("%s %s %s", u.Op, p.Name, p.Spec.Containers[0].Image))
+		}
+		sort.Strings(lines)
+		return strings.Join(lines, "\n")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update within 5s")
+		return ""
+	}
+}
+
+// quiet checks nothing more is emitted: a full periodic rescan would find
+// nothing either, so the watcher's bursts have settled when this passes.
+func quiet(t *testing.T, s *Store) {
+	t.Helper()
+	select {
+	case u := <-s.Updates():
+		t.Fatalf("unexpected update %s %v", u.Op, u.Pods[0].Name)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renameIn writes content beside dir and renames it in, atomically.
+func renameIn(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(filepath.Dir(path)), "."+filepath.Base(path)+".tmp")
+	write(t, tmp, content)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func problemsOf(s *Store) string {
+	var out []string
+	for _, p := range s.Problems() {
+		out = append(out, p.Reason+" "+filepath.Base(p.Origin)+" "+p.Field)
+	}
+	return strings.Join(out, "\n")
+}
+
+// eventually waits until cond holds, for state that changes without an
+// update (problems alone).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestFileSourceChangePatterns(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "manifests")
+	store := watchedSource(t, SourceConfig{ManifestPath: dir})
+
+	// A directory that does not exist yet is an empty, valid source.
+	eventually(t, "ready on a missing directory", store.SourcesReady)
+
+	// The directory appears later, with a manifest in it.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	web := filepath.Join(dir, "web.yaml")
+	write(t, web, podManifest("web", "nginx:1"))
+	if got := next(t, store); got != "ADD web-node1 nginx:1" {
+		t.Fatalf("after creating the directory: %q", got)
+	}
+
+	// Write in place: new content is a new UID.
+	write(t, web, podManifest("web", "nginx:2"))
+	if got := next(t, store); got != "REMOVE web-node1 nginx:1" {
+		t.Fatalf("write in place: %q", got)
+	}
+	if got := next(t, store); got != "ADD web-node1 nginx:2" {
+		t.Fatalf("write in place: %q", got)
+	}
+
+	// Atomic rename of a new file into the directory.
+	renameIn(t, filepath.Join(dir, "db.yaml"), podManifest("db", "postgres:16"))
+	if got := next(t, store); got != "ADD db-node1 postgres:16" {
+		t.Fatalf("rename in: %q", got)
+	}
+
+	// Ignored names never count.
+	for _, name := range []string{"web.yaml.backup", "web.yaml~", ".web.yaml.swp", "4913", "#web.yaml#", "notes.txt"} {
+		write(t, filepath.Join(dir, name), podManifest("web", "evil:1"))
+	}
+	quiet(t, store)
+
+	// A broken edit keeps the running version and is reported.
+	write(t, web, podManifest("web", "nginx:3")+"    imagePullPolicy: Sometimes\n")
+	eventually(t, "the invalid edit to be reported", func() bool { return problemsOf(store) == "Invalid web.yaml spec.containers[0].imagePullPolicy" })
+	quiet(t, store)
+	write(t, web, "{{ not yaml")
+	eventually(t, "the syntax error to be reported", func() bool { return problemsOf(store) == "DecodeError web.yaml " })
+	quiet(t, store)
+
+	// Fixing it replaces the last good version.
+	renameIn(t, web, podManifest("web", "nginx:4"))
+	if got := next(t, store); got != "REMOVE web-node1 nginx:2" {
+		t.Fatalf("fix: %q", got)
+	}
+	if got := next(t, store); got != "ADD web-node1 nginx:4" {
+		t.Fatalf("fix: %q", got)
+	}
+	if p := problemsOf(store); p != "" {
+		t.Fatalf("problems after the fix: %q", p)
+	}
+
+	// The same full name in a later file is rejected; the first keeps running.
+	write(t, filepath.Join(dir, "zz-web.yaml"), podManifest("web", "other:1"))
+	eventually(t, "the duplicate to be reported", func() bool { return problemsOf(store) == "DuplicateName zz-web.yaml metadata.name" })
+	quiet(t, store)
+	if err := os.Remove(filepath.Join(dir, "zz-web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the duplicate to be cleared", func() bool { return problemsOf(store) == "" })
+
+	// Deleting a file removes its pod.
+	if err := os.Remove(filepath.Join(dir, "db.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, store); got != "REMOVE db-node1 postgres:16" {
+		t.Fatalf("delete: %q", got)
+	}
+
+	// Replacing the whole directory by rename: same content, same UIDs.
+	other := filepath.Join(root, "manifests.new")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(other, "web.yaml"), podManifest("web", "nginx:4"))
+	write(t, filepath.Join(other, "cache.yaml"), podManifest("cache", "redis:7"))
+	if err := os.Rename(dir, filepath.Join(root, "manifests.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, store); got != "ADD cache-node1 redis:7" {
+		t.Fatalf("directory replaced: %q", got)
+	}
+	// The new directory is watched.
+	write(t, filepath.Join(dir, "cache.yaml"), podManifest("cache", "redis:8"))
+	if got := next(t, store); got != "REMOVE cache-node1 redis:7" {
+		t.Fatalf("edit in replaced directory: %q", got)
+	}
+	if got := next(t, store); got != "ADD cache-node1 redis:8" {
+		t.Fatalf("edit in replaced directory: %q", got)
+	}
+
+	// Deleting the directory removes every pod; re-creating it brings them back.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, store); got != "REMOVE cache-node1 redis:8\nREMOVE web-node1 nginx:4" {
+		t.Fatalf("directory deleted: %q", got)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, web, podManifest("web", "nginx:5"))
+	if got := next(t, store); got != "ADD web-node1 nginx:5" {
+		t.Fatalf("directory re-created: %q", got)
+	}
+	quiet(t, store)
+}
+
+// TestFileSourceDataSymlinkSwap drives the layout of a mounted ConfigMap:
+// manifests are symlinks through ..data, which is swapped atomically.
+func TestFileSourceDataSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	version := func(ts, image string) {
+		t.Helper()
+		d := filepath.Join(dir, "..2026_"+ts)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(d, "web.yaml"), podManifest("web", image))
+		if err := os.Symlink("..2026_"+ts, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("a", "nginx:1")
+	if err := os.Symlink("..data/web.yaml", filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	store := watchedSource(t, SourceConfig{ManifestPath: dir})
+	if got := next(t, store); got != "ADD web-node1 nginx:1" {
+		t.Fatalf("initial: %q", got)
+	}
+	version("b", "nginx:2")
+	if err := os.RemoveAll(filepath.Join(dir, "..2026_a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, store); got != "REMOVE web-node1 nginx:1" {
+		t.Fatalf("swap: %q", got)
+	}
+	if got := next(t, store); got != "ADD web-node1 nginx:2" {
+		t.Fatalf("swap: %q", got)
+	}
+	quiet(t, store)
+}
+
+func TestFileSourceSingleFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pod.conf") // an explicit file needs no manifest extension
+	write(t, path, podManifest("solo", "busybox:1"))
+	write(t, filepath.Join(dir, "other.yaml"), podManifest("other", "busybox:1"))
+	store := watchedSource(t, SourceConfig{ManifestPath: path})
+	if got := next(t, store); got != "ADD solo-node1 busybox:1" {
+		t.Fatalf("initial: %q", got)
+	}
+	renameIn(t, path, podManifest("solo", "busybox:2"))
+	if got := next(t, store); got != "REMOVE solo-node1 busybox:1" {
+		t.Fatalf("rename over: %q", got)
+	}
+	if got := next(t, store); got != "ADD solo-node1 busybox:2" {
+		t.Fatalf("rename over: %q", got)
+	}
+	write(t, filepath.Join(dir, "other.yaml"), podManifest("other", "busybox:2"))
+	quiet(t, store)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, store); got != "REMOVE solo-node1 busybox:2" {
+		t.Fatalf("delete: %q", got)
+	}
+}
+
+// TestFileSourcePeriodicRescan checks the safety net alone: with no
+// watcher, changes are found on the next tick of the check frequency.
+func TestFileSourcePeriodicRescan(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "web.yaml"), podManifest("web", "nginx:1"))
+	clk := clocktesting.NewFakeClock(time.Now())
+	store := NewStore(SourceFile)
+	src := newFileSource(SourceConfig{NodeName: testNode, ManifestPath: dir, FileCheckFrequency: time.Minute, Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store)
+	src.watch = false
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { src.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	if got := next(t, store); got != "ADD web-node1 nginx:1" {
+		t.Fatalf("initial: %q", got)
+	}
+	tick := func() {
+		t.Helper()
+		eventually(t, "the rescan ticker", clk.HasWaiters)
+		clk.Step(time.Minute)
+	}
+	write(t, filepath.Join(dir, "db.yaml"), podManifest("db", "postgres:16"))
+	tick()
+	if got := next(t, store); got != "ADD db-node1 postgres:16" {
+		t.Fatalf("after a tick: %q", got)
+	}
+	if err := os.Chmod(dir, 0o000); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o755)
+	if os.Geteuid() != 0 { // root reads anything
+		tick()
+		eventually(t, "the unreadable directory to be reported", func() bool { return strings.HasPrefix(problemsOf(store), "Unreadable") })
+		if n := len(store.Pods()); n != 2 {
+			t.Fatalf("an unreadable directory must keep its pods, have %d", n)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "db.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	if got := next(t, store); got != "REMOVE db-node1 postgres:16" {
+		t.Fatalf("after a tick: %q", got)
+	}
+}
