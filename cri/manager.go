@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -83,6 +84,14 @@ type Manager struct {
 	// preStop runs a container's preStop hook before it is stopped; nil
 	// means no hooks (issue 8 sets it). See KillContainer.
 	preStop preStopFunc
+
+	// Pod-to-config translation (resources.go, env.go): the machine's
+	// figures, probed once on first use. probeNode nil means the real
+	// machine; tests set it.
+	probeNode func() (nodeFacts, error)
+	nodeOnce  sync.Once
+	node      nodeFacts
+	nodeErr   error
 }
 
 // NewManager wires a Manager over the given services, filling defaults the

@@ -1,0 +1,306 @@
+package cri
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Kill reasons ComputePodActions gives KillContainer, for its Killing event
+// and logs.
+const (
+	KillReasonSpecChanged = "SpecChanged"
+	KillReasonUnknown     = "Unknown"
+	KillReasonNotInSpec   = "NotInSpec"
+)
+
+// PodActions are the steps that bring a pod's runtime state to its spec, in
+// the order SyncPod takes them: kill the pod or the containers to kill, create
+// the sandbox, start the next init container, start app containers.
+type PodActions struct {
+	// KillPod stops every container and the sandbox first: the sandbox is
+	// being replaced, or nothing in the pod should run any more.
+	KillPod bool
+	// CreateSandbox creates sandbox attempt Attempt (after KillPod). The
+	// first sandbox of a pod is attempt 0, each replacement one more than
+	// the newest.
+	CreateSandbox bool
+	Attempt       uint32
+	// SandboxID is the ready sandbox the containers run in, or, with
+	// CreateSandbox, the one being replaced ("" for a new pod).
+	SandboxID string
+	// NextInitContainer is the init container to start now: init containers
+	// run one at a time, in order, each after the previous exited 0.
+	NextInitContainer *v1.Container
+	// ContainersToStart are indexes into pod.Spec.Containers, in spec order.
+	ContainersToStart []int
+	// ContainersToKill are killed before anything is started, ignored when
+	// KillPod is set (which kills everything).
+	ContainersToKill []ContainerToKill
+	// Terminal is set when no container of the pod will ever run again under
+	// its restart policy: every app container is done under Never or
+	// OnFailure, or an init container failed under Never. The agent moves
+	// such a pod to terminating once this sync's KillPod is done.
+	Terminal bool
+	// Failed is set with Terminal when the pod ends in failure (phase
+	// Failed): an init container failed, or an app container did not exit
+	// 0. Terminal without Failed is phase Succeeded.
+	Failed bool
+}
+
+// ContainerToKill is a container to stop, with why.
+type ContainerToKill struct {
+	Name    string
+	Status  *ContainerStatus
+	Reason  string // one of the KillReason constants
+	Message string
+}
+
+// ComputePodActions decides what brings the observed status to the pod's
+// spec, with the kubelet's computePodActions semantics. It is a pure
+// function of its arguments: no runtime, no clock (crash-loop back-off is
+// SyncPod's), so every decision is testable from a table. A nil status is a
+// pod the runtime knows nothing about.
+func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
+	if status == nil {
+		status = &PodStatus{UID: pod.UID}
+	}
+	create, attempt, sandboxID := sandboxChanged(pod, status)
+	a := PodActions{KillPod: create, CreateSandbox: create, Attempt: attempt, SandboxID: sandboxID}
+	if create {
+		// Under Never a pod whose sandbox died after its containers ran is
+		// finished: its containers would not be restarted anyway.
+		if !restartsOnFailure(pod) && attempt != 0 && len(status.Containers) != 0 {
+			a.CreateSandbox = false
+			a.Terminal = true
+			a.Failed = !allSucceeded(pod, status)
+			return a
+		}
+		var start []int
+		for i := range pod.Spec.Containers {
+			if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(status.FindContainer(pod.Spec.Containers[i].Name)) {
+				continue
+			}
+			start = append(start, i)
+		}
+		if len(start) == 0 {
+			// OnFailure and every app container succeeded: nothing to rerun.
+			if _, _, done := nextInitContainer(pod, status); done {
+				a.CreateSandbox = false
+				a.Terminal = true
+				return a
+			}
+		}
+		if len(pod.Spec.InitContainers) != 0 {
+			// A new sandbox runs initialization again from the start.
+			a.NextInitContainer = &pod.Spec.InitContainers[0]
+			return a
+		}
+		a.ContainersToStart = start
+		return a
+	}
+
+	a.ContainersToKill = append(a.ContainersToKill, strayContainers(pod, status, sandboxID)...)
+
+	last, next, done := nextInitContainer(pod, status)
+	if !done {
+		if next != nil {
+			if last != nil && initFailed(last) && !restartsOnFailure(pod) {
+				a.KillPod = true
+				a.Terminal = true
+				a.Failed = true
+				return a
+			}
+			if last != nil && last.State == ContainerStateUnknown {
+				a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
+					Name: next.Name, Status: last, Reason: KillReasonUnknown,
+					Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", last.State),
+				})
+			}
+			a.NextInitContainer = next
+		}
+		return a
+	}
+
+	keep := 0
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := status.FindContainer(c.Name)
+		if cs == nil || cs.State != ContainerStateRunning {
+			if shouldRestart(pod, cs) {
+				a.ContainersToStart = append(a.ContainersToStart, i)
+				if cs != nil && cs.State == ContainerStateUnknown {
+					a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
+						Name: c.Name, Status: cs, Reason: KillReasonUnknown,
+						Message: fmt.Sprintf("Container is in %q state, try killing it before restart", cs.State),
+					})
+				}
+			}
+			continue
+		}
+		if cs.Hash == HashContainer(c) {
+			keep++
+			continue
+		}
+		// A changed definition is restarted whatever the restart policy:
+		// the container was running, so it has not finished its job.
+		a.ContainersToStart = append(a.ContainersToStart, i)
+		a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
+			Name: c.Name, Status: cs, Reason: KillReasonSpecChanged,
+			Message: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name),
+		})
+	}
+	if keep == 0 && len(a.ContainersToStart) == 0 {
+		a.KillPod = true
+		a.Terminal = true
+		a.Failed = !allSucceeded(pod, status)
+	}
+	return a
+}
+
+// sandboxChanged reports whether the pod needs a new sandbox, the attempt
+// number of the sandbox to use or create, and the ID of the newest sandbox:
+// none yet, more than one ready, the newest not ready, its network mode
+// differs from the spec's, or it has no IP on the pod network.
+func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
+	if len(status.Sandboxes) == 0 {
+		return true, 0, ""
+	}
+	newest := status.Sandboxes[0]
+	ready := 0
+	for _, s := range status.Sandboxes {
+		if s.State == SandboxStateReady {
+			ready++
+		}
+	}
+	switch {
+	case ready > 1,
+		newest.State != SandboxStateReady,
+		newest.HostNetwork != pod.Spec.HostNetwork,
+		!pod.Spec.HostNetwork && newest.IP == "":
+		return true, newest.Attempt + 1, newest.ID
+	}
+	return false, newest.Attempt, newest.ID
+}
+
+// strayContainers are running containers of the current sandbox whose names
+// the spec does not have: left by another berth version or started by hand
+// with berth's labels. The kubelet never sees these (its specs cannot lose
+// containers); berth adopts runtimes it did not start, so it must.
+func strayContainers(pod *v1.Pod, status *PodStatus, sandboxID string) []ContainerToKill {
+	var out []ContainerToKill
+	seen := map[string]bool{}
+	for _, cs := range status.Containers {
+		if cs.SandboxID != sandboxID || cs.State != ContainerStateRunning || seen[cs.ID] {
+			continue
+		}
+		seen[cs.ID] = true
+		if findSpecContainer(pod, cs.Name) != nil {
+			continue
+		}
+		out = append(out, ContainerToKill{
+			Name: cs.Name, Status: cs, Reason: KillReasonNotInSpec,
+			Message: fmt.Sprintf("Container %s is not in the pod spec", cs.Name),
+		})
+	}
+	return out
+}
+
+// nextInitContainer finds where initialization stands: done, or the next
+// init container to run, with last the status of a failed (or never started)
+// init container that next restarts. An app container running means
+// initialization finished earlier, even if the runtime has since removed the
+// init containers.
+func nextInitContainer(pod *v1.Pod, status *PodStatus) (last *ContainerStatus, next *v1.Container, done bool) {
+	inits := pod.Spec.InitContainers
+	if len(inits) == 0 {
+		return nil, nil, true
+	}
+	for _, c := range pod.Spec.Containers {
+		if cs := status.FindContainer(c.Name); cs != nil && cs.State == ContainerStateRunning {
+			return nil, nil, true
+		}
+	}
+	for i := len(inits) - 1; i >= 0; i-- {
+		if cs := status.FindContainer(inits[i].Name); cs != nil && initFailed(cs) {
+			return cs, &inits[i], false
+		}
+	}
+	for i := len(inits) - 1; i >= 0; i-- {
+		cs := status.FindContainer(inits[i].Name)
+		if cs == nil {
+			continue
+		}
+		switch cs.State {
+		case ContainerStateRunning:
+			return nil, nil, false
+		case ContainerStateCreated:
+			// Created but never started: its start failed; start it again.
+			return cs, &inits[i], false
+		case ContainerStateExited:
+			if i == len(inits)-1 {
+				return nil, nil, true
+			}
+			return nil, &inits[i+1], false
+		}
+	}
+	return nil, &inits[0], false
+}
+
+// initFailed reports whether an init container's run failed: a non-zero
+// exit, an OOM kill, or a state nobody knows.
+func initFailed(cs *ContainerStatus) bool {
+	switch cs.State {
+	case ContainerStateUnknown:
+		return true
+	case ContainerStateExited:
+		return cs.ExitCode != 0 || cs.Reason == "OOMKilled"
+	}
+	return false
+}
+
+// restartsOnFailure is true unless the restart policy is Never.
+func restartsOnFailure(pod *v1.Pod) bool {
+	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
+}
+
+// succeeded reports whether a container's newest run exited 0.
+func succeeded(cs *ContainerStatus) bool {
+	return cs != nil && cs.State == ContainerStateExited && cs.ExitCode == 0
+}
+
+// allSucceeded reports whether every app container's newest run exited 0.
+func allSucceeded(pod *v1.Pod, status *PodStatus) bool {
+	for _, c := range pod.Spec.Containers {
+		if !succeeded(status.FindContainer(c.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// shouldRestart is the kubelet's ShouldContainerBeRestarted for a container
+// that is not running: never started (or its record is gone), created but
+// not started, or in an unknown state always start; an exited one per the
+// restart policy. A pod being deleted starts nothing.
+func shouldRestart(pod *v1.Pod, cs *ContainerStatus) bool {
+	if pod.DeletionTimestamp != nil {
+		return false
+	}
+	if cs == nil {
+		return true
+	}
+	switch cs.State {
+	case ContainerStateRunning:
+		return false
+	case ContainerStateUnknown, ContainerStateCreated:
+		return true
+	}
+	switch pod.Spec.RestartPolicy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return cs.ExitCode != 0
+	}
+	return true
+}

@@ -1,0 +1,539 @@
+package cri
+
+import (
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// actPod is a pod with the given restart policy, init and app containers.
+func actPod(policy v1.RestartPolicy, inits, apps []string) *v1.Pod {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "uid-1"},
+		Spec:       v1.PodSpec{RestartPolicy: policy},
+	}
+	for _, n := range inits {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: n, Image: "busybox"})
+	}
+	for _, n := range apps {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: n, Image: "busybox", Command: []string{n}})
+	}
+	return pod
+}
+
+// cs is a container status for the named spec container, in sandbox "sb1",
+// with the spec's hash (so it is "unchanged").
+func cs(pod *v1.Pod, name string, state ContainerState, exit int32) *ContainerStatus {
+	s := &ContainerStatus{ID: name + "-id", SandboxID: "sb1", Name: name, State: state, ExitCode: exit}
+	if c := findSpecContainer(pod, name); c != nil {
+		s.Hash = HashContainer(c)
+	}
+	return s
+}
+
+func readySandbox() *SandboxStatus {
+	return &SandboxStatus{ID: "sb1", State: SandboxStateReady, Attempt: 0, IP: "10.88.0.5"}
+}
+
+func podStatusOf(sandboxes []*SandboxStatus, containers ...*ContainerStatus) *PodStatus {
+	return &PodStatus{UID: "uid-1", Sandboxes: sandboxes, Containers: containers}
+}
+
+// kill is the expected part of a ContainerToKill.
+type kill struct{ name, reason string }
+
+func TestComputePodActions(t *testing.T) {
+	always, onFailure, never := v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever
+	two := []string{"a", "b"}
+	inits := []string{"i0", "i1"}
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		status   func(pod *v1.Pod) *PodStatus
+		mutate   func(pod *v1.Pod)
+		killPod  bool
+		create   bool
+		attempt  uint32
+		sandbox  string
+		nextInit string
+		start    []int
+		kills    []kill
+		terminal bool
+		failed   bool
+	}{
+		// Sandbox decisions.
+		{
+			name:   "new pod without status creates sandbox 0 and starts all",
+			pod:    actPod(always, nil, two),
+			status: func(*v1.Pod) *PodStatus { return nil },
+			killPod: true, create: true, start: []int{0, 1},
+		},
+		{
+			name:   "new pod with empty status",
+			pod:    actPod(always, nil, two),
+			status: func(*v1.Pod) *PodStatus { return podStatusOf(nil) },
+			killPod: true, create: true, start: []int{0, 1},
+		},
+		{
+			name: "newest sandbox not ready is replaced with the next attempt",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb3", State: SandboxStateNotReady, Attempt: 2}, {ID: "sb1", State: SandboxStateNotReady, Attempt: 1}},
+					cs(p, "a", ContainerStateExited, 137))
+			},
+			killPod: true, create: true, attempt: 3, sandbox: "sb3", start: []int{0, 1},
+		},
+		{
+			name: "two ready sandboxes are reconciled into a new one",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb2", State: SandboxStateReady, Attempt: 1, IP: "10.0.0.2"}, readySandbox()},
+					cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			killPod: true, create: true, attempt: 2, sandbox: "sb2", start: []int{0, 1},
+		},
+		{
+			name:   "network mode changed to host network",
+			pod:    actPod(always, nil, two),
+			mutate: func(p *v1.Pod) { p.Spec.HostNetwork = true },
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			killPod: true, create: true, attempt: 1, sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name: "network mode changed to pod network",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateReady, HostNetwork: true}}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			killPod: true, create: true, attempt: 1, sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name: "pod-network sandbox without an IP is replaced",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateReady, Attempt: 4}}, cs(p, "a", ContainerStateRunning, 0))
+			},
+			killPod: true, create: true, attempt: 5, sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name:   "host-network sandbox without an IP is fine",
+			pod:    actPod(always, nil, two),
+			mutate: func(p *v1.Pod) { p.Spec.HostNetwork = true },
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateReady, HostNetwork: true}}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1",
+		},
+		{
+			name:    "new sandbox runs init containers from the first, apps later",
+			pod:     actPod(always, inits, two),
+			status:  func(*v1.Pod) *PodStatus { return nil },
+			killPod: true, create: true, nextInit: "i0",
+		},
+		{
+			name: "replaced sandbox reruns init containers even if they succeeded",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}},
+					cs(p, "a", ContainerStateExited, 137), cs(p, "i1", ContainerStateExited, 0), cs(p, "i0", ContainerStateExited, 0))
+			},
+			killPod: true, create: true, attempt: 1, sandbox: "sb1", nextInit: "i0",
+		},
+		{
+			name: "Never: dead sandbox after containers ran is terminal, failed",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}},
+					cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 137))
+			},
+			killPod: true, attempt: 1, sandbox: "sb1", terminal: true, failed: true,
+		},
+		{
+			name: "Never: dead sandbox after all containers succeeded is terminal, succeeded",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}},
+					cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, attempt: 1, sandbox: "sb1", terminal: true,
+		},
+		{
+			name: "Never: dead sandbox before any container ran is recreated",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}})
+			},
+			killPod: true, create: true, attempt: 1, sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name: "OnFailure: dead sandbox restarts only the containers that failed",
+			pod:  actPod(onFailure, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}},
+					cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 2))
+			},
+			killPod: true, create: true, attempt: 1, sandbox: "sb1", start: []int{1},
+		},
+		{
+			name: "OnFailure: dead sandbox with all succeeded is terminal",
+			pod:  actPod(onFailure, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}},
+					cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, attempt: 1, sandbox: "sb1", terminal: true,
+		},
+		{
+			name: "OnFailure: dead sandbox with all succeeded and inits done is terminal",
+			pod:  actPod(onFailure, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}},
+					cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0),
+					cs(p, "i1", ContainerStateExited, 0), cs(p, "i0", ContainerStateExited, 0))
+			},
+			killPod: true, attempt: 1, sandbox: "sb1", terminal: true,
+		},
+		{
+			name: "Always: dead sandbox with all succeeded is recreated",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady, Attempt: 7}},
+					cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, create: true, attempt: 8, sandbox: "sb1", start: []int{0, 1},
+		},
+
+		// App containers in a ready sandbox.
+		{
+			name: "all running and unchanged: nothing to do",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1",
+		},
+		{
+			name:   "changed spec: kill and start",
+			pod:    actPod(always, nil, two),
+			mutate: func(p *v1.Pod) { p.Spec.Containers[1].Image = "busybox:new" },
+			status: func(p *v1.Pod) *PodStatus {
+				b := cs(p, "b", ContainerStateRunning, 0)
+				b.Hash = 42
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0), b)
+			},
+			sandbox: "sb1", start: []int{1}, kills: []kill{{"b", KillReasonSpecChanged}},
+		},
+		{
+			name: "changed spec restarts even under Never",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				a := cs(p, "a", ContainerStateRunning, 0)
+				a.Hash = 0
+				return podStatusOf([]*SandboxStatus{readySandbox()}, a, cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0}, kills: []kill{{"a", KillReasonSpecChanged}},
+		},
+		{
+			name: "Always: failed container restarts",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 1), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0},
+		},
+		{
+			name: "Always: succeeded container restarts",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0},
+		},
+		{
+			name: "Always: all exited restart, pod not killed",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 1))
+			},
+			sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name: "OnFailure: succeeded container stays down",
+			pod:  actPod(onFailure, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1",
+		},
+		{
+			name: "OnFailure: failed container restarts",
+			pod:  actPod(onFailure, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 3), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0},
+		},
+		{
+			name: "OnFailure: all succeeded is terminal, succeeded",
+			pod:  actPod(onFailure, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, sandbox: "sb1", terminal: true,
+		},
+		{
+			name: "Never: failed container stays down while another runs",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 1), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1",
+		},
+		{
+			name: "Never: all exited with a failure is terminal, failed",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 1), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true,
+		},
+		{
+			name: "Never: all exited 0 is terminal, succeeded",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, sandbox: "sb1", terminal: true,
+		},
+		{
+			name: "unknown container is killed and started, even under Never",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateUnknown, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0}, kills: []kill{{"a", KillReasonUnknown}},
+		},
+		{
+			name: "created but never started container is started again",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateCreated, 0), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0},
+		},
+		{
+			name: "container without status is started",
+			pod:  actPod(never, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0},
+		},
+		{
+			name: "newest status decides over older attempts",
+			pod:  actPod(onFailure, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				old := cs(p, "a", ContainerStateExited, 1)
+				old.ID = "old"
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), old)
+			},
+			killPod: true, sandbox: "sb1", terminal: true,
+		},
+		{
+			name:   "pod being deleted starts nothing",
+			pod:    actPod(always, nil, two),
+			mutate: func(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{} },
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 1), cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1",
+		},
+		{
+			name: "running container not in the spec is killed",
+			pod:  actPod(always, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0),
+					&ContainerStatus{ID: "x-id", SandboxID: "sb1", Name: "x", State: ContainerStateRunning})
+			},
+			sandbox: "sb1", kills: []kill{{"x", KillReasonNotInSpec}},
+		},
+		{
+			name: "exited container not in the spec, or in an old sandbox, is left to GC",
+			pod:  actPod(always, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0),
+					&ContainerStatus{ID: "x-id", SandboxID: "sb1", Name: "x", State: ContainerStateExited},
+					&ContainerStatus{ID: "y-id", SandboxID: "sb0", Name: "y", State: ContainerStateRunning})
+			},
+			sandbox: "sb1",
+		},
+
+		// Init containers in a ready sandbox.
+		{
+			name:     "no init container ran yet: the first",
+			pod:      actPod(always, inits, two),
+			status:   func(p *v1.Pod) *PodStatus { return podStatusOf([]*SandboxStatus{readySandbox()}) },
+			sandbox:  "sb1",
+			nextInit: "i0",
+		},
+		{
+			name: "init container running: wait",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i0", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1",
+		},
+		{
+			name: "first init succeeded: the second",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i0", ContainerStateExited, 0))
+			},
+			sandbox: "sb1", nextInit: "i1",
+		},
+		{
+			name: "all inits succeeded: apps start",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateExited, 0), cs(p, "i0", ContainerStateExited, 0))
+			},
+			sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name: "Always: failed init restarts",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateExited, 1), cs(p, "i0", ContainerStateExited, 0))
+			},
+			sandbox: "sb1", nextInit: "i1",
+		},
+		{
+			name: "OnFailure: failed init restarts",
+			pod:  actPod(onFailure, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i0", ContainerStateExited, 1))
+			},
+			sandbox: "sb1", nextInit: "i0",
+		},
+		{
+			name: "Never: failed init fails the pod",
+			pod:  actPod(never, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i0", ContainerStateExited, 1))
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true,
+		},
+		{
+			name: "Never: OOM-killed init fails the pod",
+			pod:  actPod(never, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				i0 := cs(p, "i0", ContainerStateExited, 0)
+				i0.Reason = "OOMKilled"
+				return podStatusOf([]*SandboxStatus{readySandbox()}, i0)
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true,
+		},
+		{
+			name: "Always: unknown init is killed and restarted",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateUnknown, 0), cs(p, "i0", ContainerStateExited, 0))
+			},
+			sandbox: "sb1", nextInit: "i1", kills: []kill{{"i1", KillReasonUnknown}},
+		},
+		{
+			name: "Never: unknown init fails the pod",
+			pod:  actPod(never, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i0", ContainerStateUnknown, 0))
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true,
+		},
+		{
+			name: "init created but never started is started again, even under Never",
+			pod:  actPod(never, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateCreated, 0), cs(p, "i0", ContainerStateExited, 0))
+			},
+			sandbox: "sb1", nextInit: "i1",
+		},
+		{
+			name: "the last failed init is the one restarted",
+			pod:  actPod(always, []string{"i0", "i1", "i2"}, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateExited, 2), cs(p, "i0", ContainerStateExited, 1))
+			},
+			sandbox: "sb1", nextInit: "i1",
+		},
+		{
+			name: "a running app container means initialization is done",
+			pod:  actPod(always, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.mutate != nil {
+				tt.mutate(tt.pod)
+			}
+			got := ComputePodActions(tt.pod, tt.status(tt.pod))
+			var gotInit string
+			if got.NextInitContainer != nil {
+				gotInit = got.NextInitContainer.Name
+			}
+			var gotKills []kill
+			for _, k := range got.ContainersToKill {
+				if k.Status == nil || k.Message == "" {
+					t.Errorf("kill %q lacks its status or message: %+v", k.Name, k)
+				}
+				gotKills = append(gotKills, kill{k.Name, k.Reason})
+			}
+			checks := []struct {
+				what      string
+				got, want any
+			}{
+				{"KillPod", got.KillPod, tt.killPod},
+				{"CreateSandbox", got.CreateSandbox, tt.create},
+				{"Attempt", got.Attempt, tt.attempt},
+				{"SandboxID", got.SandboxID, tt.sandbox},
+				{"NextInitContainer", gotInit, tt.nextInit},
+				{"ContainersToStart", got.ContainersToStart, tt.start},
+				{"ContainersToKill", gotKills, tt.kills},
+				{"Terminal", got.Terminal, tt.terminal},
+				{"Failed", got.Failed, tt.failed},
+			}
+			for _, c := range checks {
+				if !reflect.DeepEqual(c.got, c.want) {
+					t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestComputePodActionsKillMessages(t *testing.T) {
+	pod := actPod(v1.RestartPolicyAlways, nil, []string{"a"})
+	st := podStatusOf([]*SandboxStatus{readySandbox()}, &ContainerStatus{ID: "a-id", SandboxID: "sb1", Name: "a", State: ContainerStateRunning, Hash: 1})
+	got := ComputePodActions(pod, st)
+	if len(got.ContainersToKill) != 1 {
+		t.Fatalf("kills = %+v, want one", got.ContainersToKill)
+	}
+	k := got.ContainersToKill[0]
+	if want := "Container a definition changed, will be restarted"; k.Message != want {
+		t.Errorf("message = %q, want %q", k.Message, want)
+	}
+	if k.Status != st.Containers[0] {
+		t.Errorf("kill status is not the running container's")
+	}
+	if k.Reason != KillReasonSpecChanged {
+		t.Errorf("reason = %q, want %q", k.Reason, KillReasonSpecChanged)
+	}
+}

@@ -1,0 +1,243 @@
+package cri
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// expand replaces $(NAME) references in s with lookup(NAME), the way the
+// kubelet expands env values, command and args: "$$" is a literal "$", a
+// reference to an unknown name stays as written, and a "$" not followed by
+// "(" or "$" is kept. lookup reports whether the name is defined.
+func expand(s string, lookup func(name string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				// An unterminated reference is kept verbatim.
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// envContext is what env values may refer to: the pod, the container, and
+// the runtime facts only known at start (pod IPs, host IP, node capacity).
+type envContext struct {
+	pod         *v1.Pod
+	container   *v1.Container
+	podIPs      []string
+	hostIP      string
+	allocatable v1.ResourceList
+}
+
+// containerEnv is the container's environment in spec order, each value
+// expanded against the variables defined before it, as the kubelet does.
+// envFrom is refused: without an API server there are no ConfigMaps or
+// Secrets to read it from.
+func containerEnv(ec envContext) ([]envVar, error) {
+	c := ec.container
+	if len(c.EnvFrom) > 0 {
+		return nil, fmt.Errorf("envFrom is not supported: berth has no API server to read ConfigMaps or Secrets from")
+	}
+	var out []envVar
+	index := map[string]int{}
+	lookup := func(name string) (string, bool) {
+		if i, ok := index[name]; ok {
+			return out[i].value, true
+		}
+		return "", false
+	}
+	for _, e := range c.Env {
+		var value string
+		switch {
+		case e.ValueFrom == nil:
+			value = expand(e.Value, lookup)
+		case e.ValueFrom.FieldRef != nil:
+			v, err := ec.fieldRef(e.ValueFrom.FieldRef)
+			if err != nil {
+				return nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			value = v
+		case e.ValueFrom.ResourceFieldRef != nil:
+			v, err := ec.resourceFieldRef(e.ValueFrom.ResourceFieldRef)
+			if err != nil {
+				return nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			value = v
+		case e.ValueFrom.ConfigMapKeyRef != nil, e.ValueFrom.SecretKeyRef != nil:
+			return nil, fmt.Errorf("env %q: configMapKeyRef and secretKeyRef are not supported: berth has no API server", e.Name)
+		default:
+			return nil, fmt.Errorf("env %q: valueFrom names no source berth supports", e.Name)
+		}
+		// A later definition of the same name replaces the earlier one in
+		// place, as the kubelet's env list does.
+		if i, ok := index[e.Name]; ok {
+			out[i].value = value
+			continue
+		}
+		index[e.Name] = len(out)
+		out = append(out, envVar{name: e.Name, value: value})
+	}
+	return out, nil
+}
+
+// envVar is one resolved environment variable.
+type envVar struct{ name, value string }
+
+// envLookup turns a resolved environment into the lookup expand takes, for
+// command, args and subPathExpr.
+func envLookup(env []envVar) func(string) (string, bool) {
+	m := make(map[string]string, len(env))
+	for _, e := range env {
+		m[e.name] = e.value
+	}
+	return func(name string) (string, bool) {
+		v, ok := m[name]
+		return v, ok
+	}
+}
+
+// fieldRef resolves a downward API field path, with the paths the kubelet
+// offers to env vars.
+func (ec envContext) fieldRef(f *v1.ObjectFieldSelector) (string, error) {
+	if f.APIVersion != "" && f.APIVersion != "v1" {
+		return "", fmt.Errorf("fieldRef apiVersion %q is not supported (only v1)", f.APIVersion)
+	}
+	pod := ec.pod
+	path := f.FieldPath
+	if key, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[key], nil
+	}
+	if key, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[key], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		if len(ec.podIPs) == 0 {
+			return "", nil
+		}
+		return ec.podIPs[0], nil
+	case "status.podIPs":
+		return strings.Join(ec.podIPs, ","), nil
+	case "status.hostIP", "status.hostIPs":
+		return ec.hostIP, nil
+	}
+	return "", fmt.Errorf("fieldRef %q is not supported", path)
+}
+
+// subscript parses `prefix['key']` (or double quotes) and returns key.
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"[")
+	if !ok || len(rest) < 3 || rest[len(rest)-1] != ']' {
+		return "", false
+	}
+	quoted := rest[:len(rest)-1]
+	q := quoted[0]
+	if (q != '\'' && q != '"') || quoted[len(quoted)-1] != q {
+		return "", false
+	}
+	return quoted[1 : len(quoted)-1], true
+}
+
+// resourceFieldRef resolves a container's request or limit, in units of the
+// divisor rounded up, as the kubelet does. A limit the spec leaves unset is
+// the node's allocatable amount, and an unset request falls back to the
+// limit, which is what API-server defaulting would have written into it.
+func (ec envContext) resourceFieldRef(r *v1.ResourceFieldSelector) (string, error) {
+	c := ec.container
+	if r.ContainerName != "" && r.ContainerName != c.Name {
+		other := findSpecContainer(ec.pod, r.ContainerName)
+		if other == nil {
+			return "", fmt.Errorf("resourceFieldRef names container %q, which is not in the pod", r.ContainerName)
+		}
+		c = other
+	}
+	kind, name, ok := strings.Cut(r.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", fmt.Errorf("resourceFieldRef resource %q is not supported", r.Resource)
+	}
+	res := v1.ResourceName(name)
+	switch res {
+	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage:
+	default:
+		if !strings.HasPrefix(name, v1.ResourceHugePagesPrefix) {
+			return "", fmt.Errorf("resourceFieldRef resource %q is not supported", r.Resource)
+		}
+	}
+	limit, hasLimit := c.Resources.Limits[res]
+	if !hasLimit {
+		limit = ec.allocatable[res]
+	}
+	q := limit
+	if kind == "requests" {
+		req, ok := c.Resources.Requests[res]
+		switch {
+		case ok:
+			q = req
+		case !hasLimit:
+			q = resource.Quantity{}
+		}
+	}
+	divisor := r.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if res == v1.ResourceCPU {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// findSpecContainer returns the init or app container of that name, or nil.
+func findSpecContainer(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package cri
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Layout of a pod's directory, RootDir/pods/<uid>, the kubelet's:
+//
+//	volumes/kubernetes.io~empty-dir/<volume>   emptyDir volumes
+//	containers/<container>/<random>            termination-message files
+//	etc-hosts                                  the managed /etc/hosts
+const (
+	emptyDirPluginDir = "kubernetes.io~empty-dir"
+)
+
+// podDir is the pod's state directory under RootDir.
+func (m *Manager) podDir(uid types.UID) string {
+	return filepath.Join(m.opts.RootDir, "pods", string(uid))
+}
+
+// emptyDirPath is where an emptyDir volume of the pod lives on the host.
+func (m *Manager) emptyDirPath(uid types.UID, volume string) string {
+	return filepath.Join(m.podDir(uid), "volumes", emptyDirPluginDir, volume)
+}
+
+// ensurePodDirs creates the pod's state directory and its log directory
+// before its sandbox is created, so the runtime can write container logs
+// and berth can lay out volumes.
+func (m *Manager) ensurePodDirs(podDir, logDir string) error {
+	if err := os.MkdirAll(podDir, 0o750); err != nil {
+		return fmt.Errorf("create the pod directory: %w", err)
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("create the pod log directory: %w", err)
+	}
+	return nil
+}
+
+// CleanupPodDir removes the pod's state directory after the pod has
+// terminated: it first unmounts what berth mounted under it (tmpfs
+// emptyDirs), so RemoveAll never descends into a live mount, then removes
+// the tree. A missing directory is success, so the agent may call it again
+// after a crash. Logs under PodLogsDir are left to container GC.
+func (m *Manager) CleanupPodDir(uid types.UID) error {
+	if uid == "" {
+		return errors.New("cleanup pod directory: empty pod UID")
+	}
+	dir := m.podDir(uid)
+	mounts, err := mountPointsUnder(dir)
+	if err != nil {
+		return fmt.Errorf("cleanup pod directory %s: %w", dir, err)
+	}
+	for _, mp := range mounts {
+		if err := unmount(mp); err != nil {
+			return fmt.Errorf("cleanup pod directory %s: %w", dir, err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("cleanup pod directory: %w", err)
+	}
+	return nil
+}
+
+// mountPointsUnder lists the mount points at or below dir, deepest first so
+// they can be unmounted in order.
+func mountPointsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// Field 5 (index 4) is the mount point, octal-escaped.
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountPath(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			if !slices.Contains(out, mp) {
+				out = append(out, mp)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out, nil
+}
+
+// isMountPoint reports whether path is a mount point of its own.
+func isMountPoint(path string) (bool, error) {
+	mps, err := mountPointsUnder(path)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(mps, path), nil
+}
+
+// unescapeMountPath undoes the kernel's octal escaping of spaces, tabs,
+// newlines and backslashes in /proc/self/mountinfo.
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, ok := octal3(s[i+1 : i+4]); ok {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// octal3 parses three octal digits.
+func octal3(s string) (byte, bool) {
+	if len(s) != 3 {
+		return 0, false
+	}
+	var v int
+	for _, c := range s {
+		if c < '0' || c > '7' {
+			return 0, false
+		}
+		v = v*8 + int(c-'0')
+	}
+	return byte(v), v <= 0xff
+}
+
+// unmount detaches a mount point, lazily if it is busy, so a process still
+// holding the tmpfs open does not block the pod's cleanup forever.
+func unmount(path string) error {
+	err := unix.Unmount(path, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(path, unix.MNT_DETACH)
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	return nil
+}

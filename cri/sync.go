@@ -1,0 +1,228 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// SyncPod brings the pod's runtime state one step closer to its spec, in the
+// kubelet's order: compute the actions from the observed status; kill the
+// pod, or the containers to kill; create the sandbox; start the next init
+// container; start the app containers. status is what the runtime reported
+// for the pod (nil or empty for a new pod).
+//
+// It never waits: a container in crash-loop back-off is reported as
+// CrashLoopBackOff with the time left (SyncResult.RetryAfter), without a
+// runtime call, and the agent calls SyncPod again when that time is up or
+// when the pod's state changes. It stops at the first failure of a step the
+// later ones depend on (a kill, the sandbox, an init container); app
+// container starts are independent of each other.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) SyncResult {
+	if status == nil {
+		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	actions := ComputePodActions(pod, status)
+	slog.Debug("syncing pod", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID,
+		"killPod", actions.KillPod, "createSandbox", actions.CreateSandbox, "attempt", actions.Attempt,
+		"toKill", len(actions.ContainersToKill), "toStart", len(actions.ContainersToStart),
+		"nextInit", actions.NextInitContainer != nil, "terminal", actions.Terminal)
+	result := SyncResult{Terminal: actions.Terminal, Failed: actions.Failed}
+
+	if actions.CreateSandbox && actions.SandboxID != "" {
+		m.event(pod, EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+	}
+	if actions.KillPod {
+		err := m.KillPod(ctx, pod, status, nil)
+		result.add(ActionKillPodSandbox, pod.Name, asSyncError(err, ReasonKillPodSandboxError), 0)
+		if err != nil {
+			return result
+		}
+	} else {
+		for _, k := range actions.ContainersToKill {
+			err := m.KillContainer(ctx, pod, k.Status, k.Reason, k.Message, nil)
+			result.add(ActionKillContainer, k.Name, asSyncError(err, ReasonKillContainerError), 0)
+			if err != nil {
+				return result
+			}
+		}
+	}
+	if !actions.CreateSandbox && actions.NextInitContainer == nil && len(actions.ContainersToStart) == 0 {
+		return result
+	}
+
+	sandboxConfig, err := m.SandboxConfig(pod, actions.Attempt)
+	if err != nil {
+		result.add(ActionCreatePodSandbox, pod.Name, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: err}, 0)
+		m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		return result
+	}
+	sandboxID, podIPs := actions.SandboxID, status.IPs
+	if actions.CreateSandbox {
+		id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
+		result.add(ActionCreatePodSandbox, pod.Name, err, 0)
+		if err != nil {
+			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.(*SyncError).Message)
+			return result
+		}
+		sandboxID, podIPs = id, ips
+	}
+
+	target := startTarget{sandboxID: sandboxID, sandboxConfig: sandboxConfig, podIPs: podIPs}
+	if c := actions.NextInitContainer; c != nil {
+		res := m.startContainer(ctx, pod, c, status, target, ActionInitContainer)
+		result.Results = append(result.Results, res)
+		if res.Err != nil {
+			return result
+		}
+	}
+	for _, i := range actions.ContainersToStart {
+		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.Containers[i], status, target, ActionStartContainer))
+	}
+	return result
+}
+
+// createSandbox prepares the pod's directories and runs its sandbox,
+// returning the sandbox ID and the pod's IPs (none on the host network).
+// Errors are *SyncError with ReasonCreatePodSandboxError.
+func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeapi.PodSandboxConfig) (string, []string, error) {
+	fail := func(format string, args ...any) (string, []string, error) {
+		err := fmt.Errorf(format, args...)
+		return "", nil, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: errors.Unwrap(err)}
+	}
+	if err := m.ensurePodDirs(m.podDir(pod.UID), cfg.LogDirectory); err != nil {
+		return fail("%w", err)
+	}
+	id, err := m.runtime.RunPodSandbox(ctx, cfg, RuntimeHandler(pod))
+	if err != nil {
+		return fail("run sandbox: %w", err)
+	}
+	resp, err := m.runtime.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return fail("read the status of new sandbox %s: %w", id, err)
+	}
+	if pod.Spec.HostNetwork {
+		return id, nil, nil
+	}
+	var ips []string
+	if net := resp.GetStatus().GetNetwork(); net != nil {
+		if net.GetIp() != "" {
+			ips = append(ips, net.GetIp())
+		}
+		for _, ip := range net.GetAdditionalIps() {
+			ips = append(ips, ip.GetIp())
+		}
+	}
+	return id, ips, nil
+}
+
+// startTarget is where containers are started: the sandbox and what
+// containers need to know of it.
+type startTarget struct {
+	sandboxID     string
+	sandboxConfig *runtimeapi.PodSandboxConfig
+	podIPs        []string
+}
+
+// startContainer starts one container unless it is in crash-loop back-off:
+// pull per policy, build the config, create, start. Each failure is a
+// *SyncError with the kubelet's reason, and a Failed event.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, t startTarget, action string) ActionResult {
+	res := ActionResult{Action: action, Target: c.Name}
+	if remaining, msg := m.crashLoopBackoff(pod, c, status); remaining > 0 {
+		m.event(pod, EventWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, podRef(pod)))
+		res.Err = &SyncError{Reason: ReasonCrashLoopBackOff, Message: msg}
+		res.RetryAfter = remaining
+		return res
+	}
+	imageRef, err := m.EnsureImage(ctx, pod, c, t.sandboxConfig)
+	if err != nil {
+		res.Err, res.RetryAfter = err, m.pullRetryAfter(c, err)
+		return res
+	}
+	restartCount := m.nextRestartCount(pod, c.Name, status)
+	cfg, err := m.ContainerConfig(ctx, pod, c, restartCount, t.podIPs, imageRef)
+	if err != nil {
+		res.Err = err
+		m.event(pod, EventWarning, "Failed", "Error: "+err.(*SyncError).Message)
+		return res
+	}
+	id, err := m.runtime.CreateContainer(ctx, t.sandboxID, cfg, t.sandboxConfig)
+	if err != nil {
+		res.Err = &SyncError{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("create container %s: %v", c.Name, err), Err: err}
+		m.event(pod, EventWarning, "Failed", "Error: "+res.Err.(*SyncError).Message)
+		return res
+	}
+	m.event(pod, EventNormal, "Created", "Created container "+c.Name)
+	if err := m.runtime.StartContainer(ctx, id); err != nil {
+		res.Err = &SyncError{Reason: ReasonRunContainerError, Message: fmt.Sprintf("start container %s (%s): %v", c.Name, id, err), Err: err}
+		m.event(pod, EventWarning, "Failed", "Error: "+res.Err.(*SyncError).Message)
+		return res
+	}
+	m.event(pod, EventNormal, "Started", "Started container "+c.Name)
+	return res
+}
+
+// crashLoopBackoff decides whether a container that exited may be restarted
+// now, the kubelet's doBackOff: the back-off runs from the moment it
+// finished. When it may, the back-off is raised for the next exit and 0 is
+// returned; otherwise the time left and the kubelet's message.
+func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *PodStatus) (time.Duration, string) {
+	cs := status.FindContainer(c.Name)
+	if cs == nil || cs.State != ContainerStateExited {
+		return 0, ""
+	}
+	key := crashKey(pod.UID, c.Name)
+	if remaining := m.crashBackoff.Remaining(key, cs.FinishedAt); remaining > 0 {
+		return remaining, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", m.crashBackoff.Delay(key), c.Name, podRef(pod))
+	}
+	m.crashBackoff.Next(key)
+	return 0, ""
+}
+
+// crashKey is the crash-loop back-off key of a container of a pod.
+func crashKey(uid types.UID, container string) string {
+	return string(uid) + "/" + container
+}
+
+// pullRetryAfter is how long the image's pull back-off still runs after a
+// failed or backed-off pull, 0 for other failures.
+func (m *Manager) pullRetryAfter(c *v1.Container, err error) time.Duration {
+	var se *SyncError
+	if !errors.As(err, &se) || (se.Reason != ReasonErrImagePull && se.Reason != ReasonImagePullBackOff) {
+		return 0
+	}
+	image, _, _, terr := applyDefaultTag(c.Image)
+	if terr != nil {
+		return 0
+	}
+	return m.pullBackoff.RemainingSinceLast(image)
+}
+
+// asSyncError gives err the reason unless it already carries one.
+func asSyncError(err error, reason string) error {
+	if err == nil {
+		return nil
+	}
+	var se *SyncError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &SyncError{Reason: reason, Message: err.Error(), Err: err}
+}
+
+// event records a pod event.
+func (m *Manager) event(pod *v1.Pod, typ EventType, reason, message string) {
+	m.opts.Recorder.Event(pod.UID, pod.Name, pod.Namespace, typ, reason, message)
+}
+
+// podRef names a pod in messages the way the kubelet's format.Pod does.
+func podRef(pod *v1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
