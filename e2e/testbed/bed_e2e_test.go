@@ -142,7 +142,8 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 	if err := b.StopContainerd(); err != nil {
 		t.Fatalf("StopContainerd: %v", err)
 	}
-	if !anyProcess(b.Socket) {
+	sockets := shimSockets(t, b)
+	if len(sockets) == 0 {
 		t.Fatalf("no shim of the bed is running during the outage")
 	}
 
@@ -153,6 +154,33 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	assertNothingLeft(t, b, netns)
+	for _, s := range sockets {
+		if _, err := os.Stat(s); err == nil {
+			t.Errorf("shim socket %s survived Close", s)
+		}
+	}
+}
+
+// shimSockets returns the sockets of the bed's running shims, checking
+// that each is where shimSocket says containerd puts it.
+func shimSockets(t *testing.T, b *Bed) []string {
+	t.Helper()
+	procs, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sockets []string
+	for _, p := range procs {
+		if filepath.Base(p.Args[0]) != "containerd-shim-runc-v2" || argValue(p.Args, "-address") != b.Socket {
+			continue
+		}
+		s := shimSocket(b.Socket, argValue(p.Args, "-namespace"), argValue(p.Args, "-id"))
+		if _, err := os.Stat(s); err != nil {
+			t.Errorf("shim %d: socket not where expected: %v", p.PID, err)
+		}
+		sockets = append(sockets, s)
+	}
+	return sockets
 }
 
 // TestCLIUpDown drives the CLI's library path: a bed started in a given

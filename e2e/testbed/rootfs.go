@@ -3,6 +3,7 @@ package testbed
 import (
 	"bytes"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -99,6 +100,9 @@ func listApplets(busybox string) ([]string, error) {
 // archive is written to a temporary name and renamed, so concurrent beds
 // never see a half-written one.
 func imageArchive(cacheDir, busybox string) (string, error) {
+	if err := checkStatic(busybox); err != nil {
+		return "", err
+	}
 	binary, err := os.ReadFile(busybox)
 	if err != nil {
 		return "", fmt.Errorf("read busybox binary: %w", err)
@@ -135,6 +139,23 @@ func imageArchive(cacheDir, busybox string) (string, error) {
 		return "", fmt.Errorf("store image archive: %w", err)
 	}
 	return archive, nil
+}
+
+// checkStatic fails unless file is a statically linked ELF executable: the
+// images hold nothing but busybox, so a dynamic one (Debian's `busybox`
+// package rather than `busybox-static`) could not even start.
+func checkStatic(file string) error {
+	f, err := elf.Open(file)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", file, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: the test images need busybox-static (run `make testbed`)", file)
+		}
+	}
+	return nil
 }
 
 // buildArchive serializes the busybox and pause images into one OCI
