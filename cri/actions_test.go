@@ -65,15 +65,15 @@ func TestComputePodActions(t *testing.T) {
 	}{
 		// Sandbox decisions.
 		{
-			name:   "new pod without status creates sandbox 0 and starts all",
-			pod:    actPod(always, nil, two),
-			status: func(*v1.Pod) *PodStatus { return nil },
+			name:    "new pod without status creates sandbox 0 and starts all",
+			pod:     actPod(always, nil, two),
+			status:  func(*v1.Pod) *PodStatus { return nil },
 			killPod: true, create: true, start: []int{0, 1},
 		},
 		{
-			name:   "new pod with empty status",
-			pod:    actPod(always, nil, two),
-			status: func(*v1.Pod) *PodStatus { return podStatusOf(nil) },
+			name:    "new pod with empty status",
+			pod:     actPod(always, nil, two),
+			status:  func(*v1.Pod) *PodStatus { return podStatusOf(nil) },
 			killPod: true, create: true, start: []int{0, 1},
 		},
 		{
