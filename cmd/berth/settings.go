@@ -1,0 +1,328 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// settings are berth run's settings. Field names in the config file follow
+// the kubelet's KubeletConfiguration where one exists, so a kubelet config
+// file's static-pod fields carry over unchanged.
+type settings struct {
+	PodManifestPath          string              `json:"staticPodPath,omitempty"`
+	ManifestURL              string              `json:"staticPodURL,omitempty"`
+	ManifestURLHeader        map[string][]string `json:"staticPodURLHeader,omitempty"`
+	ContainerRuntimeEndpoint string              `json:"containerRuntimeEndpoint,omitempty"`
+	ImageServiceEndpoint     string              `json:"imageServiceEndpoint,omitempty"`
+	HostnameOverride         string              `json:"hostnameOverride,omitempty"`
+	NodeIP                   string              `json:"nodeIP,omitempty"`
+	RootDir                  string              `json:"rootDir,omitempty"`
+	PodLogsDir               string              `json:"podLogsDir,omitempty"`
+	FileCheckFrequency       metav1.Duration     `json:"fileCheckFrequency,omitempty"`
+	HTTPCheckFrequency       metav1.Duration     `json:"httpCheckFrequency,omitempty"`
+	SyncFrequency            metav1.Duration     `json:"syncFrequency,omitempty"`
+	RuntimeRequestTimeout    metav1.Duration     `json:"runtimeRequestTimeout,omitempty"`
+	Listen                   string              `json:"listen,omitempty"`
+	Socket                   string              `json:"socket,omitempty"`
+	MaxPods                  int                 `json:"maxPods,omitempty"`
+	ClusterDNS               []string            `json:"clusterDNS,omitempty"`
+	ClusterDomain            string              `json:"clusterDomain,omitempty"`
+	ResolvConf               string              `json:"resolvConf,omitempty"`
+	CrashLoopBackoffInitial  metav1.Duration     `json:"crashLoopBackoffInitial,omitempty"`
+	CrashLoopBackoffMax      metav1.Duration     `json:"crashLoopBackoffMax,omitempty"`
+	LogLevel                 string              `json:"logLevel,omitempty"`
+}
+
+// defaultSettings are the kubelet's defaults where berth shares a setting.
+func defaultSettings() settings {
+	return settings{
+		PodManifestPath:          "/etc/kubernetes/manifests",
+		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+		RootDir:                  "/var/lib/berth",
+		PodLogsDir:               "/var/log/pods",
+		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
+		HTTPCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
+		SyncFrequency:            metav1.Duration{Duration: time.Minute},
+		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
+		Listen:                   "127.0.0.1:10255",
+		Socket:                   "/run/berth/berth.sock",
+		MaxPods:                  110,
+		ResolvConf:               "/etc/resolv.conf",
+		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
+		CrashLoopBackoffMax:      metav1.Duration{Duration: 5 * time.Minute},
+		LogLevel:                 "info",
+	}
+}
+
+// bindFlags registers every setting as a flag writing into s, named like the
+// kubelet's flag where one exists.
+func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
+	fs.StringVar(configPath, "config", "", "config file (berth's own, or a kubelet KubeletConfiguration whose static-pod fields are used)")
+	fs.StringVar(&s.PodManifestPath, "pod-manifest-path", s.PodManifestPath, "directory (or single file) of static pod manifests; \"\" disables the file source")
+	fs.StringVar(&s.ManifestURL, "manifest-url", s.ManifestURL, "URL serving a Pod, PodList or multi-document YAML of pods")
+	fs.Var(headerFlag{&s.ManifestURLHeader}, "manifest-url-header", "HTTP header for --manifest-url as Key:Value (repeatable)")
+	fs.StringVar(&s.ContainerRuntimeEndpoint, "container-runtime-endpoint", s.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix socket)")
+	fs.StringVar(&s.ImageServiceEndpoint, "image-service-endpoint", s.ImageServiceEndpoint, "CRI image endpoint (default: the runtime endpoint)")
+	fs.StringVar(&s.HostnameOverride, "hostname-override", s.HostnameOverride, "node name used in pod names (default: the lower-cased hostname)")
+	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "node IP reported as hostIP (default: the first global unicast address)")
+	fs.StringVar(&s.RootDir, "root-dir", s.RootDir, "directory for berth's per-pod state (emptyDirs, etc-hosts)")
+	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "root of the CRI container log layout")
+	durationVar(fs, &s.FileCheckFrequency, "file-check-frequency", "full rescan period of the manifest directory (changes are also watched)")
+	durationVar(fs, &s.HTTPCheckFrequency, "http-check-frequency", "poll period of --manifest-url")
+	durationVar(fs, &s.SyncFrequency, "sync-frequency", "period of the full resync of every pod")
+	durationVar(fs, &s.RuntimeRequestTimeout, "runtime-request-timeout", "timeout of every CRI call")
+	fs.StringVar(&s.Listen, "listen", s.Listen, "TCP address of the local API (\"\" disables it)")
+	fs.StringVar(&s.Socket, "socket", s.Socket, "unix socket of the local API and the CLI (\"\" disables it)")
+	fs.IntVar(&s.MaxPods, "max-pods", s.MaxPods, "pods beyond this many are rejected")
+	fs.Var(listFlag{&s.ClusterDNS}, "cluster-dns", "DNS server IP for dnsPolicy ClusterFirst (repeatable or comma-separated)")
+	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "cluster domain for dnsPolicy ClusterFirst search paths")
+	fs.StringVar(&s.ResolvConf, "resolv-conf", s.ResolvConf, "host resolver file for pods' DNS (\"\" disables)")
+	durationVar(fs, &s.CrashLoopBackoffInitial, "crashloop-backoff-initial", "first restart delay of a crashing container")
+	durationVar(fs, &s.CrashLoopBackoffMax, "crashloop-backoff-max", "longest restart delay of a crashing container")
+	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error")
+}
+
+// parseSettings reads defaults, then the config file, then the flags given:
+// flags win over the file, as with the kubelet. A repeatable flag given on
+// the command line replaces the file's list instead of adding to it.
+func parseSettings(args []string, stderr io.Writer) (settings, error) {
+	var configPath string
+	s := defaultSettings()
+	fs := flag.NewFlagSet("berth run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bindFlags(fs, &s, &configPath)
+	if err := fs.Parse(args); err != nil {
+		return settings{}, err
+	}
+	if fs.NArg() > 0 {
+		return settings{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if configPath == "" {
+		return s, s.validate()
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	s = defaultSettings()
+	if err := loadConfigFile(configPath, &s); err != nil {
+		return settings{}, err
+	}
+	if given["manifest-url-header"] {
+		s.ManifestURLHeader = nil
+	}
+	if given["cluster-dns"] {
+		s.ClusterDNS = nil
+	}
+	replay := flag.NewFlagSet("berth run", flag.ContinueOnError)
+	replay.SetOutput(io.Discard)
+	bindFlags(replay, &s, &configPath)
+	if err := replay.Parse(args); err != nil {
+		return settings{}, err
+	}
+	return s, s.validate()
+}
+
+// validate rejects settings berth cannot run with, naming the setting.
+func (s settings) validate() error {
+	var errs []error
+	if s.PodManifestPath == "" && s.ManifestURL == "" {
+		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
+	}
+	if s.ContainerRuntimeEndpoint == "" {
+		errs = append(errs, errors.New("--container-runtime-endpoint must not be empty"))
+	}
+	for name, d := range map[string]time.Duration{
+		"file-check-frequency": s.FileCheckFrequency.Duration, "http-check-frequency": s.HTTPCheckFrequency.Duration,
+		"sync-frequency": s.SyncFrequency.Duration, "runtime-request-timeout": s.RuntimeRequestTimeout.Duration,
+		"crashloop-backoff-initial": s.CrashLoopBackoffInitial.Duration, "crashloop-backoff-max": s.CrashLoopBackoffMax.Duration,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", name, d))
+		}
+	}
+	if s.CrashLoopBackoffMax.Duration < s.CrashLoopBackoffInitial.Duration {
+		errs = append(errs, fmt.Errorf("--crashloop-backoff-max (%s) is below --crashloop-backoff-initial (%s)", s.CrashLoopBackoffMax.Duration, s.CrashLoopBackoffInitial.Duration))
+	}
+	if s.MaxPods <= 0 {
+		errs = append(errs, fmt.Errorf("--max-pods must be positive, got %d", s.MaxPods))
+	}
+	if _, err := parseLogLevel(s.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+// configHeader tells berth's own config file from a kubelet's.
+type configHeader struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// kubeletKind is the kind of a kubelet config file, whose static-pod fields
+// berth reads.
+const kubeletKind = "KubeletConfiguration"
+
+// loadConfigFile overlays the file's settings on s. A berth config is read
+// strictly (unknown fields are errors with their line); a kubelet
+// KubeletConfiguration is read for the fields berth shares, and the others
+// are listed in a warning.
+func loadConfigFile(path string, s *settings) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var h configHeader
+	if err := yaml.Unmarshal(data, &h); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	switch {
+	case h.Kind == kubeletKind:
+		if err := yaml.Unmarshal(data, s); err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+		if ignored := unknownFields(data); len(ignored) > 0 {
+			configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
+		}
+	case h.Kind == "" || h.Kind == "BerthConfiguration":
+		var strict struct {
+			configHeader `json:",inline"`
+			settings     `json:",inline"`
+		}
+		strict.settings = *s
+		if err := yaml.UnmarshalStrict(data, &strict); err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+		*s = strict.settings
+	default:
+		return fmt.Errorf("config file %s: kind %q is neither BerthConfiguration nor KubeletConfiguration", path, h.Kind)
+	}
+	return nil
+}
+
+// configWarnings collects what loadConfigFile wants logged once the logger
+// exists.
+var configWarnings []string
+
+// unknownFields lists top-level keys of a kubelet config that berth ignores.
+func unknownFields(data []byte) []string {
+	var all map[string]any
+	if yaml.Unmarshal(data, &all) != nil {
+		return nil
+	}
+	known := map[string]bool{"apiVersion": true, "kind": true}
+	var probe map[string]any
+	b, _ := yaml.Marshal(fullSettingsForKeys())
+	_ = yaml.Unmarshal(b, &probe)
+	for k := range probe {
+		known[k] = true
+	}
+	var out []string
+	for k := range all {
+		if !known[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fullSettingsForKeys has every field set so its YAML lists every key.
+func fullSettingsForKeys() settings {
+	s := defaultSettings()
+	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
+	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
+	s.ClusterDNS = []string{"x"}
+	return s
+}
+
+// manifestHeaders converts the configured headers for the HTTP source.
+func (s settings) manifestHeaders() http.Header {
+	h := http.Header{}
+	for k, vs := range s.ManifestURLHeader {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return h
+}
+
+// headerFlag collects repeatable Key:Value flags.
+type headerFlag struct{ m *map[string][]string }
+
+func (f headerFlag) String() string {
+	if f.m == nil || *f.m == nil {
+		return ""
+	}
+	var parts []string
+	for k, vs := range *f.m {
+		for _, v := range vs {
+			parts = append(parts, k+":"+v)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (f headerFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want Key:Value, got %q", v)
+	}
+	if *f.m == nil {
+		*f.m = map[string][]string{}
+	}
+	k = http.CanonicalHeaderKey(strings.TrimSpace(k))
+	(*f.m)[k] = append((*f.m)[k], strings.TrimSpace(val))
+	return nil
+}
+
+// listFlag collects repeatable or comma-separated values.
+type listFlag struct{ l *[]string }
+
+func (f listFlag) String() string {
+	if f.l == nil {
+		return ""
+	}
+	return strings.Join(*f.l, ",")
+}
+
+func (f listFlag) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*f.l = append(*f.l, part)
+		}
+	}
+	return nil
+}
+
+// durationVar binds a metav1.Duration (the config file's type) to a flag.
+func durationVar(fs *flag.FlagSet, d *metav1.Duration, name, usage string) {
+	fs.Func(name, fmt.Sprintf("%s (default %s)", usage, d.Duration), func(v string) error {
+		parsed, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		d.Duration = parsed
+		return nil
+	})
+}
+
+// parseLogLevel maps --log-level onto slog.
+func parseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}

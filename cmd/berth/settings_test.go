@@ -1,0 +1,133 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseSettings(t *testing.T) {
+	kubelet := writeConfig(t, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /srv/manifests
+staticPodURL: http://10.0.0.1/pods
+staticPodURLHeader:
+  Authorization: ["Bearer x"]
+fileCheckFrequency: 5s
+syncFrequency: 30s
+containerRuntimeEndpoint: unix:///run/crio/crio.sock
+maxPods: 20
+clusterDNS: [10.96.0.10]
+evictionHard:
+  memory.available: 100Mi
+`)
+	berth := writeConfig(t, `kind: BerthConfiguration
+staticPodPath: /opt/pods
+listen: ""
+crashLoopBackoffInitial: 1s
+crashLoopBackoffMax: 30s
+`)
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, s settings)
+	}{
+		{"defaults are the kubelet's", nil, func(t *testing.T, s settings) {
+			if !reflect.DeepEqual(s, defaultSettings()) {
+				t.Errorf("got %+v", s)
+			}
+		}},
+		{"flags", []string{"--pod-manifest-path", "/m", "--manifest-url-header", "A: b", "--manifest-url-header", "A:c", "--cluster-dns", "1.1.1.1,8.8.8.8", "--sync-frequency", "10s"}, func(t *testing.T, s settings) {
+			if s.PodManifestPath != "/m" || s.SyncFrequency.Duration != 10*time.Second {
+				t.Errorf("path=%q sync=%s", s.PodManifestPath, s.SyncFrequency.Duration)
+			}
+			if got := s.manifestHeaders().Values("A"); !reflect.DeepEqual(got, []string{"b", "c"}) {
+				t.Errorf("headers = %v", got)
+			}
+			if !reflect.DeepEqual(s.ClusterDNS, []string{"1.1.1.1", "8.8.8.8"}) {
+				t.Errorf("cluster dns = %v", s.ClusterDNS)
+			}
+		}},
+		{"kubelet config carries its static-pod fields", []string{"--config", kubelet}, func(t *testing.T, s settings) {
+			if s.PodManifestPath != "/srv/manifests" || s.ManifestURL != "http://10.0.0.1/pods" || s.MaxPods != 20 ||
+				s.FileCheckFrequency.Duration != 5*time.Second || s.ContainerRuntimeEndpoint != "unix:///run/crio/crio.sock" {
+				t.Errorf("got %+v", s)
+			}
+			if got := s.manifestHeaders().Get("Authorization"); got != "Bearer x" {
+				t.Errorf("header = %q", got)
+			}
+			if s.RootDir != "/var/lib/berth" {
+				t.Errorf("unset fields keep defaults: root dir = %q", s.RootDir)
+			}
+		}},
+		{"flags win over the file, lists replaced", []string{"--config", kubelet, "--max-pods", "7", "--cluster-dns", "9.9.9.9"}, func(t *testing.T, s settings) {
+			if s.MaxPods != 7 || !reflect.DeepEqual(s.ClusterDNS, []string{"9.9.9.9"}) || s.PodManifestPath != "/srv/manifests" {
+				t.Errorf("got maxPods=%d dns=%v path=%q", s.MaxPods, s.ClusterDNS, s.PodManifestPath)
+			}
+		}},
+		{"berth config", []string{"--config", berth}, func(t *testing.T, s settings) {
+			if s.PodManifestPath != "/opt/pods" || s.Listen != "" || s.CrashLoopBackoffMax.Duration != 30*time.Second {
+				t.Errorf("got %+v", s)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			configWarnings = nil
+			s, err := parseSettings(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, s)
+		})
+	}
+	t.Run("kubelet fields berth ignores are named", func(t *testing.T) {
+		configWarnings = nil
+		if _, err := parseSettings([]string{"--config", kubelet}, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if len(configWarnings) != 1 || !strings.Contains(configWarnings[0], "evictionHard") {
+			t.Errorf("warnings = %q", configWarnings)
+		}
+	})
+}
+
+func TestParseSettingsErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", []string{"--pod-manifest-path", ""}, "no pod source"},
+		{"bad duration", []string{"--sync-frequency", "soon"}, "sync-frequency"},
+		{"negative", []string{"--file-check-frequency", "-1s"}, "--file-check-frequency must be positive"},
+		{"backoff order", []string{"--crashloop-backoff-initial", "1m", "--crashloop-backoff-max", "10s"}, "below --crashloop-backoff-initial"},
+		{"bad header", []string{"--manifest-url-header", "novalue"}, "want Key:Value"},
+		{"log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},
+		{"unknown field in berth config", []string{"--config", writeConfig(t, "staticPodPath: /x\nstaticPodPaht: /y\n")}, `unknown field "staticPodPaht"`},
+		{"foreign kind", []string{"--config", writeConfig(t, "kind: Pod\n")}, `kind "Pod"`},
+		{"missing file", []string{"--config", "/nonexistent/berth.yaml"}, "/nonexistent/berth.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseSettings(tt.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
