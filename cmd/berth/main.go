@@ -17,6 +17,7 @@ type command struct {
 
 // commands is the CLI's table; each entry lives in a file of its own name.
 var commands = map[string]command{
+	"run":     {"run the agent (the daemon)", runRun},
 	"version": {"print the version", runVersion},
 }
 

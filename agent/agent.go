@@ -1,0 +1,326 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
+)
+
+// Config is the agent's share of berth's settings.
+type Config struct {
+	// HostIP is the node IP shown as status.hostIP and as the IP of
+	// host-network pods.
+	HostIP string
+	// MaxPods caps the pods berth runs; more are rejected (kubelet: 110).
+	MaxPods int
+	// SyncFrequency is the periodic resync of every pod (kubelet: 1m).
+	SyncFrequency time.Duration
+	// RelistPeriod is how often the runtime is relisted for out-of-band
+	// changes (kubelet's PLEG: 1s).
+	RelistPeriod time.Duration
+	// HousekeepingPeriod is how often orphans are looked for and the
+	// sd_notify status refreshed (kubelet: 2s).
+	HousekeepingPeriod time.Duration
+	// Events is the log the runtime manager records into; nil makes one.
+	Events *EventLog
+	Clock  clock.WithTickerAndDelayedExecution
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxPods == 0 {
+		c.MaxPods = 110
+	}
+	if c.SyncFrequency == 0 {
+		c.SyncFrequency = time.Minute
+	}
+	if c.RelistPeriod == 0 {
+		c.RelistPeriod = time.Second
+	}
+	if c.HousekeepingPeriod == 0 {
+		c.HousekeepingPeriod = 2 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Events == nil {
+		c.Events = NewEventLog(c.Clock, c.Logger)
+	}
+}
+
+// Agent runs the sync loop: it takes the merge store's updates, the PLEG's
+// relists and its tickers, and dispatches work to the pod workers. It never
+// calls the runtime itself, so a slow runtime never stalls it.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *manifest.Store
+	rt     podRuntime
+	status *statusStore
+	health *health
+	notify *notifier
+	events *EventLog
+	pleg   *pleg
+
+	// Owned by the sync loop goroutine.
+	workers    *podWorkers
+	rejected   map[types.UID]bool // pods refused admission (max-pods)
+	lastRelist relist
+	relisted   bool // a relist has succeeded since start
+}
+
+// New builds an agent over the merge store and the runtime manager. The
+// manager's Recorder should be cfg.Events.
+func New(cfg Config, store *manifest.Store, rt *cri.Manager) *Agent {
+	return newAgent(cfg, store, rt)
+}
+
+func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
+	cfg.setDefaults()
+	return &Agent{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		store:    store,
+		rt:       rt,
+		status:   newStatusStore(),
+		health:   newHealth(cfg.Clock, 10*cfg.HousekeepingPeriod+cfg.RelistPeriod*10),
+		notify:   &notifier{log: cfg.Logger},
+		events:   cfg.Events,
+		pleg:     newPLEG(rt, cfg.Clock, cfg.RelistPeriod),
+		rejected: map[types.UID]bool{},
+	}
+}
+
+// Healthy returns nil while the sync loop turns and the runtime answers.
+func (a *Agent) Healthy() error { return a.health.Healthy() }
+
+// Ready returns nil once every source delivered and every desired pod was
+// handed to its worker.
+func (a *Agent) Ready() error { return a.health.Ready() }
+
+// Run turns the sync loop until ctx is done. Stopping leaves every pod
+// running: berth's own restart adopts them.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.log)
+	a.workers.onTerminated = a.events.forget
+
+	relists := make(chan relist)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.pleg.run(ctx, relists)
+	}()
+	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)
+	defer resync.Stop()
+	housekeeping := a.cfg.Clock.NewTicker(a.cfg.HousekeepingPeriod)
+	defer housekeeping.Stop()
+
+	// Updates wait for the first relist, so pods already running (adoption)
+	// and full names already held are known before anything starts.
+	var updates <-chan manifest.PodUpdate
+	for {
+		a.health.loopTurned()
+		select {
+		case <-ctx.Done():
+			a.notify.stopping()
+			a.log.Info("sync loop stopping; pods are left running")
+			cancel()
+			wg.Wait()
+			a.workers.wait()
+			return nil
+		case u := <-updates:
+			a.handleUpdate(u)
+		case r := <-relists:
+			a.handleRelist(r)
+			if a.relisted && updates == nil {
+				updates = a.store.Updates()
+			}
+		case <-resync.C():
+			a.workers.syncAll()
+		case <-housekeeping.C():
+			a.housekeeping()
+		}
+		a.checkReady(updates)
+	}
+}
+
+// handleUpdate dispatches one merge-store update to the workers.
+func (a *Agent) handleUpdate(u manifest.PodUpdate) {
+	for _, pod := range u.Pods {
+		log := a.log.With("op", u.Op.String(), "source", u.Source, "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
+		switch u.Op {
+		case manifest.OpAdd:
+			if a.workers.known(pod.UID) {
+				a.workers.update(pod)
+				continue
+			}
+			if _, active := a.workers.count(); active >= a.cfg.MaxPods {
+				a.reject(pod, active)
+				continue
+			}
+			log.Info("pod added")
+			a.workers.update(pod)
+		case manifest.OpUpdate, manifest.OpReconcile:
+			if a.rejected[pod.UID] {
+				continue
+			}
+			log.Info("pod updated")
+			a.workers.update(pod)
+		case manifest.OpRemove:
+			if a.rejected[pod.UID] {
+				delete(a.rejected, pod.UID)
+				a.status.delete(pod.UID)
+				continue
+			}
+			log.Info("pod removed from its source; stopping it")
+			a.workers.remove(pod.UID, nil)
+		}
+	}
+}
+
+// reject refuses a pod beyond max-pods, as the kubelet's admission does: it
+// is shown Failed with reason OutOfpods and never started.
+func (a *Agent) reject(pod *v1.Pod, used int) {
+	a.rejected[pod.UID] = true
+	msg := fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", used, a.cfg.MaxPods)
+	st := pendingStatus(pod, "OutOfpods", msg, a.cfg.Clock.Now())
+	st.Phase = v1.PodFailed
+	a.status.set(pod, st)
+	a.events.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, "OutOfpods", msg)
+}
+
+// handleRelist takes one PLEG turn: runtime health, start-up holds, and the
+// changed pods to their workers (or to orphan cleanup).
+func (a *Agent) handleRelist(r relist) {
+	if changed := a.health.setRuntime(r.err); changed {
+		if r.err != nil {
+			a.log.Error("container runtime unreachable; pods keep running, berth retries every relist", "err", r.err)
+		} else if a.relisted {
+			a.log.Info("container runtime is back; resyncing every pod")
+			a.workers.syncAll()
+		}
+	}
+	if r.err != nil {
+		return
+	}
+	if !a.relisted {
+		a.relisted = true
+		for uid, st := range r.pods {
+			if active(st) {
+				a.workers.hold(st.Name, st.Namespace, uid)
+			}
+		}
+	}
+	a.lastRelist = r
+	for _, uid := range r.changed {
+		st := r.pods[uid]
+		if a.workers.observe(uid, st, r.at) || st == nil {
+			continue
+		}
+		a.cleanupOrphan(st)
+	}
+}
+
+// housekeeping finds orphans that did not change lately and refreshes what
+// berth tells systemd.
+func (a *Agent) housekeeping() {
+	if a.relisted {
+		for _, st := range a.lastRelist.pods {
+			if !a.workers.known(st.UID) {
+				a.cleanupOrphan(st)
+			}
+		}
+	}
+	a.events.gc()
+	if a.health.Healthy() == nil {
+		a.notify.watchdog()
+	}
+	a.notify.status(a.summary())
+}
+
+// cleanupOrphan stops and removes a berth-owned runtime pod that no source
+// asks for, but only once every source has delivered: before that, an
+// unknown pod may simply not have been read yet.
+func (a *Agent) cleanupOrphan(st *cri.PodStatus) {
+	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] {
+		return
+	}
+	a.log.Info("stopping and removing orphaned pod", "pod", st.Name, "namespace", st.Namespace, "uid", st.UID)
+	a.workers.terminateOrphan(st)
+}
+
+func (a *Agent) desired(uid types.UID) bool {
+	for _, p := range a.store.Pods() {
+		if p.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// checkReady marks berth ready once every source has delivered, the runtime
+// was read, and every desired pod has been handed to a worker.
+func (a *Agent) checkReady(updates <-chan manifest.PodUpdate) {
+	if a.health.Ready() == nil {
+		return
+	}
+	switch {
+	case !a.relisted:
+		a.health.setPending("container runtime not read yet")
+		return
+	case !a.store.SourcesReady():
+		a.health.setPending("waiting for every pod source to deliver")
+		return
+	case len(updates) > 0:
+		return
+	}
+	for _, p := range a.store.Pods() {
+		if !a.workers.known(p.UID) && !a.rejected[p.UID] {
+			return
+		}
+	}
+	if a.health.setReady() {
+		all, _ := a.workers.count()
+		a.log.Info("berth is ready", "pods", all)
+		a.notify.ready()
+		a.notify.status(a.summary())
+	}
+}
+
+// summary is the one-line STATUS= for systemd.
+func (a *Agent) summary() string {
+	var running, pending, failed int
+	for _, p := range a.status.list() {
+		switch p.Status.Phase {
+		case v1.PodRunning, v1.PodSucceeded:
+			running++
+		case v1.PodFailed:
+			failed++
+		default:
+			pending++
+		}
+	}
+	s := fmt.Sprintf("%d pods running, %d pending, %d failed", running, pending, failed)
+	if n := len(a.store.Problems()); n > 0 {
+		s += fmt.Sprintf(", %d manifest problems", n)
+	}
+	if err := a.health.Healthy(); err != nil {
+		s += "; " + err.Error()
+	}
+	return s
+}

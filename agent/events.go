@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/cri"
+)
+
+// eventsPerPod bounds the ring of recent events kept for each pod.
+const eventsPerPod = 50
+
+// Event is one thing that happened to a pod, as the kubelet would have
+// recorded it (Pulling, Started, BackOff, Killing, ...). A repeat of the
+// newest event bumps its Count instead of taking a slot.
+type Event struct {
+	Type      cri.EventType `json:"type"`
+	Reason    string        `json:"reason"`
+	Message   string        `json:"message"`
+	Count     int           `json:"count"`
+	FirstSeen time.Time     `json:"firstTimestamp"`
+	LastSeen  time.Time     `json:"lastTimestamp"`
+}
+
+// EventLog keeps a bounded ring of recent events per pod and logs each new
+// one. It implements cri.Recorder.
+type EventLog struct {
+	clock clock.PassiveClock
+	log   *slog.Logger
+	limit int
+
+	mu   sync.Mutex // guards pods
+	pods map[types.UID][]Event
+}
+
+// NewEventLog returns the event log to hand to both the runtime manager (as
+// its cri.Recorder) and the agent (Config.Events).
+func NewEventLog(c clock.PassiveClock, log *slog.Logger) *EventLog {
+	return newEventLog(c, log, eventsPerPod)
+}
+
+func newEventLog(c clock.PassiveClock, log *slog.Logger, limit int) *EventLog {
+	return &EventLog{clock: c, log: log, limit: limit, pods: map[types.UID][]Event{}}
+}
+
+// Event records and logs one event; it never blocks on anything but the
+// ring's mutex.
+func (l *EventLog) Event(uid types.UID, podName, podNamespace string, typ cri.EventType, reason, message string) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	ring := l.pods[uid]
+	if n := len(ring); n > 0 && ring[n-1].Type == typ && ring[n-1].Reason == reason && ring[n-1].Message == message {
+		ring[n-1].Count++
+		ring[n-1].LastSeen = now
+		l.mu.Unlock()
+		return
+	}
+	ring = append(ring, Event{Type: typ, Reason: reason, Message: message, Count: 1, FirstSeen: now, LastSeen: now})
+	if len(ring) > l.limit {
+		ring = append(ring[:0:0], ring[len(ring)-l.limit:]...)
+	}
+	l.pods[uid] = ring
+	l.mu.Unlock()
+
+	level := slog.LevelInfo
+	if typ == cri.EventWarning {
+		level = slog.LevelWarn
+	}
+	l.log.Log(context.Background(), level, message, "event", reason, "pod", podName, "namespace", podNamespace, "uid", uid)
+}
+
+// list returns a copy of uid's events, oldest first.
+func (l *EventLog) list(uid types.UID) []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Event(nil), l.pods[uid]...)
+}
+
+// forget drops the events of a pod that is gone.
+func (l *EventLog) forget(uid types.UID) {
+	l.mu.Lock()
+	delete(l.pods, uid)
+	l.mu.Unlock()
+}
+
+// gc drops rings whose newest event is older than an hour, so pods that were
+// rejected and never had a lane do not keep events forever.
+func (l *EventLog) gc() {
+	cutoff := l.clock.Now().Add(-time.Hour)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for uid, ring := range l.pods {
+		if len(ring) == 0 || ring[len(ring)-1].LastSeen.Before(cutoff) {
+			delete(l.pods, uid)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/manifest"
+)
+
+// Pods returns every pod berth knows, with status, sorted by namespace and
+// name: the pods it runs, and the manifests it rejected (as Failed pods whose
+// reason and message say why), so nothing is silently dropped.
+func (a *Agent) Pods() []*v1.Pod {
+	pods := a.status.list()
+	byName := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		byName[fullName(p.Name, p.Namespace)] = true
+	}
+	for _, prob := range a.store.Problems() {
+		if prob.Name == "" {
+			continue
+		}
+		fn := fullName(prob.Name, prob.Namespace)
+		if byName[fn] {
+			continue
+		}
+		byName[fn] = true
+		pods = append(pods, rejectedPod(prob, a.cfg.Clock.Now()))
+	}
+	for _, p := range pods {
+		p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	}
+	sortPodsByName(pods)
+	return pods
+}
+
+// Pod returns the pod namespace/name, or nil.
+func (a *Agent) Pod(namespace, name string) *v1.Pod {
+	for _, p := range a.Pods() {
+		if p.Namespace == namespace && p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Events returns the recent events of the pod uid, oldest first.
+func (a *Agent) Events(uid types.UID) []Event { return a.events.list(uid) }
+
+// rejectedPod shows a manifest berth refused as a pod that never started.
+func rejectedPod(prob manifest.Problem, now time.Time) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        prob.Name,
+			Namespace:   prob.Namespace,
+			Annotations: map[string]string{"kubernetes.io/config.source": prob.Source, "berth.io/config.origin": prob.Origin},
+		},
+		Status: v1.PodStatus{
+			Phase:   v1.PodFailed,
+			Reason:  prob.Reason,
+			Message: prob.Error(),
+			Conditions: []v1.PodCondition{{
+				Type: v1.PodReady, Status: v1.ConditionFalse, Reason: prob.Reason, Message: prob.Error(),
+				LastTransitionTime: metav1.NewTime(now),
+			}},
+		},
+	}
+}
+
+func sortPodsByName(pods []*v1.Pod) {
+	less := func(a, b *v1.Pod) bool {
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.UID < b.UID
+	}
+	for i := 1; i < len(pods); i++ {
+		for j := i; j > 0 && less(pods[j], pods[j-1]); j-- {
+			pods[j], pods[j-1] = pods[j-1], pods[j]
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/cri"
+)
+
+// waitReason is why a container is not running although it should be, as
+// the last sync found it (ContainerCreating, CrashLoopBackOff, ErrImagePull...).
+type waitReason struct {
+	Reason  string
+	Message string
+}
+
+// statusInput is everything the v1 status of a pod is derived from. Keeping
+// it a plain value makes buildPodStatus a pure function.
+type statusInput struct {
+	pod     *v1.Pod
+	runtime *cri.PodStatus // nil when the runtime has nothing of the pod
+	waiting map[string]waitReason
+	// ready tells whether a running container passed its readiness probe;
+	// nil means "ready once running" (no probes).
+	ready     func(container string) bool
+	hostIP    string
+	startTime time.Time
+	// terminating is set while berth stops the pod on purpose.
+	terminating bool
+	now         time.Time
+}
+
+// buildPodStatus computes the pod's v1.PodStatus the way the kubelet's
+// generateAPIPodStatus does, from what the runtime reports.
+func buildPodStatus(in statusInput) v1.PodStatus {
+	pod := in.pod
+	rs := in.runtime
+	if rs == nil {
+		rs = &cri.PodStatus{UID: pod.UID}
+	}
+	st := v1.PodStatus{
+		HostIP:   in.hostIP,
+		QOSClass: qosClass(pod),
+	}
+	if in.hostIP != "" {
+		st.HostIPs = []v1.HostIP{{IP: in.hostIP}}
+	}
+	if !in.startTime.IsZero() {
+		t := metav1.NewTime(in.startTime)
+		st.StartTime = &t
+	}
+	ips := rs.IPs
+	if pod.Spec.HostNetwork && in.hostIP != "" {
+		ips = []string{in.hostIP}
+	}
+	if len(ips) > 0 {
+		st.PodIP = ips[0]
+		for _, ip := range ips {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
+	st.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, rs, in, true)
+	st.ContainerStatuses = containerStatuses(pod.Spec.Containers, rs, in, false)
+	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses)
+	st.Conditions = podConditions(pod, st, in.now)
+	return st
+}
+
+// containerStatuses maps each spec container to the newest runtime container
+// of its name; the one before it is its lastTerminationState.
+func containerStatuses(specs []v1.Container, rs *cri.PodStatus, in statusInput, init bool) []v1.ContainerStatus {
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]v1.ContainerStatus, 0, len(specs))
+	for _, c := range specs {
+		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+		var history []*cri.ContainerStatus
+		for _, rc := range rs.Containers {
+			if rc.Name == c.Name {
+				history = append(history, rc)
+			}
+		}
+		w, hasWait := in.waiting[c.Name]
+		switch {
+		case len(history) == 0:
+			reason := "ContainerCreating"
+			if init {
+				reason = "PodInitializing"
+			}
+			if hasWait {
+				reason = w.Reason
+			}
+			cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: w.Message}
+		default:
+			newest := history[0]
+			cs.ContainerID = "containerd://" + newest.ID
+			if newest.ImageRef != "" {
+				cs.ImageID = newest.ImageRef
+			}
+			if newest.Image != "" {
+				cs.Image = newest.Image
+			}
+			cs.RestartCount = int32(newest.RestartCount)
+			cs.State = runtimeState(newest)
+			if len(history) > 1 {
+				cs.LastTerminationState = runtimeState(history[1])
+			}
+			// An exited container that is about to be restarted (or is
+			// held back by a back-off) waits; the exit moves to lastState.
+			if cs.State.Terminated != nil && hasWait {
+				cs.LastTerminationState = cs.State
+				cs.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}}
+			}
+		}
+		running := cs.State.Running != nil
+		started := running && !in.terminating
+		cs.Started = &started
+		cs.Ready = running && !in.terminating && (in.ready == nil || in.ready(c.Name))
+		if init && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
+			cs.Ready = true
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// runtimeState renders one runtime container as a v1 container state.
+func runtimeState(c *cri.ContainerStatus) v1.ContainerState {
+	switch c.State {
+	case cri.ContainerStateRunning:
+		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
+	case cri.ContainerStateExited:
+		reason := c.Reason
+		if reason == "" {
+			reason = "Completed"
+			if c.ExitCode != 0 {
+				reason = "Error"
+			}
+		}
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			ExitCode:    c.ExitCode,
+			Reason:      reason,
+			Message:     c.Message,
+			StartedAt:   metav1.NewTime(c.StartedAt),
+			FinishedAt:  metav1.NewTime(c.FinishedAt),
+			ContainerID: "containerd://" + c.ID,
+		}}
+	case cri.ContainerStateCreated:
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	}
+	return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerStatusUnknown", Message: "The container state could not be read from the runtime"}}
+}
+
+// podPhase follows the kubelet's getPhase: init containers gate the pod; then
+// the app containers' states and the restart policy decide.
+func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase {
+	policy := pod.Spec.RestartPolicy
+	for _, s := range initStatuses {
+		switch {
+		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
+			continue
+		case s.State.Terminated != nil && policy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		case s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0 && policy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			return v1.PodPending
+		}
+	}
+	var waiting, running, stopped, succeeded, unknown int
+	for _, s := range statuses {
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil:
+			stopped++
+			if s.LastTerminationState.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil && s.State.Waiting.Reason == "ContainerStatusUnknown":
+			unknown++
+		default:
+			waiting++
+		}
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0 && unknown == 0:
+		return v1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		switch {
+		case policy == v1.RestartPolicyAlways:
+			return v1.PodRunning
+		case stopped == succeeded:
+			return v1.PodSucceeded
+		case policy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			return v1.PodRunning
+		}
+	}
+	return v1.PodPending
+}
+
+// podConditions are the four conditions a kubectl user looks at.
+func podConditions(pod *v1.Pod, st v1.PodStatus, now time.Time) []v1.PodCondition {
+	t := metav1.NewTime(now)
+	cond := func(typ v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
+		s := v1.ConditionTrue
+		if !ok {
+			s = v1.ConditionFalse
+		}
+		return v1.PodCondition{Type: typ, Status: s, Reason: reason, Message: msg, LastTransitionTime: t}
+	}
+	var notInit []string
+	for _, s := range st.InitContainerStatuses {
+		if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+			notInit = append(notInit, s.Name)
+		}
+	}
+	var notReady []string
+	for _, s := range st.ContainerStatuses {
+		if !s.Ready {
+			notReady = append(notReady, s.Name)
+		}
+	}
+	done := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	initialized := cond(v1.PodInitialized, len(notInit) == 0, "", "")
+	if len(notInit) > 0 {
+		initialized.Reason = "ContainersNotInitialized"
+		initialized.Message = fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))
+	}
+	ready := cond(v1.ContainersReady, len(notReady) == 0 && !done, "", "")
+	switch {
+	case done:
+		ready.Reason = "PodCompleted"
+	case len(notReady) > 0:
+		ready.Reason = "ContainersNotReady"
+		ready.Message = fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
+	}
+	podReady := ready
+	podReady.Type = v1.PodReady
+	return []v1.PodCondition{
+		cond(v1.PodScheduled, true, "", ""),
+		initialized,
+		ready,
+		podReady,
+	}
+}
+
+// qosClass is the pod's QoS class by the API's rules, so `berth describe`
+// and /pods show what kubectl would.
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	guaranteed := true
+	any := false
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
+			any = true
+		}
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			lim, okL := c.Resources.Limits[r]
+			req, okR := c.Resources.Requests[r]
+			if !okL || (okR && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}

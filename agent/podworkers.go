@@ -1,0 +1,418 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/cri"
+)
+
+// workState is where a pod is in its life: syncing, then terminating, then
+// terminated. It only moves forward.
+type workState int
+
+const (
+	stateSyncing workState = iota
+	stateTerminating
+	stateTerminated
+)
+
+// podWorker is one pod UID's serialized lane. Only its goroutine calls the
+// runtime for this UID; updates meanwhile replace each other (latest wins).
+type podWorker struct {
+	uid      types.UID
+	fullName string
+	// wake has room for one pending wake-up, so many updates between two
+	// runs coalesce into one run that sees the latest state.
+	wake chan struct{}
+
+	// Guarded by podWorkers.mu.
+	pod        *v1.Pod // latest desired pod; nil for an orphan
+	observed   *cri.PodStatus
+	observedAt time.Time
+	state      workState
+	terminate  bool   // termination requested
+	remove     bool   // remove runtime objects once stopped
+	grace      *int64 // grace period override for the kill
+	started    bool   // passed the full-name gate
+	startTime  time.Time
+	readd      *v1.Pod // same UID added again while being removed
+	timer      clock.Timer
+
+	// Owned by the worker goroutine.
+	lastActed time.Time // when this worker last changed the runtime
+}
+
+// podWorkers owns every pod's lane, the full-name gate and the status store
+// writes. Work for different pods runs concurrently; work for one pod never.
+type podWorkers struct {
+	ctx    context.Context
+	rt     podRuntime
+	clock  clock.WithTickerAndDelayedExecution
+	status *statusStore
+	hostIP string
+	log    *slog.Logger
+	// retryAfterError is how soon a lane retries after a runtime error that
+	// carried no back-off of its own.
+	retryAfterError time.Duration
+	// onTerminated is told about every lane that finished terminating, for
+	// metrics and the next sync loop turn; may be nil.
+	onTerminated func(uid types.UID)
+
+	mu      sync.Mutex // guards workers, gate and the guarded fields of each podWorker
+	workers map[types.UID]*podWorker
+	gate    *fullNameGate
+	wg      sync.WaitGroup
+}
+
+func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, log *slog.Logger) *podWorkers {
+	return &podWorkers{
+		ctx:             ctx,
+		rt:              rt,
+		clock:           clk,
+		status:          status,
+		hostIP:          hostIP,
+		log:             log,
+		retryAfterError: 2 * time.Second,
+		workers:         map[types.UID]*podWorker{},
+		gate:            newFullNameGate(),
+	}
+}
+
+func fullName(name, namespace string) string { return name + "_" + namespace }
+
+// update delivers the latest desired version of a pod (ADD, UPDATE or
+// RECONCILE): it starts a lane for a new UID and wakes an existing one.
+func (p *podWorkers) update(pod *v1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.workers[pod.UID]
+	if !ok {
+		p.startWorkerLocked(pod.UID, fullName(pod.Name, pod.Namespace), pod)
+		return
+	}
+	if w.terminate {
+		if w.remove {
+			w.readd = pod
+		}
+		return
+	}
+	w.pod = pod
+	p.wakeLocked(w)
+}
+
+// remove asks the lane of uid to stop its pod and remove it from the
+// runtime (REMOVE). A pod still waiting for its full name never starts.
+func (p *podWorkers) remove(uid types.UID, grace *int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.workers[uid]
+	if !ok {
+		return
+	}
+	w.terminate, w.remove, w.grace, w.readd = true, true, grace, nil
+	p.wakeLocked(w)
+}
+
+// terminateOrphan starts a lane that stops and removes a berth-owned pod no
+// source asks for. The caller has checked that every source is ready.
+func (p *podWorkers) terminateOrphan(status *cri.PodStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.workers[status.UID]; ok {
+		return
+	}
+	w := p.startWorkerLocked(status.UID, fullName(status.Name, status.Namespace), nil)
+	w.terminate, w.remove, w.started = true, true, true
+	w.observed = status
+}
+
+// observe hands the lane of uid a fresh runtime observation and wakes it.
+// It reports whether such a lane exists.
+func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.workers[uid]
+	if !ok {
+		return false
+	}
+	w.observed, w.observedAt = status, at
+	p.wakeLocked(w)
+	return true
+}
+
+// syncAll wakes every lane, for the periodic resync and after a runtime
+// outage.
+func (p *podWorkers) syncAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.workers {
+		p.wakeLocked(w)
+	}
+}
+
+// hold records a pod found running at start-up as the holder of its full
+// name, so a new UID of that name waits for it.
+func (p *podWorkers) hold(name, namespace string, uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gate.hold(fullName(name, namespace), uid)
+}
+
+// known reports whether a lane exists for uid.
+func (p *podWorkers) known(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.workers[uid]
+	return ok
+}
+
+// count returns the number of lanes, and how many of them are not being
+// terminated (the pods counted against max-pods).
+func (p *podWorkers) count() (all, active int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.workers {
+		if !w.terminate {
+			active++
+		}
+	}
+	return len(p.workers), active
+}
+
+// wait blocks until every lane's goroutine has returned after ctx is done.
+func (p *podWorkers) wait() { p.wg.Wait() }
+
+func (p *podWorkers) startWorkerLocked(uid types.UID, fullName string, pod *v1.Pod) *podWorker {
+	w := &podWorker{uid: uid, fullName: fullName, pod: pod, wake: make(chan struct{}, 1)}
+	p.workers[uid] = w
+	p.wg.Add(1)
+	go p.run(w)
+	p.wakeLocked(w)
+	return w
+}
+
+func (p *podWorkers) wakeLocked(w *podWorker) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// requeue wakes w after d, replacing an earlier pending requeue so a lane
+// has at most one timer.
+func (p *podWorkers) requeue(w *podWorker, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.timer = p.clock.AfterFunc(d, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.wakeLocked(w)
+	})
+}
+
+// run is the lane's goroutine: one step per wake-up until the pod is gone.
+func (p *podWorkers) run(w *podWorker) {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.ctx.Done():
+			p.mu.Lock()
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			p.mu.Unlock()
+			return
+		case <-w.wake:
+		}
+		if p.step(w) {
+			return
+		}
+	}
+}
+
+// step does one unit of work for w and reports whether the lane is finished.
+func (p *podWorkers) step(w *podWorker) bool {
+	p.mu.Lock()
+	if w.terminate && w.state == stateSyncing {
+		w.state = stateTerminating
+	}
+	state, pod, remove, grace := w.state, w.pod, w.remove, w.grace
+	obs, obsAt := w.observed, w.observedAt
+	if state == stateSyncing && !w.started {
+		if !p.gate.tryStart(w.fullName, w.uid) {
+			holder, _ := p.gate.holder(w.fullName)
+			p.mu.Unlock()
+			p.status.set(pod, pendingStatus(pod, "WaitingForPreviousPod",
+				fmt.Sprintf("waiting for pod %s (uid %s) of the same name to terminate", w.fullName, holder), p.clock.Now()))
+			return false
+		}
+		w.started = true
+		w.startTime = p.clock.Now()
+	}
+	startTime := w.startTime
+	p.mu.Unlock()
+
+	switch state {
+	case stateSyncing:
+		p.sync(w, pod, obs, obsAt, startTime)
+		return false
+	case stateTerminating:
+		return p.terminate(w, pod, grace, remove, startTime)
+	default:
+		if remove {
+			return p.finish(w, nil)
+		}
+		return false
+	}
+}
+
+// sync brings a desired pod to its spec and records its status.
+func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt time.Time, startTime time.Time) {
+	log := p.log.With("pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
+	status := obs
+	if status == nil || !obsAt.After(w.lastActed) {
+		var err error
+		if status, err = p.rt.PodStatus(p.ctx, w.uid); err != nil {
+			if p.ctx.Err() == nil {
+				log.Warn("read pod status", "err", err)
+				p.requeue(w, p.retryAfterError)
+			}
+			return
+		}
+	}
+	res := p.rt.SyncPod(p.ctx, pod, status)
+	if len(res.Results) > 0 {
+		w.lastActed = p.clock.Now()
+		if fresh, err := p.rt.PodStatus(p.ctx, w.uid); err == nil {
+			status = fresh
+		}
+	}
+	if err := res.Error(); err != nil && p.ctx.Err() == nil {
+		log.Warn("sync pod", "err", err)
+	}
+	waiting := map[string]waitReason{}
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if e := res.Waiting(c.Name); e != nil {
+			waiting[c.Name] = waitReason{Reason: e.Reason, Message: e.Message}
+		}
+	}
+	st := buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
+	p.status.set(pod, st)
+
+	switch {
+	case st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed:
+		log.Info("pod reached a terminal phase", "phase", st.Phase)
+		p.mu.Lock()
+		w.terminate = true
+		p.wakeLocked(w)
+		p.mu.Unlock()
+	case res.RetryAfter() > 0:
+		p.requeue(w, res.RetryAfter())
+	case res.Error() != nil:
+		p.requeue(w, p.retryAfterError)
+	}
+}
+
+// terminate stops every container and sandbox of the pod, then finishes the
+// lane (removed pods) or parks it as terminated (completed pods).
+func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
+	log := p.log.With("uid", w.uid, "pod", w.fullName)
+	status, err := p.rt.PodStatus(p.ctx, w.uid)
+	if err == nil {
+		err = p.rt.KillPod(p.ctx, pod, status, grace)
+		w.lastActed = p.clock.Now()
+	}
+	if err == nil {
+		status, err = p.rt.PodStatus(p.ctx, w.uid)
+	}
+	if err != nil {
+		if p.ctx.Err() == nil {
+			log.Warn("terminate pod", "err", err)
+			p.requeue(w, p.retryAfterError)
+		}
+		return false
+	}
+	if remove {
+		return p.finish(w, status)
+	}
+	st := buildPodStatus(statusInput{pod: pod, runtime: status, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
+	p.status.set(pod, st)
+	p.mu.Lock()
+	w.state = stateTerminated
+	next := p.gate.release(w.fullName, w.uid)
+	p.wakeUIDLocked(next)
+	p.mu.Unlock()
+	log.Info("pod terminated", "phase", st.Phase)
+	return false
+}
+
+// finish removes a stopped pod's runtime objects and directory, frees its
+// full name for the next pod and closes the lane. status may be nil when the
+// caller has not just read it.
+func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
+	log := p.log.With("uid", w.uid, "pod", w.fullName)
+	var err error
+	if status == nil {
+		status, err = p.rt.PodStatus(p.ctx, w.uid)
+	}
+	if err == nil {
+		err = p.rt.RemovePod(p.ctx, status)
+	}
+	if err != nil {
+		if p.ctx.Err() == nil {
+			log.Warn("remove pod", "err", err)
+			p.requeue(w, p.retryAfterError)
+		}
+		return false
+	}
+	if err := p.rt.CleanupPodDir(w.uid); err != nil {
+		log.Warn("remove pod directory", "err", err)
+	}
+	p.status.delete(w.uid)
+	p.mu.Lock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	delete(p.workers, w.uid)
+	next := p.gate.release(w.fullName, w.uid)
+	p.wakeUIDLocked(next)
+	readd := w.readd
+	if readd != nil {
+		p.startWorkerLocked(readd.UID, fullName(readd.Name, readd.Namespace), readd)
+	}
+	p.mu.Unlock()
+	log.Info("pod removed")
+	if p.onTerminated != nil {
+		p.onTerminated(w.uid)
+	}
+	return true
+}
+
+func (p *podWorkers) wakeUIDLocked(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	if w, ok := p.workers[uid]; ok {
+		p.wakeLocked(w)
+	}
+}
+
+// pendingStatus is the status of a pod that berth holds back on purpose.
+func pendingStatus(pod *v1.Pod, reason, message string, now time.Time) v1.PodStatus {
+	st := buildPodStatus(statusInput{pod: pod, now: now})
+	st.Phase = v1.PodPending
+	st.Reason = reason
+	st.Message = message
+	return st
+}

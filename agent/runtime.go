@@ -1,0 +1,24 @@
+package agent
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/cri"
+)
+
+// podRuntime is what the agent needs of the runtime manager. *cri.Manager
+// implements it; the seam exists so the workers' own tests can count and
+// order calls.
+type podRuntime interface {
+	SyncPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus) cri.SyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus, gracePeriodOverride *int64) error
+	RemovePod(ctx context.Context, status *cri.PodStatus) error
+	PodStatus(ctx context.Context, uid types.UID) (*cri.PodStatus, error)
+	Relist(ctx context.Context) (map[types.UID]*cri.PodStatus, error)
+	CleanupPodDir(uid types.UID) error
+}
+
+var _ podRuntime = (*cri.Manager)(nil)

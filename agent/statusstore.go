@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// statusStore keeps the latest v1.Pod (spec and status) of every pod berth
+// knows, for the local API, the CLI, metrics and sd_notify's STATUS line.
+// Pods handed in are never modified afterwards: readers share them.
+type statusStore struct {
+	mu   sync.RWMutex // guards pods
+	pods map[types.UID]*v1.Pod
+}
+
+func newStatusStore() *statusStore {
+	return &statusStore{pods: map[types.UID]*v1.Pod{}}
+}
+
+// set records pod with st as its status. The desired pod itself is shared
+// with the merge store, so a shallow copy carries the status.
+func (s *statusStore) set(pod *v1.Pod, st v1.PodStatus) {
+	cp := *pod
+	cp.Status = st
+	s.mu.Lock()
+	s.pods[pod.UID] = &cp
+	s.mu.Unlock()
+}
+
+// get returns the pod of uid, or nil.
+func (s *statusStore) get(uid types.UID) *v1.Pod {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.pods[uid]
+}
+
+func (s *statusStore) delete(uid types.UID) {
+	s.mu.Lock()
+	delete(s.pods, uid)
+	s.mu.Unlock()
+}
+
+// list returns every pod sorted by namespace and name, then UID, so output
+// is stable.
+func (s *statusStore) list() []*v1.Pod {
+	s.mu.RLock()
+	out := make([]*v1.Pod, 0, len(s.pods))
+	for _, p := range s.pods {
+		out = append(out, p)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.UID < b.UID
+	})
+	return out
+}
+
+func (s *statusStore) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pods)
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
+)
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	s, err := parseSettings(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "berth run: %v\n", err)
+		return 2
+	}
+	level, _ := parseLogLevel(s.LogLevel)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range configWarnings {
+		log.Warn(w)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, s, log); err != nil {
+		log.Error("berth stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// run wires sources, store, runtime manager, agent and local API, and
+// returns when ctx ends (leaving pods running) or something fatal happens.
+func run(ctx context.Context, s settings, log *slog.Logger) error {
+	nodeName, err := nodeName(s.HostnameOverride)
+	if err != nil {
+		return err
+	}
+	hostIP := s.NodeIP
+	if hostIP == "" {
+		hostIP = firstGlobalIP()
+	}
+	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
+		"manifests", s.PodManifestPath, "url", s.ManifestURL, "runtime", s.ContainerRuntimeEndpoint)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	rs, is, err := cri.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
+	if err != nil {
+		return err
+	}
+	if v, err := cri.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
+		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
+	} else {
+		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
+	}
+	rs, is = cri.Instrument(rs, is, reg)
+
+	clk := clock.RealClock{}
+	events := agent.NewEventLog(clk, log)
+	mgr := cri.NewManager(rs, is, cri.Options{
+		NodeName:                nodeName,
+		RootDir:                 s.RootDir,
+		PodLogsDir:              s.PodLogsDir,
+		ResolvConf:              s.ResolvConf,
+		ClusterDNS:              s.ClusterDNS,
+		ClusterDomain:           s.ClusterDomain,
+		CrashLoopBackoffInitial: s.CrashLoopBackoffInitial.Duration,
+		CrashLoopBackoffMax:     s.CrashLoopBackoffMax.Duration,
+		HostIP:                  hostIP,
+		Recorder:                events,
+	})
+
+	var sources []string
+	if s.PodManifestPath != "" {
+		sources = append(sources, manifest.SourceFile)
+	}
+	if s.ManifestURL != "" {
+		sources = append(sources, manifest.SourceHTTP)
+	}
+	store := manifest.NewStore(sources...)
+	a := agent.New(agent.Config{
+		HostIP:        hostIP,
+		MaxPods:       s.MaxPods,
+		SyncFrequency: s.SyncFrequency.Duration,
+		Events:        events,
+		Logger:        log,
+	}, store, mgr)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	go func() {
+		errc <- manifest.Run(ctx, manifest.SourceConfig{
+			NodeName:           nodeName,
+			ManifestPath:       s.PodManifestPath,
+			FileCheckFrequency: s.FileCheckFrequency.Duration,
+			URL:                s.ManifestURL,
+			URLHeader:          s.manifestHeaders(),
+			HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
+		}, store)
+	}()
+	api := agent.NewAPI(a, store, reg, log)
+	if err := api.Listen(s.Listen, s.Socket); err != nil {
+		return err
+	}
+	go func() { errc <- api.Serve(ctx) }()
+	go func() { errc <- a.Run(ctx) }()
+
+	// The first component to return ends berth; the others follow ctx.
+	err = <-errc
+	cancel()
+	for range 2 {
+		if e := <-errc; e != nil && err == nil {
+			err = e
+		}
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// nodeName is the kubelet's: the override, or the hostname, lower-cased.
+func nodeName(override string) (string, error) {
+	name := override
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("node name: %w (set --hostname-override)", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		return "", errors.New("node name is empty: set --hostname-override")
+	}
+	return name, nil
+}
+
+// firstGlobalIP picks the node IP when --node-ip is not given: the first
+// global unicast address, IPv4 preferred, as the kubelet falls back to.
+func firstGlobalIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	var v6 string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || !ipn.IP.IsGlobalUnicast() {
+			continue
+		}
+		if ipn.IP.To4() != nil {
+			return ipn.IP.String()
+		}
+		if v6 == "" {
+			v6 = ipn.IP.String()
+		}
+	}
+	return v6
+}
