@@ -63,6 +63,7 @@ type Bed struct {
 
 	network     network
 	snapshotter string
+	owner       *owner           // set for a temporary bed: see reapOrphans
 	conn        *grpc.ClientConn // redials by itself across containerd restarts
 
 	// mu guards the fields below and serializes starting, stopping and
@@ -122,8 +123,14 @@ func start(opts Options) (*Bed, error) {
 		return nil, fmt.Errorf("build test images: %w", err)
 	}
 
+	reapOrphans(claimDir)
+
+	var own *owner
 	dir := opts.Dir
 	if dir == "" {
+		if own, err = selfOwner(); err != nil {
+			return nil, err
+		}
 		if dir, err = os.MkdirTemp("", "berth-testbed-"); err != nil {
 			return nil, fmt.Errorf("create bed dir: %w", err)
 		}
@@ -143,6 +150,7 @@ func start(opts Options) (*Bed, error) {
 		Socket:       filepath.Join(dir, "containerd.sock"),
 		BusyboxImage: BusyboxRef,
 		PauseImage:   PauseRef,
+		owner:        own,
 	}
 	b.Endpoint = "unix://" + b.Socket
 	if len(b.Socket)+len(".ttrpc") >= 108 {

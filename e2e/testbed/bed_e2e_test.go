@@ -3,13 +3,16 @@
 package testbed
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,6 +217,126 @@ func TestCLIUpDown(t *testing.T) {
 		t.Errorf("Close the attached bed: %v", err)
 	}
 	assertNothingLeft(t, b, netns)
+}
+
+// TestCloseWithoutContainerd covers teardown when containerd cannot come
+// back to clean up through CRI: the sweep must still kill the pod's
+// processes and shim and remove its netns, mounts and bridge.
+func TestCloseWithoutContainerd(t *testing.T) {
+	b, err := Start(Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := runPod(ctx, t, b, "stranded", false, "exec sleep 3600")
+	netns := sandboxNetns(ctx, t, b, p.sandbox)
+	if err := b.StopContainerd(); err != nil {
+		t.Fatalf("StopContainerd: %v", err)
+	}
+	sockets := shimSockets(t, b)
+	if err := os.WriteFile(b.configPath(), []byte("this is not TOML ]]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Close()
+	if err == nil || !strings.Contains(err.Error(), "start containerd to remove sandboxes") {
+		t.Errorf("Close = %v, want it to report that containerd could not clean up", err)
+	}
+	assertNothingLeft(t, b, netns)
+	for _, s := range sockets {
+		if _, err := os.Stat(s); err == nil {
+			t.Errorf("shim socket %s survived Close", s)
+		}
+	}
+}
+
+// TestConcurrentBeds starts beds at the same time, as parallel test
+// binaries do: each gets its own bridge and subnet and runs pods there.
+func TestConcurrentBeds(t *testing.T) {
+	const beds = 3
+	var mu sync.Mutex
+	subnets := map[string]bool{}
+	bridges := map[string]bool{}
+	for i := range beds {
+		t.Run(fmt.Sprint("bed", i), func(t *testing.T) {
+			t.Parallel()
+			b := StartT(t, Options{})
+			mu.Lock()
+			if subnets[b.Subnet] || bridges[b.Bridge] {
+				t.Errorf("subnet %s or bridge %s given to two beds", b.Subnet, b.Bridge)
+			}
+			subnets[b.Subnet], bridges[b.Bridge] = true, true
+			mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := runPod(ctx, t, b, "pod", false, "echo hi")
+			st, err := b.Runtime().PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.sandbox})
+			if err != nil {
+				t.Fatalf("PodSandboxStatus: %v", err)
+			}
+			_, subnet, _ := net.ParseCIDR(b.Subnet)
+			if ip := net.ParseIP(st.GetStatus().GetNetwork().GetIp()); ip == nil || !subnet.Contains(ip) {
+				t.Errorf("pod IP %q not in the bed's subnet %s", st.GetStatus().GetNetwork().GetIp(), b.Subnet)
+			}
+			waitExited(ctx, t, b.Runtime(), p.container)
+		})
+	}
+}
+
+// orphanEnv makes the test binary, run again by TestOrphanReaped, start a
+// bed, print its Dir and wait to be killed.
+const orphanEnv = "BERTH_TESTBED_ORPHAN"
+
+// TestOrphanReaped kills a process that owns a bed with a running pod, as
+// a test -timeout does, and checks that the next Start tears the orphan
+// down.
+func TestOrphanReaped(t *testing.T) {
+	if os.Getenv(orphanEnv) != "" {
+		b, err := Start(Options{})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p := runPod(ctx, t, b, "orphan", false, "exec sleep 3600")
+		fmt.Println(b.Dir, sandboxNetns(ctx, t, b, p.sandbox))
+		select {}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOrphanReaped$")
+	cmd.Env = append(os.Environ(), orphanEnv+"=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	fields := strings.Fields(line)
+	if err != nil || len(fields) != 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("orphan owner said %q (%v)", line, err)
+	}
+	dir, netns := fields[0], fields[1]
+	orphan, err := attach(dir, filepath.Join(dir, stateFile))
+	if err != nil {
+		t.Fatalf("read the orphan's state: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !orphan.containerd.alive() {
+		t.Fatalf("the orphan's containerd died with its owner: nothing to reap")
+	}
+
+	b := StartT(t, Options{})
+	if b.Dir == dir {
+		t.Fatalf("new bed reuses the orphan's dir")
+	}
+	assertNothingLeft(t, orphan, netns)
 }
 
 // pod is a sandbox with one container, as runPod made it.

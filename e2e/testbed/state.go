@@ -23,6 +23,9 @@ type bedState struct {
 	Registry      string  `json:"registry,omitempty"`
 	ContainerdPID int     `json:"containerdPID,omitempty"`
 	RegistryPID   int     `json:"registryPID,omitempty"`
+	// Owner is the process a temporary bed dies with; nil for a bed in a
+	// chosen Dir (`testbed up`), which is meant to outlive its starter.
+	Owner *owner `json:"owner,omitempty"`
 }
 
 // saveState writes the state file.
@@ -40,6 +43,7 @@ func (b *Bed) saveStateLocked() error {
 		Network:     b.network,
 		Snapshotter: b.snapshotter,
 		Registry:    b.Registry,
+		Owner:       b.owner,
 	}
 	if b.containerd != nil {
 		st.ContainerdPID = b.containerd.PID
@@ -68,13 +72,27 @@ func Attach(dir string) (*Bed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bed dir: %w", err)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, stateFile))
-	if err != nil {
-		return nil, fmt.Errorf("read bed state: %w", err)
-	}
+	return attach(dir, filepath.Join(dir, stateFile))
+}
+
+// readState reads a state file.
+func readState(file string) (bedState, error) {
 	var st bedState
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return st, fmt.Errorf("read bed state: %w", err)
+	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("parse bed state %s: %w", filepath.Join(dir, stateFile), err)
+		return st, fmt.Errorf("parse bed state %s: %w", file, err)
+	}
+	return st, nil
+}
+
+// attach rebuilds the bed in dir from the state file at state.
+func attach(dir, state string) (*Bed, error) {
+	st, err := readState(state)
+	if err != nil {
+		return nil, err
 	}
 	b := &Bed{
 		Dir:          dir,
@@ -87,6 +105,7 @@ func Attach(dir string) (*Bed, error) {
 		Subnet:       st.Network.Subnet,
 		network:      st.Network,
 		snapshotter:  st.Snapshotter,
+		owner:        st.Owner,
 	}
 	if st.Registry != "" {
 		b.RegistryBusyboxImage = st.Registry + "/library/busybox:1.36"
