@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
@@ -33,6 +34,9 @@ const (
 type decoded struct {
 	pod  *v1.Pod
 	node *yaml.Node
+	// prefix locates the pod in its document: "items[2]." inside a
+	// PodList, "" for a Pod document.
+	prefix string
 }
 
 // decodeManifests reads a YAML or JSON manifest holding one Pod, a PodList
@@ -146,10 +150,10 @@ func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, pro
 		}
 		pod, errs := decodePod(item)
 		for _, p := range errs {
-			add(p.Line, p.Field, p.Message, item)
+			add(p.Line, prefix+"."+p.Field, p.Message, item)
 		}
 		if pod != nil {
-			docs = append(docs, decoded{pod: pod, node: item})
+			docs = append(docs, decoded{pod: pod, node: item, prefix: prefix + "."})
 		}
 	}
 	return docs, problems
@@ -202,9 +206,18 @@ func typeProblem(node *yaml.Node, err error) Problem {
 		return Problem{Line: node.Line, Message: err.Error()}
 	}
 	want := jsonTypeName(te.Type)
-	path, line, ok := findByKind(node, te.Field, te.Value)
+	// The path names inlined structs by their Go type (ProbeHandler,
+	// VolumeSource); the API's JSON names all start in lower case.
+	var keys []string
+	for _, k := range strings.Split(te.Field, ".") {
+		if k != "" && !unicode.IsUpper(rune(k[0])) {
+			keys = append(keys, k)
+		}
+	}
+	dotted := strings.Join(keys, ".")
+	path, line, ok := findByKind(node, dotted, te.Value)
 	if !ok {
-		path, line = te.Field, lineOf(node, te.Field)
+		path, line = dotted, lineOf(node, dotted)
 	}
 	return Problem{Line: line, Field: path, Message: fmt.Sprintf("wrong type: got %s, want %s", jsonValueName(te.Value), want)}
 }

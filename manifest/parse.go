@@ -77,7 +77,7 @@ func fieldProblems(errs field.ErrorList, reason string, d decoded, origin Origin
 		}
 		out = append(out, Problem{
 			Source: origin.Source, Origin: origin.Path, Line: lineOf(d.node, e.Field),
-			Field: e.Field, Reason: reason, Message: msg,
+			Field: d.prefix + e.Field, Reason: reason, Message: msg,
 		})
 	}
 	return out

@@ -1,0 +1,419 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+var webOrigin = Origin{Source: SourceFile, Path: "/etc/kubernetes/manifests/web.yaml"}
+
+// parseCases feed the table test and seed the fuzz corpus.
+var parseCases = []struct {
+	name      string
+	in        string
+	wantPods  []string // name_namespace of accepted pods
+	wantProbs []string // "line field reason" of each problem
+	wantMsg   string   // a substring of the first problem's Error()
+}{
+	{
+		name: "kubelet example: pod without namespace",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: static-web
+  labels:
+    role: myrole
+spec:
+  containers:
+    - name: web
+      image: nginx
+      ports:
+        - name: web
+          containerPort: 80
+          protocol: TCP
+`,
+		wantPods: []string{"static-web-node1_default"},
+	},
+	{
+		name: "kubelet example: pod with a uid and a namespace",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: test
+  uid: "12345"
+  namespace: kube-system
+spec:
+  containers:
+  - name: image
+    image: "registry.k8s.io/pause:3.10"
+`,
+		wantPods: []string{"test-node1_kube-system"},
+	},
+	{
+		name: "kubelet example: PodList",
+		in: `apiVersion: v1
+kind: PodList
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: one
+  spec:
+    containers:
+    - name: c
+      image: busybox
+- metadata:
+    name: two
+    namespace: ns2
+  spec:
+    containers:
+    - name: c
+      image: busybox
+`,
+		wantPods: []string{"one-node1_default", "two-node1_ns2"},
+	},
+	{
+		name:     "multi-document stream with empty documents",
+		in:       "---\n" + podManifest("a", "img:1") + "---\n---\n" + podManifest("b", "img:1") + "---\n",
+		wantPods: []string{"a-node1_default", "b-node1_default"},
+	},
+	{
+		name: "JSON with tabs",
+		in: "{\n\t\"apiVersion\": \"v1\",\n\t\"kind\": \"Pod\",\n\t\"metadata\": {\"name\": \"j\"},\n" +
+			"\t\"spec\": {\"containers\": [{\"name\": \"c\", \"image\": \"x:1\"}]}\n}\n",
+		wantPods: []string{"j-node1_default"},
+	},
+	{
+		name: "issue example: unsupported pull policy",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: c
+    image: nginx:1
+    imagePullPolicy: Sometimes
+`,
+		wantProbs: []string{"9 spec.containers[0].imagePullPolicy Invalid"},
+		wantMsg:   `web.yaml:9: spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always", "IfNotPresent", "Never"`,
+	},
+	{
+		name: "unknown field",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: c
+    image: nginx:1
+    imagePolicy: Always
+`,
+		wantProbs: []string{"9 spec.containers[0].imagePolicy DecodeError"},
+		wantMsg:   "unknown field",
+	},
+	{
+		name: "wrong type deep in a list",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: a
+    image: nginx:1
+  - name: b
+    image: nginx:1
+    ports:
+    - containerPort: 80
+    - containerPort: eighty
+`,
+		wantProbs: []string{"13 spec.containers[1].ports[1].containerPort DecodeError"},
+		wantMsg:   "wrong type: got a string, want an integer",
+	},
+	{
+		name:      "wrong type inside an inlined struct",
+		in:        podManifest("web", "nginx:1") + "    livenessProbe:\n      exec:\n        command: [true]\n",
+		wantProbs: []string{"11 spec.containers[0].livenessProbe.exec.command[0] DecodeError"},
+		wantMsg:   "got a boolean, want a string",
+	},
+	{
+		name:      "duplicate key",
+		in:        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\n",
+		wantProbs: []string{"5  DecodeError"},
+		wantMsg:   `mapping key "name" already defined at line 4`,
+	},
+	{
+		name:      "syntax error",
+		in:        "apiVersion: v1\nkind: Pod\nmetadata: [\n",
+		wantProbs: []string{"3  DecodeError"},
+	},
+	{
+		name:      "bad quantity",
+		in:        podManifest("web", "nginx:1") + "    resources:\n      limits:\n        memory: 1Gb\n",
+		wantProbs: []string{"11 spec.containers[0].resources.limits[memory] DecodeError"},
+		wantMsg:   `invalid quantity "1Gb"`,
+	},
+	{
+		name:      "wrong kind",
+		in:        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n",
+		wantProbs: []string{"1 apiVersion DecodeError"},
+	},
+	{
+		name:      "not an object",
+		in:        "- a\n- b\n",
+		wantProbs: []string{"1  DecodeError"},
+	},
+	{
+		name:      "empty",
+		in:        "# nothing here\n",
+		wantProbs: []string{"1  Empty"},
+	},
+	{
+		name: "validation errors point at their lines",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: Web
+spec:
+  restartPolicy: Sometimes
+  initContainers:
+  - name: c
+    image: busybox
+  containers:
+  - name: c
+    image: ""
+    ports:
+    - containerPort: 70000
+      protocol: ICMP
+    volumeMounts:
+    - name: data
+      mountPath: /data
+    livenessProbe:
+      exec:
+        command: ["true"]
+      tcpSocket:
+        port: 80
+    readinessProbe:
+      periodSeconds: 5
+`,
+		wantProbs: []string{
+			"4 metadata.name Invalid",
+			"6 spec.restartPolicy Invalid",
+			"11 spec.containers[0].name Invalid",
+			"12 spec.containers[0].image Invalid",
+			"14 spec.containers[0].ports[0].containerPort Invalid",
+			"15 spec.containers[0].ports[0].protocol Invalid",
+			"17 spec.containers[0].volumeMounts[0].name Invalid",
+			"22 spec.containers[0].livenessProbe.tcpSocket Invalid",
+			"24 spec.containers[0].readinessProbe Invalid",
+		},
+	},
+	{
+		name: "what a standalone node cannot honour",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  serviceAccountName: builder
+  containers:
+  - name: c
+    image: nginx:1
+    env:
+    - name: PASSWORD
+      valueFrom:
+        secretKeyRef: {name: s, key: k}
+  volumes:
+  - name: conf
+    configMap:
+      name: conf
+  - name: data
+    persistentVolumeClaim:
+      claimName: data
+  - name: token
+    projected:
+      sources: []
+`,
+		wantProbs: []string{
+			"6 spec.serviceAccountName Unsupported",
+			"13 spec.containers[0].env[0].valueFrom.secretKeyRef Unsupported",
+			"16 spec.volumes[0].configMap Unsupported",
+			"19 spec.volumes[1].persistentVolumeClaim Unsupported",
+			"22 spec.volumes[2].projected Unsupported",
+		},
+		wantMsg: "not supported on a standalone node",
+	},
+	{
+		name:     "service account without a token is fine",
+		in:       podManifest("web", "nginx:1") + "  serviceAccountName: builder\n  automountServiceAccountToken: false\n",
+		wantPods: []string{"web-node1_default"},
+	},
+	{
+		name:      "one bad item does not reject its siblings",
+		in:        podList(podManifest("good", "img:1"), podManifest("bad", "")),
+		wantPods:  []string{"good-node1_default"},
+		wantProbs: []string{"19 items[1].spec.containers[0].image Invalid"},
+	},
+}
+
+func TestParse(t *testing.T) {
+	for _, tt := range parseCases {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Parse([]byte(tt.in), webOrigin, testNode)
+			var pods, probs []string
+			for _, p := range res.Pods {
+				pods = append(pods, FullName(p))
+			}
+			for _, p := range res.Problems {
+				probs = append(probs, fmt.Sprintf("%d %s %s", p.Line, p.Field, p.Reason))
+			}
+			if strings.Join(pods, ",") != strings.Join(tt.wantPods, ",") {
+				t.Errorf("pods = %v, want %v", pods, tt.wantPods)
+			}
+			if strings.Join(probs, "\n") != strings.Join(tt.wantProbs, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s\nfull: %v", strings.Join(probs, "\n"), strings.Join(tt.wantProbs, "\n"), res.Problems)
+			}
+			if tt.wantMsg != "" && (len(res.Problems) == 0 || !strings.Contains(res.Problems[0].Error(), tt.wantMsg)) {
+				t.Errorf("first problem %v does not contain %q", res.Problems, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func parseOne(t *testing.T, in string, origin Origin, node string) *v1.Pod {
+	t.Helper()
+	res := Parse([]byte(in), origin, node)
+	if len(res.Pods) != 1 || len(res.Problems) != 0 {
+		t.Fatalf("Parse: pods %d, problems %v", len(res.Pods), res.Problems)
+	}
+	return res.Pods[0]
+}
+
+func TestDefaults(t *testing.T) {
+	pod := parseOne(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  initContainers:
+  - name: init
+    image: busybox@sha256:0000000000000000000000000000000000000000000000000000000000000000
+  containers:
+  - name: c
+    image: registry:5000/team/web
+    ports:
+    - containerPort: 8080
+    env:
+    - name: NODE
+      valueFrom:
+        fieldRef: {fieldPath: spec.nodeName}
+    resources:
+      limits: {cpu: 500m}
+    livenessProbe:
+      httpGet: {port: 8080}
+    lifecycle:
+      preStop:
+        httpGet: {port: 8080, path: /quit}
+  - name: d
+    image: nginx:1.27
+  volumes:
+  - name: scratch
+  - name: host
+    hostPath: {path: /srv}
+`, webOrigin, testNode)
+	spec := pod.Spec
+	c := spec.Containers[0]
+	probe := c.LivenessProbe
+	cpu := resource.MustParse("500m")
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"restartPolicy", spec.RestartPolicy, v1.RestartPolicyAlways},
+		{"dnsPolicy", spec.DNSPolicy, v1.DNSClusterFirst},
+		{"terminationGracePeriodSeconds", *spec.TerminationGracePeriodSeconds, int64(30)},
+		{"securityContext", *spec.SecurityContext, v1.PodSecurityContext{}},
+		{"schedulerName", spec.SchedulerName, "default-scheduler"},
+		{"enableServiceLinks", *spec.EnableServiceLinks, true},
+		{"priority", *spec.Priority, int32(2000001000)},
+		{"nodeName", spec.NodeName, testNode},
+		{"untagged image pulls Always", c.ImagePullPolicy, v1.PullAlways},
+		{"digest pulls IfNotPresent", spec.InitContainers[0].ImagePullPolicy, v1.PullIfNotPresent},
+		{"tag pulls IfNotPresent", spec.Containers[1].ImagePullPolicy, v1.PullIfNotPresent},
+		{"terminationMessagePath", c.TerminationMessagePath, "/dev/termination-log"},
+		{"terminationMessagePolicy", c.TerminationMessagePolicy, v1.TerminationMessageReadFile},
+		{"port protocol", c.Ports[0].Protocol, v1.ProtocolTCP},
+		{"hostNetwork hostPort", c.Ports[0].HostPort, int32(8080)},
+		{"fieldRef apiVersion", c.Env[0].ValueFrom.FieldRef.APIVersion, "v1"},
+		{"requests from limits", c.Resources.Requests.Cpu().Cmp(cpu), 0},
+		{"probe timeout", probe.TimeoutSeconds, int32(1)},
+		{"probe period", probe.PeriodSeconds, int32(10)},
+		{"probe success", probe.SuccessThreshold, int32(1)},
+		{"probe failure", probe.FailureThreshold, int32(3)},
+		{"probe path", probe.HTTPGet.Path, "/"},
+		{"probe scheme", probe.HTTPGet.Scheme, v1.URISchemeHTTP},
+		{"preStop scheme", c.Lifecycle.PreStop.HTTPGet.Scheme, v1.URISchemeHTTP},
+		{"preStop path kept", c.Lifecycle.PreStop.HTTPGet.Path, "/quit"},
+		{"volume without source", *spec.Volumes[0].EmptyDir, v1.EmptyDirVolumeSource{}},
+		{"hostPath type", *spec.Volumes[1].HostPath.Type, v1.HostPathUnset},
+	}
+	for _, c := range checks {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	base := podManifest("web", "nginx:1")
+	uid := func(in string, origin Origin, node string) string {
+		return string(parseOne(t, in, origin, node).UID)
+	}
+	first := uid(base, webOrigin, testNode)
+	if len(first) != 32 {
+		t.Fatalf("UID %q is not 32 hex digits", first)
+	}
+	tests := []struct {
+		name   string
+		in     string
+		origin Origin
+		node   string
+		same   bool
+	}{
+		{"re-read", base, webOrigin, testNode, true},
+		{"comment and formatting only", "# a comment\n" + strings.ReplaceAll(base, "  name: web", "  name: 'web'   # same"), webOrigin, testNode, true},
+		{"image edited", podManifest("web", "nginx:2"), webOrigin, testNode, false},
+		{"another file", base, Origin{Source: SourceFile, Path: "/etc/kubernetes/manifests/other.yaml"}, testNode, false},
+		{"another node", base, webOrigin, "node2", false},
+	}
+	for _, tt := range tests {
+		if got := uid(tt.in, tt.origin, tt.node); (got == first) != tt.same {
+			t.Errorf("%s: UID %s vs %s, want same=%v", tt.name, got, first, tt.same)
+		}
+	}
+
+	pod := parseOne(t, base, webOrigin, testNode)
+	want := map[string]string{
+		AnnotationHash: string(pod.UID), AnnotationSource: SourceFile, AnnotationOrigin: webOrigin.Path,
+	}
+	for k, v := range want {
+		if pod.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, pod.Annotations[k], v)
+		}
+	}
+	if _, ok := pod.Annotations[AnnotationSeen]; ok {
+		t.Error("config.seen is the store's to set")
+	}
+	fixed := parseOne(t, strings.Replace(base, "  name: web\n", "  name: web\n  uid: my-uid\n", 1), webOrigin, testNode)
+	if fixed.UID != "my-uid" || fixed.Annotations[AnnotationHash] != "my-uid" {
+		t.Errorf("metadata.uid not kept: %q", fixed.UID)
+	}
+}
