@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -159,7 +160,7 @@ func TestHTTPSource(t *testing.T) {
 	if got := next(t, store); got != "ADD a-node1 img:2" {
 		t.Fatalf("partial: %q", got)
 	}
-	reported("Invalid pods spec.restartPolicy")
+	reported("Invalid pods items[1].spec.restartPolicy")
 
 	// An empty PodList is how a server says "no pods".
 	fake.set(http.StatusOK, "", "apiVersion: v1\nkind: PodList\nitems: []\n", false)
@@ -173,7 +174,9 @@ func TestHTTPSource(t *testing.T) {
 // TestHTTPSourceVerifiesTLS checks https is verified by default: a server
 // with an unknown certificate is unreachable, not trusted.
 func TestHTTPSourceVerifiesTLS(t *testing.T) {
-	srv := httptest.NewTLSServer(&fakeServer{status: http.StatusOK, body: podManifest("a", "img:1")})
+	srv := httptest.NewUnstartedServer(&fakeServer{status: http.StatusOK, body: podManifest("a", "img:1")})
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake failure is the point
+	srv.StartTLS()
 	defer srv.Close()
 	store := NewStore(SourceHTTP)
 	cfg := SourceConfig{NodeName: testNode, URL: srv.URL, Clock: clocktesting.NewFakeClock(time.Now()),
