@@ -89,7 +89,8 @@ func Start(opts Options) (*Bed, error) {
 }
 
 // StartT is Start for a single test: the bed is closed when t ends, and a
-// failure to start fails t.
+// failure to start fails t. When t has failed, the end of containerd's log
+// is logged first.
 func StartT(t testing.TB, opts Options) *Bed {
 	t.Helper()
 	b, err := Start(opts)
@@ -97,6 +98,9 @@ func StartT(t testing.TB, opts Options) *Bed {
 		t.Fatalf("start test bed: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("test bed %s: last lines of containerd.log:\n%s", b.Dir, tail(b.path("containerd.log"), 30))
+		}
 		if err := b.Close(); err != nil {
 			t.Errorf("close test bed: %v", err)
 		}

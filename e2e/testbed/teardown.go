@@ -69,6 +69,9 @@ func (b *Bed) Close() error {
 	if b.conn != nil {
 		add(b.conn.Close())
 	}
+	if keep := os.Getenv("BERTH_TESTBED_LOGS"); keep != "" {
+		add(b.keepLogs(keep))
+	}
 	if mounts, err := mountsBelow(b.Dir); err != nil || len(mounts) > 0 {
 		// Removing files through a mount could reach outside the bed.
 		add(fmt.Errorf("keep %s: still mounted below it: %v %v", b.Dir, mounts, err))
@@ -83,10 +86,11 @@ func (b *Bed) Close() error {
 
 // removeSandboxesLocked stops and removes every sandbox (and so every
 // container) through CRI, and returns the network namespace paths they
-// had, for the leftover sweep. A bed whose setup never wrote containerd's
-// config has nothing to remove.
+// had, for the leftover sweep. It starts a stopped containerd only when
+// CRI has sandboxes on disk: a bed that never ran a pod, or whose setup
+// failed, has nothing to remove.
 func (b *Bed) removeSandboxesLocked() ([]string, error) {
-	if _, err := os.Stat(b.configPath()); err != nil || b.conn == nil {
+	if b.conn == nil || (!b.containerd.alive() && !b.hasSandboxes()) {
 		return nil, nil
 	}
 	if err := b.startContainerdLocked(); err != nil {
@@ -116,6 +120,19 @@ func (b *Bed) removeSandboxesLocked() ([]string, error) {
 		}
 	}
 	return netns, errors.Join(errs...)
+}
+
+// hasSandboxes reports whether containerd's CRI plugin keeps any sandbox
+// directory in the bed's root or state dir (it removes them with the
+// sandbox).
+func (b *Bed) hasSandboxes() bool {
+	for _, base := range []string{"root", "state"} {
+		entries, err := os.ReadDir(b.path(base, "io.containerd.grpc.v1.cri", "sandboxes"))
+		if err == nil && len(entries) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // netnsPath extracts the network namespace path from containerd 1.6's
@@ -381,6 +398,27 @@ func unmountBelow(dir string) error {
 		}
 	}
 	return fmt.Errorf("mounts below %s keep coming back", dir)
+}
+
+// keepLogs copies the bed's daemon logs into dir as BEDNAME-FILE, before
+// Close removes them with the rest of the bed.
+func (b *Bed) keepLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("keep logs: %w", err)
+	}
+	for _, name := range []string{"containerd.log", "registry.log"} {
+		data, err := os.ReadFile(b.path(name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("keep logs: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(b.Dir)+"-"+name), data, 0o644); err != nil {
+			return fmt.Errorf("keep logs: %w", err)
+		}
+	}
+	return nil
 }
 
 // tail returns the last n lines of file, for error messages.
