@@ -1,0 +1,52 @@
+//go:build e2e
+
+package cri
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/berth-agent/berth/e2e/testbed"
+)
+
+// testBed is the real containerd every e2e test of this package shares,
+// with the local registry up (images_e2e_test.go pulls from it).
+var testBed *testbed.Bed
+
+func TestMain(m *testing.M) {
+	bed, err := testbed.Start(testbed.Options{Registry: true})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
+		os.Exit(1)
+	}
+	testBed = bed
+	code := m.Run()
+	if err := bed.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close test bed: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// newE2EManager is a Manager dialed to the test bed, with its own root and
+// log directories; the connection closes when t ends.
+func newE2EManager(t *testing.T) *Manager {
+	t.Helper()
+	rs, is, err := Dial(testBed.Endpoint, "", 30*time.Second)
+	if err != nil {
+		t.Fatalf("dial the test bed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rs.Close(context.Background()); err != nil {
+			t.Errorf("close runtime connection: %v", err)
+		}
+	})
+	return NewManager(rs, is, Options{
+		NodeName:   "e2e",
+		RootDir:    t.TempDir(),
+		PodLogsDir: t.TempDir(),
+	})
+}

@@ -1,0 +1,205 @@
+//go:build e2e
+
+package cri
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// e2eContainer is one busybox container of an e2ePod, running script.
+type e2eContainer struct{ name, script string }
+
+// e2ePod is a pod created through CRI directly, labelled as berth labels
+// its pods, so observation and killing can be tested before the
+// pod-to-config translation exists.
+type e2ePod struct {
+	uid        types.UID
+	name       string
+	sandboxID  string
+	logDir     string
+	containers map[string]string // name -> ID
+}
+
+// startE2EPod runs a sandbox with the given containers on the test bed via
+// m's runtime, with its logs in m's PodLogsDir; it is removed when t ends.
+func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hostNetwork bool, containers ...e2eContainer) *e2ePod {
+	t.Helper()
+	p := &e2ePod{uid: types.UID(fmt.Sprintf("%s-%d", name, time.Now().UnixNano())), name: name, containers: map[string]string{}}
+	p.logDir = filepath.Join(m.opts.PodLogsDir, "default_"+name+"_"+string(p.uid))
+	labels := map[string]string{LabelPodName: name, LabelPodNamespace: "default", LabelPodUID: string(p.uid), LabelManaged: "true"}
+	netMode := runtimeapi.NamespaceMode_POD
+	hostname := name
+	if hostNetwork {
+		netMode, hostname = runtimeapi.NamespaceMode_NODE, ""
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: string(p.uid)},
+		Hostname:     hostname,
+		LogDirectory: p.logDir,
+		Labels:       labels,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+		}},
+	}
+	var err error
+	if p.sandboxID, err = m.runtime.RunPodSandbox(ctx, cfg, ""); err != nil {
+		t.Fatalf("RunPodSandbox %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = m.runtime.StopPodSandbox(ctx, p.sandboxID)
+		_ = m.runtime.RemovePodSandbox(ctx, p.sandboxID)
+	})
+	for _, c := range containers {
+		cl := map[string]string{LabelContainerName: c.name}
+		for k, v := range labels {
+			cl[k] = v
+		}
+		id, err := m.runtime.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: c.name},
+			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage},
+			Command:  []string{"sh", "-c", c.script},
+			LogPath:  c.name + "/0.log",
+			Labels:   cl,
+			Annotations: map[string]string{
+				AnnotationContainerHash:         "abc123",
+				AnnotationContainerRestartCount: "2",
+				AnnotationContainerImage:        "busybox:1.36",
+			},
+		}, cfg)
+		if err != nil {
+			t.Fatalf("CreateContainer %s: %v", c.name, err)
+		}
+		if err := m.runtime.StartContainer(ctx, id); err != nil {
+			t.Fatalf("StartContainer %s: %v", c.name, err)
+		}
+		p.containers[c.name] = id
+	}
+	return p
+}
+
+// waitPodStatus polls PodStatus until ok accepts it.
+func waitPodStatus(ctx context.Context, t *testing.T, m *Manager, uid types.UID, what string, ok func(*PodStatus) bool) *PodStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := m.PodStatus(ctx, uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: pod status after 30s: %+v", what, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// totalOps sums berth_runtime_operations_total over all operations.
+func totalOps(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "berth_runtime_operations_total" {
+			for _, m := range mf.Metric {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func TestE2ERelistAndPodStatus(t *testing.T) {
+	base := newE2EManager(t)
+	reg := prometheus.NewRegistry()
+	rs, is := Instrument(base.runtime, base.images, reg)
+	m := NewManager(rs, is, base.opts)
+	ctx := context.Background()
+	_, subnet, err := net.ParseCIDR(testBed.Subnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := startE2EPod(ctx, t, m, "observed", false,
+		e2eContainer{"runs", "exec sleep 3600"},
+		e2eContainer{"exits", "echo bye; sleep 0.5; exit 3"})
+	hp := startE2EPod(ctx, t, m, "hostnet", true, e2eContainer{"runs", "exec sleep 3600"})
+
+	st := waitPodStatus(ctx, t, m, p.uid, "exits exited", func(s *PodStatus) bool {
+		c := s.FindContainer("exits")
+		return c != nil && c.State == ContainerStateExited
+	})
+	if st.Name != "observed" || st.Namespace != "default" || len(st.Sandboxes) != 1 || len(st.Containers) != 2 {
+		t.Fatalf("status = %+v", st)
+	}
+	sb := st.Sandboxes[0]
+	if sb.ID != p.sandboxID || sb.State != SandboxStateReady || sb.HostNetwork || sb.CreatedAt.IsZero() {
+		t.Errorf("sandbox = %+v", sb)
+	}
+	if len(st.IPs) != 1 || !subnet.Contains(net.ParseIP(st.IPs[0])) {
+		t.Errorf("pod IPs %v not in the bed's subnet %s", st.IPs, testBed.Subnet)
+	}
+	runs, exits := st.FindContainer("runs"), st.FindContainer("exits")
+	if runs.State != ContainerStateRunning || runs.StartedAt.IsZero() || !runs.FinishedAt.IsZero() || runs.ID != p.containers["runs"] {
+		t.Errorf("runs = %+v", runs)
+	}
+	if exits.ExitCode != 3 || exits.Reason != "Error" || exits.FinishedAt.Before(exits.StartedAt) || exits.StartedAt.IsZero() {
+		t.Errorf("exits = %+v, want exit code 3, reason Error, start before finish", exits)
+	}
+	for _, c := range st.Containers {
+		if c.SandboxID != p.sandboxID || c.Image != "busybox:1.36" || c.ImageRef == "" || c.Hash != 0xabc123 || c.RestartCount != 2 {
+			t.Errorf("container %s: sandbox %q image %q ref %q hash %x restarts %d", c.Name, c.SandboxID, c.Image, c.ImageRef, c.Hash, c.RestartCount)
+		}
+	}
+	t.Logf("exited container: code %d reason %q image ref %s", exits.ExitCode, exits.Reason, exits.ImageRef)
+
+	hst, err := m.PodStatus(ctx, hp.uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hst.Sandboxes) != 1 || !hst.Sandboxes[0].HostNetwork || len(hst.IPs) != 0 {
+		t.Errorf("host network pod: %+v", hst)
+	}
+
+	pods, err := m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pods[p.uid]
+	if got == nil || got.FindContainer("exits").ExitCode != 3 || len(got.IPs) != 1 || got.IPs[0] != st.IPs[0] || pods[hp.uid] == nil {
+		t.Errorf("Relist disagrees with PodStatus: %+v", got)
+	}
+
+	before := totalOps(t, reg)
+	for range 5 {
+		if _, err := m.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls := totalOps(t, reg) - before; calls != 10 {
+		t.Errorf("5 idle relists made %v CRI calls, want 10", calls)
+	}
+	start := time.Now()
+	const n = 50
+	for range n {
+		if _, err := m.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("idle relist on the real runtime: %v each (%d pods listed)", time.Since(start)/n, len(pods))
+}
