@@ -110,6 +110,9 @@ func StartT(t testing.TB, opts Options) *Bed {
 
 // start does Start's work; on error it closes what it already set up.
 func start(opts Options) (*Bed, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the test bed runs containerd and CNI: it needs root")
+	}
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s not found (run `make testbed`): %w", bin, err)
@@ -135,12 +138,19 @@ func start(opts Options) (*Bed, error) {
 		if own, err = selfOwner(); err != nil {
 			return nil, err
 		}
+		// The name's length is fixed: checking the parent checks them all.
+		if err := checkSocketRoom(filepath.Join(os.TempDir(), "berth-testbed-0123456789")); err != nil {
+			return nil, err
+		}
 		if dir, err = os.MkdirTemp("", "berth-testbed-"); err != nil {
 			return nil, fmt.Errorf("create bed dir: %w", err)
 		}
 	} else {
 		if dir, err = filepath.Abs(dir); err != nil {
 			return nil, fmt.Errorf("bed dir: %w", err)
+		}
+		if err := checkSocketRoom(dir); err != nil {
+			return nil, err
 		}
 		if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
 			return nil, fmt.Errorf("bed dir %s already holds a bed: take it down first", dir)
@@ -151,16 +161,12 @@ func start(opts Options) (*Bed, error) {
 	}
 	b := &Bed{
 		Dir:          dir,
-		Socket:       filepath.Join(dir, "containerd.sock"),
+		Socket:       filepath.Join(dir, socketName),
 		BusyboxImage: BusyboxRef,
 		PauseImage:   PauseRef,
 		owner:        own,
 	}
 	b.Endpoint = "unix://" + b.Socket
-	if len(b.Socket)+len(".ttrpc") >= 108 {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("bed dir %s is too deep for a unix socket path", dir)
-	}
 	if err := b.setUp(opts, archive); err != nil {
 		if cerr := b.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
@@ -168,6 +174,19 @@ func start(opts Options) (*Bed, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// socketName is containerd's socket in the bed's Dir; containerd adds
+// ".ttrpc" for its second one.
+const socketName = "containerd.sock"
+
+// checkSocketRoom fails when dir is too long a path for containerd's
+// sockets in it (unix socket paths have 108 bytes, NUL included).
+func checkSocketRoom(dir string) error {
+	if len(filepath.Join(dir, socketName+".ttrpc")) >= 108 {
+		return fmt.Errorf("bed dir %s is too long a path for containerd's unix sockets in it", dir)
+	}
+	return nil
 }
 
 // setUp creates the bed in b.Dir.
@@ -185,9 +204,7 @@ func (b *Bed) setUp(opts Options, archive string) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
 	b.network, b.Bridge, b.Subnet = n, n.Bridge, n.Subnet
-	b.mu.Unlock()
 	if err := b.saveState(); err != nil {
 		return err
 	}

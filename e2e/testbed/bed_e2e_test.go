@@ -149,6 +149,9 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 	if len(sockets) == 0 {
 		t.Fatalf("no shim of the bed is running during the outage")
 	}
+	if !b.hasSandboxes() {
+		t.Fatalf("no sandbox on disk: Close would not restart containerd to remove it through CRI")
+	}
 
 	if err := b.Close(); err != nil {
 		t.Errorf("Close: %v", err)
