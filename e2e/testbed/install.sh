@@ -27,14 +27,16 @@ if [ "$(id -u)" != 0 ]; then
 	echo "testbed: missing packages:$missing (run as root to install them)" >&2
 	exit 1
 fi
-echo "testbed: installing:$missing"
+echo "testbed: installing:$missing" >&2
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then
 	printf '#!/bin/sh\nexit 101\n' >"$policy"
 	chmod 755 "$policy"
-	trap 'rm -f "$policy"' EXIT INT TERM
+	trap 'rm -f "$policy"' EXIT
+	trap 'exit 130' INT TERM
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
+# apt's output goes to stderr: `make -s testbed-up` prints only the endpoint.
+apt-get update -q >&2
 # shellcheck disable=SC2086 # word splitting of the package list is intended
-apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold $missing
+apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold $missing >&2
