@@ -1,0 +1,95 @@
+package cri
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestCleanupPodDirIdempotent(t *testing.T) {
+	m, _, _ := newCfgManager(t, Options{})
+	pod := ccPod()
+	dir := m.emptyDirPath(pod.UID, "cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := m.CleanupPodDir(pod.UID); err != nil {
+			t.Fatalf("cleanup %d: %v", i+1, err)
+		}
+	}
+	if _, err := os.Stat(m.podDir(pod.UID)); !os.IsNotExist(err) {
+		t.Errorf("pod directory still there: %v", err)
+	}
+	if err := m.CleanupPodDir(""); err == nil {
+		t.Errorf("cleanup of an empty UID succeeded; it must never remove RootDir/pods")
+	}
+}
+
+// TestMemoryEmptyDir mounts a real tmpfs, so it needs root (CAP_SYS_ADMIN).
+func TestMemoryEmptyDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting tmpfs needs root")
+	}
+	m, _, _ := newCfgManager(t, Options{})
+	pod := ccPod()
+	limit := resource.MustParse("8Mi")
+	ed := &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &limit}
+	dir, err := m.ensureEmptyDir(pod, "shm", ed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unmount(dir) })
+	// A second container mounting the volume must not stack a second tmpfs.
+	if _, err := m.ensureEmptyDir(pod, "shm", ed); err != nil {
+		t.Fatal(err)
+	}
+	mps, err := mountPointsUnder(m.podDir(pod.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mps) != 1 || mps[0] != dir {
+		t.Fatalf("mounts under the pod directory = %v, want one tmpfs at %s", mps, dir)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type != unix.TMPFS_MAGIC || int64(st.Blocks)*st.Bsize != 8<<20 {
+		t.Errorf("statfs type %#x size %d, want tmpfs of 8Mi", st.Type, int64(st.Blocks)*st.Bsize)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o777 {
+		t.Errorf("tmpfs root: %v, %v", fi, err)
+	}
+	if err := m.CleanupPodDir(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if mps, _ := mountPointsUnder(m.podDir(pod.UID)); len(mps) != 0 {
+		t.Errorf("still mounted after cleanup: %v", mps)
+	}
+	if _, err := os.Stat(m.podDir(pod.UID)); !os.IsNotExist(err) {
+		t.Errorf("pod directory still there: %v", err)
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	tests := map[string]string{
+		`/plain`:            "/plain",
+		`/with\040space`:    "/with space",
+		`/tab\011and\134bs`: "/tab\tand\\bs",
+		`/bad\09`:           `/bad\09`,
+		`/end\04`:           `/end\04`,
+	}
+	for in, want := range tests {
+		if got := unescapeMountPath(in); got != want {
+			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
