@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	fakeri "k8s.io/cri-api/pkg/apis/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fakeri "k8s.io/cri-api/pkg/apis/testing"
 )
 
 // newCfgManager is a Manager over the cri-api fakes with its state and log
@@ -272,13 +272,17 @@ func TestSandboxConfigTable(t *testing.T) {
 			},
 		},
 		{
-			name:    "bad seccomp profile type",
-			mutate:  func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: "Weird"}} },
+			name: "bad seccomp profile type",
+			mutate: func(p *v1.Pod) {
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: "Weird"}}
+			},
 			wantErr: `sandbox config for pod prod/web-node1: unknown seccompProfile type "Weird"`,
 		},
 		{
-			name:    "Localhost seccomp without a profile",
-			mutate:  func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost}} },
+			name: "Localhost seccomp without a profile",
+			mutate: func(p *v1.Pod) {
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost}}
+			},
 			wantErr: "seccompProfile type Localhost needs localhostProfile",
 		},
 	}
