@@ -21,8 +21,13 @@ import (
 )
 
 // API serves berth's local HTTP API on a loopback TCP address and on a unix
-// socket: health, readiness, metrics and the pods with their status.
+// socket: health, readiness, metrics, the pods with their status and events,
+// and (on the socket only) container logs.
 type API struct {
+	// PodLogsDir is the root of the CRI log layout the runtime manager
+	// writes (--pod-logs-dir); set it before Serve.
+	PodLogsDir string
+
 	agent *Agent
 	store *manifest.Store
 	log   *slog.Logger
@@ -34,13 +39,15 @@ type API struct {
 
 // NewAPI builds the API over a running agent.
 func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog.Logger) *API {
-	api := &API{agent: a, store: store, log: log}
+	api := &API{PodLogsDir: "/var/log/pods", agent: a, store: store, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.healthz)
 	mux.HandleFunc("GET /readyz", api.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /pods", api.pods)
 	mux.HandleFunc("GET /pods/{namespace}/{name}", api.pod)
+	mux.HandleFunc("GET /pods/{namespace}/{name}/events", api.podEvents)
+	mux.HandleFunc("GET /pods/{namespace}/{name}/log", api.podLog)
 	api.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return api
 }
