@@ -215,7 +215,7 @@ func tailStart(r io.ReaderAt, size int64, n int) (int64, error) {
 // first, until fn returns false.
 func eachLineBackward(r io.ReaderAt, size int64, fn func(line []byte, end int64) bool) error {
 	const block = 64 << 10
-	var data []byte  // r[dataStart:dataStart+len(data)), read but not handed out
+	var data []byte // r[dataStart:dataStart+len(data)), read but not handed out
 	dataStart := size
 	end := int64(-1) // offset past the newline of the next line to hand out
 	for {
