@@ -53,8 +53,12 @@ type Store struct {
 	required  []string
 	delivered map[string]bool
 	pods      map[string]map[types.UID]*v1.Pod // source -> UID -> pod as last emitted
-	problems  map[string][]Problem             // source -> its current problems
-	pending   []PodUpdate                      // merged, not yet handed to the channel
+	// inputs holds the pods as the source last sent them: sources resend
+	// the same object for an unchanged manifest, and pointer equality
+	// spares the deep comparison of every pod on every snapshot.
+	inputs   map[string]map[types.UID]*v1.Pod
+	problems map[string][]Problem // source -> its current problems
+	pending  []PodUpdate          // merged, not yet handed to the channel
 }
 
 // NewStore returns a store whose SourcesReady waits for every named source
@@ -73,6 +77,7 @@ func NewStoreWithClock(c clock.PassiveClock, sources ...string) *Store {
 		required:  append([]string(nil), sources...),
 		delivered: make(map[string]bool),
 		pods:      make(map[string]map[types.UID]*v1.Pod),
+		inputs:    make(map[string]map[types.UID]*v1.Pod),
 		problems:  make(map[string][]Problem),
 	}
 }
@@ -142,18 +147,22 @@ func (s *Store) merge(snap Snapshot) {
 	if !snap.Failed {
 		s.delivered[src] = true
 	}
-	old := s.pods[src]
+	old, oldInputs := s.pods[src], s.inputs[src]
 	cur := make(map[types.UID]*v1.Pod, len(snap.Pods))
+	inputs := make(map[types.UID]*v1.Pod, len(snap.Pods))
 	var adds, updates, reconciles, removes []*v1.Pod
 	for _, p := range snap.Pods {
 		if _, dup := cur[p.UID]; dup {
 			continue
 		}
+		inputs[p.UID] = p
 		prev, ok := old[p.UID]
 		switch {
 		case !ok:
 			p = s.stampSeen(p, "")
 			adds = append(adds, p)
+		case oldInputs[p.UID] == p:
+			p = prev
 		case differSemantically(prev, p):
 			p = s.stampSeen(p, prev.Annotations[AnnotationSeen])
 			updates = append(updates, p)
@@ -170,7 +179,7 @@ func (s *Store) merge(snap Snapshot) {
 			removes = append(removes, p)
 		}
 	}
-	s.pods[src] = cur
+	s.pods[src], s.inputs[src] = cur, inputs
 	for _, u := range []PodUpdate{
 		{Op: OpRemove, Source: src, Pods: removes},
 		{Op: OpAdd, Source: src, Pods: adds},

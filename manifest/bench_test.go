@@ -1,0 +1,140 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// benchManifest is a pod of the size operators write: a few ports, env,
+// probes, resources and volumes.
+func benchManifest(i int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: app-%d
+  namespace: edge
+  labels:
+    app: app-%d
+    tier: backend
+spec:
+  containers:
+  - name: app
+    image: registry.local:5000/team/app:1.%d
+    args: ["--port=8080", "--metrics=9090"]
+    ports:
+    - name: http
+      containerPort: 8080
+    - name: metrics
+      containerPort: 9090
+    env:
+    - name: NODE
+      valueFrom:
+        fieldRef:
+          fieldPath: spec.nodeName
+    - name: LOG_LEVEL
+      value: info
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+      limits: {memory: 128Mi}
+    livenessProbe:
+      httpGet: {path: /healthz, port: http}
+    readinessProbe:
+      tcpSocket: {port: 8080}
+    volumeMounts:
+    - name: data
+      mountPath: /data
+    - name: cache
+      mountPath: /cache
+  volumes:
+  - name: data
+    hostPath: {path: /srv/app-%d, type: DirectoryOrCreate}
+  - name: cache
+    emptyDir: {sizeLimit: 1Gi}
+`, i, i, i, i)
+}
+
+// BenchmarkParse1000 decodes, defaults and validates 1,000 manifests.
+func BenchmarkParse1000(b *testing.B) {
+	var inputs [][]byte
+	for i := range 1000 {
+		inputs = append(inputs, []byte(benchManifest(i)))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, in := range inputs {
+			if res := Parse(in, webOrigin, testNode); len(res.Pods) != 1 {
+				b.Fatalf("rejected: %v", res.Problems)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "µs/manifest")
+}
+
+// BenchmarkRenameToAdd measures what an operator waits for: from the
+// rename of a manifest into the watched directory to its ADD on the update
+// channel, for 200 files one after the other, in a directory that fills
+// up to 200 manifests.
+func BenchmarkRenameToAdd(b *testing.B) {
+	const files = 200
+	root := b.TempDir()
+	dir := filepath.Join(root, "manifests")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	store := NewStore(SourceFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Run(ctx, SourceConfig{NodeName: testNode, ManifestPath: dir, FileCheckFrequency: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store)
+	}()
+	defer func() { cancel(); <-done }()
+	wait := func(op Op, n int) {
+		for n > 0 {
+			select {
+			case u := <-store.Updates():
+				if u.Op == op {
+					n -= len(u.Pods)
+				}
+			case <-time.After(10 * time.Second):
+				b.Fatalf("no %s within 10s", op)
+			}
+		}
+	}
+	var lat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		for f := range files {
+			name := fmt.Sprintf("app-%d.yaml", f)
+			tmp := filepath.Join(root, name)
+			if err := os.WriteFile(tmp, []byte(benchManifest(i*files+f)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+				b.Fatal(err)
+			}
+			wait(OpAdd, 1)
+			lat = append(lat, time.Since(start))
+		}
+		b.StopTimer()
+		for f := range files {
+			if err := os.Remove(filepath.Join(dir, fmt.Sprintf("app-%d.yaml", f))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wait(OpRemove, files)
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lat[len(lat)/2]), "ms-median")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "ms-p99")
+	b.ReportMetric(0, "ns/op")
+}
