@@ -232,7 +232,7 @@ func (a *Agent) handleRelist(r relist) {
 		if a.workers.observe(uid, st, r.at) || st == nil {
 			continue
 		}
-		a.cleanupOrphan(st)
+		a.cleanupOrphan(st, r.at)
 	}
 }
 
@@ -242,9 +242,10 @@ func (a *Agent) housekeeping() {
 	if a.relisted {
 		for _, st := range a.lastRelist.pods {
 			if !a.workers.known(st.UID) {
-				a.cleanupOrphan(st)
+				a.cleanupOrphan(st, a.lastRelist.at)
 			}
 		}
+		a.workers.forgetFinished(a.lastRelist.at)
 	}
 	a.events.gc()
 	if a.health.Healthy() == nil {
@@ -255,9 +256,10 @@ func (a *Agent) housekeeping() {
 
 // cleanupOrphan stops and removes a berth-owned runtime pod that no source
 // asks for, but only once every source has delivered: before that, an
-// unknown pod may simply not have been read yet.
-func (a *Agent) cleanupOrphan(st *cri.PodStatus) {
-	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] {
+// unknown pod may simply not have been read yet. seen is when the runtime
+// was read: a pod removed by its lane since then is a stale sighting.
+func (a *Agent) cleanupOrphan(st *cri.PodStatus, seen time.Time) {
+	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.finishedSince(st.UID, seen) {
 		return
 	}
 	a.log.Info("stopping and removing orphaned pod", "pod", st.Name, "namespace", st.Namespace, "uid", st.UID)

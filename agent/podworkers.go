@@ -66,10 +66,12 @@ type podWorkers struct {
 	// metrics and the next sync loop turn; may be nil.
 	onTerminated func(uid types.UID)
 
-	mu      sync.Mutex // guards workers, gate and the guarded fields of each podWorker
+	mu      sync.Mutex // guards workers, gate, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
 	gate    *fullNameGate
-	wg      sync.WaitGroup
+	// finished records when each recently closed lane removed its pod.
+	finished map[types.UID]time.Time
+	wg       sync.WaitGroup
 }
 
 func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, log *slog.Logger) *podWorkers {
@@ -83,6 +85,7 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 		retryAfterError: 2 * time.Second,
 		workers:         map[types.UID]*podWorker{},
 		gate:            newFullNameGate(),
+		finished:        map[types.UID]time.Time{},
 	}
 }
 
@@ -324,8 +327,10 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	}
 }
 
-// terminate stops every container and sandbox of the pod, then finishes the
-// lane (removed pods) or parks it as terminated (completed pods).
+// terminate stops every container and sandbox of the pod and frees its full
+// name at once (a replacement may start while the old objects are removed),
+// then finishes the lane (removed pods) or parks it as terminated (completed
+// pods).
 func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
 	log := p.log.With("uid", w.uid, "pod", w.fullName)
 	status, err := p.rt.PodStatus(p.ctx, w.uid)
@@ -343,23 +348,23 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 		}
 		return false
 	}
+	p.mu.Lock()
+	p.wakeUIDLocked(p.gate.release(w.fullName, w.uid))
+	if !remove {
+		w.state = stateTerminated
+	}
+	p.mu.Unlock()
 	if remove {
 		return p.finish(w, status)
 	}
 	st := buildPodStatus(statusInput{pod: pod, runtime: status, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
 	p.status.set(pod, st)
-	p.mu.Lock()
-	w.state = stateTerminated
-	next := p.gate.release(w.fullName, w.uid)
-	p.wakeUIDLocked(next)
-	p.mu.Unlock()
 	log.Info("pod terminated", "phase", st.Phase)
 	return false
 }
 
-// finish removes a stopped pod's runtime objects and directory, frees its
-// full name for the next pod and closes the lane. status may be nil when the
-// caller has not just read it.
+// finish removes a stopped pod's runtime objects and directory and closes
+// the lane. status may be nil when the caller has not just read it.
 func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	log := p.log.With("uid", w.uid, "pod", w.fullName)
 	var err error
@@ -385,10 +390,8 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 		w.timer.Stop()
 	}
 	delete(p.workers, w.uid)
-	next := p.gate.release(w.fullName, w.uid)
-	p.wakeUIDLocked(next)
-	readd := w.readd
-	if readd != nil {
+	p.finished[w.uid] = p.clock.Now()
+	if readd := w.readd; readd != nil {
 		p.startWorkerLocked(readd.UID, fullName(readd.Name, readd.Namespace), readd)
 	}
 	p.mu.Unlock()
@@ -397,6 +400,28 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 		p.onTerminated(w.uid)
 	}
 	return true
+}
+
+// finishedSince reports whether the lane of uid removed its pod at or after
+// t: a relist taken before then may still show the pod, which is then no
+// orphan but a leftover of a stale snapshot.
+func (p *podWorkers) finishedSince(uid types.UID, t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.finished[uid]
+	return ok && !at.Before(t)
+}
+
+// forgetFinished drops records of lanes finished before t, so the record
+// does not grow over years of pod churn.
+func (p *podWorkers) forgetFinished(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for uid, at := range p.finished {
+		if at.Before(t) {
+			delete(p.finished, uid)
+		}
+	}
 }
 
 func (p *podWorkers) wakeUIDLocked(uid types.UID) {

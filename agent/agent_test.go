@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/manifest"
+)
+
+const loop = "trap 'exit 0' TERM; while true; do sleep 1; done"
+
+func TestAgentRunsAndRemovesPod(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	p := simplePod(t, "web", loop)
+	h.apply(manifest.SourceFile, p)
+	h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
+	h.eventually("status Running and Ready", func() bool {
+		st := h.status(p.UID)
+		return st != nil && st.Status.Phase == v1.PodRunning && conditionTrue(st.Status, v1.PodReady)
+	})
+	if err := h.agent.Ready(); err != nil {
+		t.Errorf("Ready() = %v after the pod was dispatched", err)
+	}
+
+	h.apply(manifest.SourceFile)
+	h.eventually("pod removed from the runtime", func() bool { return h.rt.objects(p.UID) == 0 })
+	h.eventually("status dropped", func() bool { return h.status(p.UID) == nil })
+	h.eventually("lane closed", func() bool { all, _ := h.agent.workers.count(); return all == 0 })
+}
+
+func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	old := simplePod(t, "web", loop)
+	h.apply(manifest.SourceFile, old)
+	h.eventually("old running", func() bool { c, _ := h.rt.running(old.UID); return c == 1 })
+
+	release := h.rt.hold(old.UID)
+	edited := simplePod(t, "web", loop+" # v2")
+	if edited.UID == old.UID || edited.Name != old.Name {
+		t.Fatalf("an edit must keep the name and change the UID: %s/%s vs %s/%s", old.Name, old.UID, edited.Name, edited.UID)
+	}
+	h.apply(manifest.SourceFile, edited)
+	h.eventually("new pod waiting for the name", func() bool {
+		st := h.status(edited.UID)
+		return st != nil && st.Status.Reason == "WaitingForPreviousPod"
+	})
+	for range 20 {
+		h.clock.Step(time.Second)
+	}
+	if slices.Contains(h.rt.events(), "run:"+string(edited.UID)) {
+		t.Fatal("new pod's sandbox started while the old pod's containers were still being stopped")
+	}
+	release()
+	h.eventually("new running", func() bool { c, _ := h.rt.running(edited.UID); return c == 1 })
+	ev := h.rt.events()
+	stopOld := slices.Index(ev, "stop:"+string(old.UID))
+	runNew := slices.Index(ev, "run:"+string(edited.UID))
+	if stopOld < 0 || runNew < stopOld {
+		t.Errorf("runtime events %v: the old sandbox must stop before the new one runs", ev)
+	}
+}
+
+func TestAgentWaitingPodRemovedNeverStarts(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	a := simplePod(t, "web", loop)
+	b := simplePod(t, "web", loop+" # b")
+	c := simplePod(t, "web", loop+" # c")
+	h.apply(manifest.SourceFile, a)
+	h.eventually("a running", func() bool { n, _ := h.rt.running(a.UID); return n == 1 })
+	release := h.rt.hold(a.UID)
+	h.apply(manifest.SourceFile, b)
+	h.eventually("b waiting", func() bool { st := h.status(b.UID); return st != nil && st.Status.Reason == "WaitingForPreviousPod" })
+	h.apply(manifest.SourceFile, c)
+	h.eventually("b withdrawn", func() bool { return !h.agent.workers.known(b.UID) })
+	release()
+	h.eventually("c running", func() bool { n, _ := h.rt.running(c.UID); return n == 1 })
+	if slices.Contains(h.rt.events(), "run:"+string(b.UID)) {
+		t.Errorf("pod b was removed while waiting, yet it started: %v", h.rt.events())
+	}
+}
+
+func TestAgentTwoSourcesSameFullNameNeverRunBoth(t *testing.T) {
+	h := newHarness(t, harnessOpts{sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+	fromFile := simplePod(t, "web", loop)
+	fromHTTP := pod(t, "http://example/pods", `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: app, image: "busybox:1.36", command: [sh, -c, "sleep 1000"]}]
+`)
+	h.apply(manifest.SourceFile, fromFile)
+	h.apply(manifest.SourceHTTP, fromHTTP)
+	h.eventually("one of them running", func() bool {
+		a, _ := h.rt.running(fromFile.UID)
+		b, _ := h.rt.running(fromHTTP.UID)
+		return a+b == 1
+	})
+	for range 30 {
+		h.clock.Step(time.Second)
+		a, _ := h.rt.running(fromFile.UID)
+		b, _ := h.rt.running(fromHTTP.UID)
+		if a+b > 1 {
+			t.Fatal("two UIDs of one full name run at once")
+		}
+	}
+}
+
+func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
+	rt := newRecordingRuntime()
+	first := newHarness(t, harnessOpts{rt: rt})
+	gone := simplePod(t, "gone", loop)
+	first.apply(manifest.SourceFile, gone)
+	first.eventually("pod running", func() bool { n, _ := rt.running(gone.UID); return n == 1 })
+	first.stop()
+
+	h := newHarness(t, harnessOpts{rt: rt, sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+	h.apply(manifest.SourceFile)
+	for range 30 {
+		h.clock.Step(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	if n, _ := rt.running(gone.UID); n != 1 {
+		t.Fatal("a pod unknown to the sources was stopped before every source had delivered")
+	}
+	h.apply(manifest.SourceHTTP)
+	h.eventually("orphan removed once every source is ready", func() bool { return rt.objects(gone.UID) == 0 })
+}
+
+func TestAgentLeavesForeignSandboxesAlone(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	foreign, err := h.rt.FakeRuntimeService.RunPodSandbox(t.Context(), foreignSandboxConfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.apply(manifest.SourceFile)
+	for range 30 {
+		h.clock.Step(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	h.rt.FakeRuntimeService.Lock()
+	s := h.rt.Sandboxes[foreign]
+	h.rt.FakeRuntimeService.Unlock()
+	if s == nil || s.State != readySandbox {
+		t.Errorf("foreign sandbox was touched: %+v", s)
+	}
+}
+
+func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
+	rt := newRecordingRuntime()
+	first := newHarness(t, harnessOpts{rt: rt})
+	p := simplePod(t, "web", loop)
+	first.apply(manifest.SourceFile, p)
+	first.eventually("pod running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
+	first.stop()
+	rt.FakeRuntimeService.Lock()
+	rt.Called = nil
+	rt.FakeRuntimeService.Unlock()
+
+	h := newHarness(t, harnessOpts{rt: rt})
+	h.apply(manifest.SourceFile, p)
+	h.eventually("ready", func() bool { return h.agent.Ready() == nil })
+	h.eventually("status Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
+	for range 5 {
+		h.clock.Step(time.Second)
+	}
+	if got := rt.calls("RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "StopPodSandbox"); len(got) > 0 {
+		t.Errorf("adopting a running pod changed the runtime: %v", got)
+	}
+}
+
+func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	p := simplePod(t, "crash", "exit 1")
+	h.apply(manifest.SourceFile, p)
+	h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
+
+	h.rt.exit(p.UID, 1, h.clock.Now())
+	h.eventually("restarted after the exit", func() bool {
+		st := h.status(p.UID)
+		return st != nil && st.Status.ContainerStatuses[0].RestartCount == 1 && st.Status.ContainerStatuses[0].State.Running != nil
+	})
+	h.rt.exit(p.UID, 1, h.clock.Now())
+	h.eventually("CrashLoopBackOff shown while backing off", func() bool {
+		st := h.status(p.UID)
+		if st == nil {
+			return false
+		}
+		w := st.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "CrashLoopBackOff"
+	})
+	h.eventually("restarted again after the back-off", func() bool {
+		st := h.status(p.UID)
+		return st != nil && st.Status.ContainerStatuses[0].RestartCount == 2
+	})
+}
+
+func TestAgentCompletedPodIsTerminatedNotRestarted(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	p := pod(t, "/m/job.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: job}
+spec:
+  restartPolicy: Never
+  containers: [{name: app, image: "busybox:1.36", command: [sh, -c, "true"]}]
+`)
+	h.apply(manifest.SourceFile, p)
+	h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
+	h.rt.exit(p.UID, 0, h.clock.Now())
+	h.eventually("Succeeded and its sandbox stopped", func() bool {
+		_, sandboxes := h.rt.running(p.UID)
+		return h.phase(p.UID) == v1.PodSucceeded && sandboxes == 0
+	})
+	for range 20 {
+		h.clock.Step(time.Second)
+	}
+	if got := h.rt.calls("CreateContainer")["CreateContainer"]; got != 1 {
+		t.Errorf("a completed pod under restartPolicy Never was restarted: %d CreateContainer calls", got)
+	}
+	if h.rt.objects(p.UID) == 0 {
+		t.Error("a completed pod still listed in its source lost its containers (its logs)")
+	}
+}
+
+func TestAgentMaxPods(t *testing.T) {
+	h := newHarness(t, harnessOpts{maxPods: 1})
+	a := simplePod(t, "a", loop)
+	b := simplePod(t, "b", loop)
+	h.apply(manifest.SourceFile, a, b)
+	h.eventually("a running", func() bool { n, _ := h.rt.running(a.UID); return n == 1 })
+	h.eventually("b rejected", func() bool { st := h.status(b.UID); return st != nil && st.Status.Reason == "OutOfpods" })
+	if st := h.status(b.UID); st.Status.Phase != v1.PodFailed {
+		t.Errorf("rejected pod phase = %s, want Failed", st.Status.Phase)
+	}
+	if h.rt.objects(b.UID) != 0 {
+		t.Error("a pod beyond max-pods got runtime objects")
+	}
+	h.apply(manifest.SourceFile, a)
+	h.eventually("rejected pod's status dropped with its manifest", func() bool { return h.status(b.UID) == nil })
+}
+
+func TestAgentRuntimeOutage(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	p := simplePod(t, "web", loop)
+	h.apply(manifest.SourceFile, p)
+	h.eventually("running and healthy", func() bool { n, _ := h.rt.running(p.UID); return n == 1 && h.agent.Healthy() == nil })
+	down := errors.New("connection refused")
+	for range 5 {
+		h.rt.InjectError("ListPodSandbox", down)
+	}
+	h.eventually("unhealthy while the runtime is down", func() bool { return h.agent.Healthy() != nil })
+	h.eventually("healthy once it answers again", func() bool { return h.agent.Healthy() == nil })
+	if n, s := h.rt.running(p.UID); n != 1 || s != 1 {
+		t.Errorf("after the outage: %d running containers, %d ready sandboxes; want 1 and 1", n, s)
+	}
+}

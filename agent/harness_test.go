@@ -1,0 +1,288 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	apitest "k8s.io/cri-api/pkg/apis/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
+)
+
+const testNode = "node1"
+
+// harness runs a real Agent over a real cri.Manager whose runtime and image
+// services are the cri-api fakes, on a fake clock.
+type harness struct {
+	t      *testing.T
+	clock  *clocktesting.FakeClock
+	rt     *recordingRuntime
+	img    *apitest.FakeImageService
+	mgr    *cri.Manager
+	store  *manifest.Store
+	agent  *Agent
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type harnessOpts struct {
+	sources []string
+	maxPods int
+	rt      *recordingRuntime // reuse a runtime (adoption); nil makes one
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	if len(o.sources) == 0 {
+		o.sources = []string{manifest.SourceFile}
+	}
+	if o.rt == nil {
+		o.rt = newRecordingRuntime()
+	}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)), rt: o.rt}
+	h.img = apitest.NewFakeImageService()
+	h.img.SetFakeImages([]string{"busybox:1.36"})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	events := NewEventLog(h.clock, log)
+	h.mgr = cri.NewManager(h.rt, h.img, cri.Options{
+		NodeName: testNode, RootDir: t.TempDir(), PodLogsDir: t.TempDir(), Clock: h.clock, Recorder: events,
+		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
+	})
+	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
+	h.agent = newAgent(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Events: events}, h.store, h.mgr)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done = make(chan error, 1)
+	go func() { h.done <- h.agent.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+// stop ends the agent and waits for every goroutine it started.
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	h.cancel = nil
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("agent.Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("agent did not stop")
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// pod parses a manifest the way the file source does.
+func pod(t *testing.T, path, yaml string) *v1.Pod {
+	t.Helper()
+	res := manifest.Parse([]byte(yaml), manifest.Origin{Source: manifest.SourceFile, Path: path}, testNode)
+	if len(res.Problems) > 0 || len(res.Pods) != 1 {
+		t.Fatalf("manifest %s: %v", path, res.Problems)
+	}
+	return res.Pods[0]
+}
+
+func simplePod(t *testing.T, name, command string) *v1.Pod {
+	return pod(t, "/m/"+name+".yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  restartPolicy: Always
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: ["sh", "-c", %q]
+`, name, command))
+}
+
+// apply delivers a snapshot of the given source.
+func (h *harness) apply(source string, pods ...*v1.Pod) {
+	h.t.Helper()
+	if err := h.store.Apply(context.Background(), manifest.Snapshot{Source: source, Pods: pods}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// eventually steps the fake clock by a relist period at a time until cond
+// holds; the agent's goroutines run in between.
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for: %s", what)
+		}
+		h.clock.Step(100 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (h *harness) status(uid types.UID) *v1.Pod { return h.agent.status.get(uid) }
+
+func (h *harness) phase(uid types.UID) v1.PodPhase {
+	if p := h.status(uid); p != nil {
+		return p.Status.Phase
+	}
+	return ""
+}
+
+// recordingRuntime is the cri-api fake runtime with an ordered log of the
+// calls that start and stop pods, labelled by pod UID, and optional gates
+// that hold StopContainer of a pod until released.
+type recordingRuntime struct {
+	*apitest.FakeRuntimeService
+
+	mu       sync.Mutex // guards log and holdStop
+	log      []string
+	holdStop map[types.UID]chan struct{}
+}
+
+func newRecordingRuntime() *recordingRuntime {
+	return &recordingRuntime{FakeRuntimeService: apitest.NewFakeRuntimeService(), holdStop: map[types.UID]chan struct{}{}}
+}
+
+func (r *recordingRuntime) record(s string) {
+	r.mu.Lock()
+	r.log = append(r.log, s)
+	r.mu.Unlock()
+}
+
+func (r *recordingRuntime) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+func (r *recordingRuntime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	r.record("run:" + config.Metadata.Uid)
+	return r.FakeRuntimeService.RunPodSandbox(ctx, config, handler)
+}
+
+func (r *recordingRuntime) StopPodSandbox(ctx context.Context, id string) error {
+	r.record("stop:" + r.sandboxUID(id))
+	return r.FakeRuntimeService.StopPodSandbox(ctx, id)
+}
+
+func (r *recordingRuntime) StopContainer(ctx context.Context, id string, timeout int64) error {
+	r.FakeRuntimeService.Lock()
+	var uid types.UID
+	if c, ok := r.Containers[id]; ok {
+		uid = types.UID(c.Labels[cri.LabelPodUID])
+	}
+	r.FakeRuntimeService.Unlock()
+	r.mu.Lock()
+	gate := r.holdStop[uid]
+	r.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return r.FakeRuntimeService.StopContainer(ctx, id, timeout)
+}
+
+// hold makes StopContainer of uid's containers wait until the returned func
+// is called.
+func (r *recordingRuntime) hold(uid types.UID) (release func()) {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.holdStop[uid] = ch
+	r.mu.Unlock()
+	return func() { close(ch) }
+}
+
+func (r *recordingRuntime) sandboxUID(id string) string {
+	r.FakeRuntimeService.Lock()
+	defer r.FakeRuntimeService.Unlock()
+	if s, ok := r.Sandboxes[id]; ok {
+		return s.Metadata.Uid
+	}
+	return "?"
+}
+
+// running counts the running containers and ready sandboxes of uid.
+func (r *recordingRuntime) running(uid types.UID) (containers, sandboxes int) {
+	r.FakeRuntimeService.Lock()
+	defer r.FakeRuntimeService.Unlock()
+	for _, c := range r.Containers {
+		if c.Labels[cri.LabelPodUID] == string(uid) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			containers++
+		}
+	}
+	for _, s := range r.Sandboxes {
+		if s.Metadata.Uid == string(uid) && s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			sandboxes++
+		}
+	}
+	return containers, sandboxes
+}
+
+// objects counts every container and sandbox of uid, in any state.
+func (r *recordingRuntime) objects(uid types.UID) int {
+	r.FakeRuntimeService.Lock()
+	defer r.FakeRuntimeService.Unlock()
+	n := 0
+	for _, c := range r.Containers {
+		if c.Labels[cri.LabelPodUID] == string(uid) {
+			n++
+		}
+	}
+	for _, s := range r.Sandboxes {
+		if s.Metadata.Uid == string(uid) {
+			n++
+		}
+	}
+	return n
+}
+
+// exit marks uid's running containers exited with code, as if they died.
+func (r *recordingRuntime) exit(uid types.UID, code int32, at time.Time) {
+	r.FakeRuntimeService.Lock()
+	defer r.FakeRuntimeService.Unlock()
+	for _, c := range r.Containers {
+		if c.Labels[cri.LabelPodUID] == string(uid) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+			c.ExitCode = code
+			c.FinishedAt = at.UnixNano()
+		}
+	}
+}
+
+// calls returns how many times the fake saw each of the named methods.
+func (r *recordingRuntime) calls(names ...string) map[string]int {
+	out := map[string]int{}
+	for _, c := range r.GetCalls() {
+		for _, n := range names {
+			if c == n {
+				out[n]++
+			}
+		}
+	}
+	return out
+}
