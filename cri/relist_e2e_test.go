@@ -203,3 +203,51 @@ func TestE2ERelistAndPodStatus(t *testing.T) {
 	}
 	t.Logf("idle relist on the real runtime: %v each (%d pods listed)", time.Since(start)/n, len(pods))
 }
+
+// TestE2ERelistFiftyPods measures observation at the size berth aims at:
+// a cold relist (a restarted berth) reads each object once, an idle one is
+// two calls whatever the number of pods.
+func TestE2ERelistFiftyPods(t *testing.T) {
+	const n = 50
+	setup := newE2EManager(t)
+	ctx := context.Background()
+	created := time.Now()
+	for i := range n {
+		startE2EPod(ctx, t, setup, fmt.Sprintf("many-%02d", i), false, e2eContainer{"runs", "exec sleep 3600"})
+	}
+	t.Logf("created %d pods in %v", n, time.Since(created))
+
+	reg := prometheus.NewRegistry()
+	rs, is := Instrument(setup.runtime, setup.images, reg)
+	m := NewManager(rs, is, setup.opts)
+	start := time.Now()
+	pods, err := m.Relist(ctx)
+	cold := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := 0
+	for _, p := range pods {
+		objects += len(p.Sandboxes) + len(p.Containers)
+	}
+	if len(pods) < n {
+		t.Fatalf("relist found %d pods, want at least %d", len(pods), n)
+	}
+	if calls := totalOps(t, reg); calls != float64(2+objects) {
+		t.Errorf("cold relist made %v calls, want 2 lists + %d status calls", calls, objects)
+	}
+
+	before := totalOps(t, reg)
+	start = time.Now()
+	const rounds = 20
+	for range rounds {
+		if _, err := m.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle := time.Since(start) / rounds
+	if calls := totalOps(t, reg) - before; calls != 2*rounds {
+		t.Errorf("%d idle relists made %v calls, want %d", rounds, calls, 2*rounds)
+	}
+	t.Logf("%d pods: cold relist %v (%d calls), idle relist %v (2 calls)", len(pods), cold, 2+objects, idle)
+}

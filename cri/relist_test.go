@@ -440,3 +440,66 @@ func TestSpecImage(t *testing.T) {
 		}
 	}
 }
+
+// TestObservationConcurrentUse runs relists, single-pod reads and removals
+// at once, as the PLEG and pod workers do, for the race detector.
+func TestObservationConcurrentUse(t *testing.T) {
+	env := newCRITestEnv(t)
+	env.setPods(10)
+	env.m.runtime = grpcNotFound{env.rs}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for range 20 {
+				if _, err := env.m.Relist(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for i := range 10 {
+		wg.Go(func() {
+			uid := types.UID(fmt.Sprintf("uid-%d", i))
+			st, err := env.m.PodStatus(ctx, uid)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if i%2 == 0 {
+				if err := env.m.RemovePod(ctx, st); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	pods, err := env.m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 5 {
+		t.Errorf("%d pods left, want the 5 not removed", len(pods))
+	}
+}
+
+// grpcNotFound makes the fake's "not found" errors the gRPC NotFound a real
+// runtime returns, for tests where objects vanish between list and status.
+type grpcNotFound struct{ *fakeapi.FakeRuntimeService }
+
+func (f grpcNotFound) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+	resp, err := f.FakeRuntimeService.ContainerStatus(ctx, id, verbose)
+	return resp, asGRPCNotFound(err)
+}
+
+func (f grpcNotFound) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+	resp, err := f.FakeRuntimeService.PodSandboxStatus(ctx, id, verbose)
+	return resp, asGRPCNotFound(err)
+}
+
+func asGRPCNotFound(err error) error {
+	if err != nil && strings.Contains(err.Error(), "not found") {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	return err
+}
