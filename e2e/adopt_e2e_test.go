@@ -1,0 +1,145 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestAdoptAfterSIGKILL runs 20 pods, kills berth with SIGKILL and starts
+// it again on the same directories: the new berth adopts every pod, so the
+// runtime holds exactly the same sandboxes and containers before and after
+// (no restart, no duplicate), and /pods shows them all Running with 0
+// restarts.
+func TestAdoptAfterSIGKILL(t *testing.T) {
+	const n = 20
+	manifests := map[string]string{}
+	var names []string
+	for i := range n {
+		m := fmt.Sprintf("adopt-%02d", i)
+		p := sleeper(m)
+		p.Spec.HostNetwork = i%2 == 1 // half on the host network, half on the pod network
+		manifests[m+".yaml"] = podManifest(p)
+		names = append(names, podName(m))
+	}
+	b := newBerth(t, berthOptions{manifests: manifests})
+	b.waitReady()
+	took := b.waitFor(fmt.Sprintf("all %d pods Running in /pods and through CRI", n), 3*waitTimeout, func() (bool, string) {
+		return allRunning(b, names)
+	})
+	t.Logf("%d pods running %s after berth became ready", n, took.Round(time.Millisecond))
+	before := managedSnapshot(t)
+	if len(before.running) != n {
+		t.Fatalf("runtime before the kill: %d running containers, want %d: %s", len(before.running), n, before)
+	}
+
+	b.kill()
+	// The pods outlive berth.
+	if now := managedSnapshot(t); now.String() != before.String() {
+		t.Fatalf("berth's SIGKILL changed the runtime:\nbefore: %s\nafter:  %s", before, now)
+	}
+
+	restarted := time.Now()
+	b.start()
+	ready := b.waitReady()
+	t.Logf("restart with %d pods: /readyz 200 after %s", n, ready.Round(time.Millisecond))
+	took = b.waitFor(fmt.Sprintf("all %d pods Running in /pods", n), waitTimeout, func() (bool, string) {
+		return allRunning(b, names)
+	})
+	t.Logf("restart with %d pods: /pods shows all Running %s after start", n, time.Since(restarted).Round(time.Millisecond))
+
+	list := b.mustPods()
+	for _, p := range list.Items {
+		cs := containerStatus(&p, "main")
+		if cs == nil {
+			t.Errorf("%s: no status of container main", p.Name)
+			continue
+		}
+		if cs.RestartCount != 0 {
+			t.Errorf("%s: restartCount %d after adoption, want 0", p.Name, cs.RestartCount)
+		}
+		if id := before.byPod[p.Name]; shortID(cs.ContainerID) != shortID(id) {
+			t.Errorf("%s: /pods shows container %s, the adopted one is %s", p.Name, shortID(cs.ContainerID), shortID(id))
+		}
+	}
+	// Let a few relists and housekeeping periods pass: still nothing new.
+	time.Sleep(4 * time.Second)
+	if after := managedSnapshot(t); after.String() != before.String() {
+		t.Errorf("berth's restart changed the runtime (containers restarted or duplicated):\nbefore: %s\nafter:  %s", before, after)
+	}
+}
+
+// allRunning says whether /pods shows every pod of names Running and Ready
+// and CRI shows each with one ready sandbox and one running container.
+func allRunning(b *berth, names []string) (bool, string) {
+	list, err := b.pods()
+	if err != nil {
+		return false, err.Error()
+	}
+	byName := map[string]*v1.Pod{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	var notYet []string
+	for _, name := range names {
+		p := byName[name]
+		if p == nil || p.Status.Phase != v1.PodRunning || !podReady(p) {
+			notYet = append(notYet, name)
+			continue
+		}
+		if _, ok, _ := runtimeState(name, "main", p.UID); !ok {
+			notYet = append(notYet, name+"(cri)")
+		}
+	}
+	return len(notYet) == 0, fmt.Sprintf("%d of %d not running yet: %v", len(notYet), len(names), notYet)
+}
+
+// snapshot is every berth-owned sandbox and container of the bed.
+type snapshot struct {
+	sandboxes []string          // "id state uid"
+	running   []string          // running container ids
+	all       []string          // "id state pod" of every container
+	byPod     map[string]string // pod name -> running container id
+}
+
+func (s snapshot) String() string {
+	return fmt.Sprintf("sandboxes %v; containers %v", s.sandboxes, s.all)
+}
+
+func managedSnapshot(t *testing.T) snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	managed := map[string]string{labelManaged: "true"}
+	sbs, err := bed.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: managed}})
+	if err != nil {
+		t.Fatalf("ListPodSandbox: %v", err)
+	}
+	cs, err := bed.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: managed}})
+	if err != nil {
+		t.Fatalf("ListContainers: %v", err)
+	}
+	s := snapshot{byPod: map[string]string{}}
+	for _, sb := range sbs.Items {
+		s.sandboxes = append(s.sandboxes, fmt.Sprintf("%s %s %s", shortID(sb.Id), strings.TrimPrefix(sb.State.String(), "SANDBOX_"), sb.Labels[labelPodName]))
+	}
+	for _, c := range cs.Containers {
+		s.all = append(s.all, fmt.Sprintf("%s %s %s", shortID(c.Id), strings.TrimPrefix(c.State.String(), "CONTAINER_"), c.Labels[labelPodName]))
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			s.running = append(s.running, c.Id)
+			s.byPod[c.Labels[labelPodName]] = c.Id
+		}
+	}
+	sort.Strings(s.sandboxes)
+	sort.Strings(s.all)
+	sort.Strings(s.running)
+	return s
+}
