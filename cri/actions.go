@@ -66,7 +66,10 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 		status = &PodStatus{UID: pod.UID}
 	}
 	create, attempt, sandboxID := sandboxChanged(pod, status)
-	a := PodActions{KillPod: create, CreateSandbox: create, Attempt: attempt, SandboxID: sandboxID}
+	// Replacing a sandbox kills the old pod first; a pod the runtime knows
+	// nothing of has nothing to kill.
+	hasRuntimeState := len(status.Sandboxes) > 0 || len(status.Containers) > 0
+	a := PodActions{KillPod: create && hasRuntimeState, CreateSandbox: create, Attempt: attempt, SandboxID: sandboxID}
 	if create {
 		// Under Never a pod whose sandbox died after its containers ran is
 		// finished: its containers would not be restarted anyway.

@@ -65,16 +65,16 @@ func TestComputePodActions(t *testing.T) {
 	}{
 		// Sandbox decisions.
 		{
-			name:    "new pod without status creates sandbox 0 and starts all",
-			pod:     actPod(always, nil, two),
-			status:  func(*v1.Pod) *PodStatus { return nil },
-			killPod: true, create: true, start: []int{0, 1},
+			name:   "new pod without status creates sandbox 0 and starts all",
+			pod:    actPod(always, nil, two),
+			status: func(*v1.Pod) *PodStatus { return nil },
+			create: true, start: []int{0, 1},
 		},
 		{
-			name:    "new pod with empty status",
-			pod:     actPod(always, nil, two),
-			status:  func(*v1.Pod) *PodStatus { return podStatusOf(nil) },
-			killPod: true, create: true, start: []int{0, 1},
+			name:   "new pod with empty status",
+			pod:    actPod(always, nil, two),
+			status: func(*v1.Pod) *PodStatus { return podStatusOf(nil) },
+			create: true, start: []int{0, 1},
 		},
 		{
 			name: "newest sandbox not ready is replaced with the next attempt",
@@ -129,10 +129,10 @@ func TestComputePodActions(t *testing.T) {
 			sandbox: "sb1",
 		},
 		{
-			name:    "new sandbox runs init containers from the first, apps later",
-			pod:     actPod(always, inits, two),
-			status:  func(*v1.Pod) *PodStatus { return nil },
-			killPod: true, create: true, nextInit: "i0",
+			name:   "new sandbox runs init containers from the first, apps later",
+			pod:    actPod(always, inits, two),
+			status: func(*v1.Pod) *PodStatus { return nil },
+			create: true, nextInit: "i0",
 		},
 		{
 			name: "replaced sandbox reruns init containers even if they succeeded",
