@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +83,87 @@ func TestBedRunsPods(t *testing.T) {
 				t.Errorf("sandbox %s still listed after removal", p.sandbox)
 			}
 		})
+	}
+}
+
+// TestBedPodNetworking serves HTTP from a pod and reaches it from the host
+// the ways berth and its users do: the pod IP (HTTP probes) and a hostPort
+// (portmap), on loopback and on the host's own address.
+func TestBedPodNetworking(t *testing.T) {
+	b := StartT(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hostPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := runPodWith(ctx, t, b, "web", false, "echo served > /var/www/index.html && exec httpd -f -p 80 -h /var/www",
+		func(c *runtimeapi.PodSandboxConfig) {
+			c.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(hostPort)}}
+		})
+	st, err := b.Runtime().PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.sandbox})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus: %v", err)
+	}
+	podIP := st.GetStatus().GetNetwork().GetIp()
+	targets := []string{
+		net.JoinHostPort(podIP, "80"),
+		net.JoinHostPort("127.0.0.1", fmt.Sprint(hostPort)),
+	}
+	if ip := hostIP(t); ip != "" {
+		targets = append(targets, net.JoinHostPort(ip, fmt.Sprint(hostPort)))
+	}
+	for _, target := range targets {
+		body, err := getRetry(ctx, "http://"+target+"/")
+		if err != nil {
+			t.Errorf("GET %s: %v", target, err)
+			continue
+		}
+		if body != "served\n" {
+			t.Errorf("GET %s = %q, want %q", target, body, "served\n")
+		}
+	}
+}
+
+// hostIP returns an IPv4 address of the host outside loopback and the
+// beds' subnets, or "" when it has none.
+func hostIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !strings.HasPrefix(ipn.IP.String(), "10.231.") {
+			return ipn.IP.String()
+		}
+	}
+	return ""
+}
+
+// getRetry GETs url until it answers (the server in the pod takes a moment
+// to listen) and returns the body.
+func getRetry(ctx context.Context, url string) (string, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				return string(body), nil
+			}
+			err = fmt.Errorf("status %d, body %q, %v", resp.StatusCode, body, rerr)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -233,8 +316,17 @@ func TestCloseWithoutContainerd(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := runPod(ctx, t, b, "stranded", false, "exec sleep 3600")
+	hostPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := runPodWith(ctx, t, b, "stranded", false, "exec sleep 3600", func(c *runtimeapi.PodSandboxConfig) {
+		c.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(hostPort)}}
+	})
 	netns := sandboxNetns(ctx, t, b, p.sandbox)
+	if rules := natRulesOf(t, b); rules == 0 {
+		t.Fatalf("no portmap rule for the bed's network: the test would prove nothing")
+	}
 	if err := b.StopContainerd(); err != nil {
 		t.Fatalf("StopContainerd: %v", err)
 	}
@@ -252,6 +344,20 @@ func TestCloseWithoutContainerd(t *testing.T) {
 			t.Errorf("shim socket %s survived Close", s)
 		}
 	}
+	if rules := natRulesOf(t, b); rules != 0 {
+		t.Errorf("%d portmap rules of the bed's network survived Close", rules)
+	}
+}
+
+// natRulesOf counts the nat rules whose comment names the bed's CNI
+// network (iptables-save escapes the comment's quotes).
+func natRulesOf(t *testing.T, b *Bed) int {
+	t.Helper()
+	out, err := exec.Command("iptables-save", "-t", "nat").Output()
+	if err != nil {
+		t.Fatalf("iptables-save: %v", err)
+	}
+	return strings.Count(string(out), `\"`+b.network.Name+`\"`)
 }
 
 // TestConcurrentBeds starts beds at the same time, as parallel test
@@ -353,6 +459,12 @@ type pod struct {
 // script, logging in the CRI layout below the bed's Dir.
 func runPod(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork bool, script string) pod {
 	t.Helper()
+	return runPodWith(ctx, t, b, name, hostNetwork, script, func(*runtimeapi.PodSandboxConfig) {})
+}
+
+// runPodWith is runPod with the sandbox config adjusted by edit.
+func runPodWith(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork bool, script string, edit func(*runtimeapi.PodSandboxConfig)) pod {
+	t.Helper()
 	rt := b.Runtime()
 	uid := fmt.Sprintf("uid-%s-%d", name, time.Now().UnixNano())
 	logDir := filepath.Join(b.Dir, "pods", "default_"+name+"_"+uid)
@@ -374,6 +486,7 @@ func runPod(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork 
 		// with host-network sandboxes, where runc refuses to set a hostname.
 		sbConfig.Hostname = name
 	}
+	edit(sbConfig)
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)

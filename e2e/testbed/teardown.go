@@ -63,6 +63,7 @@ func (b *Bed) Close() error {
 	add(removeNetns(netns, inodes))
 	add(unmountBelow(b.Dir))
 	add(b.deleteNetwork())
+	add(b.deleteHostPorts())
 	if err := b.registry.stop(10 * time.Second); err != nil {
 		add(fmt.Errorf("stop registry: %w", err))
 	}
@@ -303,6 +304,97 @@ func (b *Bed) deleteNetwork() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hostPortChain is where the portmap plugin hooks each sandbox's DNAT
+// chain, with a comment naming the CNI network and the sandbox.
+const hostPortChain = "CNI-HOSTPORT-DNAT"
+
+// deleteHostPorts removes the portmap rules of the bed's network left by
+// sandboxes that never got a CNI DEL (containerd gone): each one's jump
+// from CNI-HOSTPORT-DNAT and its own chain. Rules are deleted by their
+// spec, not their number, which other beds may shift meanwhile. The shared
+// CNI-HOSTPORT-* chains stay, as after any CNI DEL. No iptables, or no
+// chain, is no error.
+func (b *Bed) deleteHostPorts() error {
+	if b.network.Index == 0 {
+		return nil
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("iptables", "-w", "-t", "nat", "-S", hostPortChain).Output()
+	if err != nil {
+		return nil // no chain: portmap never ran here
+	}
+	var errs []error
+	for _, rule := range hostPortRules(string(out), b.network.Name) {
+		args := append([]string{"-w", "-t", "nat", "-D"}, rule.spec...)
+		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("delete hostPort rule %v: %w: %s", rule.spec, err, out))
+		}
+		for _, op := range []string{"-F", "-X"} {
+			if out, err := exec.Command("iptables", "-w", "-t", "nat", op, rule.chain).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("iptables %s %s: %w: %s", op, rule.chain, err, out))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hostPortRule is a jump portmap added to CNI-HOSTPORT-DNAT for a sandbox.
+type hostPortRule struct {
+	spec  []string // the rule as iptables arguments, chain first
+	chain string   // the sandbox's own chain it jumps to
+}
+
+// hostPortRules picks, from `iptables -S CNI-HOSTPORT-DNAT` output, the
+// rules portmap added for network: their comment reads
+// `dnat name: "NETWORK" id: "SANDBOX"`.
+func hostPortRules(listing, network string) []hostPortRule {
+	var rules []hostPortRule
+	for _, line := range strings.Split(listing, "\n") {
+		args := splitRule(line)
+		if len(args) < 2 || args[0] != "-A" || !strings.HasPrefix(argValue(args, "--comment"), fmt.Sprintf("dnat name: %q id: ", network)) {
+			continue
+		}
+		rules = append(rules, hostPortRule{spec: args[1:], chain: argValue(args, "-j")})
+	}
+	return rules
+}
+
+// splitRule splits an `iptables -S` line into arguments: words separated
+// by spaces, where double quotes group and a backslash escapes the next
+// character, as iptables prints comments.
+func splitRule(line string) []string {
+	var args []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+			inWord = true
+		case c == '"':
+			quoted = !quoted
+			inWord = true
+		case c == ' ' && !quoted:
+			if inWord {
+				args = append(args, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		args = append(args, cur.String())
+	}
+	return args
 }
 
 // mount is one line of /proc/self/mountinfo.

@@ -91,3 +91,45 @@ func TestArgValue(t *testing.T) {
 		t.Errorf("argValue of a trailing flag = %q, want empty", got)
 	}
 }
+
+func TestHostPortRules(t *testing.T) {
+	listing := `-N CNI-HOSTPORT-DNAT
+-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \"berth-testbed-6\" id: \"x1\"" -m multiport --dports 8080 -j CNI-DN-aaaa
+-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \"berth-testbed-60\" id: \"x2\"" -m multiport --dports 8081 -j CNI-DN-bbbb
+-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \"cbr0\" id: \"x3\"" -m multiport --dports 8082 -j CNI-DN-cccc
+-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \"berth-testbed-60\" id: \"x4\"" -m multiport --dports 8083 -j CNI-DN-dddd
+`
+	rules := hostPortRules(listing, "berth-testbed-60")
+	var chains []string
+	for _, r := range rules {
+		chains = append(chains, r.chain)
+	}
+	if want := []string{"CNI-DN-bbbb", "CNI-DN-dddd"}; !slices.Equal(chains, want) {
+		t.Fatalf("chains = %v, want %v", chains, want)
+	}
+	wantSpec := []string{"CNI-HOSTPORT-DNAT", "-p", "tcp", "-m", "comment", "--comment", `dnat name: "berth-testbed-60" id: "x2"`, "-m", "multiport", "--dports", "8081", "-j", "CNI-DN-bbbb"}
+	if !slices.Equal(rules[0].spec, wantSpec) {
+		t.Errorf("spec = %q, want %q", rules[0].spec, wantSpec)
+	}
+	if rules := hostPortRules(listing, "berth-testbed-7"); len(rules) != 0 {
+		t.Errorf("rules for an absent network: %v", rules)
+	}
+}
+
+func TestSplitRule(t *testing.T) {
+	tests := []struct {
+		line string
+		want []string
+	}{
+		{line: "", want: nil},
+		{line: "-A X  -j Y", want: []string{"-A", "X", "-j", "Y"}},
+		{line: `--comment "a b" -j Y`, want: []string{"--comment", "a b", "-j", "Y"}},
+		{line: `--comment "say \"hi\"" x`, want: []string{"--comment", `say "hi"`, "x"}},
+		{line: `--comment ""`, want: []string{"--comment", ""}},
+	}
+	for _, tc := range tests {
+		if got := splitRule(tc.line); !slices.Equal(got, tc.want) {
+			t.Errorf("splitRule(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
