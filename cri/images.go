@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -64,7 +65,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
 	m.pullBackoff.Reset(image)
-	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, m.clock.Since(start).Round(1e6)))
+	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, m.clock.Since(start).Round(time.Millisecond)))
 	return ref, nil
 }
 

@@ -13,10 +13,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// AnnotationContainerImage is berth's own annotation carrying the image as
-// the manifest named it (busybox:1.36), since containers are created from the
-// resolved image ID and runtimes report a normalized name back. The container
-// config sets it; observation reads it into ContainerStatus.Image.
+// AnnotationContainerImage, when a container carries it, is the image as the
+// manifest named it (busybox:1.36). Containers are created from the resolved
+// image ID, and containerd 1.6 neither echoes ImageSpec.UserSpecifiedImage
+// nor reports the spec's name (it reports docker.io/library/busybox:1.36), so
+// this annotation is the only way to give ContainerStatus.Image back exactly
+// as written.
 const AnnotationContainerImage = "io.berth.container.image"
 
 // statusCache keeps, per runtime object, what only a status call tells (exit
@@ -281,7 +283,7 @@ func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (
 	ss := &SandboxStatus{
 		ID:          s.Id,
 		State:       sandboxState(st.State),
-		CreatedAt:   time.Unix(0, st.CreatedAt),
+		CreatedAt:   unixNanoTime(st.CreatedAt),
 		Attempt:     st.GetMetadata().GetAttempt(),
 		IP:          st.GetNetwork().GetIp(),
 		HostNetwork: st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE,

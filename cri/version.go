@@ -39,7 +39,7 @@ func CheckVersion(ctx context.Context, rs internalapi.RuntimeService, endpoint s
 func versionError(endpoint string, err error) error {
 	switch status.Code(err) {
 	case codes.Unimplemented:
-		return fmt.Errorf("container runtime at %s does not serve the CRI v1 API (runtime.v1.RuntimeService); containerd needs version 1.6 or newer with its cri plugin enabled: %w", endpoint, err)
+		return fmt.Errorf("container runtime at %s does not serve the CRI v1 API (runtime.v1.RuntimeService); berth needs containerd 1.6 or newer with its cri plugin enabled, or CRI-O 1.20 or newer: %w", endpoint, err)
 	case codes.Unavailable:
 		if path, perr := socketPath(endpoint); perr == nil {
 			if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
