@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -277,10 +276,9 @@ func (s *fileSource) read(p string, force bool) {
 	if err == nil && !force && prev != nil && prev.info != nil && sameVersion(prev.info, info) {
 		return
 	}
-	origin := Origin{Source: SourceFile, Path: p}
 	var res Result
 	if err == nil {
-		res, err = s.parseFile(p, origin)
+		res, err = readManifest(p, s.maxBytes, s.nodeName)
 	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -301,25 +299,6 @@ func (s *fileSource) read(p string, force bool) {
 		}
 	}
 	s.files[p] = &fileState{info: info, res: res}
-}
-
-// parseFile reads at most maxBytes of a manifest and parses it; a larger
-// file is refused whole rather than half-read.
-func (s *fileSource) parseFile(p string, origin Origin) (Result, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return Result{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, s.maxBytes+1))
-	if err != nil {
-		return Result{}, err
-	}
-	if int64(len(data)) > s.maxBytes {
-		return Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonTooLarge,
-			Message: fmt.Sprintf("manifest is larger than the limit of %d bytes", s.maxBytes)}}}, nil
-	}
-	return Parse(data, origin, s.nodeName), nil
 }
 
 // send hands the current state to the store as one snapshot.

@@ -17,8 +17,9 @@ type command struct {
 
 // commands is the CLI's table; each entry lives in a file of its own name.
 var commands = map[string]command{
-	"run":     {"run the agent (the daemon)", runRun},
-	"version": {"print the version", runVersion},
+	"run":      {"run the agent (the daemon)", runRun},
+	"validate": {"check manifests and print every problem", runValidate},
+	"version":  {"print the version", runVersion},
 }
 
 func main() {
