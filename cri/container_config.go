@@ -109,12 +109,14 @@ func containerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
 }
 
 // containerAnnotations record what a later berth (or the status reader) needs
-// without the manifest: the spec hash for adoption, the restart count, the
-// termination-message settings, ports, grace periods and the preStop hook.
+// without the manifest: the spec hash for adoption, the image as written, the
+// restart count, the termination-message settings, ports, grace periods and
+// the preStop hook.
 func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) (map[string]string, error) {
 	grace := strconv.FormatInt(gracePeriod(pod), 10)
 	ann := map[string]string{
 		AnnotationContainerHash:            strconv.FormatUint(HashContainer(c), 16),
+		AnnotationContainerImage:           c.Image,
 		AnnotationContainerRestartCount:    strconv.Itoa(restartCount),
 		AnnotationTerminationMessagePath:   c.TerminationMessagePath,
 		AnnotationTerminationMessagePolicy: string(c.TerminationMessagePolicy),

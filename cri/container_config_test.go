@@ -83,6 +83,7 @@ func TestContainerConfigBasics(t *testing.T) {
 	}
 	wantAnn := map[string]string{
 		AnnotationContainerHash:            strconv.FormatUint(HashContainer(c), 16),
+		AnnotationContainerImage:           "busybox:1.36",
 		AnnotationContainerRestartCount:    "3",
 		AnnotationTerminationMessagePath:   "/dev/termination-log",
 		AnnotationTerminationMessagePolicy: "File",
