@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -32,8 +33,11 @@ type Config struct {
 	HousekeepingPeriod time.Duration
 	// Events is the log the runtime manager records into; nil makes one.
 	Events *EventLog
-	Clock  clock.WithTickerAndDelayedExecution
-	Logger *slog.Logger
+	// Metrics is where the agent registers its series; nil keeps them
+	// private.
+	Metrics prometheus.Registerer
+	Clock   clock.WithTickerAndDelayedExecution
+	Logger  *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -58,27 +62,33 @@ func (c *Config) setDefaults() {
 	if c.Events == nil {
 		c.Events = NewEventLog(c.Clock, c.Logger)
 	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
 }
 
 // Agent runs the sync loop: it takes the merge store's updates, the PLEG's
 // relists and its tickers, and dispatches work to the pod workers. It never
 // calls the runtime itself, so a slow runtime never stalls it.
 type Agent struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *manifest.Store
-	rt     podRuntime
-	status *statusStore
-	health *health
-	notify *notifier
-	events *EventLog
-	pleg   *pleg
+	cfg     Config
+	log     *slog.Logger
+	store   *manifest.Store
+	rt      podRuntime
+	status  *statusStore
+	health  *health
+	notify  *notifier
+	events  *EventLog
+	pleg    *pleg
+	metrics *metrics
 
 	// Owned by the sync loop goroutine.
 	workers    *podWorkers
 	rejected   map[types.UID]bool // pods refused admission (max-pods)
 	lastRelist relist
-	relisted   bool // a relist has succeeded since start
+	// lastRelistAt is when the previous relist began, failed or not.
+	lastRelistAt time.Time
+	relisted     bool // a relist has succeeded since start
 }
 
 // New builds an agent over the merge store and the runtime manager. The
@@ -89,7 +99,7 @@ func New(cfg Config, store *manifest.Store, rt *cri.Manager) *Agent {
 
 func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 	cfg.setDefaults()
-	return &Agent{
+	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		store:    store,
@@ -101,6 +111,8 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 		pleg:     newPLEG(rt, cfg.Clock, cfg.RelistPeriod),
 		rejected: map[types.UID]bool{},
 	}
+	a.metrics = newMetrics(cfg.Metrics, a)
+	return a
 }
 
 // Healthy returns nil while the sync loop turns and the runtime answers.
@@ -117,6 +129,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.log)
 	a.workers.onTerminated = a.events.forget
+	a.workers.metrics = a.metrics
 
 	relists := make(chan relist)
 	var wg sync.WaitGroup
@@ -135,6 +148,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	var updates <-chan manifest.PodUpdate
 	for {
 		a.health.loopTurned()
+		var trigger string
+		var began time.Time
 		select {
 		case <-ctx.Done():
 			a.notify.stopping()
@@ -144,18 +159,24 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.workers.wait()
 			return nil
 		case u := <-updates:
+			trigger, began = "update", a.cfg.Clock.Now()
 			a.handleUpdate(u)
 		case r := <-relists:
+			trigger, began = "relist", a.cfg.Clock.Now()
 			a.handleRelist(r)
 			if a.relisted && updates == nil {
 				updates = a.store.Updates()
 			}
 		case <-resync.C():
+			trigger, began = "resync", a.cfg.Clock.Now()
 			a.workers.syncAll()
 		case <-housekeeping.C():
+			trigger, began = "housekeeping", a.cfg.Clock.Now()
 			a.housekeeping()
 		}
 		a.checkReady(updates)
+		a.metrics.loopIterations.WithLabelValues(trigger).Inc()
+		a.metrics.loopDuration.Observe(a.cfg.Clock.Since(began).Seconds())
 	}
 }
 
@@ -207,6 +228,11 @@ func (a *Agent) reject(pod *v1.Pod, used int) {
 // handleRelist takes one PLEG turn: runtime health, start-up holds, and the
 // changed pods to their workers (or to orphan cleanup).
 func (a *Agent) handleRelist(r relist) {
+	a.metrics.relistDuration.Observe(r.duration.Seconds())
+	if !a.lastRelistAt.IsZero() {
+		a.metrics.relistInterval.Observe(r.at.Sub(a.lastRelistAt).Seconds())
+	}
+	a.lastRelistAt = r.at
 	if changed := a.health.setRuntime(r.err); changed {
 		if r.err != nil {
 			a.log.Error("container runtime unreachable; pods keep running, berth retries every relist", "err", r.err)

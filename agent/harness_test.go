@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -32,6 +33,7 @@ type harness struct {
 	mgr    *cri.Manager
 	store  *manifest.Store
 	agent  *Agent
+	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -63,7 +65,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
 	})
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
-	h.agent = newAgent(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Events: events}, h.store, h.mgr)
+	h.reg = prometheus.NewRegistry()
+	h.agent = newAgent(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Events: events, Metrics: h.reg}, h.store, h.mgr)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.done = make(chan error, 1)

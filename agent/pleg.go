@@ -16,10 +16,11 @@ import (
 // berth-owned pods, which of them changed since the previous successful
 // turn, or the error that prevented reading them.
 type relist struct {
-	at      time.Time // taken before the runtime was asked
-	pods    map[types.UID]*cri.PodStatus
-	changed []types.UID // sorted, includes pods that disappeared
-	err     error
+	at       time.Time     // taken before the runtime was asked
+	duration time.Duration // how long the runtime took to answer
+	pods     map[types.UID]*cri.PodStatus
+	changed  []types.UID // sorted, includes pods that disappeared
+	err      error
 }
 
 // pleg relists the runtime every period and reports each turn to the sync
@@ -66,8 +67,9 @@ func (p *pleg) run(ctx context.Context, out chan<- relist) {
 func (p *pleg) relistOnce(ctx context.Context) relist {
 	at := p.clock.Now()
 	pods, err := p.rt.Relist(ctx)
+	took := p.clock.Since(at)
 	if err != nil {
-		return relist{at: at, err: err}
+		return relist{at: at, duration: took, err: err}
 	}
 	prints := make(map[types.UID]string, len(pods))
 	var changed []types.UID
@@ -85,7 +87,7 @@ func (p *pleg) relistOnce(ctx context.Context) relist {
 	}
 	sort.Slice(changed, func(i, j int) bool { return changed[i] < changed[j] })
 	p.prints = prints
-	return relist{at: at, pods: pods, changed: changed}
+	return relist{at: at, duration: took, pods: pods, changed: changed}
 }
 
 // fingerprint captures what makes a pod's runtime state different for its

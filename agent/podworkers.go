@@ -48,6 +48,7 @@ type podWorker struct {
 
 	// Owned by the worker goroutine.
 	lastActed time.Time // when this worker last changed the runtime
+	running   bool      // the pod has been seen Running since it started
 }
 
 // podWorkers owns every pod's lane, the full-name gate and the status store
@@ -62,6 +63,7 @@ type podWorkers struct {
 	// retryAfterError is how soon a lane retries after a runtime error that
 	// carried no back-off of its own.
 	retryAfterError time.Duration
+	metrics         *metrics
 	// onTerminated is told about every lane that finished terminating, for
 	// metrics and the next sync loop turn; may be nil.
 	onTerminated func(uid types.UID)
@@ -266,17 +268,29 @@ func (p *podWorkers) step(w *podWorker) bool {
 	startTime := w.startTime
 	p.mu.Unlock()
 
+	began := p.clock.Now()
 	switch state {
 	case stateSyncing:
 		p.sync(w, pod, obs, obsAt, startTime)
+		p.observeStep("sync", began)
 		return false
 	case stateTerminating:
-		return p.terminate(w, pod, grace, remove, startTime)
+		done := p.terminate(w, pod, grace, remove, startTime)
+		p.observeStep("terminate", began)
+		return done
 	default:
-		if remove {
-			return p.finish(w, nil)
+		if !remove {
+			return false
 		}
-		return false
+		done := p.finish(w, nil)
+		p.observeStep("remove", began)
+		return done
+	}
+}
+
+func (p *podWorkers) observeStep(op string, began time.Time) {
+	if p.metrics != nil {
+		p.metrics.workerDuration.WithLabelValues(op).Observe(p.clock.Since(began).Seconds())
 	}
 }
 
@@ -312,6 +326,13 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	}
 	st := buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
 	p.status.set(pod, st)
+	if p.metrics != nil {
+		p.metrics.observeSync(pod, res)
+		if !w.running && st.Phase == v1.PodRunning {
+			w.running = true
+			p.metrics.observeStarted(pod, p.clock.Now())
+		}
+	}
 
 	switch {
 	case st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed:

@@ -101,6 +101,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		MaxPods:       s.MaxPods,
 		SyncFrequency: s.SyncFrequency.Duration,
 		Events:        events,
+		Metrics:       reg,
 		Logger:        log,
 	}, store, mgr)
 

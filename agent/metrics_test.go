@@ -1,0 +1,39 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/berth-agent/berth/manifest"
+)
+
+func TestAgentMetrics(t *testing.T) {
+	h := newHarness(t, harnessOpts{maxPods: 1})
+	p := simplePod(t, "web", loop)
+	extra := simplePod(t, "extra", loop)
+	h.apply(manifest.SourceFile, p, extra)
+	h.eventually("pod started and counted", func() bool {
+		return testutil.ToFloat64(h.agent.metrics.startedContainers.WithLabelValues("container")) == 1
+	})
+	want := `
+# HELP berth_running_pods Pods with a running container.
+# TYPE berth_running_pods gauge
+berth_running_pods 1
+# HELP berth_pods_rejected Pods berth refused to run, by reason (OutOfpods, Invalid, DecodeError, ...).
+# TYPE berth_pods_rejected gauge
+berth_pods_rejected{reason="OutOfpods"} 1
+# HELP berth_started_pods_total Pod sandboxes berth started.
+# TYPE berth_started_pods_total counter
+berth_started_pods_total 1
+`
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "berth_running_pods", "berth_pods_rejected", "berth_started_pods_total"); err != nil {
+		t.Error(err)
+	}
+	for _, name := range []string{"berth_pod_start_duration_seconds", "berth_pleg_relist_duration_seconds", "berth_sync_loop_iterations_total", "berth_pod_worker_duration_seconds"} {
+		if n, err := testutil.GatherAndCount(h.reg, name); err != nil || n == 0 {
+			t.Errorf("%s: %d series, err %v", name, n, err)
+		}
+	}
+}
