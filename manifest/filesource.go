@@ -256,6 +256,9 @@ func (s *fileSource) readOne(p string) {
 // fail records that the path could not be read. The pods read before stay:
 // a source that fails never removes pods.
 func (s *fileSource) fail(err error) {
+	if s.failed == nil {
+		s.log.Warn("cannot read the manifest path; keeping its pods", "path", s.path, "err", err)
+	}
 	s.failed = &Problem{Source: SourceFile, Origin: s.path, Reason: ReasonUnreadable,
 		Message: fmt.Sprintf("cannot read the manifest path, keeping its pods as they were: %v", err)}
 }

@@ -21,14 +21,15 @@ type fakeServer struct {
 	status   int
 	body     string
 	etag     string
-	hang     bool // answer only when the client gives up
+	modified string // Last-Modified to send
+	hang     bool   // answer only when the client gives up
 	requests []*http.Request
 }
 
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, r)
-	status, body, etag, hang := f.status, f.body, f.etag, f.hang
+	status, body, etag, hang, modified := f.status, f.body, f.etag, f.hang, f.modified
 	f.mu.Unlock()
 	if hang {
 		<-r.Context().Done()
@@ -40,6 +41,13 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("ETag", etag)
+	}
+	if modified != "" {
+		if r.Header.Get("If-Modified-Since") == modified {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Last-Modified", modified)
 	}
 	w.WriteHeader(status)
 	io.WriteString(w, body)
@@ -127,6 +135,21 @@ func TestHTTPSource(t *testing.T) {
 		t.Errorf("If-None-Match = %q", got)
 	}
 	quiet(t, store)
+
+	// Servers without ETags are asked with If-Modified-Since.
+	fake.set(http.StatusOK, "", podList(podManifest("a", "img:1"), podManifest("b", "img:1")), false)
+	fake.mu.Lock()
+	fake.modified = "Sat, 21 Nov 2026 10:00:00 GMT"
+	fake.mu.Unlock()
+	poll()
+	poll()
+	if got := fake.last().Header.Get("If-Modified-Since"); got != "Sat, 21 Nov 2026 10:00:00 GMT" {
+		t.Errorf("If-Modified-Since = %q", got)
+	}
+	quiet(t, store)
+	fake.mu.Lock()
+	fake.modified = ""
+	fake.mu.Unlock()
 
 	for _, tt := range []struct {
 		name   string

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -39,7 +40,13 @@ func Parse(data []byte, origin Origin, nodeName string) Result {
 		named := pod.Name != ""
 		applyIdentity(pod, nodeName, origin)
 		setDefaults(pod)
-		bad := fieldProblems(validatePod(pod), ReasonInvalid, d, origin)
+		errs := validatePod(pod)
+		if !named {
+			// Without a name only the node suffix is left; say what is missing.
+			errs = slices.DeleteFunc(errs, func(e *field.Error) bool { return e.Field == "metadata.name" })
+			errs = append(field.ErrorList{field.Required(field.NewPath("metadata", "name"), "a static pod needs a name")}, errs...)
+		}
+		bad := fieldProblems(errs, ReasonInvalid, d, origin)
 		bad = append(bad, fieldProblems(checkStandalone(pod), ReasonUnsupported, d, origin)...)
 		if len(bad) > 0 {
 			if named {

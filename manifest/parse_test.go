@@ -250,6 +250,12 @@ spec:
 		wantMsg: "not supported on a standalone node",
 	},
 	{
+		name:      "no name",
+		in:        strings.Replace(podManifest("web", "nginx:1"), "  name: web\n", "  labels: {a: b}\n", 1),
+		wantProbs: []string{"3 metadata.name Invalid"},
+		wantMsg:   "web.yaml:3: metadata.name: Required value: a static pod needs a name",
+	},
+	{
 		name:     "service account without a token is fine",
 		in:       podManifest("web", "nginx:1") + "  serviceAccountName: builder\n  automountServiceAccountToken: false\n",
 		wantPods: []string{"web-node1_default"},
