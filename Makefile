@@ -4,7 +4,7 @@ VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 PKGS      := ./cmd/... ./manifest/... ./cri/... ./agent/...
 
-.PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down clean
+.PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down bench clean
 
 all: build
 
@@ -28,16 +28,28 @@ test: vet unit e2e
 # needs with apt when missing; `testbed-up` starts a private containerd in
 # $(TESTBED_DIR) that stays up (its endpoint is printed and kept in
 # $(TESTBED_DIR)/bed.json), `testbed-down` tears it all down.
-TESTBED_DIR ?= .testbed
+# TESTBED_FLAGS=-registry adds a local registry serving busybox.
+TESTBED_DIR   ?= .testbed
+TESTBED_FLAGS ?=
 
 testbed:
 	@sh e2e/testbed/install.sh
 
 testbed-up: testbed
-	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR)
+	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR) $(TESTBED_FLAGS)
 
 testbed-down:
 	@$(GO) run ./e2e/testbed/cmd/testbed down -dir $(TESTBED_DIR)
+
+# The performance figures (issue 7): builds berth, starts a private test
+# bed, prints one table and writes bench/results.json. BENCH_FLAGS passes
+# flags through, e.g. BENCH_FLAGS='-quick -only add,remove', or
+# -agent '...' to measure another agent (see bin/berthbench -h).
+BENCH_FLAGS ?=
+
+bench: build testbed
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthbench ./bench/cmd/berthbench
+	bin/berthbench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

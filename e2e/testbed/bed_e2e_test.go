@@ -86,6 +86,34 @@ func TestBedRunsPods(t *testing.T) {
 	}
 }
 
+// TestBusyboxImage checks the image tests and examples rely on: the
+// applets they use are there, the image's Cmd is sh, and the nobody
+// account resolves.
+func TestBusyboxImage(t *testing.T) {
+	b := StartT(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	script := `for a in sh httpd sleep cat nc wget; do command -v $a >/dev/null || echo "missing $a"; done; echo "user $(id -un) in $(pwd) tmp $(stat -c %a /tmp)"`
+	p := runPodWith(ctx, t, b, "applets", false, script, func(_ *runtimeapi.PodSandboxConfig, c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 65534}}}
+	})
+	waitExited(ctx, t, b.Runtime(), p.container)
+	log, err := os.ReadFile(p.logFile)
+	if err != nil {
+		t.Fatalf("read container log: %v", err)
+	}
+	if strings.Contains(string(log), "missing") || !strings.Contains(string(log), " stdout F user nobody in / tmp 1777\n") {
+		t.Errorf("container log = %q, want every applet and %q", log, "user nobody in / tmp 1777")
+	}
+	st, err := b.Images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "busybox:1.36"}, Verbose: true})
+	if err != nil || st.GetImage() == nil {
+		t.Fatalf("ImageStatus busybox:1.36 (the short name manifests use) = %v, %v", st.GetImage(), err)
+	}
+	if !strings.Contains(st.GetInfo()["info"], `"Cmd":["sh"]`) {
+		t.Errorf("busybox image config lacks Cmd [sh]: %.400s", st.GetInfo()["info"])
+	}
+}
+
 // TestBedPodNetworking serves HTTP from a pod and reaches it from the host
 // the ways berth and its users do: the pod IP (HTTP probes) and a hostPort
 // (portmap), on loopback and on the host's own address.
@@ -98,7 +126,7 @@ func TestBedPodNetworking(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := runPodWith(ctx, t, b, "web", false, "echo served > /var/www/index.html && exec httpd -f -p 80 -h /var/www",
-		func(c *runtimeapi.PodSandboxConfig) {
+		func(c *runtimeapi.PodSandboxConfig, _ *runtimeapi.ContainerConfig) {
 			c.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(hostPort)}}
 		})
 	st, err := b.Runtime().PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.sandbox})
@@ -320,7 +348,7 @@ func TestCloseWithoutContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := runPodWith(ctx, t, b, "stranded", false, "exec sleep 3600", func(c *runtimeapi.PodSandboxConfig) {
+	p := runPodWith(ctx, t, b, "stranded", false, "exec sleep 3600", func(c *runtimeapi.PodSandboxConfig, _ *runtimeapi.ContainerConfig) {
 		c.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(hostPort)}}
 	})
 	netns := sandboxNetns(ctx, t, b, p.sandbox)
@@ -459,11 +487,12 @@ type pod struct {
 // script, logging in the CRI layout below the bed's Dir.
 func runPod(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork bool, script string) pod {
 	t.Helper()
-	return runPodWith(ctx, t, b, name, hostNetwork, script, func(*runtimeapi.PodSandboxConfig) {})
+	return runPodWith(ctx, t, b, name, hostNetwork, script, func(*runtimeapi.PodSandboxConfig, *runtimeapi.ContainerConfig) {})
 }
 
-// runPodWith is runPod with the sandbox config adjusted by edit.
-func runPodWith(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork bool, script string, edit func(*runtimeapi.PodSandboxConfig)) pod {
+// runPodWith is runPod with the sandbox and container configs adjusted by
+// edit.
+func runPodWith(ctx context.Context, t *testing.T, b *Bed, name string, hostNetwork bool, script string, edit func(*runtimeapi.PodSandboxConfig, *runtimeapi.ContainerConfig)) pod {
 	t.Helper()
 	rt := b.Runtime()
 	uid := fmt.Sprintf("uid-%s-%d", name, time.Now().UnixNano())
@@ -486,19 +515,20 @@ func runPodWith(ctx context.Context, t *testing.T, b *Bed, name string, hostNetw
 		// with host-network sandboxes, where runc refuses to set a hostname.
 		sbConfig.Hostname = name
 	}
-	edit(sbConfig)
+	cConfig := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+		Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage},
+		Command:  []string{"sh", "-c", script},
+		LogPath:  "main/0.log",
+	}
+	edit(sbConfig, cConfig)
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)
 	}
 	c, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: sb.PodSandboxId,
-		Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-			Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage},
-			Command:  []string{"sh", "-c", script},
-			LogPath:  "main/0.log",
-		},
+		PodSandboxId:  sb.PodSandboxId,
+		Config:        cConfig,
 		SandboxConfig: sbConfig,
 	})
 	if err != nil {
