@@ -6,8 +6,20 @@
 //
 // Everything a bed creates lives below Bed.Dir, except what containerd 1.6
 // puts in fixed places (network namespaces in /var/run/netns, shim sockets
-// in /run/containerd/s) and the bridge; Close removes all of it, even after
-// a failed test or a stopped containerd.
+// in /run/containerd/s), the bridge and portmap's iptables rules; Close
+// removes all of it, even after a failed test or a stopped containerd. A
+// bed whose test binary died without Close (a -timeout) is torn down by
+// the next Start on the machine.
+//
+// Use it from TestMain (Start, then Close) or from one test (StartT):
+//
+//	b := testbed.StartT(t, testbed.Options{})
+//	// run berth with --container-runtime-endpoint b.Endpoint, or talk CRI:
+//	resp, err := b.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+//
+// It needs root and the packages `make testbed` installs. Known quirk of
+// containerd 1.6: a host-network sandbox must not set a hostname (runc
+// refuses it without a private UTS namespace), as the kubelet does not.
 package testbed
 
 import (
