@@ -126,10 +126,12 @@ func (s *fileSource) run(ctx context.Context) {
 			if scan {
 				s.ensureWatches()
 				s.rescan(false)
-			} else {
-				for p := range pending {
-					s.readOne(p)
-				}
+			}
+			// Read named files even after a rescan: mtimes are only as
+			// fine as the kernel's tick, so a same-size rewrite within it
+			// looks unchanged to stat.
+			for p := range pending {
+				s.readOne(p)
 			}
 			clear(pending)
 			scan = false
