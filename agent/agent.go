@@ -274,6 +274,7 @@ func (a *Agent) housekeeping() {
 		a.workers.forgetFinished(a.lastRelist.at)
 	}
 	a.events.gc()
+	a.rt.ForgetStaleBackoffs()
 	if a.health.Healthy() == nil {
 		a.notify.watchdog()
 	}

@@ -62,6 +62,8 @@ func (s *stubRuntime) Relist(context.Context) (map[types.UID]*cri.PodStatus, err
 
 func (s *stubRuntime) CleanupPodDir(types.UID) error { return nil }
 
+func (s *stubRuntime) ForgetStaleBackoffs() {}
+
 func stubPod(uid types.UID, name, version string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{UID: uid, Name: name, Namespace: "default", ResourceVersion: version},

@@ -19,6 +19,7 @@ type podRuntime interface {
 	PodStatus(ctx context.Context, uid types.UID) (*cri.PodStatus, error)
 	Relist(ctx context.Context) (map[types.UID]*cri.PodStatus, error)
 	CleanupPodDir(uid types.UID) error
+	ForgetStaleBackoffs()
 }
 
 var _ podRuntime = (*cri.Manager)(nil)
