@@ -473,6 +473,13 @@ func TestOrphanReaped(t *testing.T) {
 	if b.Dir == dir {
 		t.Fatalf("new bed reuses the orphan's dir")
 	}
+	// Another test binary starting a bed now may be the one reaping it:
+	// give its teardown time to finish.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			break
+		}
+	}
 	assertNothingLeft(t, orphan, netns)
 }
 
