@@ -476,7 +476,9 @@ func TestOrphanReaped(t *testing.T) {
 	// Another test binary starting a bed now may be the one reaping it:
 	// give its teardown time to finish.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(dir); os.IsNotExist(err) {
+		_, errDir := os.Stat(dir)
+		_, errClaim := os.Stat(filepath.Join(claimDir, fmt.Sprint(orphan.network.Index)))
+		if os.IsNotExist(errDir) && os.IsNotExist(errClaim) {
 			break
 		}
 	}
