@@ -18,6 +18,9 @@ type command struct {
 // commands is the CLI's table; each entry lives in a file of its own name.
 var commands = map[string]command{
 	"run":      {"run the agent (the daemon)", runRun},
+	"pods":     {"list pods and rejected manifests (alias ps)", runPods},
+	"logs":     {"print a container's log", runLogs},
+	"describe": {"show a pod's containers, conditions and events", runDescribe},
 	"validate": {"check manifests and print every problem", runValidate},
 	"version":  {"print the version", runVersion},
 }

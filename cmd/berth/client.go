@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// defaultSocket is where `berth run` serves its API unless told otherwise;
+// BERTH_SOCKET overrides it for every client command, so a shell set up for
+// a test bed or the demo needs no --socket on each call.
+const defaultSocket = "/run/berth/berth.sock"
+
+func socketDefault() string {
+	if s := os.Getenv("BERTH_SOCKET"); s != "" {
+		return s
+	}
+	return defaultSocket
+}
+
+// client talks to the berth daemon's local API over its unix socket, the
+// only place it serves logs and the place whose permissions (0660) say who
+// may look.
+type client struct {
+	socket string
+	http   *http.Client
+}
+
+func newClient(socket string) *client {
+	return &client{socket: socket, http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}}
+}
+
+// get fetches path and returns the response when it is 200; any other
+// answer becomes an error carrying the daemon's own message.
+func (c *client) get(ctx context.Context, path string, query url.Values) (*http.Response, error) {
+	u := "http://berth" + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, &apiError{status: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+	}
+	return resp, nil
+}
+
+// getJSON fetches path and decodes the answer into v.
+func (c *client) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.get(ctx, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decode the answer to %s from %s: %w", path, c.socket, err)
+	}
+	return nil
+}
+
+// apiError is a non-200 answer of the daemon; its message is the daemon's.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string {
+	if e.msg == "" {
+		return fmt.Sprintf("berth answered %d %s", e.status, http.StatusText(e.status))
+	}
+	return e.msg
+}
+
+// dialError says why the daemon could not be reached, in terms of what the
+// operator can do about it.
+func (c *client) dialError(err error) error {
+	prefix := fmt.Sprintf("berth daemon not reachable at %s", c.socket)
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("%s: no socket there: is berth running? (systemctl status berth; or pass --socket or set BERTH_SOCKET)", prefix)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("%s: permission denied: the socket is mode 0660: run as root (sudo berth ...) or as a member of the socket's group", prefix)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s: connection refused: the socket is left over from a berth that is not running any more (systemctl status berth)", prefix)
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}
+
+// pods lists every pod the daemon knows, rejected manifests included.
+func (c *client) pods(ctx context.Context) ([]v1.Pod, error) {
+	var list v1.PodList
+	if err := c.getJSON(ctx, "/pods", &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// findPod resolves what the operator typed to one pod: its full name
+// (web-node1) or its manifest name (web), in namespace ns or, when ns is
+// empty, in whichever namespace holds it.
+func (c *client) findPod(ctx context.Context, name, ns string) (*v1.Pod, error) {
+	pods, err := c.pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return resolvePod(pods, name, ns)
+}
+
+func resolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
+	var exact, byManifest []*v1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if ns != "" && p.Namespace != ns {
+			continue
+		}
+		switch {
+		case p.Name == name:
+			exact = append(exact, p)
+		case p.Spec.NodeName != "" && p.Name == name+"-"+p.Spec.NodeName:
+			byManifest = append(byManifest, p)
+		}
+	}
+	found := exact
+	if len(found) == 0 {
+		found = byManifest
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		where := ""
+		if ns != "" {
+			where = " in namespace " + ns
+		}
+		return nil, fmt.Errorf("pod %q not found%s (berth pods lists them)", name, where)
+	}
+	var names []string
+	for _, p := range found {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(names)
+	return nil, fmt.Errorf("pod %q is ambiguous: %s; pick one with -n NAMESPACE", name, strings.Join(names, ", "))
+}
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	socket    string
+	namespace string
+}
+
+func (f *clientFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.socket, "socket", socketDefault(), "unix socket of the berth daemon (env BERTH_SOCKET)")
+	fs.StringVar(&f.namespace, "n", "", "namespace of the pod (default: any)")
+	fs.StringVar(&f.namespace, "namespace", "", "namespace of the pod (default: any)")
+}
+
+// parseInterspersed parses flags given before, between or after the
+// positional arguments (berth logs web -f), as kubectl accepts them, and
+// returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		// flag stops at "--": everything after it is positional.
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+func runDescribe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("berth describe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: berth describe POD [-n NAMESPACE] [--socket PATH]")
+		fmt.Fprintln(stderr, "\nShows a pod like kubectl describe pod: containers, their states and last")
+		fmt.Fprintln(stderr, "termination, conditions, volumes and the recent events berth recorded.")
+		fs.PrintDefaults()
+	}
+	var cf clientFlags
+	cf.bind(fs)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if len(pos) == 0 {
+		fmt.Fprintln(stderr, "berth describe: want at least one POD (berth pods lists them)")
+		return 2
+	}
+	ctx := context.Background()
+	c := newClient(cf.socket)
+	pods, err := c.pods(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "berth describe: %v\n", err)
+		return 1
+	}
+	code := 0
+	for i, name := range pos {
+		pod, err := resolvePod(pods, name, cf.namespace)
+		if err != nil {
+			fmt.Fprintf(stderr, "berth describe: %v\n", err)
+			code = 1
+			continue
+		}
+		var events v1.EventList
+		if err := c.getJSON(ctx, "/pods/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name)+"/events", &events); err != nil {
+			fmt.Fprintf(stderr, "berth describe: events of %s: %v\n", pod.Name, err)
+			code = 1
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		describePod(stdout, pod, events.Items, now())
+	}
+	return code
+}
+
+// describer writes kubectl describe's layout: "Key:  value" lines aligned
+// per block, two spaces of indent per level.
+type describer struct {
+	tw *tabwriter.Writer
+}
+
+func (d *describer) line(level int, key string, value any) {
+	indent := strings.Repeat("  ", level)
+	if value == "" {
+		value = "<none>"
+	}
+	if key == "" {
+		fmt.Fprintf(d.tw, "%s%v\n", indent, value)
+		return
+	}
+	fmt.Fprintf(d.tw, "%s%s:\t%v\n", indent, key, value)
+}
+
+// header starts a nested block: the key alone on its line.
+func (d *describer) header(level int, key string) {
+	fmt.Fprintf(d.tw, "%s%s:\n", strings.Repeat("  ", level), key)
+}
+
+// describePod prints one pod as kubectl describe pod does, with berth's
+// events.
+func describePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
+	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	st := &pod.Status
+	d.line(0, "Name", pod.Name)
+	d.line(0, "Namespace", pod.Namespace)
+	if pod.Spec.Priority != nil {
+		d.line(0, "Priority", *pod.Spec.Priority)
+	}
+	if pod.Spec.PriorityClassName != "" {
+		d.line(0, "Priority Class Name", pod.Spec.PriorityClassName)
+	}
+	node := orNone(pod.Spec.NodeName)
+	if pod.Spec.NodeName != "" && st.HostIP != "" {
+		node += "/" + st.HostIP
+	}
+	d.line(0, "Node", node)
+	if st.StartTime != nil {
+		d.line(0, "Start Time", st.StartTime.Time.Format(time.RFC1123Z))
+	}
+	d.mapLines(0, "Labels", pod.Labels, "=")
+	d.mapLines(0, "Annotations", pod.Annotations, ": ")
+	status := string(st.Phase)
+	if pod.DeletionTimestamp != nil {
+		status = "Terminating (since " + pod.DeletionTimestamp.Time.Format(time.RFC1123Z) + ")"
+	}
+	d.line(0, "Status", status)
+	if st.Reason != "" {
+		d.line(0, "Reason", st.Reason)
+	}
+	if st.Message != "" {
+		d.line(0, "Message", st.Message)
+	}
+	d.line(0, "IP", st.PodIP)
+	if len(st.PodIPs) > 0 {
+		d.header(0, "IPs")
+		for _, ip := range st.PodIPs {
+			d.line(1, "IP", ip.IP)
+		}
+	} else {
+		d.line(0, "IPs", "<none>")
+	}
+	if len(pod.Spec.InitContainers) > 0 {
+		d.header(0, "Init Containers")
+		d.containers(pod.Spec.InitContainers, st.InitContainerStatuses)
+	}
+	if len(pod.Spec.Containers) > 0 {
+		d.header(0, "Containers")
+		d.containers(pod.Spec.Containers, st.ContainerStatuses)
+	}
+	if len(st.Conditions) > 0 {
+		d.header(0, "Conditions")
+		d.line(1, "", "Type\tStatus")
+		for _, c := range st.Conditions {
+			d.line(1, "", fmt.Sprintf("%s\t%s", c.Type, c.Status))
+		}
+	}
+	d.volumes(pod.Spec.Volumes)
+	if st.QOSClass != "" {
+		d.line(0, "QoS Class", st.QOSClass)
+	}
+	d.tw.Flush()
+	describeEvents(w, events, at)
+}
+
+// mapLines prints a map sorted by key, one entry per line, "<none>" when
+// empty.
+func (d *describer) mapLines(level int, key string, m map[string]string, sep string) {
+	if len(m) == 0 {
+		d.line(level, key, "<none>")
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i == 0 {
+			d.line(level, key, k+sep+m[k])
+		} else {
+			d.line(level, "", "\t"+k+sep+m[k])
+		}
+	}
+}
+
+func (d *describer) containers(specs []v1.Container, statuses []v1.ContainerStatus) {
+	byName := map[string]v1.ContainerStatus{}
+	for _, s := range statuses {
+		byName[s.Name] = s
+	}
+	for _, c := range specs {
+		s, ok := byName[c.Name]
+		d.header(1, c.Name)
+		if ok && s.ContainerID != "" {
+			d.line(2, "Container ID", s.ContainerID)
+		}
+		d.line(2, "Image", c.Image)
+		if ok && s.ImageID != "" {
+			d.line(2, "Image ID", s.ImageID)
+		}
+		d.ports(c.Ports)
+		d.list(2, "Command", c.Command)
+		d.list(2, "Args", c.Args)
+		if ok {
+			d.state(2, "State", s.State)
+			if s.LastTerminationState.Terminated != nil {
+				d.state(2, "Last State", s.LastTerminationState)
+			}
+			d.line(2, "Ready", titleBool(s.Ready))
+			d.line(2, "Restart Count", s.RestartCount)
+		} else {
+			d.line(2, "State", "Waiting")
+			d.line(3, "Reason", "ContainerCreating")
+		}
+		d.resources(2, "Limits", c.Resources.Limits)
+		d.resources(2, "Requests", c.Resources.Requests)
+		d.env(c.Env)
+		if len(c.VolumeMounts) == 0 {
+			d.line(2, "Mounts", "<none>")
+		} else {
+			d.header(2, "Mounts")
+			for _, m := range c.VolumeMounts {
+				mode := "rw"
+				if m.ReadOnly {
+					mode = "ro"
+				}
+				sub := ""
+				if m.SubPath != "" {
+					sub = ", path = \"" + m.SubPath + "\""
+				}
+				d.line(3, "", fmt.Sprintf("%s from %s (%s%s)", m.MountPath, m.Name, mode, sub))
+			}
+		}
+	}
+}
+
+func (d *describer) ports(ports []v1.ContainerPort) {
+	if len(ports) == 0 {
+		d.line(2, "Port", "<none>")
+		d.line(2, "Host Port", "<none>")
+		return
+	}
+	var cp, hp []string
+	for _, p := range ports {
+		cp = append(cp, fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol))
+		hp = append(hp, fmt.Sprintf("%d/%s", p.HostPort, p.Protocol))
+	}
+	d.line(2, "Port", strings.Join(cp, ", "))
+	d.line(2, "Host Port", strings.Join(hp, ", "))
+}
+
+func (d *describer) list(level int, key string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	d.header(level, key)
+	for _, it := range items {
+		// Multi-line scripts keep their lines, indented under the key.
+		for _, l := range strings.Split(strings.TrimRight(it, "\n"), "\n") {
+			d.line(level+1, "", l)
+		}
+	}
+}
+
+func (d *describer) state(level int, key string, s v1.ContainerState) {
+	switch {
+	case s.Running != nil:
+		d.line(level, key, "Running")
+		d.line(level+1, "Started", s.Running.StartedAt.Time.Format(time.RFC1123Z))
+	case s.Terminated != nil:
+		t := s.Terminated
+		d.line(level, key, "Terminated")
+		d.line(level+1, "Reason", t.Reason)
+		if t.Message != "" {
+			d.line(level+1, "Message", t.Message)
+		}
+		d.line(level+1, "Exit Code", t.ExitCode)
+		if t.Signal != 0 {
+			d.line(level+1, "Signal", t.Signal)
+		}
+		d.line(level+1, "Started", t.StartedAt.Time.Format(time.RFC1123Z))
+		d.line(level+1, "Finished", t.FinishedAt.Time.Format(time.RFC1123Z))
+	case s.Waiting != nil:
+		d.line(level, key, "Waiting")
+		d.line(level+1, "Reason", s.Waiting.Reason)
+		if s.Waiting.Message != "" {
+			d.line(level+1, "Message", s.Waiting.Message)
+		}
+	default:
+		d.line(level, key, "Waiting")
+	}
+}
+
+func (d *describer) resources(level int, key string, rl v1.ResourceList) {
+	if len(rl) == 0 {
+		return
+	}
+	d.header(level, key)
+	names := make([]string, 0, len(rl))
+	for n := range rl {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		q := rl[v1.ResourceName(n)]
+		d.line(level+1, n, q.String())
+	}
+}
+
+// env shows variables as kubectl does: values as written, references by
+// what they point at.
+func (d *describer) env(env []v1.EnvVar) {
+	if len(env) == 0 {
+		d.line(2, "Environment", "<none>")
+		return
+	}
+	d.header(2, "Environment")
+	for _, e := range env {
+		value := e.Value
+		if vf := e.ValueFrom; vf != nil {
+			switch {
+			case vf.FieldRef != nil:
+				value = fmt.Sprintf("(%s:%s)", vf.FieldRef.APIVersion, vf.FieldRef.FieldPath)
+			case vf.ResourceFieldRef != nil:
+				value = fmt.Sprintf("%s (%s)", vf.ResourceFieldRef.Resource, orNone(vf.ResourceFieldRef.ContainerName))
+			default:
+				value = "<set from a reference>"
+			}
+		}
+		d.line(3, e.Name, value)
+	}
+}
+
+func (d *describer) volumes(vols []v1.Volume) {
+	if len(vols) == 0 {
+		d.line(0, "Volumes", "<none>")
+		return
+	}
+	d.header(0, "Volumes")
+	for _, v := range vols {
+		d.header(1, v.Name)
+		switch {
+		case v.HostPath != nil:
+			d.line(2, "Type", "HostPath (bare host directory volume)")
+			d.line(2, "Path", v.HostPath.Path)
+			typ := ""
+			if v.HostPath.Type != nil {
+				typ = string(*v.HostPath.Type)
+			}
+			d.line(2, "HostPathType", typ)
+		case v.EmptyDir != nil:
+			d.line(2, "Type", "EmptyDir (a temporary directory that shares a pod's lifetime)")
+			d.line(2, "Medium", string(v.EmptyDir.Medium))
+			limit := "<unset>"
+			if v.EmptyDir.SizeLimit != nil {
+				limit = v.EmptyDir.SizeLimit.String()
+			}
+			d.line(2, "SizeLimit", limit)
+		default:
+			d.line(2, "Type", "<unknown>")
+		}
+	}
+}
+
+// describeEvents prints the events table, with kubectl's age column:
+// "2m (x5 over 10m)" for a repeated event.
+func describeEvents(w io.Writer, events []v1.Event, at time.Time) {
+	if len(events) == 0 {
+		fmt.Fprintln(w, "Events:           <none>")
+		return
+	}
+	fmt.Fprintln(w, "Events:")
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  Type\tReason\tAge\tFrom\tMessage")
+	fmt.Fprintln(tw, "  ----\t------\t----\t----\t-------")
+	for _, e := range events {
+		age := since(e.FirstTimestamp.Time, at)
+		if e.Count > 1 {
+			age = fmt.Sprintf("%s (x%d over %s)", since(e.LastTimestamp.Time, at), e.Count, since(e.FirstTimestamp.Time, at))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, age, e.Source.Component, strings.TrimSpace(e.Message))
+	}
+	tw.Flush()
+}
+
+func titleBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// now is the clock of AGE columns; tests pin it so golden files hold.
+var now = time.Now
+
+func runPods(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("berth pods", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: berth pods [NAME...] [-n NAMESPACE] [-o wide|json|yaml] [--socket PATH]")
+		fmt.Fprintln(stderr, "\nLists the pods berth runs and the manifests it rejected, like kubectl get pods.")
+		fs.PrintDefaults()
+	}
+	var cf clientFlags
+	cf.bind(fs)
+	output := fs.String("o", "", "output format: wide, json or yaml")
+	names, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	switch *output {
+	case "", "wide", "json", "yaml":
+	default:
+		fmt.Fprintf(stderr, "berth pods: -o %q: want wide, json or yaml\n", *output)
+		return 2
+	}
+	c := newClient(cf.socket)
+	ctx := context.Background()
+	all, err := c.pods(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "berth pods: %v\n", err)
+		return 1
+	}
+	pods := all[:0:0]
+	for i := range all {
+		if cf.namespace == "" || all[i].Namespace == cf.namespace {
+			pods = append(pods, all[i])
+		}
+	}
+	if len(names) > 0 {
+		pods = pods[:0]
+		for _, name := range names {
+			p, err := resolvePod(all, name, cf.namespace)
+			if err != nil {
+				fmt.Fprintf(stderr, "berth pods: %v\n", err)
+				return 1
+			}
+			pods = append(pods, *p)
+		}
+	}
+
+	var obj any = &v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods}
+	if len(names) == 1 {
+		obj = &pods[0]
+	}
+	switch *output {
+	case "json":
+		b, _ := json.MarshalIndent(obj, "", "    ")
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	case "yaml":
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			fmt.Fprintf(stderr, "berth pods: %v\n", err)
+			return 1
+		}
+		stdout.Write(b)
+		return 0
+	}
+	if len(pods) == 0 {
+		if cf.namespace != "" {
+			fmt.Fprintf(stderr, "No pods found in namespace %s.\n", cf.namespace)
+		} else {
+			fmt.Fprintln(stderr, "No pods found.")
+		}
+		return 0
+	}
+	printPodTable(stdout, pods, *output == "wide", now())
+	return 0
+}
+
+// printPodTable prints pods the way kubectl get pods does, plus SOURCE
+// (file or http). A NAMESPACE column leads when a pod is outside
+// "default", since berth lists every namespace at once.
+func printPodTable(w io.Writer, pods []v1.Pod, wide bool, at time.Time) {
+	withNS := false
+	for i := range pods {
+		withNS = withNS || pods[i].Namespace != "default"
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	var head []string
+	if withNS {
+		head = append(head, "NAMESPACE")
+	}
+	head = append(head, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "SOURCE")
+	if wide {
+		head = append(head, "IP", "NODE", "MANIFEST")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for i := range pods {
+		p := &pods[i]
+		s := summarize(p)
+		restarts := strconv.Itoa(s.restarts)
+		if s.restarts != 0 && !s.lastRestart.IsZero() {
+			restarts = fmt.Sprintf("%d (%s ago)", s.restarts, since(s.lastRestart, at))
+		}
+		var row []string
+		if withNS {
+			row = append(row, p.Namespace)
+		}
+		row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), at), orNone(p.Annotations["kubernetes.io/config.source"]))
+		if wide {
+			row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations["berth.io/config.origin"]))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+}
+
+// podSummary is one row's computed columns.
+type podSummary struct {
+	status      string
+	ready       int
+	total       int
+	restarts    int
+	lastRestart time.Time
+}
+
+// summarize computes READY, STATUS and RESTARTS exactly as kubectl's pod
+// printer does (printPod), so an operator reads the same words:
+// Init:1/2, Init:CrashLoopBackOff, CrashLoopBackOff, ImagePullBackOff,
+// ContainerCreating, Completed, Error, NotReady, Terminating. One berth
+// rule comes first: a pod none of whose containers ever ran shows its
+// pod-level reason (Invalid, DecodeError, WaitingForPreviousPod, OutOfpods)
+// instead of the ContainerCreating its container statuses would suggest.
+func summarize(pod *v1.Pod) podSummary {
+	s := podSummary{total: len(pod.Spec.Containers)}
+	var lastRestart, sidecarLastRestart time.Time
+	sidecarRestarts := 0
+	s.status = string(pod.Status.Phase)
+	if pod.Status.Reason != "" {
+		s.status = pod.Status.Reason
+	}
+	initSpecs := map[string]*v1.Container{}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		initSpecs[c.Name] = c
+		if isSidecar(c) {
+			s.total++
+		}
+	}
+	later := func(t *time.Time, st *v1.ContainerStateTerminated) {
+		if st != nil && st.FinishedAt.Time.After(*t) {
+			*t = st.FinishedAt.Time
+		}
+	}
+
+	initializing := false
+	for i, c := range pod.Status.InitContainerStatuses {
+		s.restarts += int(c.RestartCount)
+		later(&lastRestart, c.LastTerminationState.Terminated)
+		sidecar := isSidecar(initSpecs[c.Name])
+		if sidecar {
+			sidecarRestarts += int(c.RestartCount)
+			later(&sidecarLastRestart, c.LastTerminationState.Terminated)
+		}
+		switch {
+		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
+			continue
+		case sidecar && c.Started != nil && *c.Started:
+			if c.Ready {
+				s.ready++
+			}
+			continue
+		case c.State.Terminated != nil:
+			switch t := c.State.Terminated; {
+			case t.Reason != "":
+				s.status = "Init:" + t.Reason
+			case t.Signal != 0:
+				s.status = fmt.Sprintf("Init:Signal:%d", t.Signal)
+			default:
+				s.status = fmt.Sprintf("Init:ExitCode:%d", t.ExitCode)
+			}
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
+			s.status = "Init:" + c.State.Waiting.Reason
+		default:
+			s.status = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
+		}
+		initializing = true
+		break
+	}
+
+	if !initializing || conditionTrue(pod, v1.PodInitialized) {
+		s.restarts, lastRestart = sidecarRestarts, sidecarLastRestart
+		hasRunning := false
+		for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
+			c := pod.Status.ContainerStatuses[i]
+			s.restarts += int(c.RestartCount)
+			later(&lastRestart, c.LastTerminationState.Terminated)
+			switch t := c.State.Terminated; {
+			case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+				s.status = c.State.Waiting.Reason
+			case t != nil && t.Reason != "":
+				s.status = t.Reason
+			case t != nil && t.Signal != 0:
+				s.status = fmt.Sprintf("Signal:%d", t.Signal)
+			case t != nil:
+				s.status = fmt.Sprintf("ExitCode:%d", t.ExitCode)
+			case c.Ready && c.State.Running != nil:
+				hasRunning = true
+				s.ready++
+			}
+		}
+		if s.status == "Completed" && hasRunning {
+			s.status = "NotReady"
+			if conditionTrue(pod, v1.PodReady) {
+				s.status = "Running"
+			}
+		}
+	}
+	s.lastRestart = lastRestart
+
+	if pod.Status.Reason != "" && !anyContainerRan(pod) {
+		s.status = pod.Status.Reason
+	}
+	if pod.DeletionTimestamp != nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
+		s.status = "Terminating"
+	}
+	return s
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c != nil && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+func conditionTrue(pod *v1.Pod, typ v1.PodConditionType) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == typ {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func anyContainerRan(pod *v1.Pod) bool {
+	for _, list := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, c := range list {
+			if c.ContainerID != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// podCreated is when the pod came to be: its creationTimestamp, else when
+// berth first saw its manifest (kubernetes.io/config.seen), else its start.
+func podCreated(pod *v1.Pod) time.Time {
+	if !pod.CreationTimestamp.IsZero() {
+		return pod.CreationTimestamp.Time
+	}
+	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations["kubernetes.io/config.seen"]); err == nil {
+		return t
+	}
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return time.Time{}
+}
+
+// since renders an age as kubectl does (45s, 3m12s, 5h, 2d3h), "<unknown>"
+// for a zero time.
+func since(t, at time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(at.Sub(t))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
