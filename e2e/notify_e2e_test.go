@@ -144,7 +144,7 @@ func (n *notifyLog) all(prefix string) []string {
 	return out
 }
 
-func (n *notifyLog) has(prefix string) bool { return len(n.all(prefix)) > 0 }
+func (n *notifyLog) has(prefix string) bool  { return len(n.all(prefix)) > 0 }
 func (n *notifyLog) count(prefix string) int { return len(n.all(prefix)) }
 
 // first is when the first message starting with prefix arrived.

@@ -17,7 +17,7 @@ import (
 // or removed sandbox by a new sandbox with the container running.
 func TestOutOfBandRecovery(t *testing.T) {
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(ctx context.Context, rp runtimePod) error
 		// container: only the container was killed, the sandbox stays.
 		container bool
@@ -104,10 +104,11 @@ func TestOutOfBandRecovery(t *testing.T) {
 				if after.sandbox.Id == before.sandbox.Id {
 					t.Errorf("the pod runs in the old sandbox %s", shortID(before.sandbox.Id))
 				}
-				p := b.waitRunning(name)
-				if cs := containerStatus(p, "main"); cs == nil || shortID(cs.ContainerID) != shortID(after.container.Id) {
-					t.Errorf("/pods container status %+v, CRI's running container is %s", cs, after.container.Id)
-				}
+				b.waitPod(name, "Running and Ready with the new container", func(p *v1.Pod) bool {
+					cs := containerStatus(p, "main")
+					return p.Status.Phase == v1.PodRunning && podReady(p) && cs != nil && cs.State.Running != nil &&
+						shortID(cs.ContainerID) == shortID(after.container.Id)
+				})
 			}
 			// Exactly one of everything, a little later too.
 			time.Sleep(2 * time.Second)
