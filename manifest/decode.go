@@ -82,6 +82,10 @@ func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
 			continue
 		}
 		apiVersion, kind := scalarAt(root, "apiVersion"), scalarAt(root, "kind")
+		if apiVersion == "" || kind == "" {
+			problem(root.Line, "", "apiVersion and kind are required: a manifest starts with \"apiVersion: v1\" and \"kind: Pod\" (or PodList)", root)
+			continue
+		}
 		if apiVersion != "v1" {
 			problem(lineOf(root, "apiVersion"), "apiVersion", fmt.Sprintf("must be \"v1\", got %q", apiVersion), root)
 			continue

@@ -36,7 +36,8 @@ func keepLastGood(prev, cur Result) Result {
 		}
 		rejected.Insert(p.Name + "_" + p.Namespace)
 	}
-	out := Result{Pods: cur.Pods, Lines: cur.Lines, Problems: cur.Problems}
+	out := Result{Pods: cur.Pods, Lines: cur.Lines}
+	kept := sets.New[string]()
 	for i, p := range prev.Pods {
 		name := FullName(p)
 		if fresh.Has(name) || !(keepAll || rejected.Has(name)) {
@@ -44,6 +45,18 @@ func keepLastGood(prev, cur Result) Result {
 		}
 		out.Pods = append(out.Pods, p)
 		out.Lines = append(out.Lines, prev.Lines[i])
+		kept.Insert(name)
+	}
+	// Say so in the problems: the operator should know the edit did not
+	// take effect and what is running instead.
+	for _, p := range cur.Problems {
+		switch {
+		case p.Name != "" && kept.Has(p.Name+"_"+p.Namespace):
+			p.Message += " (the last good version of this pod keeps running)"
+		case p.Name == "" && kept.Len() > 0:
+			p.Message += " (the pods this manifest defined before keep running)"
+		}
+		out.Problems = append(out.Problems, p)
 	}
 	return out
 }

@@ -35,6 +35,11 @@ func TestKeepLastGood(t *testing.T) {
 			if strings.Join(got, " ") != tt.want {
 				t.Errorf("kept %q, want %q", strings.Join(got, " "), tt.want)
 			}
+			for _, p := range res.Problems {
+				if !strings.Contains(p.Message, "keep") {
+					t.Errorf("problem %q does not say what keeps running", p.Message)
+				}
+			}
 		})
 	}
 }

@@ -165,6 +165,12 @@ spec:
 		wantProbs: []string{"1 apiVersion DecodeError"},
 	},
 	{
+		name:      "no kind",
+		in:        "apiVersion: v1\nmetadata:\n  name: web\n",
+		wantProbs: []string{"1  DecodeError"},
+		wantMsg:   "apiVersion and kind are required",
+	},
+	{
 		name:      "not an object",
 		in:        "- a\n- b\n",
 		wantProbs: []string{"1  DecodeError"},
