@@ -1,0 +1,110 @@
+// Command berthbench measures a static-pod agent on a private containerd
+// test bed and prints one table of figures (`make bench`). By default it
+// measures berth (bin/berth); -agent measures another agent, such as the
+// kubelet in standalone mode, with the same code:
+//
+//	berthbench                          # the full set, about 10 minutes
+//	berthbench -quick -only add,remove  # a developer's quick look
+//	berthbench -agent 'kubelet --pod-manifest-path={manifests} --container-runtime-endpoint={endpoint} ...'
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berth-agent/berth/bench"
+	"github.com/berth-agent/berth/e2e/testbed"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "berthbench:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses the flags, starts the bed, measures, prints and cleans up.
+// The bed is closed (every pod removed) on every path, Ctrl-C included:
+// signals only cancel the context, and further ones are ignored while the
+// clean-up runs.
+func run() error {
+	opts := bench.Options{}
+	flag.StringVar(&opts.Template, "agent", bench.DefaultTemplate, "the agent's command line; placeholders: "+bench.Placeholders)
+	flag.StringVar(&opts.Bin, "bin", "bin/berth", "the berth binary, for {bin}")
+	flag.BoolVar(&opts.BerthAPI, "berth-api", true, "the agent serves berth's /readyz, /metrics and /pods on {listen} (default false when -agent is given)")
+	only := flag.String("only", "", "comma-separated figures to run (default all): "+strings.Join(bench.Figures, ","))
+	flag.BoolVar(&opts.Quick, "quick", false, "fewer runs and shorter idle windows, to iterate")
+	goBench := flag.String("gobench", "./manifest/", "comma-separated packages whose Go benchmarks are reported")
+	jsonPath := flag.String("json", "bench/results.json", "where to write the results as JSON (\"\": nowhere)")
+	verbose := flag.Bool("v", false, "debug logging")
+	flag.Parse()
+
+	given := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["agent"] && !given["berth-api"] {
+		opts.BerthAPI = false
+	}
+	if *only != "" {
+		opts.Only = strings.Split(*only, ",")
+		for _, f := range opts.Only {
+			if !slices.Contains(bench.Figures, f) {
+				return fmt.Errorf("-only: unknown figure %q (known: %s)", f, strings.Join(bench.Figures, ","))
+			}
+		}
+	}
+	if *goBench != "" {
+		opts.GoBench = strings.Split(*goBench, ",")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(opts.Log)
+	var err error
+	if opts.RepoDir, err = os.Getwd(); err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	opts.Log.Info("starting a private test bed")
+	bed, err := testbed.Start(testbed.Options{})
+	if err != nil {
+		return fmt.Errorf("test bed: %w", err)
+	}
+	res, runErr := bench.Run(ctx, bed, opts)
+	if ctx.Err() != nil {
+		opts.Log.Warn("interrupted: cleaning up, please wait")
+	}
+	opts.Log.Info("closing the test bed")
+	if err := bed.Close(); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("close test bed: %w", err))
+	}
+	if res == nil {
+		return runErr
+	}
+	res.Duration = time.Since(started).Round(time.Second).String()
+	if err := res.Print(os.Stdout); err != nil {
+		return err
+	}
+	if *jsonPath != "" {
+		if err := res.WriteJSON(*jsonPath); err != nil {
+			return err
+		}
+	}
+	if runErr == nil && res.Failed() {
+		runErr = errors.New("some figures failed (see the notes)")
+	}
+	return runErr
+}

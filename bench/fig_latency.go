@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Poll periods of the latency figures. They only bound how soon the bench
+// notices; the figures come from containerd's own started_at and
+// finished_at, so polling faster would only load the two cores.
+const (
+	singlePoll = 10 * time.Millisecond
+	burstPoll  = 100 * time.Millisecond
+	podTimeout = 2 * time.Minute
+)
+
+// cycle is one add and remove of a single pod, timed.
+type cycle struct {
+	add, remove time.Duration
+}
+
+// addRemove drops one pod's manifest, times it to RUNNING, deletes the
+// manifest, times it to no container running, and waits until the bed is
+// quiet again so the next cycle does not compete with this one's
+// teardown.
+func (r *runner) addRemove(ctx context.Context, s podSpec) (cycle, error) {
+	var c cycle
+	t0, err := dropManifests(r.manifests, s)
+	if err != nil {
+		return c, err
+	}
+	ctrs, err := r.waitRunning(ctx, []string{s.Name}, nil, singlePoll, podTimeout)
+	if err != nil {
+		return c, err
+	}
+	started, err := r.lastStart(ctx, ctrs)
+	if err != nil {
+		return c, err
+	}
+	c.add = started.Sub(t0)
+	ids, err := r.podIDs(ctx, []string{s.Name})
+	if err != nil {
+		return c, err
+	}
+	t1, err := removeManifests(r.manifests, s.Name)
+	if err != nil {
+		return c, err
+	}
+	stopped, err := r.waitGone(ctx, []string{s.Name}, ids, singlePoll, podTimeout)
+	if err != nil {
+		return c, err
+	}
+	c.remove = stopped.Sub(t1)
+	return c, r.poll(ctx, 20*time.Millisecond, podTimeout, "the bed quiet", func() (bool, error) { return r.quiet(ctx) })
+}
+
+// warmUp runs one untimed cycle per agent start, so the first timed run
+// does not pay for cold caches (page cache of the image layers, the
+// agent's first CNI call).
+func (r *runner) warmUp(ctx context.Context) error {
+	if r.warmed {
+		return nil
+	}
+	if _, err := r.addRemove(ctx, podSpec{Name: "warmup"}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	r.warmed = true
+	return nil
+}
+
+// cycles runs n add/remove cycles of fresh pods (a new name each, so no
+// cycle waits on the previous one's identity).
+func (r *runner) cycles(ctx context.Context, prefix string, hostNetwork bool, n int) (adds, removes []float64, err error) {
+	for i := range n {
+		c, err := r.addRemove(ctx, podSpec{Name: fmt.Sprintf("%s-%d", prefix, i), HostNetwork: hostNetwork})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+		}
+		adds, removes = append(adds, ms(c.add)), append(removes, ms(c.remove))
+	}
+	return adds, removes, nil
+}
+
+// ms converts a duration to milliseconds for the table.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// seconds converts a duration to seconds for the table.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// Targets and kubelet references of the latency figures (issue 7,
+// DESIGN.md "Performance: where the bar is").
+var (
+	addTarget    = &Target{Text: "median < 400 ms", Limit: 400}
+	removeTarget = &Target{Text: "< 2.5 s", Limit: 2500}
+	editTarget   = &Target{Text: "< 0.6 s", Limit: 600}
+)
+
+// figAdd times manifest rename -> container RUNNING for a host-network
+// and a pod-network pod; the pod-network cycles also give the remove
+// figure when it is selected.
+func (r *runner) figAdd(ctx context.Context) error {
+	if err := r.ensureAgent(ctx, fileAgent); err != nil {
+		return err
+	}
+	if err := r.warmUp(ctx); err != nil {
+		return err
+	}
+	n := r.plan.latencyRuns
+	hostAdds, _, err := r.cycles(ctx, "add-host", true, n)
+	if err != nil {
+		return err
+	}
+	r.res.add("add: rename -> RUNNING, host network", "ms", hostAdds, addTarget, "150-170 ms")
+	podAdds, podRemoves, err := r.cycles(ctx, "add-pod", false, n)
+	if err != nil {
+		return err
+	}
+	r.res.add("add: rename -> RUNNING, pod network", "ms", podAdds, addTarget, "150-170 ms")
+	r.removes = podRemoves
+	return nil
+}
+
+// figRemove times manifest deleted -> no container of the pod running, for
+// a container that exits on TERM, from the add figure's pod-network cycles
+// or from cycles of its own when add is not selected.
+func (r *runner) figRemove(ctx context.Context) error {
+	if r.removes == nil {
+		if err := r.ensureAgent(ctx, fileAgent); err != nil {
+			return err
+		}
+		if err := r.warmUp(ctx); err != nil {
+			return err
+		}
+		_, removes, err := r.cycles(ctx, "remove", false, r.plan.latencyRuns)
+		if err != nil {
+			return err
+		}
+		r.removes = removes
+	}
+	r.res.add("remove: delete -> not running", "ms", r.removes, removeTarget, "48 ms")
+	return nil
+}
+
+// figEdit times manifest edited (an env value changed, renamed over the
+// old file) -> the new pod's container RUNNING, and checks that the old
+// container had stopped before the new one started.
+func (r *runner) figEdit(ctx context.Context) error {
+	if err := r.ensureAgent(ctx, fileAgent); err != nil {
+		return err
+	}
+	if err := r.warmUp(ctx); err != nil {
+		return err
+	}
+	s := podSpec{Name: "edit"}
+	if err := r.ensurePods(ctx, []podSpec{s}); err != nil {
+		return err
+	}
+	var samples []float64
+	overlaps := 0
+	for i := 1; i <= r.plan.editRuns; i++ {
+		oldIDs, err := r.podIDs(ctx, []string{s.Name})
+		if err != nil {
+			return err
+		}
+		old := map[string]bool{}
+		for _, id := range oldIDs {
+			old[id] = true
+		}
+		s.Gen = i
+		t0, err := dropManifests(r.manifests, s)
+		if err != nil {
+			return err
+		}
+		ctrs, err := r.waitRunning(ctx, []string{s.Name}, old, singlePoll, podTimeout)
+		if err != nil {
+			return fmt.Errorf("edit %d: %w", i, err)
+		}
+		started, err := r.lastStart(ctx, ctrs)
+		if err != nil {
+			return err
+		}
+		samples = append(samples, ms(started.Sub(t0)))
+		for _, id := range oldIDs {
+			st, err := r.containerStatus(ctx, id)
+			if err != nil {
+				return err
+			}
+			if st != nil && (st.GetFinishedAt() == 0 || time.Unix(0, st.GetFinishedAt()).After(started)) {
+				overlaps++
+			}
+		}
+	}
+	r.res.add("edit: rename -> new RUNNING", "ms", samples, editTarget, "11.7 s")
+	if overlaps > 0 {
+		r.res.note("edit: %d of %d runs started the new container before the old one had stopped", overlaps, len(samples))
+	}
+	return r.clear(ctx)
+}
+
+// figOnePod counts the CRI calls berth makes to bring up one pod, from
+// its /metrics around a single add (1 s after RUNNING, so status reads
+// right after the start count too). Periodic relists fall in that window
+// as well, so a second row leaves the list_* operations out.
+func (r *runner) figOnePod(ctx context.Context) error {
+	const name = "CRI calls: one pod up"
+	target := &Target{Text: "<= 5 (kubelet's)", Limit: 5, AtMost: true}
+	if !r.opts.BerthAPI {
+		r.res.na(name, "calls", "needs berth's /metrics", target, "5 + lists")
+		return nil
+	}
+	if err := r.ensureAgent(ctx, fileAgent); err != nil {
+		return err
+	}
+	if err := r.warmUp(ctx); err != nil {
+		return err
+	}
+	var all, nonList []float64
+	sum := opCounts{}
+	for i := range r.plan.onePodRuns {
+		s := podSpec{Name: fmt.Sprintf("onepod-%d", i)}
+		before, err := scrapeOps(ctx, r.listen)
+		if err != nil {
+			return err
+		}
+		if _, err := dropManifests(r.manifests, s); err != nil {
+			return err
+		}
+		if _, err := r.waitRunning(ctx, []string{s.Name}, nil, singlePoll, podTimeout); err != nil {
+			return err
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		after, err := scrapeOps(ctx, r.listen)
+		if err != nil {
+			return err
+		}
+		d := after.minus(before)
+		all = append(all, d.total())
+		nonList = append(nonList, d.total()-d.withPrefix("list_").total())
+		for op, v := range d {
+			sum[op] += v / float64(r.plan.onePodRuns)
+		}
+		if err := r.clear(ctx); err != nil {
+			return err
+		}
+	}
+	r.res.add(name+" (all)", "calls", all, nil, "")
+	r.res.add(name+" (without List*)", "calls", nonList, target, "5")
+	r.res.note("CRI calls per pod brought up (mean of %d, window until 1 s after RUNNING): %s", len(all), sum)
+	return nil
+}
