@@ -476,9 +476,7 @@ func TestOrphanReaped(t *testing.T) {
 	// Another test binary starting a bed now may be the one reaping it:
 	// give its teardown time to finish.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		_, errDir := os.Stat(dir)
-		_, errClaim := os.Stat(filepath.Join(claimDir, fmt.Sprint(orphan.network.Index)))
-		if os.IsNotExist(errDir) && os.IsNotExist(errClaim) {
+		if _, err := os.Stat(dir); os.IsNotExist(err) && !claimed(orphan) {
 			break
 		}
 	}
@@ -622,7 +620,10 @@ func assertNothingLeft(t *testing.T, b *Bed, netns string) {
 	if _, err := net.InterfaceByName(b.Bridge); err == nil {
 		t.Errorf("bridge %s survived Close", b.Bridge)
 	}
-	for _, p := range []string{netns, b.Dir, filepath.Join(claimDir, fmt.Sprint(b.network.Index)), filepath.Join(cniNetworksDir, b.network.Name)} {
+	if claimed(b) {
+		t.Errorf("the bed's claim on network %d survived Close", b.network.Index)
+	}
+	for _, p := range []string{netns, b.Dir, filepath.Join(cniNetworksDir, b.network.Name)} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s survived Close", p)
 		}
@@ -630,4 +631,11 @@ func assertNothingLeft(t *testing.T, b *Bed, netns string) {
 	if results, _ := filepath.Glob(filepath.Join(cniResultsDir, b.network.Name+"-*")); len(results) > 0 {
 		t.Errorf("CNI results %v survived Close", results)
 	}
+}
+
+// claimed reports whether b's claim on its network index is still there
+// (another bed may have claimed the index since: that is not b's).
+func claimed(b *Bed) bool {
+	owner, err := os.ReadFile(filepath.Join(claimDir, fmt.Sprint(b.network.Index)))
+	return err == nil && string(owner) == b.Dir
 }
