@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -200,6 +201,10 @@ func TestImageArchiveCache(t *testing.T) {
 		t.Skipf("no busybox here (run `make testbed`): %v", err)
 	}
 	cache := t.TempDir()
+	stale := filepath.Join(cache, "images-0000000000000000.tar")
+	if err := os.WriteFile(stale, []byte("an older build"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	first, err := imageArchive(cache, "/usr/bin/busybox")
 	if err != nil {
 		t.Fatalf("imageArchive: %v", err)
@@ -224,6 +229,6 @@ func TestImageArchiveCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(entries) != 1 {
-		t.Errorf("cache holds %d entries, want just the archive (no temporary left)", len(entries))
+		t.Errorf("cache holds %d entries, want just the archive (no temporary, no stale build left)", len(entries))
 	}
 }

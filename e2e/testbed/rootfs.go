@@ -138,6 +138,13 @@ func imageArchive(cacheDir, busybox string) (string, error) {
 	if err := os.Rename(tmp.Name(), archive); err != nil {
 		return "", fmt.Errorf("store image archive: %w", err)
 	}
+	// Archives of an older busybox or image format are of no more use.
+	old, _ := filepath.Glob(filepath.Join(cacheDir, "images-*.tar"))
+	for _, o := range old {
+		if o != archive {
+			os.Remove(o)
+		}
+	}
 	return archive, nil
 }
 
