@@ -102,6 +102,11 @@ func reapOrphan(bedDir string) error {
 	if err != nil {
 		return err
 	}
+	// The bed is ours now: should Close rewrite the state (restarting
+	// containerd), other processes must see a live owner and keep off.
+	if me, err := selfOwner(); err == nil {
+		b.owner = me
+	}
 	slog.Info("tearing down an orphaned test bed", "dir", bedDir, "owner", st.Owner.PID)
 	return b.Close()
 }
