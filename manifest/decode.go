@@ -50,11 +50,7 @@ func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
 	var docs []decoded
 	var problems []Problem
 	problem := func(line int, fieldPath, msg string, node *yaml.Node) {
-		name, ns := metaOf(node)
-		problems = append(problems, Problem{
-			Source: origin.Source, Origin: origin.Path, Line: line, Field: fieldPath,
-			Reason: ReasonDecodeError, Message: msg, Name: name, Namespace: ns,
-		})
+		problems = append(problems, decodeProblem(origin, line, fieldPath, msg, node))
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	sawDocument := false
@@ -116,16 +112,11 @@ func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
 // bad item does not reject its siblings.
 func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, problems []Problem) ([]decoded, []Problem) {
 	add := func(line int, fieldPath, msg string, node *yaml.Node) {
-		name, ns := metaOf(node)
-		problems = append(problems, Problem{
-			Source: origin.Source, Origin: origin.Path, Line: line, Field: fieldPath,
-			Reason: ReasonDecodeError, Message: msg, Name: name, Namespace: ns,
-		})
+		problems = append(problems, decodeProblem(origin, line, fieldPath, msg, node))
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		switch k := root.Content[i].Value; k {
-		case "apiVersion", "kind", "metadata":
-		case "items":
+		case "apiVersion", "kind", "metadata", "items":
 		default:
 			add(root.Content[i].Line, k, "unknown field in a "+kind, nil)
 		}
@@ -161,6 +152,14 @@ func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, pro
 		}
 	}
 	return docs, problems
+}
+
+// decodeProblem is a DecodeError, named after the pod's metadata when its
+// node has any.
+func decodeProblem(origin Origin, line int, fieldPath, msg string, node *yaml.Node) Problem {
+	name, ns := metaOf(node)
+	return Problem{Source: origin.Source, Origin: origin.Path, Line: line, Field: fieldPath,
+		Reason: ReasonDecodeError, Message: msg, Name: name, Namespace: ns}
 }
 
 // decodePod turns one pod's YAML node into a v1.Pod, strictly. It returns

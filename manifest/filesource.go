@@ -297,7 +297,7 @@ func (s *fileSource) read(p string, force bool) {
 		prev = &fileState{}
 	}
 	res = keepLastGood(prev.res, res)
-	if !sameProblems(prev.res.Problems, res.Problems) {
+	if !slices.Equal(prev.res.Problems, res.Problems) {
 		for _, pr := range res.Problems {
 			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
 				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)
@@ -328,8 +328,4 @@ func (s *fileSource) send(ctx context.Context) error {
 // inode (a rename or symlink swap gives a new one), size and mtime.
 func sameVersion(a, b os.FileInfo) bool {
 	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
-}
-
-func sameProblems(a, b []Problem) bool {
-	return slices.Equal(a, b)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,7 +102,7 @@ func (s *httpSource) poll(ctx context.Context) {
 		return
 	}
 	res = keepLastGood(s.last, res)
-	if !sameProblems(s.last.Problems, res.Problems) {
+	if !slices.Equal(s.last.Problems, res.Problems) {
 		for _, pr := range res.Problems {
 			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
 				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)

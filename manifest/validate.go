@@ -84,9 +84,9 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		}
 		isSidecar := c.RestartPolicy != nil
 		if !isSidecar {
-			for name, probe := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
-				if probe != nil {
-					errs = append(errs, field.Forbidden(cp.Child(name), "only sidecar init containers (restartPolicy: Always) may have probes"))
+			for _, probe := range probesOf(c) {
+				if probe.probe != nil {
+					errs = append(errs, field.Forbidden(cp.Child(probe.name), "only sidecar init containers (restartPolicy: Always) may have probes"))
 				}
 			}
 			if c.Lifecycle != nil {
@@ -160,26 +160,38 @@ func validateContainer(c *v1.Container, p *field.Path, spec *v1.PodSpec, volumes
 	errs = append(errs, validateEnv(c.Env, p.Child("env"))...)
 	errs = append(errs, validateResources(&c.Resources, p.Child("resources"))...)
 	errs = append(errs, validateMounts(c.VolumeMounts, p.Child("volumeMounts"), volumes)...)
-	for name, probe := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
-		if probe == nil {
+	for _, pr := range probesOf(c) {
+		if pr.probe == nil {
 			continue
 		}
-		errs = append(errs, validateProbe(probe, p.Child(name), c.Ports)...)
-		if name != "readinessProbe" && probe.SuccessThreshold != 1 {
-			errs = append(errs, field.Invalid(p.Child(name, "successThreshold"), probe.SuccessThreshold, "must be 1"))
+		errs = append(errs, validateProbe(pr.probe, p.Child(pr.name), c.Ports)...)
+		if pr.name != "readinessProbe" && pr.probe.SuccessThreshold != 1 {
+			errs = append(errs, field.Invalid(p.Child(pr.name, "successThreshold"), pr.probe.SuccessThreshold, "must be 1"))
 		}
 	}
 	if c.Lifecycle != nil {
-		for name, h := range map[string]*v1.LifecycleHandler{"postStart": c.Lifecycle.PostStart, "preStop": c.Lifecycle.PreStop} {
-			if h != nil {
-				errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", name), c.Ports)...)
-			}
+		if h := c.Lifecycle.PostStart; h != nil {
+			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "postStart"), c.Ports)...)
+		}
+		if h := c.Lifecycle.PreStop; h != nil {
+			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "preStop"), c.Ports)...)
 		}
 	}
 	if sc := c.SecurityContext; sc != nil {
 		errs = append(errs, validateIDs(sc.RunAsUser, sc.RunAsGroup, p.Child("securityContext"))...)
 	}
 	return errs
+}
+
+// namedProbe is one of a container's probes with its field name, in the
+// order of the API so problems come out in a stable order.
+type namedProbe struct {
+	name  string
+	probe *v1.Probe
+}
+
+func probesOf(c *v1.Container) []namedProbe {
+	return []namedProbe{{"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}, {"startupProbe", c.StartupProbe}}
 }
 
 func validatePorts(ports []v1.ContainerPort, p *field.Path, hostNetwork bool) field.ErrorList {
