@@ -30,8 +30,13 @@ type PodActions struct {
 	// CreateSandbox, the one being replaced ("" for a new pod).
 	SandboxID string
 	// NextInitContainer is the init container to start now: init containers
-	// run one at a time, in order, each after the previous exited 0.
+	// run one at a time, in order, each after the previous exited 0, or for
+	// a sidecar (an init container with restartPolicy Always) once it runs.
 	NextInitContainer *v1.Container
+	// SidecarsToStart are indexes into pod.Spec.InitContainers of sidecars
+	// to restart after initialization: a sidecar that exited is restarted
+	// whatever the pod's restart policy, before app containers start.
+	SidecarsToStart []int
 	// ContainersToStart are indexes into pod.Spec.Containers, in spec order.
 	ContainersToStart []int
 	// ContainersToKill are killed before anything is started, ignored when
@@ -88,7 +93,7 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 		}
 		if len(start) == 0 {
 			// OnFailure and every app container succeeded: nothing to rerun.
-			if _, _, done := nextInitContainer(pod, status); done {
+			if _, _, done := nextInitContainer(pod, status, sandboxID); done {
 				a.CreateSandbox = false
 				a.Terminal = true
 				return a
@@ -105,10 +110,10 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 
 	a.ContainersToKill = append(a.ContainersToKill, strayContainers(pod, status, sandboxID)...)
 
-	last, next, done := nextInitContainer(pod, status)
+	last, next, done := nextInitContainer(pod, status, sandboxID)
 	if !done {
 		if next != nil {
-			if last != nil && initFailed(last) && !restartsOnFailure(pod) {
+			if last != nil && initFailed(last) && !restartsOnFailure(pod) && !isSidecar(next) {
 				a.KillPod = true
 				a.Terminal = true
 				a.Failed = true
@@ -124,6 +129,9 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 		}
 		return a
 	}
+
+	sidecarStarts, sidecarKills := sidecarActions(pod, status)
+	a.ContainersToKill = append(a.ContainersToKill, sidecarKills...)
 
 	keep := 0
 	for i := range pod.Spec.Containers {
@@ -154,11 +162,53 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 		})
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
+		// Sidecars never keep a pod alive: they are killed with it.
 		a.KillPod = true
 		a.Terminal = true
 		a.Failed = !allSucceeded(pod, status)
+		a.ContainersToKill = nil
+		return a
 	}
+	a.SidecarsToStart = sidecarStarts
 	return a
+}
+
+// isSidecar reports whether an init container is a sidecar: restartPolicy
+// Always makes it run beside the app containers instead of to completion.
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// sidecarActions are, once initialization is done, the sidecars to restart
+// (exited, never started, or unknown, whatever the pod's restart policy) and
+// to kill (unknown state, or running with a changed spec, then restarted).
+func sidecarActions(pod *v1.Pod, status *PodStatus) (starts []int, kills []ContainerToKill) {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if !isSidecar(c) {
+			continue
+		}
+		cs := status.FindContainer(c.Name)
+		switch {
+		case cs == nil || cs.State == ContainerStateExited || cs.State == ContainerStateCreated:
+			if pod.DeletionTimestamp == nil {
+				starts = append(starts, i)
+			}
+		case cs.State == ContainerStateUnknown:
+			starts = append(starts, i)
+			kills = append(kills, ContainerToKill{
+				Name: c.Name, Status: cs, Reason: KillReasonUnknown,
+				Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State),
+			})
+		case cs.Hash != HashContainer(c):
+			starts = append(starts, i)
+			kills = append(kills, ContainerToKill{
+				Name: c.Name, Status: cs, Reason: KillReasonSpecChanged,
+				Message: fmt.Sprintf("Init container %s definition changed, will be restarted", c.Name),
+			})
+		}
+	}
+	return starts, kills
 }
 
 // sandboxChanged reports whether the pod needs a new sandbox, the attempt
@@ -211,43 +261,52 @@ func strayContainers(pod *v1.Pod, status *PodStatus, sandboxID string) []Contain
 
 // nextInitContainer finds where initialization stands: done, or the next
 // init container to run, with last the status of a failed (or never started)
-// init container that next restarts. An app container running means
-// initialization finished earlier, even if the runtime has since removed the
-// init containers.
-func nextInitContainer(pod *v1.Pod, status *PodStatus) (last *ContainerStatus, next *v1.Container, done bool) {
+// init container that next restarts. Init containers run in order: a regular
+// one must exit 0 before the next starts, a sidecar must be running. Only
+// the statuses in the current sandbox count: a new sandbox initializes from
+// the start, as the kubelet does by purging the old init containers. An app
+// container created in the sandbox means initialization finished earlier,
+// even if the runtime has since removed the init containers.
+func nextInitContainer(pod *v1.Pod, status *PodStatus, sandboxID string) (last *ContainerStatus, next *v1.Container, done bool) {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return nil, nil, true
 	}
 	for _, c := range pod.Spec.Containers {
-		if cs := status.FindContainer(c.Name); cs != nil && cs.State == ContainerStateRunning {
+		if findInSandbox(status, c.Name, sandboxID) != nil {
 			return nil, nil, true
 		}
 	}
-	for i := len(inits) - 1; i >= 0; i-- {
-		if cs := status.FindContainer(inits[i].Name); cs != nil && initFailed(cs) {
-			return cs, &inits[i], false
-		}
-	}
-	for i := len(inits) - 1; i >= 0; i-- {
-		cs := status.FindContainer(inits[i].Name)
-		if cs == nil {
-			continue
-		}
-		switch cs.State {
-		case ContainerStateRunning:
-			return nil, nil, false
-		case ContainerStateCreated:
-			// Created but never started: its start failed; start it again.
-			return cs, &inits[i], false
-		case ContainerStateExited:
-			if i == len(inits)-1 {
-				return nil, nil, true
+	for i := range inits {
+		c := &inits[i]
+		cs := findInSandbox(status, c.Name, sandboxID)
+		switch {
+		case cs == nil:
+			return nil, c, false
+		case isSidecar(c):
+			if cs.State != ContainerStateRunning {
+				return cs, c, false
 			}
-			return nil, &inits[i+1], false
+		case cs.State == ContainerStateRunning:
+			return nil, nil, false
+		case cs.State == ContainerStateExited && !initFailed(cs):
+		default:
+			// Failed, unknown, or created but never started (its start
+			// failed): run it again, or fail the pod.
+			return cs, c, false
 		}
 	}
-	return nil, &inits[0], false
+	return nil, nil, true
+}
+
+// findInSandbox is the newest status of the named container in one sandbox.
+func findInSandbox(status *PodStatus, name, sandboxID string) *ContainerStatus {
+	for _, c := range status.Containers {
+		if c.Name == name && c.SandboxID == sandboxID {
+			return c
+		}
+	}
+	return nil
 }
 
 // initFailed reports whether an init container's run failed: a non-zero

@@ -41,6 +41,12 @@ func podStatusOf(sandboxes []*SandboxStatus, containers ...*ContainerStatus) *Po
 	return &PodStatus{UID: "uid-1", Sandboxes: sandboxes, Containers: containers}
 }
 
+// sidecar0 makes the pod's first init container a sidecar.
+func sidecar0(p *v1.Pod) {
+	always := v1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers[0].RestartPolicy = &always
+}
+
 // kill is the expected part of a ContainerToKill.
 type kill struct{ name, reason string }
 
@@ -58,6 +64,7 @@ func TestComputePodActions(t *testing.T) {
 		attempt  uint32
 		sandbox  string
 		nextInit string
+		sidecars []int
 		start    []int
 		kills    []kill
 		terminal bool
@@ -463,12 +470,101 @@ func TestComputePodActions(t *testing.T) {
 			sandbox: "sb1", nextInit: "i1",
 		},
 		{
-			name: "the last failed init is the one restarted",
-			pod:  actPod(always, []string{"i0", "i1", "i2"}, two),
+			name: "init statuses of an older sandbox do not count",
+			pod:  actPod(always, inits, two),
 			status: func(p *v1.Pod) *PodStatus {
-				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateExited, 2), cs(p, "i0", ContainerStateExited, 1))
+				i1, i0 := cs(p, "i1", ContainerStateExited, 0), cs(p, "i0", ContainerStateExited, 0)
+				i1.SandboxID, i0.SandboxID = "sb0", "sb0"
+				return podStatusOf([]*SandboxStatus{readySandbox()}, i1, i0)
+			},
+			sandbox: "sb1", nextInit: "i0",
+		},
+
+		// Sidecars: init containers with restartPolicy Always.
+		{
+			name:     "new pod starts the sidecar first",
+			pod:      actPod(always, []string{"s0", "i1"}, two),
+			mutate:   sidecar0,
+			status:   func(*v1.Pod) *PodStatus { return nil },
+			create:   true,
+			nextInit: "s0",
+		},
+		{
+			name:   "running sidecar lets the next init container start",
+			pod:    actPod(always, []string{"s0", "i1"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "s0", ContainerStateRunning, 0))
 			},
 			sandbox: "sb1", nextInit: "i1",
+		},
+		{
+			name:   "running sidecar and finished init: apps start",
+			pod:    actPod(always, []string{"s0", "i1"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateExited, 0), cs(p, "s0", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", start: []int{0, 1},
+		},
+		{
+			name:   "sidecar that failed during init restarts even under Never",
+			pod:    actPod(never, []string{"s0", "i1"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "s0", ContainerStateExited, 1))
+			},
+			sandbox: "sb1", nextInit: "s0",
+		},
+		{
+			name:   "sidecar that exited while a later init runs restarts first",
+			pod:    actPod(always, []string{"s0", "i1"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateRunning, 0), cs(p, "s0", ContainerStateExited, 0))
+			},
+			sandbox: "sb1", nextInit: "s0",
+		},
+		{
+			name:   "sidecar that exited after init restarts under Never",
+			pod:    actPod(never, []string{"s0", "i1"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0),
+					cs(p, "i1", ContainerStateExited, 0), cs(p, "s0", ContainerStateExited, 137))
+			},
+			sandbox: "sb1", sidecars: []int{0},
+		},
+		{
+			name:   "sidecar with a changed spec is killed and restarted",
+			pod:    actPod(always, []string{"s0"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				s0 := cs(p, "s0", ContainerStateRunning, 0)
+				s0.Hash = 9
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0), s0)
+			},
+			sandbox: "sb1", sidecars: []int{0}, kills: []kill{{"s0", KillReasonSpecChanged}},
+		},
+		{
+			name:   "sidecar in unknown state is killed and restarted",
+			pod:    actPod(always, []string{"s0"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0),
+					cs(p, "s0", ContainerStateUnknown, 0))
+			},
+			sandbox: "sb1", sidecars: []int{0}, kills: []kill{{"s0", KillReasonUnknown}},
+		},
+		{
+			name:   "app containers done: the pod ends, sidecar included",
+			pod:    actPod(onFailure, []string{"s0"}, two),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0),
+					cs(p, "s0", ContainerStateExited, 1))
+			},
+			killPod: true, sandbox: "sb1", terminal: true,
 		},
 		{
 			name: "a running app container means initialization is done",
@@ -505,6 +601,7 @@ func TestComputePodActions(t *testing.T) {
 				{"Attempt", got.Attempt, tt.attempt},
 				{"SandboxID", got.SandboxID, tt.sandbox},
 				{"NextInitContainer", gotInit, tt.nextInit},
+				{"SidecarsToStart", got.SidecarsToStart, tt.sidecars},
 				{"ContainersToStart", got.ContainersToStart, tt.start},
 				{"ContainersToKill", gotKills, tt.kills},
 				{"Terminal", got.Terminal, tt.terminal},

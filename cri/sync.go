@@ -15,7 +15,7 @@ import (
 // SyncPod brings the pod's runtime state one step closer to its spec, in the
 // kubelet's order: compute the actions from the observed status; kill the
 // pod, or the containers to kill; create the sandbox; start the next init
-// container; start the app containers. status is what the runtime reported
+// container; restart sidecars; start the app containers. status is what the runtime reported
 // for the pod (nil or empty for a new pod).
 //
 // It never waits: a container in crash-loop back-off is reported as
@@ -32,7 +32,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	slog.Debug("syncing pod", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID,
 		"killPod", actions.KillPod, "createSandbox", actions.CreateSandbox, "attempt", actions.Attempt,
 		"toKill", len(actions.ContainersToKill), "toStart", len(actions.ContainersToStart),
-		"nextInit", actions.NextInitContainer != nil, "terminal", actions.Terminal)
+		"nextInit", actions.NextInitContainer != nil, "sidecars", len(actions.SidecarsToStart), "terminal", actions.Terminal)
 	result := SyncResult{Terminal: actions.Terminal, Failed: actions.Failed}
 
 	if actions.CreateSandbox && actions.SandboxID != "" {
@@ -53,7 +53,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 			}
 		}
 	}
-	if !actions.CreateSandbox && actions.NextInitContainer == nil && len(actions.ContainersToStart) == 0 {
+	if !actions.CreateSandbox && actions.NextInitContainer == nil && len(actions.SidecarsToStart) == 0 && len(actions.ContainersToStart) == 0 {
 		return result
 	}
 
@@ -81,6 +81,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		if res.Err != nil {
 			return result
 		}
+	}
+	// A sidecar that fails to restart does not hold the app containers back:
+	// they were already initialized.
+	for _, i := range actions.SidecarsToStart {
+		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.InitContainers[i], status, target, ActionInitContainer))
 	}
 	for _, i := range actions.ContainersToStart {
 		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.Containers[i], status, target, ActionStartContainer))

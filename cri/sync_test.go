@@ -466,3 +466,25 @@ func TestSyncResultHelpers(t *testing.T) {
 		t.Errorf("Error() of a clean result is not nil")
 	}
 }
+
+func TestSyncPodRestartsSidecarBesideApps(t *testing.T) {
+	f := newSyncFixture(t)
+	pod := syncPod("app")
+	always := v1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: "busybox:1.36", RestartPolicy: &always}}
+	sb := f.runningSandbox(pod)
+	st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{
+		{ID: "p", SandboxID: "sb1", Name: "proxy", State: ContainerStateExited, ExitCode: 1, FinishedAt: f.clock.Now(),
+			Hash: HashContainer(&pod.Spec.InitContainers[0]), Labels: managed},
+		{ID: "a", SandboxID: "sb1", Name: "app", State: ContainerStateExited, ExitCode: 2, FinishedAt: f.clock.Now(),
+			Hash: HashContainer(&pod.Spec.Containers[0]), Labels: managed},
+	}}
+	res := f.m.SyncPod(context.Background(), pod, st)
+	if err := res.Error(); err != nil {
+		t.Fatal(err)
+	}
+	want := []ActionResult{{Action: ActionInitContainer, Target: "proxy"}, {Action: ActionStartContainer, Target: "app"}}
+	if !reflect.DeepEqual(res.Results, want) {
+		t.Errorf("results = %+v, want %+v", res.Results, want)
+	}
+}
