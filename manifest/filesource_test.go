@@ -355,3 +355,43 @@ func TestFileSourcePeriodicRescan(t *testing.T) {
 		t.Fatalf("after a tick: %q", got)
 	}
 }
+
+// TestFileSourceSymlinkedDirectorySwap points the manifest path at another
+// directory by swapping a symlink, as release tools do.
+func TestFileSourceSymlinkedDirectorySwap(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.Mkdir(filepath.Join(root, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(root, v, "web.yaml"), podManifest("web", "nginx:1"))
+	}
+	write(t, filepath.Join(root, "v2", "db.yaml"), podManifest("db", "postgres:16"))
+	link := filepath.Join(root, "manifests")
+	if err := os.Symlink("v1", link); err != nil {
+		t.Fatal(err)
+	}
+	store := watchedSource(t, SourceConfig{ManifestPath: link})
+	if got := next(t, store); got != "ADD web-node1 nginx:1" {
+		t.Fatalf("initial: %q", got)
+	}
+	if err := os.Symlink("v2", link+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(link+".tmp", link); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, store); got != "ADD db-node1 postgres:16" {
+		t.Fatalf("swap: %q", got)
+	}
+	// The new target is the one watched now.
+	write(t, filepath.Join(root, "v2", "db.yaml"), podManifest("db", "postgres:17"))
+	if got := next(t, store); got != "REMOVE db-node1 postgres:16" {
+		t.Fatalf("edit after swap: %q", got)
+	}
+	if got := next(t, store); got != "ADD db-node1 postgres:17" {
+		t.Fatalf("edit after swap: %q", got)
+	}
+	write(t, filepath.Join(root, "v1", "web.yaml"), podManifest("web", "nginx:9"))
+	quiet(t, store)
+}
