@@ -1,6 +1,17 @@
 // Package manifest is berth's desired state: it decodes, defaults and
 // validates Pod manifests, watches the file and HTTP sources, and merges their
 // snapshots into ordered pod updates. It knows nothing of CRI.
+//
+// The flow: Parse turns one manifest into pods and Problems; the file source
+// (filesource.go) and the HTTP source (httpsource.go) keep the last good
+// result of every manifest and send full Snapshots to the Store, which diffs
+// them into PodUpdates. The agent starts it all with
+//
+//	store := NewStore(cfg.SourceNames()...)
+//	go Run(ctx, cfg, store)
+//	for u := range store.Updates() { ... }
+//
+// and asks the store for SourcesReady, Pods and Problems at any time.
 package manifest
 
 import (
@@ -59,8 +70,9 @@ type Problem struct {
 	Origin string // file path or URL
 	Line   int    // 1-based; 0 when unknown
 	Field  string // field path such as spec.containers[0].image; "" for whole-file errors
-	// Reason is a short CamelCase word for status and metrics, e.g.
-	// "Invalid", "DecodeError", "DuplicateName", "Unreachable".
+	// Reason is a short CamelCase word for status and metrics: one of the
+	// Reason* constants (DecodeError, Empty, TooLarge, Invalid,
+	// Unsupported, DuplicateName, DuplicateUID, Unreadable, Unreachable).
 	Reason  string
 	Message string
 	// Name and Namespace are the defaulted pod identity when the manifest got
