@@ -81,6 +81,9 @@ type Manager struct {
 	// statusCache holds the status details the CRI lists lack, per object;
 	// it guards itself.
 	statusCache statusCache
+	// lastSandboxes lets Relist skip the sandbox listing while nothing
+	// changed; it guards itself.
+	lastSandboxes sandboxListing
 	// preStop runs a container's preStop hook before it is stopped; nil
 	// means no hooks (issue 8 sets it). See KillContainer.
 	preStop preStopFunc

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,17 +147,47 @@ func owned(labels map[string]string) bool {
 	return labels[LabelManaged] == "true"
 }
 
+// sandboxRelistPeriod bounds how stale Relist's sandbox listing may get while
+// no container changes. Stopping or removing a sandbox by hand stops or
+// removes its containers too, so nearly every sandbox change shows in the
+// container listing first; the period covers the rest (a sandbox whose
+// containers all exited long ago).
+const sandboxRelistPeriod = 5 * time.Second
+
+// sandboxListing is Relist's memory of its last sandbox listing, reused
+// while the container listing stays the same.
+type sandboxListing struct {
+	mu         sync.Mutex // guards the fields below; held across one Relist
+	containers string     // fingerprint of the container listing it goes with
+	sandboxes  []*runtimeapi.PodSandbox
+	listedAt   time.Time
+}
+
 // Relist returns the status of every berth-owned pod on the runtime, by
-// UID. It costs one ListPodSandbox and one ListContainers call plus one
-// status call per object that is new or changed state since the last look,
-// so at idle it is exactly two calls however many pods run. The agent's PLEG
-// calls it every second and compares. The returned statuses are the
-// caller's; their Labels and Annotations maps are shared and must not be
-// modified.
+// UID. It costs one ListContainers call, one ListPodSandbox call when the
+// container listing changed or the last sandbox listing is older than
+// sandboxRelistPeriod, and one status call per object that is new or
+// changed state since the last look: at idle about 1.2 calls a second
+// however many pods run. The agent's PLEG calls it every second and
+// compares. The returned statuses are the caller's; their Labels and
+// Annotations maps are shared and must not be modified.
 func (m *Manager) Relist(ctx context.Context) (map[types.UID]*PodStatus, error) {
-	sandboxes, containers, err := m.list(ctx, "")
+	m.lastSandboxes.mu.Lock()
+	defer m.lastSandboxes.mu.Unlock()
+	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector("")})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	last := &m.lastSandboxes
+	fp := containerListingFingerprint(containers)
+	sandboxes := last.sandboxes
+	if sandboxes == nil || fp != last.containers || m.clock.Since(last.listedAt) >= sandboxRelistPeriod {
+		listedAt := m.clock.Now()
+		sandboxes, err = m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector("")})
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", err)
+		}
+		last.containers, last.sandboxes, last.listedAt = fp, sandboxes, listedAt
 	}
 	pods, err := m.podStatuses(ctx, sandboxes, containers)
 	if err != nil {
@@ -164,6 +195,17 @@ func (m *Manager) Relist(ctx context.Context) (map[types.UID]*PodStatus, error) 
 	}
 	m.statusCache.retain(sandboxes, containers)
 	return pods, nil
+}
+
+// containerListingFingerprint identifies a container listing by its objects
+// and their states.
+func containerListingFingerprint(containers []*runtimeapi.Container) string {
+	parts := make([]string, len(containers))
+	for i, c := range containers {
+		parts[i] = c.Id + ":" + strconv.Itoa(int(c.State))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }
 
 // PodStatus returns the status of one pod, read fresh from the runtime: a

@@ -143,7 +143,7 @@ func count(calls []string, name string) int {
 	return n
 }
 
-func TestRelistIsTwoCallsAtIdle(t *testing.T) {
+func TestRelistIsOneCallAtIdle(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(50)
 	ctx := context.Background()
@@ -161,13 +161,46 @@ func TestRelistIsTwoCallsAtIdle(t *testing.T) {
 			count(first, "PodSandboxStatus"), count(first, "ContainerStatus"))
 	}
 
-	for range 3 {
+	for range 4 {
+		env.clock.Step(time.Second)
 		if _, err := env.m.Relist(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := env.calls(), []string{"ListPodSandbox", "ListContainers"}; !slices.Equal(got, want) {
+		if got, want := env.calls(), []string{"ListContainers"}; !slices.Equal(got, want) {
 			t.Fatalf("idle relist calls = %v, want %v", got, want)
 		}
+	}
+	env.clock.Step(time.Second)
+	if _, err := env.m.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := env.calls(), []string{"ListContainers", "ListPodSandbox"}; !slices.Equal(got, want) {
+		t.Errorf("relist once sandboxRelistPeriod passed: calls = %v, want %v", got, want)
+	}
+}
+
+func TestRelistListsSandboxesWhenContainersChange(t *testing.T) {
+	env := newCRITestEnv(t)
+	env.setPods(2)
+	ctx := context.Background()
+	if _, err := env.m.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.calls()
+	// A sandbox stopped and removed by hand takes its containers with it.
+	env.rs.Lock()
+	delete(env.rs.Containers, "c-uid-0")
+	delete(env.rs.Sandboxes, "s-uid-0")
+	env.rs.Unlock()
+	pods, err := env.m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := env.calls(), []string{"ListContainers", "ListPodSandbox"}; !slices.Equal(got, want) {
+		t.Errorf("calls = %v, want %v", got, want)
+	}
+	if _, ok := pods["uid-0"]; ok || len(pods) != 1 {
+		t.Errorf("pods after the removal = %v, want only uid-1", pods)
 	}
 }
 
@@ -196,7 +229,7 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	}
 	calls := env.calls()
 	if count(calls, "ContainerStatus") != 1 || count(calls, "PodSandboxStatus") != 0 || len(calls) != 3 {
-		t.Errorf("relist after one exit made calls %v, want the 2 lists and 1 ContainerStatus", calls)
+		t.Errorf("relist after one exit made calls %v, want the 2 lists (the container listing changed) and 1 ContainerStatus", calls)
 	}
 	got := pods["uid-1"].FindContainer("app")
 	if got.State != ContainerStateExited || got.ExitCode != 3 || got.Reason != "Error" || got.Message != "disk full" ||
@@ -208,8 +241,8 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	if _, err := env.m.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if calls := env.calls(); len(calls) != 2 {
-		t.Errorf("relist after the exit was seen made calls %v, want only the 2 lists", calls)
+	if calls := env.calls(); !slices.Equal(calls, []string{"ListContainers"}) {
+		t.Errorf("relist after the exit was seen made calls %v, want only ListContainers", calls)
 	}
 }
 
