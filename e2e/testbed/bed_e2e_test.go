@@ -238,7 +238,11 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := runPod(ctx, t, b, "sleeper", false, "echo up; exec sleep 3600")
-	netns := sandboxNetns(ctx, t, b, p.sandbox)
+	netns := []string{sandboxNetns(ctx, t, b, p.sandbox)}
+	for i := range 3 {
+		more := runPod(ctx, t, b, fmt.Sprint("more-", i), false, "exec sleep 3600")
+		netns = append(netns, sandboxNetns(ctx, t, b, more.sandbox))
+	}
 
 	if err := b.StopContainerd(); err != nil {
 		t.Fatalf("StopContainerd: %v", err)
@@ -270,7 +274,7 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	assertNothingLeft(t, b, netns)
+	assertNothingLeft(t, b, netns...)
 	for _, s := range sockets {
 		if _, err := os.Stat(s); err == nil {
 			t.Errorf("shim socket %s survived Close", s)
@@ -602,8 +606,8 @@ func anyProcess(marker string) bool {
 }
 
 // assertNothingLeft checks that the closed bed b left no process, mount,
-// bridge, network namespace, claim or directory behind.
-func assertNothingLeft(t *testing.T, b *Bed, netns string) {
+// bridge, network namespace (of those given), claim or directory behind.
+func assertNothingLeft(t *testing.T, b *Bed, netns ...string) {
 	t.Helper()
 	if anyProcess(b.Dir) {
 		t.Errorf("a process naming %s in its command line survived Close", b.Dir)
@@ -612,8 +616,12 @@ func assertNothingLeft(t *testing.T, b *Bed, netns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gone := map[string]bool{}
+	for _, n := range netns {
+		gone[strings.Replace(n, "/var/run/", "/run/", 1)] = true
+	}
 	for _, m := range mounts {
-		if strings.HasPrefix(m.Point, b.Dir) || m.Point == strings.Replace(netns, "/var/run/", "/run/", 1) {
+		if strings.HasPrefix(m.Point, b.Dir+"/") || m.Point == b.Dir || gone[m.Point] {
 			t.Errorf("mount %s (%s) survived Close", m.Point, m.FSType)
 		}
 	}
@@ -623,7 +631,7 @@ func assertNothingLeft(t *testing.T, b *Bed, netns string) {
 	if claimed(b) {
 		t.Errorf("the bed's claim on network %d survived Close", b.network.Index)
 	}
-	for _, p := range []string{netns, b.Dir, filepath.Join(cniNetworksDir, b.network.Name)} {
+	for _, p := range append(netns, b.Dir, filepath.Join(cniNetworksDir, b.network.Name)) {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s survived Close", p)
 		}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -104,23 +105,49 @@ func (b *Bed) removeSandboxesLocked() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	var netns []string
-	var errs []error
+	// A few at a time: tests leave tens of pods, and each stop waits on
+	// its shim and CNI DEL.
+	var (
+		mu    sync.Mutex // guards netns and errs
+		netns []string
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, 8)
+	)
 	for _, sb := range list.GetItems() {
-		if st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true}); err == nil {
-			if p := netnsPath(st.GetInfo()["info"]); p != "" {
-				netns = append(netns, p)
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			path, err := removeSandbox(ctx, rt, sb.Id)
+			mu.Lock()
+			defer mu.Unlock()
+			if path != "" {
+				netns = append(netns, path)
 			}
-		}
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", sb.Id, err))
-			continue
-		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
-		}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
 	}
+	wg.Wait()
 	return netns, errors.Join(errs...)
+}
+
+// removeSandbox stops and removes one sandbox, returning the network
+// namespace path it had ("" if unknown or on the host network).
+func removeSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient, id string) (string, error) {
+	var netns string
+	if st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true}); err == nil {
+		netns = netnsPath(st.GetInfo()["info"])
+	}
+	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		return netns, fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		return netns, fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	return netns, nil
 }
 
 // hasSandboxes reports whether containerd's CRI plugin keeps any sandbox
