@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,8 +54,9 @@ type fileSource struct {
 
 // fileState is the last read of one manifest file.
 type fileState struct {
-	info os.FileInfo // to skip unchanged files on event-driven rescans
-	res  Result      // after keepLastGood
+	info os.FileInfo       // to skip unchanged files on event-driven rescans; nil after a failed read
+	sum  [sha256.Size]byte // of the bytes read, to skip parsing them again
+	res  Result            // after keepLastGood
 }
 
 func newFileSource(cfg SourceConfig, store *Store) *fileSource {
@@ -281,20 +283,34 @@ func (s *fileSource) read(p string, force bool) {
 	if err == nil && !force && prev != nil && prev.info != nil && sameVersion(prev.info, info) {
 		return
 	}
-	var res Result
+	var data []byte
 	if err == nil {
-		res, err = readManifest(p, s.maxBytes, s.nodeName)
+		data, err = readLimited(p, s.maxBytes)
 	}
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			delete(s.files, p)
-			return
-		}
-		res = Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonUnreadable, Message: err.Error()}}}
-		info = nil
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(s.files, p)
+		return
 	}
 	if prev == nil {
 		prev = &fileState{}
+	}
+	var res Result
+	var sum [sha256.Size]byte
+	switch {
+	case err != nil:
+		res = Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonUnreadable, Message: err.Error()}}}
+		info = nil
+	case int64(len(data)) > s.maxBytes:
+		res = tooLarge(p, s.maxBytes)
+	default:
+		sum = sha256.Sum256(data)
+		if prev.info != nil && sum == prev.sum {
+			// Same bytes as last time (a touch, the periodic re-read):
+			// the same pods, without parsing again.
+			prev.info = info
+			return
+		}
+		res = Parse(data, Origin{Source: SourceFile, Path: p}, s.nodeName)
 	}
 	res = keepLastGood(prev.res, res)
 	if !slices.Equal(prev.res.Problems, res.Problems) {
@@ -303,7 +319,7 @@ func (s *fileSource) read(p string, force bool) {
 				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)
 		}
 	}
-	s.files[p] = &fileState{info: info, res: res}
+	s.files[p] = &fileState{info: info, sum: sum, res: res}
 }
 
 // send hands the current state to the store as one snapshot.

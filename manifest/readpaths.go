@@ -7,24 +7,34 @@ import (
 	"path/filepath"
 )
 
-// readManifest reads at most maxBytes of a manifest file and parses it; a
-// larger file is refused whole rather than half-read. The error is for a
+// readManifest reads a manifest file and parses it. The error is for a
 // file that cannot be read at all.
 func readManifest(path string, maxBytes int64, nodeName string) (Result, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Result{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	data, err := readLimited(path, maxBytes)
 	if err != nil {
 		return Result{}, err
 	}
 	if int64(len(data)) > maxBytes {
-		return Result{Problems: []Problem{{Source: SourceFile, Origin: path, Reason: ReasonTooLarge,
-			Message: fmt.Sprintf("manifest is larger than the limit of %d bytes", maxBytes)}}}, nil
+		return tooLarge(path, maxBytes), nil
 	}
 	return Parse(data, Origin{Source: SourceFile, Path: path}, nodeName), nil
+}
+
+// readLimited reads at most maxBytes+1 bytes of a file: enough to tell a
+// file past the limit, which is refused whole rather than half-read,
+// without reading all of it.
+func readLimited(path string, maxBytes int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxBytes+1))
+}
+
+func tooLarge(path string, maxBytes int64) Result {
+	return Result{Problems: []Problem{{Source: SourceFile, Origin: path, Reason: ReasonTooLarge,
+		Message: fmt.Sprintf("manifest is larger than the limit of %d bytes", maxBytes)}}}
 }
 
 // ReadPaths reads manifest files and directories once, as the file source
