@@ -8,10 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,8 +88,8 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, what 
 	}
 }
 
-// running reports whether the named container's newest run is running.
-func running(name string) func(*PodStatus) bool {
+// containerRunning reports whether the named container's newest run is running.
+func containerRunning(name string) func(*PodStatus) bool {
 	return func(s *PodStatus) bool {
 		c := s.FindContainer(name)
 		return c != nil && c.State == ContainerStateRunning
@@ -150,7 +152,7 @@ func TestE2ESyncPodNetworksEnvAndDownwardAPI(t *testing.T) {
 				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")},
 				Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("96Mi")},
 			}
-			st, _ := syncUntil(ctx, t, m, pod, "app running", running("app"))
+			st, _ := syncUntil(ctx, t, m, pod, "app running", containerRunning("app"))
 
 			sb := st.Sandboxes[0]
 			wantIP := m.opts.HostIP
@@ -202,7 +204,7 @@ func TestE2ESyncPodVolumesAndMemoryLimit(t *testing.T) {
 	app.VolumeMounts = mounts
 	app.Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}
 
-	st, results := syncUntil(ctx, t, m, pod, "app running after init", running("app"))
+	st, results := syncUntil(ctx, t, m, pod, "app running after init", containerRunning("app"))
 	if init := st.FindContainer("init"); init == nil || init.State != ContainerStateExited || init.ExitCode != 0 {
 		t.Fatalf("init container: %+v", init)
 	}
@@ -295,5 +297,56 @@ func TestE2ESyncPodRunAsNonRootRefused(t *testing.T) {
 	}
 	// With a non-root user the same pod runs.
 	pod.Spec.Containers[0].SecurityContext.RunAsUser = new(int64(65534))
-	syncUntil(ctx, t, m, pod, "app running as 65534", running("app"))
+	syncUntil(ctx, t, m, pod, "app running as 65534", containerRunning("app"))
+}
+
+// TestE2ESyncPodStartupFigures measures, for 20 single-container pods with
+// the image present, the CRI calls one SyncPod makes to bring a new pod up
+// and the time from SyncPod's start to its return (the container was started
+// when it returns), and logs the median and worst. Only the call count is
+// asserted; the times are figures for the report.
+func TestE2ESyncPodStartupFigures(t *testing.T) {
+	base := newE2EManager(t)
+	reg := prometheus.NewRegistry()
+	rs, is := Instrument(base.runtime, base.images, reg)
+	m := NewManager(rs, is, base.opts)
+	ctx := context.Background()
+	const pods = 20
+	var took []time.Duration
+	for i := range pods {
+		pod := syncE2EPod(t, m, fmt.Sprintf("figure%d", i), "exec sleep 3600")
+		before := totalOps(t, reg)
+		start := time.Now()
+		res := m.SyncPod(ctx, pod, nil)
+		took = append(took, time.Since(start))
+		if err := res.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if calls := totalOps(t, reg) - before; calls != 5 {
+			t.Errorf("pod %d: %v CRI calls, want 5 (RunPodSandbox, PodSandboxStatus, ImageStatus, CreateContainer, StartContainer)", i, calls)
+		}
+	}
+	var total, inCRI time.Duration
+	for _, d := range took {
+		total += d
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "berth_runtime_operations_duration_seconds" {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			h := mm.GetHistogram()
+			mean := time.Duration(h.GetSampleSum() / float64(h.GetSampleCount()) * float64(time.Second))
+			inCRI += time.Duration(h.GetSampleSum() * float64(time.Second))
+			t.Logf("  %v: %d calls, mean %v", mm.GetLabel()[0].GetValue(), h.GetSampleCount(), mean.Round(time.Millisecond))
+		}
+	}
+	slices.Sort(took)
+	t.Logf("SyncPod of a new single-container pod, %d pods: median %v, fastest %v, slowest %v; berth's own share %v per pod",
+		pods, took[pods/2].Round(time.Millisecond), took[0].Round(time.Millisecond), took[pods-1].Round(time.Millisecond),
+		((total - inCRI) / pods).Round(100*time.Microsecond))
 }
