@@ -22,10 +22,13 @@ func (r *runner) burst(ctx context.Context, prefix string, n int) (up, down time
 	if err != nil {
 		return 0, 0, err
 	}
-	started, err := r.lastStart(ctx, ctrs)
+	starts, err := r.startTimes(ctx, ctrs)
 	if err != nil {
 		return 0, 0, err
 	}
+	started := starts[len(starts)-1]
+	r.res.note("burst %s: first container RUNNING after %s, half after %s, last after %s", prefix,
+		starts[0].Sub(t0).Round(time.Millisecond), starts[len(starts)/2].Sub(t0).Round(time.Millisecond), started.Sub(t0).Round(time.Millisecond))
 	ids, err := r.podIDs(ctx, names(ss))
 	if err != nil {
 		return 0, 0, err

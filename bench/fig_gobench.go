@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ func hasBenchmarks(dir string) (bool, error) {
 func (r *runner) goBench(ctx context.Context, pkg string) error {
 	cctx, cancel := context.WithTimeout(ctx, goBenchTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "go", "test", "-run=^$", "-bench=.", "-benchmem",
+	cmd := exec.CommandContext(cctx, "go", "test", "-run=^$", "-bench=.",
 		"-count="+strconv.Itoa(r.plan.goBenchCount), pkg)
 	cmd.Dir = r.opts.RepoDir
 	out, err := cmd.CombinedOutput()
@@ -68,11 +69,31 @@ func (r *runner) goBench(ctx context.Context, pkg string) error {
 		return fmt.Errorf("go test -bench %s: %w\n%s", pkg, err, out)
 	}
 	samples, order := parseGoBench(out)
+	prefix := "go " + strings.Trim(pkg, "./") + ": "
 	for _, key := range order {
 		name, unit, _ := strings.Cut(key, "\x00")
-		r.res.add("go "+strings.TrimPrefix(pkg, "./")+": "+name, unit, samples[key], nil, "")
+		vals := samples[key]
+		switch unit {
+		case "B/op", "allocs/op":
+			continue // memory is the idle figures' business
+		case "ns/op":
+			if slices.Max(vals) == 0 {
+				continue // a benchmark that reports its own figures zeroes it
+			}
+			unit = "ms/op"
+			for i := range vals {
+				vals[i] /= 1e6
+			}
+		}
+		r.res.add(prefix+strings.TrimPrefix(name, "Benchmark"), unit, vals, goBenchTargets[key], "")
 	}
 	return nil
+}
+
+// goBenchTargets are the targets of known Go benchmark figures (issue 3),
+// by "name\x00unit".
+var goBenchTargets = map[string]*Target{
+	"BenchmarkRenameToAdd\x00ms-median": {Text: "< 5 ms", Limit: 5},
 }
 
 // parseGoBench reads `go test -bench` output: lines such as

@@ -219,7 +219,7 @@ func (r *runner) figOnePod(ctx context.Context) error {
 	sum := opCounts{}
 	for i := range r.plan.onePodRuns {
 		s := podSpec{Name: fmt.Sprintf("onepod-%d", i)}
-		before, err := scrapeOps(ctx, r.listen)
+		before, err := r.calmOps(ctx)
 		if err != nil {
 			return err
 		}
@@ -250,4 +250,30 @@ func (r *runner) figOnePod(ctx context.Context) error {
 	r.res.add(name+" (without List*)", "calls", nonList, target, "5")
 	r.res.note("CRI calls per pod brought up (mean of %d, window until 1 s after RUNNING): %s", len(all), sum)
 	return nil
+}
+
+// calmOps waits until berth has finished the work of earlier figures (a
+// removed pod's sandbox is removed after it is stopped) and returns the
+// CRI call counts then: settled once no call but the periodic list_* ones
+// happened for 500 ms.
+func (r *runner) calmOps(ctx context.Context) (opCounts, error) {
+	prev, err := scrapeOps(ctx, r.listen)
+	if err != nil {
+		return nil, err
+	}
+	for range 40 {
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return nil, err
+		}
+		cur, err := scrapeOps(ctx, r.listen)
+		if err != nil {
+			return nil, err
+		}
+		d := cur.minus(prev)
+		if d.total() == d.withPrefix("list_").total() {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return nil, fmt.Errorf("berth still busy with CRI calls after 20 s")
 }

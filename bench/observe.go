@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -66,7 +67,8 @@ func (r *runner) poll(ctx context.Context, every, timeout time.Duration, what st
 
 // waitRunning waits until every named pod has a RUNNING container whose
 // ID is not in old (the containers of a pod an edit replaces), and returns
-// those containers by manifest name.
+// those containers by manifest name once their shells are ready for TERM
+// (see waitTrapped).
 func (r *runner) waitRunning(ctx context.Context, manifestNames []string, old map[string]bool, every, timeout time.Duration) (map[string]*runtimeapi.Container, error) {
 	found := map[string]*runtimeapi.Container{}
 	err := r.poll(ctx, every, timeout, fmt.Sprintf("%d pods running", len(manifestNames)), func() (bool, error) {
@@ -87,27 +89,41 @@ func (r *runner) waitRunning(ctx context.Context, manifestNames []string, old ma
 		}
 		return len(found) == len(manifestNames), nil
 	})
-	return found, err
+	if err != nil {
+		return nil, err
+	}
+	return found, r.waitTrapped(ctx, found)
 }
 
 // lastStart is the latest started_at containerd recorded for the
 // containers: the moment the last of them was RUNNING, free of the bias
 // of the bench's polling period.
 func (r *runner) lastStart(ctx context.Context, ctrs map[string]*runtimeapi.Container) (time.Time, error) {
-	var last time.Time
+	starts, err := r.startTimes(ctx, ctrs)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return starts[len(starts)-1], nil
+}
+
+// startTimes are the containers' started_at, in order.
+func (r *runner) startTimes(ctx context.Context, ctrs map[string]*runtimeapi.Container) ([]time.Time, error) {
+	if len(ctrs) == 0 {
+		return nil, fmt.Errorf("no containers")
+	}
+	var starts []time.Time
 	for _, c := range ctrs {
 		st, err := r.containerStatus(ctx, c.GetId())
 		if err != nil {
-			return time.Time{}, err
+			return nil, err
 		}
 		if st == nil || st.GetStartedAt() == 0 {
-			return time.Time{}, fmt.Errorf("container %s: no started_at", c.GetId())
+			return nil, fmt.Errorf("container %s: no started_at", c.GetId())
 		}
-		if t := time.Unix(0, st.GetStartedAt()); t.After(last) {
-			last = t
-		}
+		starts = append(starts, time.Unix(0, st.GetStartedAt()))
 	}
-	return last, nil
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	return starts, nil
 }
 
 // containerStatus is one container's CRI status, or nil when the runtime

@@ -29,6 +29,7 @@ type Options struct {
 	Quick    bool
 	RepoDir  string   // where `go test -bench` runs
 	GoBench  []string // packages whose Go benchmarks are reported
+	Keep     bool     // keep the work dir (manifests, agent log) for a look afterwards
 	Log      *slog.Logger
 }
 
@@ -326,6 +327,10 @@ func (r *runner) close(ctx context.Context) {
 	}
 	if err := r.notify.close(); err != nil {
 		r.log.Warn("close notify socket", "err", err)
+	}
+	if r.opts.Keep {
+		r.log.Info("work dir kept", "dir", r.dir, "agent log", r.logPath())
+		return
 	}
 	if err := os.RemoveAll(r.dir); err != nil {
 		r.log.Warn("remove work dir", "err", err)
