@@ -41,6 +41,20 @@ testbed-up: testbed
 testbed-down:
 	@$(GO) run ./e2e/testbed/cmd/testbed down -dir $(TESTBED_DIR)
 
+# `make demo`: berth in the foreground on examples/, against a private
+# containerd in $(TESTBED_DIR) with all of berth's directories under it;
+# Ctrl-C stops berth and takes the bed down (examples/demo.sh).
+demo: build testbed
+	@TESTBED_DIR=$(TESTBED_DIR) GO=$(GO) sh examples/demo.sh
+
+# `make deb`: the Debian package bin/berth_<version>_<arch>.deb, built with
+# dpkg-deb from bin/berth, the systemd unit and the default config
+# (packaging/deb/build.sh).
+deb: build
+	@sh packaging/deb/build.sh bin/berth $(VERSION) bin
+
+.PHONY: demo deb
+
 # The performance figures (issue 7): builds berth, starts a private test
 # bed, prints one table and writes bench/results.json. BENCH_FLAGS passes
 # flags through, e.g. BENCH_FLAGS='-quick -only add,remove', or

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const (
+	readmePath     = "../../README.md"
+	referenceBegin = "<!-- BEGIN GENERATED: berth run settings. Edit cmd/berth/settings.go, then: UPDATE_GOLDEN=1 go test ./cmd/berth -run TestReadmeConfigReference -->"
+	referenceEnd   = "<!-- END GENERATED -->"
+)
+
+// TestReadmeConfigReference keeps README.md's configuration reference equal
+// to what bindFlags registers: a flag added, renamed, re-documented or given
+// another default fails this test until the README is regenerated.
+func TestReadmeConfigReference(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	begin := strings.Index(text, referenceBegin)
+	end := strings.Index(text, referenceEnd)
+	if begin < 0 || end < begin {
+		t.Fatalf("README.md lacks the markers %q ... %q", referenceBegin, referenceEnd)
+	}
+	generated := configReference(t)
+	current := text[begin+len(referenceBegin) : end]
+	if current == generated {
+		return
+	}
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		text = text[:begin+len(referenceBegin)] + generated + text[end:]
+		if err := os.WriteFile(readmePath, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("README.md's configuration reference is out of date with the flags; regenerate it with\n  UPDATE_GOLDEN=1 go test ./cmd/berth -run TestReadmeConfigReference\n--- generated\n%s\n--- README\n%s", generated, current)
+}
+
+// configReference renders every `berth run` flag with its config-file field,
+// its default and its help, as a Markdown table.
+func configReference(t *testing.T) string {
+	t.Helper()
+	var configPath string
+	s := defaultSettings()
+	fs := flag.NewFlagSet("berth run", flag.ContinueOnError)
+	bindFlags(fs, &s, &configPath)
+	defaults := settingsJSON(t, defaultSettings())
+
+	var b strings.Builder
+	b.WriteString("\n| flag | config file field | default | what it sets |\n| --- | --- | --- | --- |\n")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	for _, name := range names {
+		f := fs.Lookup(name)
+		field := configField(t, name)
+		def := "none"
+		switch {
+		case name == "config":
+			field = "(the file itself)"
+		case field == "":
+			t.Fatalf("flag --%s sets no config file field", name)
+		default:
+			if v, ok := defaults[field]; ok {
+				def = "`" + renderDefault(v) + "`"
+			}
+		}
+		if field != "(the file itself)" {
+			field = "`" + field + "`"
+		}
+		usage := regexp.MustCompile(` \(default [^)]*\)$`).ReplaceAllString(f.Usage, "")
+		usage = strings.ReplaceAll(usage, "|", `\|`)
+		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", name, field, def, usage)
+	}
+	return b.String()
+}
+
+// configField finds the config file field a flag writes by setting the
+// flag and seeing which field changed.
+func configField(t *testing.T, name string) string {
+	t.Helper()
+	base := settingsJSON(t, defaultSettings())
+	for _, value := range []string{"7m7s", "7", "X-Probe:v", "192.0.2.7", "probe"} {
+		var configPath string
+		s := defaultSettings()
+		fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+		fs.SetOutput(new(strings.Builder))
+		bindFlags(fs, &s, &configPath)
+		if fs.Set(name, value) != nil {
+			continue
+		}
+		var changed []string
+		for k, v := range settingsJSON(t, s) {
+			if fmt.Sprint(base[k]) != fmt.Sprint(v) {
+				changed = append(changed, k)
+			}
+		}
+		if len(changed) == 1 {
+			return changed[0]
+		}
+	}
+	return ""
+}
+
+func settingsJSON(t *testing.T, s settings) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func renderDefault(v any) string {
+	if f, ok := v.(float64); ok {
+		return fmt.Sprint(int64(f))
+	}
+	return fmt.Sprint(v)
+}
+
+// TestReadmeCommands checks that the README shows the two commands a
+// newcomer runs, that they exist as make targets, and that CI runs the
+// test command exactly as written.
+func TestReadmeCommands(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"demo", "test", "deb"} {
+		if !strings.Contains(string(readme), "make "+target) {
+			t.Errorf("README.md does not show `make %s`", target)
+		}
+		if !regexp.MustCompile(`(?m)^` + target + `:`).Match(makefile) {
+			t.Errorf("Makefile has no %s target", target)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^make test$`).Match(ci) {
+		t.Errorf(".ci/run does not run `make test`, the README's test command")
+	}
+	// Every berth command the README's shell examples run exists.
+	inCode := false
+	command := regexp.MustCompile(`^\s*(?:sudo\s+)?(?:\S*/)?berth\s+([a-z]+)`)
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inCode = !inCode
+			continue
+		}
+		m := command.FindStringSubmatch(line)
+		if !inCode || m == nil {
+			continue
+		}
+		name := m[1]
+		if alias, ok := aliases[name]; ok {
+			name = alias
+		}
+		if _, ok := commands[name]; !ok {
+			t.Errorf("README.md runs `berth %s`, which is no berth command: %s", m[1], strings.TrimSpace(line))
+		}
+	}
+}
