@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSummarize(t *testing.T) {
+	tests := []struct {
+		name    string
+		samples []float64
+		want    Summary
+	}{
+		{"empty", nil, Summary{}},
+		{"one", []float64{3}, Summary{N: 1, Min: 3, Median: 3, P95: 3, Max: 3, Mean: 3}},
+		{"even count averages the middle", []float64{4, 1, 3, 2}, Summary{N: 4, Min: 1, Median: 2.5, P95: 4, Max: 4, Mean: 2.5}},
+		{"p95 of 20 is the 19th", []float64{20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1},
+			Summary{N: 20, Min: 1, Median: 10.5, P95: 19, Max: 20, Mean: 10.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := summarize(tt.samples); got != tt.want {
+				t.Errorf("summarize(%v) = %+v, want %+v", tt.samples, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseOps(t *testing.T) {
+	text := `# HELP berth_runtime_operations_total Cumulative number of CRI operations by operation type.
+# TYPE berth_runtime_operations_total counter
+berth_runtime_operations_total{operation_type="list_containers"} 12
+berth_runtime_operations_total{operation_type="run_podsandbox"} 1
+berth_runtime_operations_errors_total{operation_type="run_podsandbox"} 1
+berth_runtime_operations_duration_seconds_count{operation_type="list_containers"} 12
+`
+	got, err := parseOps(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := opCounts{"list_containers": 12, "run_podsandbox": 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseOps = %v, want %v", got, want)
+	}
+	if d := want.minus(opCounts{"list_containers": 10}); !reflect.DeepEqual(d, opCounts{"list_containers": 2, "run_podsandbox": 1}) {
+		t.Errorf("minus = %v", d)
+	}
+}
+
+func TestParseGoBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkParse1000-2   	       2	 535446398 ns/op	       535.4 µs/manifest	65581890 B/op	 1169276 allocs/op
+BenchmarkRenameToAdd-2 	       1	         0 ns/op	         2.980 ms-median	        18.90 ms-p99
+BenchmarkRenameToAdd-2 	       1	         0 ns/op	         3.100 ms-median	        17.00 ms-p99
+PASS
+`
+	samples, order := parseGoBench([]byte(out))
+	wantOrder := []string{"BenchmarkParse1000\x00ns/op", "BenchmarkParse1000\x00µs/manifest", "BenchmarkParse1000\x00B/op",
+		"BenchmarkParse1000\x00allocs/op", "BenchmarkRenameToAdd\x00ns/op", "BenchmarkRenameToAdd\x00ms-median", "BenchmarkRenameToAdd\x00ms-p99"}
+	if !reflect.DeepEqual(order, wantOrder) {
+		t.Errorf("order = %q, want %q", order, wantOrder)
+	}
+	if got := samples["BenchmarkRenameToAdd\x00ms-median"]; !reflect.DeepEqual(got, []float64{2.98, 3.1}) {
+		t.Errorf("ms-median samples = %v", got)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	got, err := expand("{bin} run --manifest-url={url} --root-dir {root}", map[string]string{"bin": "/b/berth", "url": "", "root": "/r oot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/b/berth", "run", "--manifest-url=", "--root-dir", "/r oot"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("expand = %q, want %q", got, want)
+	}
+	if _, err := expand("{bin} --x {typo}", map[string]string{"bin": "b"}); err == nil {
+		t.Error("expand accepted an unknown placeholder")
+	}
+}
