@@ -189,36 +189,34 @@ func oomScoreAdj(pod *v1.Pod, c *v1.Container, facts nodeFacts) int64 {
 		if capacity > 0 {
 			adj = 1000 - (1000*c.Resources.Requests.Memory().Value())/capacity
 		}
-		// Burstable stays strictly between Guaranteed and BestEffort.
-		adj = min(max(adj, 1000+guaranteedOOMAdj+1), besteffortOOMAdj-1)
+		// Burstable stays above Guaranteed and below BestEffort.
+		adj = min(max(adj, 1000+guaranteedOOMAdj), besteffortOOMAdj-1)
 	}
 	return max(adj, facts.minOOMScoreAdj)
 }
 
-// qosClass is the pod's QoS class: Guaranteed when every container has CPU
-// and memory limits equal to its requests, BestEffort when none has any,
-// Burstable otherwise.
+// qosClass is the pod's QoS class from CPU and memory alone: Guaranteed when
+// every container limits both with requests equal to the limits (an unset
+// request defaults to the limit), BestEffort when no container requests or
+// limits either, Burstable otherwise.
 func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	any, guaranteed := false, true
+	anySet, guaranteed := false, true
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
-			if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
-				any = true
-			}
 			for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-				lim, ok := c.Resources.Limits[name]
-				if !ok {
-					guaranteed = false
-					continue
+				lim, hasLim := c.Resources.Limits[name]
+				req, hasReq := c.Resources.Requests[name]
+				if (hasLim && !lim.IsZero()) || (hasReq && !req.IsZero()) {
+					anySet = true
 				}
-				if req, ok := c.Resources.Requests[name]; ok && req.Cmp(lim) != 0 {
+				if !hasLim || (hasReq && req.Cmp(lim) != 0) {
 					guaranteed = false
 				}
 			}
 		}
 	}
 	switch {
-	case !any:
+	case !anySet:
 		return v1.PodQOSBestEffort
 	case guaranteed:
 		return v1.PodQOSGuaranteed
