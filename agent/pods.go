@@ -30,8 +30,12 @@ func (a *Agent) Pods() []*v1.Pod {
 		byName[fn] = true
 		pods = append(pods, rejectedPod(prob, a.cfg.Clock.Now()))
 	}
-	for _, p := range pods {
-		p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	for i, p := range pods {
+		// The status store's pods are shared with every reader: never
+		// write into them, set the type on a copy.
+		cp := *p
+		cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		pods[i] = &cp
 	}
 	sortPodsByName(pods)
 	return pods
