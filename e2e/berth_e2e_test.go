@@ -134,6 +134,11 @@ func newBerth(t *testing.T, opts berthOptions) *berth {
 	}, opts.args...)
 	t.Cleanup(func() {
 		b.stopOrKill()
+		for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
+			if b.logContains(bad) {
+				t.Errorf("berth's log has %q", bad)
+			}
+		}
 		if t.Failed() {
 			b.dumpLog()
 		}
