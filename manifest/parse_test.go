@@ -267,6 +267,11 @@ spec:
 		wantPods: []string{"web-node1_default"},
 	},
 	{
+		name:     "runtimeClassName names the CRI runtime handler",
+		in:       podManifest("web", "nginx:1") + "  runtimeClassName: kata\n",
+		wantPods: []string{"web-node1_default"},
+	},
+	{
 		name:      "one bad item does not reject its siblings",
 		in:        podList(podManifest("good", "img:1"), podManifest("bad", "")),
 		wantPods:  []string{"good-node1_default"},

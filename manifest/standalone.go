@@ -42,10 +42,6 @@ func checkStandalone(pod *v1.Pod) field.ErrorList {
 	if len(spec.ResourceClaims) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("resourceClaims"), "dynamic resource allocation needs an API server and a DRA driver"))
 	}
-	if spec.RuntimeClassName != nil {
-		errs = append(errs, field.Forbidden(p.Child("runtimeClassName"),
-			"RuntimeClass objects live in an API server, which a standalone node has none of; configure the default runtime handler in the container runtime"))
-	}
 	for _, list := range []struct {
 		name string
 		cs   []v1.Container
