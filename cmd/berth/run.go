@@ -88,14 +88,16 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Recorder:                events,
 	})
 
-	var sources []string
-	if s.PodManifestPath != "" {
-		sources = append(sources, manifest.SourceFile)
+	srcCfg := manifest.SourceConfig{
+		NodeName:           nodeName,
+		ManifestPath:       s.PodManifestPath,
+		FileCheckFrequency: s.FileCheckFrequency.Duration,
+		URL:                s.ManifestURL,
+		URLHeader:          s.manifestHeaders(),
+		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
+		Logger:             log,
 	}
-	if s.ManifestURL != "" {
-		sources = append(sources, manifest.SourceHTTP)
-	}
-	store := manifest.NewStore(sources...)
+	store := manifest.NewStore(srcCfg.SourceNames()...)
 	a := agent.New(agent.Config{
 		HostIP:        hostIP,
 		MaxPods:       s.MaxPods,
@@ -109,14 +111,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	defer cancel()
 	errc := make(chan error, 3)
 	go func() {
-		errc <- manifest.Run(ctx, manifest.SourceConfig{
-			NodeName:           nodeName,
-			ManifestPath:       s.PodManifestPath,
-			FileCheckFrequency: s.FileCheckFrequency.Duration,
-			URL:                s.ManifestURL,
-			URLHeader:          s.manifestHeaders(),
-			HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
-		}, store)
+		errc <- manifest.Run(ctx, srcCfg, store)
 	}()
 	api := agent.NewAPI(a, store, reg, log)
 	if err := api.Listen(s.Listen, s.Socket); err != nil {
