@@ -182,7 +182,7 @@ func checkHostPath(volume string, hp *v1.HostPathVolumeSource) error {
 
 // ensureEmptyDir creates the emptyDir volume's directory, world-writable like
 // the kubelet's so containers running as any user can use it, mounts a tmpfs
-// on it for medium Memory (bounded by sizeLimit), and hands it to the pod's
+// on it for medium Memory (see memoryVolumeSize), and hands it to the pod's
 // fsGroup. It is idempotent: the second container to mount it finds it ready.
 func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolumeSource) (string, error) {
 	dir := m.emptyDirPath(pod.UID, name)
@@ -206,10 +206,11 @@ func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolume
 			return fail(err)
 		}
 		if !mounted {
-			opts := "mode=0777"
-			if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
-				opts += fmt.Sprintf(",size=%d", ed.SizeLimit.Value())
+			size, err := m.memoryVolumeSize(pod, ed)
+			if err != nil {
+				return fail(err)
 			}
+			opts := fmt.Sprintf("mode=0777,size=%d", size)
 			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 				return fail(fmt.Errorf("mount tmpfs: %w", err))
 			}
@@ -227,6 +228,25 @@ func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolume
 		return fail(err)
 	}
 	return dir, nil
+}
+
+// memoryVolumeSize bounds a memory-backed emptyDir as the kubelet does: by
+// the pod's memory limit when every container has one, else by the node's
+// memory, and by the volume's sizeLimit when that is smaller. Without a
+// bound tmpfs takes half the machine's memory, whatever the pod may use.
+func (m *Manager) memoryVolumeSize(pod *v1.Pod, ed *v1.EmptyDirVolumeSource) (int64, error) {
+	facts, err := m.nodeFacts()
+	if err != nil {
+		return 0, err
+	}
+	size := facts.allocatable.Memory().Value()
+	if lim, ok := podRequirements(pod).Limits[v1.ResourceMemory]; ok && !lim.IsZero() {
+		size = lim.Value()
+	}
+	if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() && ed.SizeLimit.Value() < size {
+		size = ed.SizeLimit.Value()
+	}
+	return size, nil
 }
 
 // ensureSubPath resolves subPath inside a volume, creating it as a directory

@@ -93,3 +93,38 @@ func TestUnescapeMountPath(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryVolumeSize(t *testing.T) {
+	m, _, _ := newCfgManager(t, Options{}) // 8Gi of memory
+	q := resource.MustParse
+	limited := func(mem string) v1.Container {
+		return v1.Container{Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: q(mem)}}}
+	}
+	tests := []struct {
+		name       string
+		containers []v1.Container
+		sizeLimit  string
+		want       int64
+	}{
+		{"no limits: the node's memory", []v1.Container{{}}, "", 8 << 30},
+		{"sizeLimit", []v1.Container{{}}, "64Mi", 64 << 20},
+		{"pod limit", []v1.Container{limited("100Mi"), limited("28Mi")}, "", 128 << 20},
+		{"one unlimited container: the node's memory", []v1.Container{limited("100Mi"), {}}, "", 8 << 30},
+		{"sizeLimit above the pod limit", []v1.Container{limited("100Mi")}, "1Gi", 100 << 20},
+		{"sizeLimit below the pod limit", []v1.Container{limited("100Mi")}, "10Mi", 10 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &v1.Pod{Spec: v1.PodSpec{Containers: tt.containers}}
+			ed := &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}
+			if tt.sizeLimit != "" {
+				l := q(tt.sizeLimit)
+				ed.SizeLimit = &l
+			}
+			got, err := m.memoryVolumeSize(pod, ed)
+			if err != nil || got != tt.want {
+				t.Errorf("size = %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
