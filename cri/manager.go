@@ -88,6 +88,12 @@ type Manager struct {
 	// means no hooks (issue 8 sets it). See KillContainer.
 	preStop preStopFunc
 
+	// Housekeeping (gc.go, logrotate.go, imagegc.go): rotated log files
+	// waiting for compression, and what image GC remembers of each image;
+	// both guard themselves.
+	logs     logRotator
+	imageUse imageTracker
+
 	// Pod-to-config translation (resources.go, env.go): the machine's
 	// figures, probed once on first use. probeNode nil means the real
 	// machine; tests set it.
