@@ -350,3 +350,42 @@ func TestE2ESyncPodStartupFigures(t *testing.T) {
 		pods, took[pods/2].Round(time.Millisecond), took[0].Round(time.Millisecond), took[pods-1].Round(time.Millisecond),
 		((total - inCRI) / pods).Round(100*time.Microsecond))
 }
+
+// TestE2ESyncPodSidecar runs a sidecar (an init container with restartPolicy
+// Always) that the next init container and the app rely on while it runs,
+// then stops it: SyncPod restarts the sidecar and leaves the app alone.
+func TestE2ESyncPodSidecar(t *testing.T) {
+	m := newE2EManager(t)
+	ctx := context.Background()
+	waitBeat := `for i in $(seq 50); do test -s /shared/beat && break; sleep 0.1; done; `
+	pod := syncE2EPod(t, m, "sidecar", waitBeat+`echo "app sees $(cat /shared/beat)"; exec sleep 3600`)
+	always := v1.ContainerRestartPolicyAlways
+	shared := []v1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
+	pod.Spec.Volumes = []v1.Volume{{Name: "shared", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod.Spec.InitContainers = []v1.Container{
+		{Name: "beat", Image: testBed.BusyboxImage, RestartPolicy: &always, VolumeMounts: shared,
+			Command: []string{"sh", "-c", `trap "exit 0" TERM; while true; do echo alive > /shared/beat; sleep 0.1; done`}},
+		{Name: "check", Image: testBed.BusyboxImage, VolumeMounts: shared,
+			Command: []string{"sh", "-c", waitBeat + `test -s /shared/beat`}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = shared
+	st, _ := syncUntil(ctx, t, m, pod, "app running beside the sidecar", func(s *PodStatus) bool {
+		return containerRunning("app")(s) && containerRunning("beat")(s)
+	})
+	if c := st.FindContainer("check"); c == nil || c.State != ContainerStateExited || c.ExitCode != 0 {
+		t.Fatalf("init container check: %+v", c)
+	}
+	waitLog(t, filepath.Join(m.opts.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), "app", "0.log"), "app sees alive")
+
+	app := st.FindContainer("app")
+	if err := m.KillContainer(ctx, pod, st.FindContainer("beat"), "test", "stop the sidecar", new(int64(1))); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = syncUntil(ctx, t, m, pod, "sidecar restarted", func(s *PodStatus) bool {
+		c := s.FindContainer("beat")
+		return c != nil && c.RestartCount == 1 && c.State == ContainerStateRunning
+	})
+	if got := st.FindContainer("app"); got.ID != app.ID || got.State != ContainerStateRunning {
+		t.Errorf("app container changed with the sidecar's restart: %+v", got)
+	}
+}
