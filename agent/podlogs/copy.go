@@ -40,7 +40,7 @@ func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { f.Close() }()
 	if opts.TailLines >= 0 {
 		info, err := f.Stat()
 		if err != nil {
@@ -62,6 +62,7 @@ func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 	br := bufio.NewReaderSize(f, 64<<10)
 	var pending []byte // the start of a line whose newline is not written yet
 	draining := false  // Done said so: read to the end once more, then stop
+	switching := false // the file was rotated: read the old one once more
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' {
@@ -93,12 +94,41 @@ func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 			draining = true
 			continue
 		}
+		// Rotation renames the file and has the runtime reopen a new one
+		// at path. The old one gets one more pass a poll later (the
+		// runtime may write to it until it has reopened), then the new
+		// one is read from its start.
+		if rotated(f, path) {
+			if switching {
+				switching = false
+				next, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				f.Close()
+				f = next
+				br.Reset(f)
+				continue
+			}
+			switching = true
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(poll):
 		}
 	}
+}
+
+// rotated reports whether path now names another file than f, as after a
+// log rotation.
+func rotated(f *os.File, path string) bool {
+	cur, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && !os.SameFile(cur, now)
 }
 
 // lineWriter turns records into output lines, joining each stream's partial

@@ -211,3 +211,34 @@ func waitFor(t *testing.T, out *syncBuffer, want string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCopyFollowAcrossRotation follows a log while it is rotated the way
+// the kubelet and berth rotate: the file is renamed, the runtime writes a
+// last line to it, then reopens a new file at the same path.
+func TestCopyFollowAcrossRotation(t *testing.T) {
+	path := writeLog(t, "2024-05-01T10:00:00Z stdout F before\n")
+	var done atomic.Bool
+	out := &syncBuffer{}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Copy(context.Background(), path, out, Options{TailLines: -1, Follow: true, Done: done.Load, Poll: 50 * time.Millisecond})
+	}()
+	waitFor(t, out, "before\n")
+	old, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".20240501-100001"); err != nil {
+		t.Fatal(err)
+	}
+	old.WriteString("2024-05-01T10:00:01Z stdout F late write to the old file\n")
+	old.Close()
+	if err := os.WriteFile(path, []byte("2024-05-01T10:00:02Z stdout F after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, out, "before\nlate write to the old file\nafter\n")
+	done.Store(true)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -103,18 +103,20 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// TestDebPackage builds the package as `make deb` does (with this test's
-// binary standing in for berth) and checks what it installs.
+// TestDebPackage builds the package as `make deb` does and checks what it
+// installs.
 func TestDebPackage(t *testing.T) {
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		t.Skip("dpkg-deb not installed")
 	}
-	self, err := os.Executable()
-	if err != nil {
+	// A small stand-in keeps the compression quick; the script only copies
+	// the binary.
+	out := t.TempDir()
+	fake := filepath.Join(out, "berth")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho berth\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	cmd := exec.Command("sh", "../../packaging/deb/build.sh", self, "v1.2.3-4-gabcdef", out)
+	cmd := exec.Command("sh", "../../packaging/deb/build.sh", fake, "v1.2.3-4-gabcdef", out)
 	cmd.Env = append(os.Environ(), "DEB_ARCH=arm64")
 	printed, err := cmd.CombinedOutput()
 	if err != nil {

@@ -1,0 +1,363 @@
+//go:build e2e
+
+// Package cli drives what an operator types, for real: `berth pods`,
+// `berth logs -f` and `berth describe` against a running `berth run` on a
+// private containerd, and `make demo`'s script on the examples.
+//
+// Run: go test -race -count=1 -tags e2e -timeout 20m ./e2e/cli/
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-agent/berth/e2e/testbed"
+)
+
+const (
+	nodeName    = "cli-node"
+	waitTimeout = 90 * time.Second
+)
+
+var (
+	// berthBin is the berth binary under test, built by TestMain (or
+	// BERTH_E2E_BINARY).
+	berthBin string
+	// bed is the containerd of TestCLI; TestDemo brings up its own, as
+	// `make demo` does.
+	bed *testbed.Bed
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "berth-cli-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/cli:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	if berthBin = os.Getenv("BERTH_E2E_BINARY"); berthBin == "" {
+		berthBin = filepath.Join(tmp, "berth")
+		cmd := exec.Command("go", "build", "-o", berthBin, "./cmd/berth")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e/cli: build berth: %v\n%s", err, out)
+			return 1
+		}
+	}
+	if bed, err = testbed.Start(testbed.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/cli: start test bed:", err)
+		return 1
+	}
+	defer func() {
+		if err := bed.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e/cli: close test bed:", err)
+		}
+	}()
+	return m.Run()
+}
+
+// daemon is one `berth run` of a test, with its own directories.
+type daemon struct {
+	dir, manifests, socket, addr string
+	cmd                          *exec.Cmd
+	log                          *bytes.Buffer
+	mu                           *sync.Mutex
+}
+
+func startDaemon(t *testing.T, manifests map[string]string) *daemon {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "berth-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{dir: dir, manifests: filepath.Join(dir, "manifests"), socket: filepath.Join(dir, "run", "berth.sock"), addr: freeAddr(t),
+		log: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	if err := os.MkdirAll(d.manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range manifests {
+		d.write(t, name, content)
+	}
+	d.cmd = exec.Command(berthBin, "run",
+		"--pod-manifest-path", d.manifests,
+		"--container-runtime-endpoint", bed.Endpoint,
+		"--root-dir", filepath.Join(dir, "root"),
+		"--pod-logs-dir", filepath.Join(dir, "pods"),
+		"--listen", d.addr,
+		"--socket", d.socket,
+		"--hostname-override", nodeName,
+		"--crashloop-backoff-initial", "1s", "--crashloop-backoff-max", "2s",
+		"--log-level", "debug")
+	w := lockedWriter{d.mu, d.log}
+	d.cmd.Stdout, d.cmd.Stderr = w, w
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Remove every manifest first so berth stops the pods it runs, and
+		// the shared bed is left clean for the next test.
+		entries, _ := os.ReadDir(d.manifests)
+		for _, e := range entries {
+			os.Remove(filepath.Join(d.manifests, e.Name()))
+		}
+		waitFor(t, "berth pods to list no pod after the manifests are gone", func() (bool, string) {
+			out, _, _ := berth(t, d, "pods")
+			return strings.TrimSpace(out) == "", out
+		})
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		d.cmd.Wait()
+		if t.Failed() {
+			d.mu.Lock()
+			t.Logf("berth's log:\n%s", d.log.String())
+			d.mu.Unlock()
+		}
+		os.RemoveAll(dir)
+	})
+	return d
+}
+
+func (d *daemon) write(t *testing.T, name, content string) {
+	t.Helper()
+	tmp := filepath.Join(d.dir, "."+name)
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(d.manifests, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// berth runs one client command against d and returns stdout, stderr and
+// the exit code.
+func berth(t *testing.T, d *daemon, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, berthBin, args...)
+	cmd.Env = append(os.Environ(), "BERTH_SOCKET="+d.socket)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("berth %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// row finds the `berth pods` row of pod name and returns its columns.
+func row(out, name string) []string {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == name {
+			return f
+		}
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last seen:\n%s", what, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+const tickerPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: ticker
+spec:
+  containers:
+  - name: tick
+    image: busybox:1.36
+    command: ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"]
+`
+
+const crashPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: crasher
+spec:
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: ["sh", "-c", "echo run at $(date +%s%N); echo failing >&2; exit 3"]
+`
+
+const badPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: broken
+spec:
+  containers:
+  - name: app
+`
+
+// TestCLI drives berth pods, logs (-f, --tail, --previous) and describe
+// against a real berth and containerd.
+func TestCLI(t *testing.T) {
+	d := startDaemon(t, map[string]string{"ticker.yaml": tickerPod, "crasher.yaml": crashPod, "broken.yaml": badPod})
+
+	waitFor(t, "ticker Running 1/1, crasher crash-looping, broken Invalid", func() (bool, string) {
+		out, errb, _ := berth(t, d, "pods")
+		tick, crash, bad := row(out, "ticker-"+nodeName), row(out, "crasher-"+nodeName), row(out, "broken-"+nodeName)
+		ok := len(tick) >= 6 && tick[1] == "1/1" && tick[2] == "Running" && tick[len(tick)-1] == "file" &&
+			len(crash) >= 6 && (crash[2] == "CrashLoopBackOff" || crash[2] == "Error") && crash[3] != "0" &&
+			len(bad) >= 6 && bad[2] == "Invalid"
+		return ok, out + errb
+	})
+	out, _, _ := berth(t, d, "ps", "-o", "wide")
+	if f := row(out, "ticker-"+nodeName); len(f) < 9 || !strings.HasPrefix(f[7], "10.") && !strings.Contains(f[7], ".") || f[8] != nodeName {
+		t.Errorf("berth ps -o wide row of ticker: %q", f)
+	}
+	if out, _, code := berth(t, d, "pods", "ticker", "-o", "json"); code != 0 || !strings.Contains(out, `"kind": "Pod"`) || !strings.Contains(out, `"phase": "Running"`) {
+		t.Errorf("berth pods ticker -o json: exit %d\n%s", code, out)
+	}
+
+	t.Run("logs tail", func(t *testing.T) {
+		waitFor(t, "three lines of ticker's log", func() (bool, string) {
+			out, errb, code := berth(t, d, "logs", "ticker", "--tail", "3")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			return code == 0 && len(lines) == 3 && strings.HasPrefix(lines[2], "tick "), out + errb
+		})
+		out, _, _ := berth(t, d, "logs", "ticker", "--tail", "1", "--timestamps")
+		ts, msg, _ := strings.Cut(strings.TrimSpace(out), " ")
+		if _, err := time.Parse(time.RFC3339Nano, ts); err != nil || !strings.HasPrefix(msg, "tick ") {
+			t.Errorf("--timestamps line %q: %v", out, err)
+		}
+	})
+
+	t.Run("logs follow", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, berthBin, "logs", "-f", "ticker", "--tail", "1")
+		cmd.Env = append(os.Environ(), "BERTH_SOCKET="+d.socket)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(stdout)
+		var seen []int
+		for len(seen) < 6 && lines.Scan() {
+			var n int
+			if _, err := fmt.Sscanf(lines.Text(), "tick %d", &n); err != nil {
+				t.Fatalf("unexpected line %q", lines.Text())
+			}
+			seen = append(seen, n)
+		}
+		for i := 1; i < len(seen); i++ {
+			if seen[i] != seen[i-1]+1 {
+				t.Errorf("followed lines not consecutive: %v", seen)
+			}
+		}
+		if len(seen) < 6 {
+			t.Fatalf("got %v before the stream ended (stderr %q)", seen, errb.String())
+		}
+		// Removing the manifest stops the container: the follow ends by
+		// itself, with exit code 0.
+		os.Remove(filepath.Join(d.manifests, "ticker.yaml"))
+		for lines.Scan() {
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("berth logs -f after the pod was removed: %v (stderr %q)", err, errb.String())
+		}
+	})
+
+	t.Run("logs previous and describe of a crash loop", func(t *testing.T) {
+		waitFor(t, "a previous run of crasher", func() (bool, string) {
+			out, errb, code := berth(t, d, "logs", "crasher", "--previous")
+			return code == 0 && strings.Contains(out, "run at ") && strings.Contains(out, "failing"), out + errb
+		})
+		out, errb, code := berth(t, d, "describe", "crasher")
+		for _, want := range []string{"Name:         crasher-" + nodeName, "Last State:     Terminated", "Exit Code:    3", "Restart Count:", "Started", "BackOff"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("berth describe crasher lacks %q (exit %d, stderr %q):\n%s", want, code, errb, out)
+			}
+		}
+		out, _, code = berth(t, d, "describe", "broken")
+		if code != 0 || !strings.Contains(out, "Reason:       Invalid") || !strings.Contains(out, "broken.yaml:") {
+			t.Errorf("berth describe broken (exit %d):\n%s", code, out)
+		}
+		_, errb, code = berth(t, d, "logs", "broken")
+		if code != 1 || !strings.Contains(errb, "has no containers") {
+			t.Errorf("berth logs broken: exit %d, stderr %q", code, errb)
+		}
+	})
+
+	t.Run("logs only over the socket", func(t *testing.T) {
+		resp, err := http.Get("http://" + d.addr + "/pods/default/crasher-" + nodeName + "/log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("log over TCP: %d, want 403", resp.StatusCode)
+		}
+		info, err := os.Stat(d.socket)
+		if err != nil || info.Mode().Perm() != 0o660 {
+			t.Errorf("socket %s: %v, mode %v, want 0660", d.socket, err, info.Mode())
+		}
+	})
+}
+
+// TestDaemonNotRunning checks the message when nothing listens.
+func TestDaemonNotRunning(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "berth.sock")
+	cmd := exec.Command(berthBin, "pods", "--socket", sock)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "no socket there: is berth running?") {
+		t.Errorf("berth pods without a daemon: %v\n%s", err, out)
+	}
+}
