@@ -36,8 +36,10 @@ type Config struct {
 	// Metrics is where the agent registers its series; nil keeps them
 	// private.
 	Metrics prometheus.Registerer
-	Clock   clock.WithTickerAndDelayedExecution
-	Logger  *slog.Logger
+	// GC is the disk housekeeping (gc.go); nil runs none.
+	GC     *GCConfig
+	Clock  clock.WithTickerAndDelayedExecution
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -81,6 +83,7 @@ type Agent struct {
 	events  *EventLog
 	pleg    *pleg
 	metrics *metrics
+	gc      *housekeeper // nil without Config.GC
 
 	// Owned by the sync loop goroutine.
 	workers    *podWorkers
@@ -112,6 +115,10 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 		rejected: map[types.UID]bool{},
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
+	if g, ok := rt.(gcRuntime); ok && cfg.GC != nil {
+		a.gc = newHousekeeper(g, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
+			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
+	}
 	return a
 }
 
@@ -138,6 +145,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.pleg.run(ctx, relists)
 	}()
+	if a.gc != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.gc.run(ctx)
+		}()
+	}
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)
 	defer resync.Stop()
 	housekeeping := a.cfg.Clock.NewTicker(a.cfg.HousekeepingPeriod)
@@ -272,6 +286,7 @@ func (a *Agent) housekeeping() {
 			}
 		}
 		a.workers.forgetFinished(a.lastRelist.at)
+		a.gc.offer(a.lastRelist.at, a.lastRelist.pods)
 	}
 	a.events.gc()
 	a.rt.ForgetStaleBackoffs()

@@ -1,0 +1,367 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/cri"
+)
+
+// GCConfig is the housekeeping that keeps a device's disk from filling up:
+// container and sandbox GC, log rotation, image GC and the sweep of
+// leftover pod directories.
+type GCConfig struct {
+	// Containers is the kubelet's container GC policy.
+	Containers cri.GCPolicy
+	// Logs is the container log rotation policy; LogMonitorInterval is how
+	// often current log files are checked (kubelet: 10s).
+	Logs               cri.LogRotationPolicy
+	LogMonitorInterval time.Duration
+	// Images is the image GC policy; ImagePeriod is how often the image
+	// filesystem is checked (kubelet: 5m).
+	Images      cri.ImageGCPolicy
+	ImagePeriod time.Duration
+	// DirSweepPeriod is how often the pod directories are swept for pods
+	// that no longer exist; the first sweep runs once all sources are
+	// ready.
+	DirSweepPeriod time.Duration
+}
+
+func (c *GCConfig) setDefaults() {
+	if c.Logs.MaxSize == 0 {
+		c.Logs.MaxSize = 10 << 20
+	}
+	if c.Logs.MaxFiles == 0 {
+		c.Logs.MaxFiles = 5
+	}
+	if c.Logs.Workers == 0 {
+		c.Logs.Workers = 1
+	}
+	if c.LogMonitorInterval == 0 {
+		c.LogMonitorInterval = 10 * time.Second
+	}
+	if c.Images.HighThresholdPercent == 0 && c.Images.LowThresholdPercent == 0 {
+		c.Images.HighThresholdPercent, c.Images.LowThresholdPercent = 85, 80
+	}
+	if c.ImagePeriod == 0 {
+		c.ImagePeriod = 5 * time.Minute
+	}
+	if c.DirSweepPeriod == 0 {
+		c.DirSweepPeriod = time.Hour
+	}
+}
+
+// gcRuntime is what housekeeping needs of the runtime manager; *cri.Manager
+// implements it.
+type gcRuntime interface {
+	GarbageCollect(ctx context.Context, in cri.GCInput) cri.GCResult
+	SweepPodDirs(keep func(types.UID) bool) ([]cri.GCRemoval, error)
+	RotateLogs(ctx context.Context, containerIDs []string, policy cri.LogRotationPolicy) cri.LogRotationResult
+	ImageGarbageCollect(ctx context.Context, policy cri.ImageGCPolicy, pods map[types.UID]*cri.PodStatus) cri.ImageGCResult
+}
+
+var _ gcRuntime = (*cri.Manager)(nil)
+
+// gcPods is what housekeeping asks the agent about pods; every function
+// must be safe to call from housekeeping's goroutines.
+type gcPods struct {
+	sourcesReady func() bool
+	desired      func() []*v1.Pod
+	// hasWorker reports a pod worker lane for the UID: such a pod is not
+	// deleted yet, its lane removes it.
+	hasWorker func(types.UID) bool
+}
+
+// snapshot is a relist result handed over by the sync loop.
+type snapshot struct {
+	at   time.Time
+	pods map[types.UID]*cri.PodStatus
+}
+
+// housekeeper runs berth's disk housekeeping in goroutines of its own, off
+// the sync loop, which must never wait on the runtime. It calls the runtime
+// only to remove or rotate something: what exists comes from the sync
+// loop's latest relist (offer), not from lists of its own.
+type housekeeper struct {
+	rt      gcRuntime
+	cfg     GCConfig
+	pods    gcPods
+	clock   clock.WithTicker
+	log     *slog.Logger
+	events  *EventLog
+	metrics *gcMetrics
+
+	mu     sync.Mutex // guards latest
+	latest *snapshot
+	// wake has room for one pending pass, so offers coalesce.
+	wake chan struct{}
+
+	// Owned by the GC goroutine.
+	lastSweep time.Time
+}
+
+func newHousekeeper(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *housekeeper {
+	cfg.setDefaults()
+	return &housekeeper{
+		rt: rt, cfg: cfg, pods: pods, clock: clk, log: log.With("component", "gc"), events: events,
+		metrics: newGCMetrics(reg),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// offer hands over the sync loop's latest relist and wakes a container GC
+// pass; it never blocks. A nil housekeeper ignores it.
+func (h *housekeeper) offer(at time.Time, pods map[types.UID]*cri.PodStatus) {
+	if h == nil || pods == nil {
+		return
+	}
+	h.mu.Lock()
+	h.latest = &snapshot{at: at, pods: pods}
+	h.mu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *housekeeper) snapshot() *snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
+}
+
+// run collects on every offer and rotates logs and collects images on
+// their periods, until ctx is done. Log rotation has a goroutine of its
+// own so that a slow removal never delays a rotation.
+func (h *housekeeper) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.runLogRotation(ctx)
+	}()
+	images := h.clock.NewTicker(h.cfg.ImagePeriod)
+	defer images.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-h.wake:
+			if s := h.snapshot(); s != nil {
+				h.collect(ctx, s)
+			}
+		case <-images.C():
+			if s := h.snapshot(); s != nil {
+				h.collectImages(ctx, s)
+			}
+		}
+	}
+}
+
+func (h *housekeeper) runLogRotation(ctx context.Context) {
+	tick := h.clock.NewTicker(h.cfg.LogMonitorInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+			if s := h.snapshot(); s != nil {
+				h.rotateLogs(ctx, s)
+			}
+		}
+	}
+}
+
+// collect runs one container and sandbox GC pass over s, then, once all
+// sources are ready, sweeps pod directories at start and every
+// DirSweepPeriod.
+func (h *housekeeper) collect(ctx context.Context, s *snapshot) {
+	began := h.clock.Now()
+	ready := h.pods.sourcesReady()
+	desired := map[types.UID]*v1.Pod{}
+	initContainers := map[types.UID][]string{}
+	for _, p := range h.pods.desired() {
+		desired[p.UID] = p
+		for _, c := range p.Spec.InitContainers {
+			initContainers[p.UID] = append(initContainers[p.UID], c.Name)
+		}
+	}
+	exists := func(uid types.UID) bool {
+		_, ok := desired[uid]
+		return ok || h.pods.hasWorker(uid)
+	}
+	res := h.rt.GarbageCollect(ctx, cri.GCInput{
+		Pods: s.pods, Policy: h.cfg.Containers, AllSourcesReady: ready, Now: began,
+		PodDeleted:     func(uid types.UID) bool { return !exists(uid) },
+		InitContainers: initContainers,
+	})
+	h.report(res.Removed, res.Errors)
+	if ready && (h.lastSweep.IsZero() || h.clock.Since(h.lastSweep) >= h.cfg.DirSweepPeriod) {
+		removed, err := h.rt.SweepPodDirs(func(uid types.UID) bool {
+			_, running := s.pods[uid]
+			return running || exists(uid)
+		})
+		var errs []error
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			h.lastSweep = began
+		}
+		h.report(removed, errs)
+	}
+	if len(res.Removed) > 0 || len(res.Errors) > 0 {
+		h.metrics.duration.Observe(h.clock.Since(began).Seconds())
+	}
+}
+
+// report counts removals, logs each, and records one event per pod,
+// container and reason on pods that still exist, so `berth describe`
+// shows what was collected. A repeat of the same message bumps the
+// event's count instead of taking a slot of the pod's event ring.
+func (h *housekeeper) report(removed []cri.GCRemoval, errs []error) {
+	type group struct {
+		uid            types.UID
+		pod, namespace string
+		kind, what     string
+		reason         string
+	}
+	counts := map[group]int{}
+	for _, r := range removed {
+		h.metrics.removed.WithLabelValues(r.Kind).Inc()
+		h.log.Info("garbage collected", "kind", r.Kind, "pod", r.Pod, "namespace", r.Namespace, "uid", r.UID,
+			"container", r.Container, "id", r.ID, "reason", r.Reason)
+		if r.PodExists {
+			counts[group{r.UID, r.Pod, r.Namespace, r.Kind, r.Container, r.Reason}]++
+		}
+	}
+	groups := make([]group, 0, len(counts))
+	for g := range counts {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.uid, b.uid), cmp.Compare(a.kind, b.kind), cmp.Compare(a.what, b.what), cmp.Compare(a.reason, b.reason))
+	})
+	for _, g := range groups {
+		n := counts[g]
+		var msg string
+		switch g.kind {
+		case cri.GCKindContainer:
+			msg = fmt.Sprintf("Removed %d dead %s of container %s (%s)", n, plural(n, "run"), g.what, g.reason)
+		default:
+			msg = fmt.Sprintf("Removed %d %s (%s)", n, plural(n, "old sandbox"), g.reason)
+		}
+		h.events.Event(g.uid, g.pod, g.namespace, cri.EventNormal, "ContainerGC", msg)
+	}
+	for _, err := range errs {
+		h.metrics.errors.Inc()
+		h.log.Warn("garbage collection", "err", err)
+	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	if word[len(word)-1] == 'x' {
+		return word + "es"
+	}
+	return word + "s"
+}
+
+// rotateLogs checks the log files of the running containers of s.
+func (h *housekeeper) rotateLogs(ctx context.Context, s *snapshot) {
+	var ids []string
+	for _, p := range s.pods {
+		for _, c := range p.Containers {
+			if c.State == cri.ContainerStateRunning {
+				ids = append(ids, c.ID)
+			}
+		}
+	}
+	slices.Sort(ids)
+	res := h.rt.RotateLogs(ctx, ids, h.cfg.Logs)
+	h.metrics.rotations.Add(float64(len(res.Rotated)))
+	for _, path := range res.Rotated {
+		h.log.Debug("rotated container log", "path", path)
+	}
+	for _, err := range res.Errors {
+		h.metrics.rotationErrors.Inc()
+		h.log.Warn("container log rotation", "err", err)
+	}
+}
+
+// collectImages runs one image GC pass, with s telling which images are in
+// use.
+func (h *housekeeper) collectImages(ctx context.Context, s *snapshot) {
+	res := h.rt.ImageGarbageCollect(ctx, h.cfg.Images, s.pods)
+	if res.UsagePercent >= 0 {
+		h.metrics.imageFsUsage.Set(float64(res.UsagePercent))
+	}
+	for _, img := range res.Removed {
+		h.metrics.imagesRemoved.Inc()
+		h.metrics.imageBytesFreed.Add(float64(img.Size))
+		h.log.Info("image garbage collected", "image", img.ID, "tags", img.Tags, "size", img.Size, "usagePercent", res.UsagePercent)
+	}
+	for _, err := range res.Errors {
+		h.metrics.errors.Inc()
+		h.log.Warn("image garbage collection", "err", err)
+	}
+}
+
+// gcMetrics are housekeeping's Prometheus series.
+type gcMetrics struct {
+	removed         *prometheus.CounterVec
+	errors          prometheus.Counter
+	duration        prometheus.Histogram
+	rotations       prometheus.Counter
+	rotationErrors  prometheus.Counter
+	imagesRemoved   prometheus.Counter
+	imageBytesFreed prometheus.Counter
+	imageFsUsage    prometheus.Gauge
+}
+
+func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
+	m := &gcMetrics{
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_container_gc_removed_total", Help: "Objects removed by garbage collection, by kind (container, sandbox, pod_log_dir, pod_dir).",
+		}, []string{"kind"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_gc_errors_total", Help: "Removals by container, sandbox, directory or image garbage collection that failed (retried on the next pass).",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "berth_container_gc_duration_seconds", Help: "Duration of container GC passes that removed something.", Buckets: latencyBuckets,
+		}),
+		rotations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_log_rotations_total", Help: "Container log files rotated.",
+		}),
+		rotationErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_log_rotation_errors_total", Help: "Container log rotations that failed (retried on the next check).",
+		}),
+		imagesRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_image_gc_removed_total", Help: "Images removed by image garbage collection.",
+		}),
+		imageBytesFreed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_image_gc_freed_bytes_total", Help: "Bytes of images removed by image garbage collection.",
+		}),
+		imageFsUsage: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_image_fs_usage_percent", Help: "Use of the image filesystem at the last image GC check.",
+		}),
+	}
+	for _, kind := range []string{cri.GCKindContainer, cri.GCKindSandbox, cri.GCKindPodLogDir, cri.GCKindPodDir} {
+		m.removed.WithLabelValues(kind)
+	}
+	reg.MustRegister(m.removed, m.errors, m.duration, m.rotations, m.rotationErrors, m.imagesRemoved, m.imageBytesFreed, m.imageFsUsage)
+	return m
+}
