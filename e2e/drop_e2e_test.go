@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +151,14 @@ func TestDropRunning(t *testing.T) {
 	}
 	if code, body := b.status("/healthz"); code != http.StatusOK || body != "ok" {
 		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
+	}
+	if code, body := b.status("/metrics"); code != http.StatusOK || !strings.Contains(body, "# TYPE berth_") {
+		t.Errorf("/metrics = %d, want 200 with berth_ metric families: %.300s", code, body)
+	}
+	if fi, err := os.Stat(b.socket); err != nil {
+		t.Errorf("API socket: %v", err)
+	} else if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o660 {
+		t.Errorf("API socket %s has mode %s, want a socket with mode 0660", b.socket, fi.Mode())
 	}
 }
 

@@ -54,7 +54,7 @@ func TestSdNotify(t *testing.T) {
 		t.Errorf("/readyz answered %d right after READY=1, want 200: READY=1 came before berth was ready", readyz)
 	}
 	if !podKnown {
-		t.Errorf("/pods did not list %s right after READY=1: READY=1 came before the pods were dispatched", n.pod)
+		t.Errorf("/pods did not list %s right after READY=1: berth said ready while a pod of its manifests was missing from /pods", n.pod)
 	}
 	for _, m := range n.all("STATUS=") {
 		if strings.TrimSpace(strings.TrimPrefix(m, "STATUS=")) == "" {
