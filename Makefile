@@ -2,7 +2,8 @@
 GO        ?= go
 VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-PKGS      := ./cmd/... ./manifest/... ./cri/... ./agent/...
+PKGS      := ./cmd/... ./manifest/... ./cri/... ./agent/... ./e2e/testbed/...
+FUZZTIME  ?= 30s
 
 .PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down bench clean
 
@@ -22,7 +23,11 @@ unit:
 e2e: build testbed
 	$(GO) test -race -count=1 -tags e2e -timeout 25m ./cri/... ./e2e/...
 
-test: vet unit e2e
+# A bounded run of the manifest decoder's fuzz target (issue 3).
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./manifest/
+
+test: vet unit fuzz e2e
 
 # The real-containerd test bed (e2e/testbed): `testbed` installs what it
 # needs with apt when missing; `testbed-up` starts a private containerd in
