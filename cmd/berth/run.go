@@ -105,6 +105,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Events:        events,
 		Metrics:       reg,
 		Logger:        log,
+		GC:            s.gcConfig(),
 	}, store, mgr)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -12,8 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/cri"
 )
 
 // settings are berth run's settings. Field names in the config file follow
@@ -42,6 +46,18 @@ type settings struct {
 	CrashLoopBackoffInitial  metav1.Duration     `json:"crashLoopBackoffInitial,omitempty"`
 	CrashLoopBackoffMax      metav1.Duration     `json:"crashLoopBackoffMax,omitempty"`
 	LogLevel                 string              `json:"logLevel,omitempty"`
+
+	// Disk housekeeping (agent/gc.go), named like the kubelet's.
+	MinimumContainerTTLDuration       metav1.Duration `json:"minimumContainerTTLDuration"`
+	MaximumDeadContainersPerContainer int             `json:"maximumDeadContainersPerContainer"`
+	MaximumDeadContainers             int             `json:"maximumDeadContainers"`
+	ContainerLogMaxSize               string          `json:"containerLogMaxSize,omitempty"`
+	ContainerLogMaxFiles              int             `json:"containerLogMaxFiles,omitempty"`
+	ContainerLogMaxWorkers            int             `json:"containerLogMaxWorkers,omitempty"`
+	ContainerLogMonitorInterval       metav1.Duration `json:"containerLogMonitorInterval"`
+	ImageGCHighThresholdPercent       int             `json:"imageGCHighThresholdPercent"`
+	ImageGCLowThresholdPercent        int             `json:"imageGCLowThresholdPercent"`
+	ImageMinimumGCAge                 metav1.Duration `json:"imageMinimumGCAge"`
 }
 
 // defaultSettings are the kubelet's defaults where berth shares a setting.
@@ -62,6 +78,16 @@ func defaultSettings() settings {
 		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
 		CrashLoopBackoffMax:      metav1.Duration{Duration: 5 * time.Minute},
 		LogLevel:                 "info",
+
+		MaximumDeadContainersPerContainer: 1,
+		MaximumDeadContainers:             -1,
+		ContainerLogMaxSize:               "10Mi",
+		ContainerLogMaxFiles:              5,
+		ContainerLogMaxWorkers:            1,
+		ContainerLogMonitorInterval:       metav1.Duration{Duration: 10 * time.Second},
+		ImageGCHighThresholdPercent:       85,
+		ImageGCLowThresholdPercent:        80,
+		ImageMinimumGCAge:                 metav1.Duration{Duration: 2 * time.Minute},
 	}
 }
 
@@ -91,6 +117,17 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	durationVar(fs, &s.CrashLoopBackoffInitial, "crashloop-backoff-initial", "first restart delay of a crashing container")
 	durationVar(fs, &s.CrashLoopBackoffMax, "crashloop-backoff-max", "longest restart delay of a crashing container")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error")
+
+	durationVar(fs, &s.MinimumContainerTTLDuration, "minimum-container-ttl-duration", "minimum age of a dead container before garbage collection")
+	fs.IntVar(&s.MaximumDeadContainersPerContainer, "maximum-dead-containers-per-container", s.MaximumDeadContainersPerContainer, "dead containers kept per container of a pod (below 0: no limit; the newest is always kept)")
+	fs.IntVar(&s.MaximumDeadContainers, "maximum-dead-containers", s.MaximumDeadContainers, "dead containers kept in all (below 0: no limit)")
+	fs.StringVar(&s.ContainerLogMaxSize, "container-log-max-size", s.ContainerLogMaxSize, "size at which a container log file is rotated (a quantity: 10Mi)")
+	fs.IntVar(&s.ContainerLogMaxFiles, "container-log-max-files", s.ContainerLogMaxFiles, "log files kept per container, the current one included (at least 2)")
+	fs.IntVar(&s.ContainerLogMaxWorkers, "container-log-max-workers", s.ContainerLogMaxWorkers, "containers whose logs are rotated at once")
+	durationVar(fs, &s.ContainerLogMonitorInterval, "container-log-monitor-interval", "period of the check of container log sizes")
+	fs.IntVar(&s.ImageGCHighThresholdPercent, "image-gc-high-threshold", s.ImageGCHighThresholdPercent, "image filesystem use (percent) that starts image garbage collection; 100 disables it")
+	fs.IntVar(&s.ImageGCLowThresholdPercent, "image-gc-low-threshold", s.ImageGCLowThresholdPercent, "image filesystem use (percent) image garbage collection frees down to")
+	durationVar(fs, &s.ImageMinimumGCAge, "minimum-image-gc-age", "minimum age of an unused image before garbage collection")
 }
 
 // parseSettings reads defaults, then the config file, then the flags given:
@@ -159,6 +196,7 @@ func (s settings) validate() error {
 	if _, err := parseLogLevel(s.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, s.validateGC()...)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }
@@ -325,4 +363,64 @@ func parseLogLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", s)
 	}
 	return l, nil
+}
+
+// validateGC checks the housekeeping settings as the kubelet does.
+func (s settings) validateGC() []error {
+	var errs []error
+	if _, err := s.containerLogMaxSize(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.ContainerLogMaxFiles < 2 {
+		errs = append(errs, fmt.Errorf("--container-log-max-files must be at least 2, got %d", s.ContainerLogMaxFiles))
+	}
+	if s.ContainerLogMaxWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--container-log-max-workers must be at least 1, got %d", s.ContainerLogMaxWorkers))
+	}
+	if s.ContainerLogMonitorInterval.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("--container-log-monitor-interval must be at least 1s, got %s", s.ContainerLogMonitorInterval.Duration))
+	}
+	if s.MinimumContainerTTLDuration.Duration < 0 || s.ImageMinimumGCAge.Duration < 0 {
+		errs = append(errs, errors.New("--minimum-container-ttl-duration and --minimum-image-gc-age must not be negative"))
+	}
+	high, low := s.ImageGCHighThresholdPercent, s.ImageGCLowThresholdPercent
+	switch {
+	case high < 0 || high > 100 || low < 0 || low > 100:
+		errs = append(errs, fmt.Errorf("--image-gc-high-threshold (%d) and --image-gc-low-threshold (%d) must be between 0 and 100", high, low))
+	case low >= high && high != 100:
+		errs = append(errs, fmt.Errorf("--image-gc-low-threshold (%d) must be below --image-gc-high-threshold (%d)", low, high))
+	}
+	return errs
+}
+
+// containerLogMaxSize parses --container-log-max-size, a Kubernetes
+// quantity.
+func (s settings) containerLogMaxSize() (int64, error) {
+	q, err := resource.ParseQuantity(s.ContainerLogMaxSize)
+	if err != nil {
+		return 0, fmt.Errorf("--container-log-max-size: %w", err)
+	}
+	if q.Value() <= 0 {
+		return 0, fmt.Errorf("--container-log-max-size must be positive, got %s", s.ContainerLogMaxSize)
+	}
+	return q.Value(), nil
+}
+
+// gcConfig is the agent's housekeeping configuration from the settings.
+func (s settings) gcConfig() *agent.GCConfig {
+	maxSize, _ := s.containerLogMaxSize() // validated
+	return &agent.GCConfig{
+		Containers: cri.GCPolicy{
+			MinAge:             s.MinimumContainerTTLDuration.Duration,
+			MaxPerPodContainer: s.MaximumDeadContainersPerContainer,
+			MaxContainers:      s.MaximumDeadContainers,
+		},
+		Logs:               cri.LogRotationPolicy{MaxSize: maxSize, MaxFiles: s.ContainerLogMaxFiles, Workers: s.ContainerLogMaxWorkers},
+		LogMonitorInterval: s.ContainerLogMonitorInterval.Duration,
+		Images: cri.ImageGCPolicy{
+			HighThresholdPercent: s.ImageGCHighThresholdPercent,
+			LowThresholdPercent:  s.ImageGCLowThresholdPercent,
+			MinAge:               s.ImageMinimumGCAge.Duration,
+		},
+	}
 }
