@@ -4,8 +4,13 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // TestRemoveGone removes a running pod's manifest: its container stops,
@@ -21,18 +26,34 @@ func TestRemoveGone(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		hostNetwork bool
+		medium      v1.StorageMedium
 	}{
 		{name: "rm-podnet"},
-		{name: "rm-hostnet", hostNetwork: true},
+		{name: "rm-hostnet-tmpfs", hostNetwork: true, medium: v1.StorageMediumMemory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer b.use(t)()
 			name := podName(tc.name)
-			pod := sleeper(tc.name)
+			pod := newPod(tc.name, shContainer("main", "echo kept > /scratch/file; "+sleepForever))
+			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+			pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: tc.medium}}}}
 			pod.Spec.HostNetwork = tc.hostNetwork
 			b.writeManifest(tc.name+".yaml", podManifest(pod))
 			api := b.waitRunning(name)
 			b.waitRuntime(name, "main", api.UID)
+			// The emptyDir lives in the pod's directory, the kubelet's layout.
+			podDir := filepath.Join(b.root, "pods", string(api.UID))
+			file := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "scratch", "file")
+			b.waitFor("the container's file in its emptyDir "+file, waitTimeout, func() (bool, string) {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					return false, err.Error()
+				}
+				return string(data) == "kept\n", fmt.Sprintf("%q", data)
+			})
+			if tc.medium == v1.StorageMediumMemory && len(mountsUnder(t, podDir)) == 0 {
+				t.Errorf("a medium: Memory emptyDir is not a mount under %s", podDir)
+			}
 
 			removed := time.Now()
 			b.removeManifest(tc.name + ".yaml")
@@ -58,6 +79,13 @@ func TestRemoveGone(t *testing.T) {
 				return true, ""
 			})
 			t.Logf("manifest removed -> gone from /pods in %s", time.Since(removed).Round(time.Millisecond))
+			b.waitFor("the pod directory "+podDir+" removed", waitTimeout, func() (bool, string) {
+				_, err := os.Stat(podDir)
+				return os.IsNotExist(err), fmt.Sprintf("stat: %v", err)
+			})
+			if mounts := mountsUnder(t, podDir); len(mounts) > 0 {
+				t.Errorf("mounts left under the removed pod's directory: %v", mounts)
+			}
 		})
 	}
 
@@ -65,4 +93,24 @@ func TestRemoveGone(t *testing.T) {
 	if !ok || now.container.Id != bystander.container.Id || now.sandbox.Id != bystander.sandbox.Id {
 		t.Errorf("the bystander pod was disturbed: %s (container %s, was %s)", detail, shortID(now.container.GetId()), shortID(bystander.container.Id))
 	}
+}
+
+// mountsUnder lists the mount points at or below dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		if p := fields[4]; p == dir || strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
