@@ -144,14 +144,18 @@ func (h *housekeeper) snapshot() *snapshot {
 // their periods, until ctx is done. Log rotation has a goroutine of its
 // own so that a slow removal never delays a rotation.
 func (h *housekeeper) run(ctx context.Context) {
+	// Both tickers exist before the first pass, so a pass's end marks
+	// the point from which every period counts.
+	images := h.clock.NewTicker(h.cfg.ImagePeriod)
+	defer images.Stop()
+	logs := h.clock.NewTicker(h.cfg.LogMonitorInterval)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		h.runLogRotation(ctx)
+		defer logs.Stop()
+		h.runLogRotation(ctx, logs.C())
 	}()
-	images := h.clock.NewTicker(h.cfg.ImagePeriod)
-	defer images.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -169,14 +173,12 @@ func (h *housekeeper) run(ctx context.Context) {
 	}
 }
 
-func (h *housekeeper) runLogRotation(ctx context.Context) {
-	tick := h.clock.NewTicker(h.cfg.LogMonitorInterval)
-	defer tick.Stop()
+func (h *housekeeper) runLogRotation(ctx context.Context, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C():
+		case <-tick:
 			if s := h.snapshot(); s != nil {
 				h.rotateLogs(ctx, s)
 			}
