@@ -110,6 +110,7 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 // podWatch polls CRI for one pod name in the background.
 type podWatch struct {
 	done chan struct{}
+	once sync.Once
 	wg   sync.WaitGroup
 	res  watchResult
 }
@@ -177,9 +178,9 @@ func (w *podWatch) sample(name string) {
 	}
 }
 
-// stop ends the polling and returns what it saw.
+// stop ends the polling (once) and returns what it saw.
 func (w *podWatch) stop() watchResult {
-	close(w.done)
+	w.once.Do(func() { close(w.done) })
 	w.wg.Wait()
 	return w.res
 }
