@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -61,4 +63,64 @@ func TestBrokenManifest(t *testing.T) {
 			}
 		})
 	}
+
+	// The operator finds each problem in berth's log, with file and line.
+	t.Run("logged", func(t *testing.T) {
+		data, _ := os.ReadFile(b.logFile)
+		for _, tc := range tests {
+			path := b.manifestPath(tc.name + ".yaml")
+			found := false
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, path+":9") || strings.Contains(line, path) && strings.Contains(line, "line=9") {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("berth's log has no line naming %s and line 9", path)
+			}
+		}
+	})
+
+	// A running pod whose manifest is edited into a broken one keeps its
+	// last good version running: same uid, same container.
+	t.Run("broken-edit", func(t *testing.T) {
+		defer b.use(t)()
+		before := b.waitRuntime(podName("good"), "main", good.UID)
+		b.writeManifest("good.yaml", fmt.Sprintf(header, "good")+tests[0].tail)
+		// berth has seen the edit when it counts one more manifest problem.
+		b.waitFor("berth_manifest_problems to count the broken edit", waitTimeout, func() (bool, string) {
+			n, err := b.manifestProblems()
+			return n == len(tests)+1, fmt.Sprintf("%d problems (%v)", n, err)
+		})
+		time.Sleep(3 * time.Second) // relists, housekeeping
+		now, ok, detail := runtimeState(podName("good"), "main", good.UID)
+		if !ok || now.container.Id != before.container.Id {
+			t.Errorf("after a broken edit the last good pod is not left running: %s (container %s, was %s)", detail, shortID(now.container.GetId()), shortID(before.container.Id))
+		}
+		p, err := b.apiPod(podName("good"))
+		if err != nil || p == nil || p.UID != good.UID || p.Status.Phase != v1.PodRunning {
+			t.Errorf("/pods after a broken edit: %v %v", err, p)
+		}
+	})
+}
+
+// manifestProblems sums the berth_manifest_problems gauge of /metrics.
+func (b *berth) manifestProblems() (int, error) {
+	code, body := b.status("/metrics")
+	if code != 200 {
+		return 0, fmt.Errorf("/metrics: %d %.200s", code, body)
+	}
+	n := 0
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "berth_manifest_problems{") && !strings.HasPrefix(line, "berth_manifest_problems ") {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err != nil {
+			return 0, fmt.Errorf("%q: %w", line, err)
+		}
+		n += int(v)
+	}
+	return n, nil
 }
