@@ -84,9 +84,12 @@ type Manager struct {
 	// lastSandboxes lets Relist skip the sandbox listing while nothing
 	// changed; it guards itself.
 	lastSandboxes sandboxListing
-	// preStop runs a container's preStop hook before it is stopped; nil
-	// means no hooks (issue 8 sets it). See KillContainer.
+	// preStop runs a container's preStop hook before it is stopped
+	// (runPreStop in hooks.go; tests replace it). See KillContainer.
 	preStop preStopFunc
+	// health is what the probes found of running containers, consulted by
+	// SyncPod's ComputePodActions; nil until SetContainerHealth.
+	health ContainerHealth
 
 	// Housekeeping (gc.go, logrotate.go, imagegc.go): rotated log files
 	// waiting for compression, and what image GC remembers of each image;
@@ -127,7 +130,7 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = "/var/log/pods"
 	}
-	return &Manager{
+	m := &Manager{
 		runtime:      runtime,
 		images:       images,
 		opts:         opts,
@@ -135,4 +138,14 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		pullBackoff:  NewBackoff(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
 		crashBackoff: NewBackoff(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
 	}
+	m.preStop = m.runPreStop
+	return m
+}
+
+// SetContainerHealth hands the Manager the probes' verdicts, so a container
+// that failed its liveness or startup probe is killed and restarted. It
+// must be called before the first SyncPod: the agent owns the probes and
+// is built after the Manager.
+func (m *Manager) SetContainerHealth(h ContainerHealth) {
+	m.health = h
 }
