@@ -28,7 +28,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	if status == nil {
 		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	actions := ComputePodActions(pod, status)
+	actions := ComputePodActions(pod, status, m.health)
 	slog.Debug("syncing pod", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID,
 		"killPod", actions.KillPod, "createSandbox", actions.CreateSandbox, "attempt", actions.Attempt,
 		"toKill", len(actions.ContainersToKill), "toStart", len(actions.ContainersToStart),
@@ -171,6 +171,9 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return res
 	}
 	m.event(pod, EventNormal, "Started", "Started container "+c.Name)
+	if err := m.runPostStart(ctx, c, id, t.podIPs); err != nil {
+		res.Err = m.failedPostStart(ctx, pod, c, id, t.sandboxID, cfg.Labels, cfg.Annotations, err)
+	}
 	return res
 }
 
