@@ -42,7 +42,7 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 		return fmt.Errorf("refusing to stop container %q (%s): it is not managed by berth", c.ID, c.Name)
 	}
 	uid, name, namespace := podIdentity(pod, c.Labels)
-	grace := gracePeriodSeconds(pod, c)
+	grace := gracePeriodSeconds(pod, c, reason)
 	if message == "" {
 		message = fmt.Sprintf("Stopping container %s", c.Name)
 	}
@@ -122,12 +122,16 @@ func podIdentity(pod *v1.Pod, labels map[string]string) (types.UID, string, stri
 }
 
 // gracePeriodSeconds is the grace period before the preStop and minimum
-// adjustments: the pod's deletion grace period if it is being deleted, a
-// container-specific one if recorded, the pod's spec, or for an orphan the
+// adjustments: the pod's deletion grace period if it is being deleted, the
+// failed probe's terminationGracePeriodSeconds for a liveness or startup
+// kill, a container-specific one if recorded, the pod's spec, or for an orphan the
 // pod's as recorded on the container.
-func gracePeriodSeconds(pod *v1.Pod, c *ContainerStatus) int64 {
+func gracePeriodSeconds(pod *v1.Pod, c *ContainerStatus, reason string) int64 {
 	if pod != nil && pod.DeletionGracePeriodSeconds != nil {
 		return *pod.DeletionGracePeriodSeconds
+	}
+	if g, ok := probeGracePeriod(pod, c.Name, reason); ok {
+		return g
 	}
 	if g, ok := annotationSeconds(c.Annotations, AnnotationContainerGracePeriod); ok {
 		return g
