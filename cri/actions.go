@@ -9,10 +9,70 @@ import (
 // Kill reasons ComputePodActions gives KillContainer, for its Killing event
 // and logs.
 const (
-	KillReasonSpecChanged = "SpecChanged"
-	KillReasonUnknown     = "Unknown"
-	KillReasonNotInSpec   = "NotInSpec"
+	KillReasonSpecChanged   = "SpecChanged"
+	KillReasonUnknown       = "Unknown"
+	KillReasonNotInSpec     = "NotInSpec"
+	KillReasonLivenessProbe = "LivenessProbe"
+	KillReasonStartupProbe  = "StartupProbe"
 )
+
+// ContainerHealth is what the probes found of running containers, by
+// runtime container ID: the kubelet's liveness and startup result managers
+// as computePodActions consults them. Implementations must be safe for
+// concurrent use.
+type ContainerHealth interface {
+	// LivenessFailed reports whether the container failed its liveness
+	// probe past the failure threshold.
+	LivenessFailed(containerID string) bool
+	// StartupFailed reports whether the container failed its startup
+	// probe past the failure threshold.
+	StartupFailed(containerID string) bool
+}
+
+// probeKill is the kill a failed probe asks for, or ok false: liveness
+// first, then startup, as the kubelet checks them. health may be nil.
+func probeKill(health ContainerHealth, c *v1.Container, cs *ContainerStatus, restart bool) (ContainerToKill, bool) {
+	if health == nil {
+		return ContainerToKill{}, false
+	}
+	var k ContainerToKill
+	switch {
+	case health.LivenessFailed(cs.ID):
+		k = ContainerToKill{Name: c.Name, Status: cs, Reason: KillReasonLivenessProbe, Message: fmt.Sprintf("Container %s failed liveness probe", c.Name)}
+	case health.StartupFailed(cs.ID):
+		k = ContainerToKill{Name: c.Name, Status: cs, Reason: KillReasonStartupProbe, Message: fmt.Sprintf("Container %s failed startup probe", c.Name)}
+	default:
+		return ContainerToKill{}, false
+	}
+	if restart {
+		k.Message += ", will be restarted"
+	}
+	return k, true
+}
+
+// probeGracePeriod is the failed probe's own terminationGracePeriodSeconds
+// for a liveness or startup kill, which replaces the pod's as in the
+// kubelet.
+func probeGracePeriod(pod *v1.Pod, name, reason string) (int64, bool) {
+	if pod == nil {
+		return 0, false
+	}
+	c := findSpecContainer(pod, name)
+	if c == nil {
+		return 0, false
+	}
+	var p *v1.Probe
+	switch reason {
+	case KillReasonLivenessProbe:
+		p = c.LivenessProbe
+	case KillReasonStartupProbe:
+		p = c.StartupProbe
+	}
+	if p == nil || p.TerminationGracePeriodSeconds == nil {
+		return 0, false
+	}
+	return *p.TerminationGracePeriodSeconds, true
+}
 
 // PodActions are the steps that bring a pod's runtime state to its spec, in
 // the order SyncPod takes them: kill the pod or the containers to kill, create
@@ -65,8 +125,10 @@ type ContainerToKill struct {
 // spec, with the kubelet's computePodActions semantics. It is a pure
 // function of its arguments: no runtime, no clock (crash-loop back-off is
 // SyncPod's), so every decision is testable from a table. A nil status is a
-// pod the runtime knows nothing about.
-func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
+// pod the runtime knows nothing about. health (nil: no probes) names the
+// running containers that failed a liveness or startup probe: they are
+// killed, and restarted unless the restart policy is Never.
+func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) PodActions {
 	if status == nil {
 		status = &PodStatus{UID: pod.UID}
 	}
@@ -130,7 +192,7 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 		return a
 	}
 
-	sidecarStarts, sidecarKills := sidecarActions(pod, status)
+	sidecarStarts, sidecarKills := sidecarActions(pod, status, health)
 	a.ContainersToKill = append(a.ContainersToKill, sidecarKills...)
 
 	keep := 0
@@ -150,6 +212,13 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 			continue
 		}
 		if cs.Hash == HashContainer(c) {
+			if k, ok := probeKill(health, c, cs, restartsOnFailure(pod)); ok {
+				a.ContainersToKill = append(a.ContainersToKill, k)
+				if restartsOnFailure(pod) {
+					a.ContainersToStart = append(a.ContainersToStart, i)
+				}
+				continue
+			}
 			keep++
 			continue
 		}
@@ -181,8 +250,9 @@ func isSidecar(c *v1.Container) bool {
 
 // sidecarActions are, once initialization is done, the sidecars to restart
 // (exited, never started, or unknown, whatever the pod's restart policy) and
-// to kill (unknown state, or running with a changed spec, then restarted).
-func sidecarActions(pod *v1.Pod, status *PodStatus) (starts []int, kills []ContainerToKill) {
+// to kill (unknown state, running with a changed spec, or failed a liveness
+// or startup probe, then restarted).
+func sidecarActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) (starts []int, kills []ContainerToKill) {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		if !isSidecar(c) {
@@ -206,6 +276,12 @@ func sidecarActions(pod *v1.Pod, status *PodStatus) (starts []int, kills []Conta
 				Name: c.Name, Status: cs, Reason: KillReasonSpecChanged,
 				Message: fmt.Sprintf("Init container %s definition changed, will be restarted", c.Name),
 			})
+		case cs.State == ContainerStateRunning:
+			// A sidecar restarts whatever the pod's restart policy.
+			if k, ok := probeKill(health, c, cs, true); ok {
+				starts = append(starts, i)
+				kills = append(kills, k)
+			}
 		}
 	}
 	return starts, kills

@@ -580,7 +580,7 @@ func TestComputePodActions(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(tt.pod)
 			}
-			got := ComputePodActions(tt.pod, tt.status(tt.pod))
+			got := ComputePodActions(tt.pod, tt.status(tt.pod), nil)
 			var gotInit string
 			if got.NextInitContainer != nil {
 				gotInit = got.NextInitContainer.Name
@@ -619,7 +619,7 @@ func TestComputePodActions(t *testing.T) {
 func TestComputePodActionsKillMessages(t *testing.T) {
 	pod := actPod(v1.RestartPolicyAlways, nil, []string{"a"})
 	st := podStatusOf([]*SandboxStatus{readySandbox()}, &ContainerStatus{ID: "a-id", SandboxID: "sb1", Name: "a", State: ContainerStateRunning, Hash: 1})
-	got := ComputePodActions(pod, st)
+	got := ComputePodActions(pod, st, nil)
 	if len(got.ContainersToKill) != 1 {
 		t.Fatalf("kills = %+v, want one", got.ContainersToKill)
 	}
