@@ -115,6 +115,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		errc <- manifest.Run(ctx, srcCfg, store)
 	}()
 	api := agent.NewAPI(a, store, reg, log)
+	api.PodLogsDir = s.PodLogsDir
 	if err := api.Listen(s.Listen, s.Socket); err != nil {
 		return err
 	}
