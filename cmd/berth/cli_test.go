@@ -256,6 +256,8 @@ func TestResolvePod(t *testing.T) {
 		mk("dns-node1", "default", "node1"),
 		mk("dns-node1", "kube-system", "node1"),
 		mk("web", "default", "node1"), // a manifest named web-node1 would collide; exact names win
+		mk("bad-node1", "default", ""), // rejected: no spec, so no node name
+		mk("bad-2-node1", "default", ""),
 	}
 	tests := []struct {
 		name, ns string
@@ -268,6 +270,8 @@ func TestResolvePod(t *testing.T) {
 		{"dns", "kube-system", "kube-system/dns-node1", ""},
 		{"dns", "", "", `pod "dns" is ambiguous: default/dns-node1, kube-system/dns-node1; pick one with -n NAMESPACE`},
 		{"web-3", "", "", `pod "web-3" not found (berth pods lists them)`},
+		{"bad", "", "default/bad-node1", ""},
+		{"bad-2", "", "default/bad-2-node1", ""},
 	}
 	for _, tt := range tests {
 		p, err := resolvePod(pods, tt.name, tt.ns)

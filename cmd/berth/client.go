@@ -131,6 +131,21 @@ func (c *client) findPod(ctx context.Context, name, ns string) (*v1.Pod, error) 
 }
 
 func resolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
+	// A rejected manifest's pod has no spec, so no node name of its own:
+	// the node names of the others tell where its name's suffix starts.
+	nodes := map[string]bool{}
+	for i := range pods {
+		if n := pods[i].Spec.NodeName; n != "" {
+			nodes[n] = true
+		}
+	}
+	manifestName := func(p *v1.Pod) bool {
+		if p.Spec.NodeName != "" {
+			return p.Name == name+"-"+p.Spec.NodeName
+		}
+		suffix, ok := strings.CutPrefix(p.Name, name+"-")
+		return ok && (nodes[suffix] || len(nodes) == 0)
+	}
 	var exact, byManifest []*v1.Pod
 	for i := range pods {
 		p := &pods[i]
@@ -140,7 +155,7 @@ func resolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
 		switch {
 		case p.Name == name:
 			exact = append(exact, p)
-		case p.Spec.NodeName != "" && p.Name == name+"-"+p.Spec.NodeName:
+		case manifestName(p):
 			byManifest = append(byManifest, p)
 		}
 	}

@@ -214,6 +214,7 @@ kind: Pod
 metadata:
   name: ticker
 spec:
+  terminationGracePeriodSeconds: 1
   containers:
   - name: tick
     image: busybox:1.36
@@ -225,6 +226,7 @@ kind: Pod
 metadata:
   name: crasher
 spec:
+  terminationGracePeriodSeconds: 1
   containers:
   - name: app
     image: busybox:1.36
@@ -254,7 +256,7 @@ func TestCLI(t *testing.T) {
 		return ok, out + errb
 	})
 	out, _, _ := berth(t, d, "ps", "-o", "wide")
-	if f := row(out, "ticker-"+nodeName); len(f) < 9 || !strings.HasPrefix(f[7], "10.") && !strings.Contains(f[7], ".") || f[8] != nodeName {
+	if f := row(out, "ticker-"+nodeName); len(f) != 9 || net.ParseIP(f[6]) == nil || f[7] != nodeName || f[8] != filepath.Join(d.manifests, "ticker.yaml") {
 		t.Errorf("berth ps -o wide row of ticker: %q", f)
 	}
 	if out, _, code := berth(t, d, "pods", "ticker", "-o", "json"); code != 0 || !strings.Contains(out, `"kind": "Pod"`) || !strings.Contains(out, `"phase": "Running"`) {
