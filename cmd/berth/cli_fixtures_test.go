@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-		"sync"
+	"sync"
 	"testing"
 	"time"
 

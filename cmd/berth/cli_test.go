@@ -255,7 +255,7 @@ func TestResolvePod(t *testing.T) {
 		mk("web-2-node1", "default", "node1"),
 		mk("dns-node1", "default", "node1"),
 		mk("dns-node1", "kube-system", "node1"),
-		mk("web", "default", "node1"), // a manifest named web-node1 would collide; exact names win
+		mk("web", "default", "node1"),  // a manifest named web-node1 would collide; exact names win
 		mk("bad-node1", "default", ""), // rejected: no spec, so no node name
 		mk("bad-2-node1", "default", ""),
 	}
