@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
 )
 
@@ -67,6 +68,9 @@ type podWorkers struct {
 	// onTerminated is told about every lane that finished terminating, for
 	// metrics and the next sync loop turn; may be nil.
 	onTerminated func(uid types.UID)
+	// probes runs the pods' probes: each sync feeds it the pod's status and
+	// reads readiness back; nil runs none.
+	probes *prober.Manager
 
 	mu      sync.Mutex // guards workers, gate, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
@@ -151,6 +155,13 @@ func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time)
 	w.observed, w.observedAt = status, at
 	p.wakeLocked(w)
 	return true
+}
+
+// wake wakes the lane of uid, if any: a probe result of its pod changed.
+func (p *podWorkers) wake(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.wakeUIDLocked(uid)
 }
 
 // syncAll wakes every lane, for the periodic resync and after a runtime
@@ -324,7 +335,15 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 			waiting[c.Name] = waitReason{Reason: e.Reason, Message: e.Message}
 		}
 	}
-	st := buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
+	in := statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}
+	if p.probes != nil {
+		p.probes.UpdatePod(pod, status, p.hostIP)
+		in.ready = func(container string) bool { return p.probes.Ready(pod.UID, container) }
+	}
+	st := buildPodStatus(in)
+	if p.probes != nil {
+		p.probes.AnnotateStatus(pod.UID, &st)
+	}
 	p.status.set(pod, st)
 	if p.metrics != nil {
 		p.metrics.observeSync(pod, res)
@@ -354,6 +373,9 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 // pods).
 func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
 	log := p.log.With("uid", w.uid, "pod", w.fullName)
+	if p.probes != nil {
+		p.probes.RemovePod(w.uid)
+	}
 	status, err := p.rt.PodStatus(p.ctx, w.uid)
 	if err == nil {
 		err = p.rt.KillPod(p.ctx, pod, status, grace)
