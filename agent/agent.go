@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
 	"github.com/berth-agent/berth/manifest"
 )
@@ -84,6 +85,9 @@ type Agent struct {
 	pleg    *pleg
 	metrics *metrics
 	gc      *housekeeper // nil without Config.GC
+	// probes runs liveness, readiness and startup probes; the pod lanes
+	// feed it and the runtime manager consults it.
+	probes *prober.Manager
 
 	// Owned by the sync loop goroutine.
 	workers    *podWorkers
@@ -97,7 +101,9 @@ type Agent struct {
 // New builds an agent over the merge store and the runtime manager. The
 // manager's Recorder should be cfg.Events.
 func New(cfg Config, store *manifest.Store, rt *cri.Manager) *Agent {
-	return newAgent(cfg, store, rt)
+	a := newAgent(cfg, store, rt)
+	rt.SetContainerHealth(a.probes)
+	return a
 }
 
 func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
@@ -115,6 +121,12 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 		rejected: map[types.UID]bool{},
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
+	exec, _ := rt.(prober.Execer)
+	a.probes = prober.NewManager(prober.Options{
+		Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
+		// Lanes exist only once Run made a.workers, and so do probe workers.
+		OnChange: func(uid types.UID) { a.workers.wake(uid) },
+	})
 	if g, ok := rt.(gcRuntime); ok && cfg.GC != nil {
 		a.gc = newHousekeeper(g, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
 			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
@@ -137,6 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.log)
 	a.workers.onTerminated = a.events.forget
 	a.workers.metrics = a.metrics
+	a.workers.probes = a.probes
 
 	relists := make(chan relist)
 	var wg sync.WaitGroup
@@ -171,6 +184,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			cancel()
 			wg.Wait()
 			a.workers.wait()
+			a.probes.Stop()
 			return nil
 		case u := <-updates:
 			trigger, began = "update", a.cfg.Clock.Now()
