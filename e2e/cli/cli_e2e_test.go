@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,9 +78,16 @@ type daemon struct {
 	cmd                          *exec.Cmd
 	log                          *bytes.Buffer
 	mu                           *sync.Mutex
+	// unpublish, when set, removes the pods of a source other than the
+	// manifest directory.
+	unpublish func()
 }
 
-func startDaemon(t *testing.T, manifests map[string]string) *daemon {
+// startDaemon starts berth on a manifest directory holding manifests, with
+// extra flags. On cleanup the pods are removed (the manifests deleted, and
+// d.unpublish called for other sources) before berth stops, so the shared
+// bed is left clean.
+func startDaemon(t *testing.T, manifests map[string]string, extra ...string) *daemon {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "berth-cli-")
 	if err != nil {
@@ -93,7 +101,7 @@ func startDaemon(t *testing.T, manifests map[string]string) *daemon {
 	for name, content := range manifests {
 		d.write(t, name, content)
 	}
-	d.cmd = exec.Command(berthBin, "run",
+	d.cmd = exec.Command(berthBin, append([]string{"run",
 		"--pod-manifest-path", d.manifests,
 		"--container-runtime-endpoint", bed.Endpoint,
 		"--root-dir", filepath.Join(dir, "root"),
@@ -102,31 +110,36 @@ func startDaemon(t *testing.T, manifests map[string]string) *daemon {
 		"--socket", d.socket,
 		"--hostname-override", nodeName,
 		"--crashloop-backoff-initial", "1s", "--crashloop-backoff-max", "2s",
-		"--log-level", "debug")
+		"--log-level", "debug"}, extra...)...)
 	w := lockedWriter{d.mu, d.log}
 	d.cmd.Stdout, d.cmd.Stderr = w, w
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		defer func() {
+			d.cmd.Process.Signal(syscall.SIGTERM)
+			d.cmd.Wait()
+			if t.Failed() {
+				d.mu.Lock()
+				t.Logf("berth's log:\n%s", d.log.String())
+				d.mu.Unlock()
+			}
+			os.RemoveAll(dir)
+		}()
 		// Remove every manifest first so berth stops the pods it runs, and
 		// the shared bed is left clean for the next test.
 		entries, _ := os.ReadDir(d.manifests)
 		for _, e := range entries {
 			os.Remove(filepath.Join(d.manifests, e.Name()))
 		}
+		if d.unpublish != nil {
+			d.unpublish()
+		}
 		waitFor(t, "berth pods to list no pod after the manifests are gone", func() (bool, string) {
 			out, _, _ := berth(t, d, "pods")
 			return strings.TrimSpace(out) == "", out
 		})
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		d.cmd.Wait()
-		if t.Failed() {
-			d.mu.Lock()
-			t.Logf("berth's log:\n%s", d.log.String())
-			d.mu.Unlock()
-		}
-		os.RemoveAll(dir)
 	})
 	return d
 }
@@ -362,4 +375,37 @@ func TestDaemonNotRunning(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "no socket there: is berth running?") {
 		t.Errorf("berth pods without a daemon: %v\n%s", err, out)
 	}
+}
+
+// TestHTTPSourceExample serves examples/http/pods.yaml over HTTP, as the
+// examples' README shows with python3 -m http.server, and checks berth runs
+// its pod from the URL.
+func TestHTTPSourceExample(t *testing.T) {
+	example, err := os.ReadFile("../../examples/http/pods.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	body := example
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close) // after the daemon's cleanup, which needs it
+	d := startDaemon(t, nil, "--manifest-url", srv.URL+"/pods.yaml", "--http-check-frequency", "1s")
+	d.unpublish = func() {
+		mu.Lock()
+		body = []byte("apiVersion: v1\nkind: PodList\nitems: []\n")
+		mu.Unlock()
+	}
+	waitFor(t, "from-http Running from the http source", func() (bool, string) {
+		out, errb, _ := berth(t, d, "pods")
+		f := row(out, "from-http-"+nodeName)
+		return len(f) == 6 && f[1] == "1/1" && f[2] == "Running" && f[5] == "http", out + errb
+	})
+	waitFor(t, "a tick in from-http's log", func() (bool, string) {
+		out, errb, _ := berth(t, d, "logs", "from-http")
+		return strings.HasPrefix(out, "tick "), out + errb
+	})
 }
