@@ -281,6 +281,9 @@ func (a *Agent) handleRelist(r relist) {
 		}
 	}
 	a.lastRelist = r
+	if len(r.changed) > 0 {
+		a.gc.offer(r.at, r.pods) // a container that just died may exceed the GC policy
+	}
 	for _, uid := range r.changed {
 		st := r.pods[uid]
 		if a.workers.observe(uid, st, r.at) || st == nil {

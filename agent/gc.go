@@ -298,6 +298,9 @@ func (h *housekeeper) rotateLogs(ctx context.Context, s *snapshot) {
 	for _, path := range res.Rotated {
 		h.log.Debug("rotated container log", "path", path)
 	}
+	if ctx.Err() != nil {
+		return // stopping: a rotation cut short is retried after restart
+	}
 	for _, err := range res.Errors {
 		h.metrics.rotationErrors.Inc()
 		h.log.Warn("container log rotation", "err", err)
