@@ -1,0 +1,75 @@
+//go:build e2e
+
+package cri
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestE2EImageGCProtections checks image GC's view of the real containerd
+// without removing anything the other tests share: the image filesystem is
+// measured, the sandbox image is found from the runtime's configuration,
+// and neither it nor an image a container uses is ever a candidate.
+func TestE2EImageGCProtections(t *testing.T) {
+	m := newE2EManager(t)
+	ctx := context.Background()
+
+	fss, err := m.imageFsInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fss) == 0 || fss[0].capacity == 0 || fss[0].available > fss[0].capacity {
+		t.Fatalf("image filesystems %+v", fss)
+	}
+	usage, _ := bytesToFree(fss, ImageGCPolicy{HighThresholdPercent: 85, LowThresholdPercent: 80})
+	t.Logf("image filesystem %s: %d%% used", fss[0].mountpoint, usage)
+
+	pause, err := m.sandboxImageID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busybox, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testBed.BusyboxImage}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testBed.PauseImage}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pause == "" || pause != want.GetImage().GetId() {
+		t.Fatalf("sandbox image ID %q, want %q (%s)", pause, want.GetImage().GetId(), testBed.PauseImage)
+	}
+
+	// A container of the busybox image, as a relist reports it: the
+	// runtime's ImageRef is a repo digest or the ID.
+	p := startE2EPod(ctx, t, m, "imagegc", true, e2eContainer{"app", "exec sleep 3600"})
+	snap, err := m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap[p.uid]
+	if st == nil || len(st.Containers) != 1 {
+		t.Fatalf("relist: %+v", st)
+	}
+	now := time.Now()
+	m.imageUse.observe(map[types.UID]*PodStatus{p.uid: st}, now)
+	images, err := m.images.ListImages(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, err := m.imageUse.candidates(images, pause, 0, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cands {
+		if c.Id == pause || c.Id == busybox.GetImage().GetId() {
+			t.Errorf("candidate %s %v is protected", c.Id, c.RepoTags)
+		}
+	}
+	t.Logf("container image ref %s; %d of %d images would be candidates", st.Containers[0].ImageRef, len(cands), len(images))
+}
