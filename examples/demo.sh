@@ -52,7 +52,7 @@ demo: in another shell:
 demo: Ctrl-C stops berth and takes the bed down.
 MSG
 "$berth" run \
-	--pod-manifest-path examples \
+	--pod-manifest-path "$PWD/examples" \
 	--container-runtime-endpoint "$endpoint" \
 	--root-dir "$state/root" \
 	--pod-logs-dir "$state/logs" \

@@ -4,6 +4,8 @@ package cli
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +17,9 @@ import (
 )
 
 // TestDemo runs what `make demo` runs (examples/demo.sh) with a bed
-// directory of its own: the examples' web server must come up on the host
-// network, and Ctrl-C (SIGINT to the script's process group, as a terminal
+// directory of its own: every example must reach the state examples/README.md
+// promises (web servers answering, init containers done, env resolved, jobs
+// completed or failed, the crash loop restarting), and Ctrl-C (SIGINT to the script's process group, as a terminal
 // sends it) must stop berth and take the bed down.
 func TestDemo(t *testing.T) {
 	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
@@ -50,7 +53,19 @@ func TestDemo(t *testing.T) {
 
 	d := &daemon{socket: filepath.Join(bedDir, "berth", "berth.sock")}
 	host, _ := os.Hostname()
-	web := "web-host-" + strings.ToLower(host)
+	node := strings.ToLower(host)
+	// What each example must show, as examples/README.md promises.
+	want := map[string]func(f []string) bool{
+		"web-host":       running,
+		"web-pod":        running,
+		"init-demo":      running,
+		"env-demo":       running,
+		"resources-demo": running,
+		"job-once":       status("Completed"),
+		"job-retry":      func(f []string) bool { return status("Completed")(f) && f[3] == "2" },
+		"job-fail":       status("Error"),
+		"crashloop":      func(f []string) bool { return f[3] != "0" },
+	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		select {
@@ -59,14 +74,45 @@ func TestDemo(t *testing.T) {
 		default:
 		}
 		stdout, _, _ := berth(t, d, "pods")
-		if f := row(stdout, web); len(f) > 2 && f[1] == "1/1" && f[2] == "Running" {
+		done := true
+		for name, ok := range want {
+			if f := row(stdout, name+"-"+node); len(f) < 6 || !ok(f) {
+				done = false
+			}
+		}
+		if done {
 			break
 		}
 		if time.Now().After(deadline) {
 			interrupt()
-			t.Fatalf("%s not Running within 4m; berth pods:\n%s", web, stdout)
+			t.Fatalf("the examples did not reach their states within 4m; berth pods:\n%s", stdout)
 		}
 		time.Sleep(time.Second)
+	}
+	for url, body := range map[string]string{
+		"http://127.0.0.1:18080/": "served on the host network",
+		"http://127.0.0.1:18081/": "on the pod network",
+	} {
+		if got := httpGet(t, url); !strings.Contains(got, body) {
+			t.Errorf("GET %s: %q, want %q", url, got, body)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"logs", "env-demo"}, []string{"POD_NAME=env-demo-" + node, "POD_NAMESPACE=default", "NODE_NAME=" + node, "MEMORY_LIMIT=32", "CPU_LIMIT=250", "GREETING=hello from a static pod"}},
+		{[]string{"logs", "init-demo", "-c", "render"}, []string{"content prepared by an init container"}},
+		{[]string{"logs", "job-retry"}, []string{"attempt 3"}},
+		{[]string{"logs", "resources-demo"}, []string{"memory.max: 25165824"}},
+		{[]string{"describe", "resources-demo"}, []string{"QoS Class:", "Guaranteed"}},
+	} {
+		out, errb, code := berth(t, d, c.args...)
+		for _, w := range c.want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("berth %s: exit %d, stderr %q, want %q in:\n%s", strings.Join(c.args, " "), code, errb, w, out)
+			}
+		}
 	}
 	interrupt()
 	select {
@@ -83,4 +129,20 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "taking the test bed down") {
 		t.Errorf("demo did not take the bed down")
 	}
+}
+
+func running(f []string) bool { return f[1] == "1/1" && f[2] == "Running" }
+
+func status(s string) func([]string) bool { return func(f []string) bool { return f[2] == s } }
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
