@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 PKGS      := ./cmd/... ./manifest/... ./cri/... ./agent/... ./e2e/testbed/...
 FUZZTIME  ?= 30s
 
-.PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down bench clean
+.PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down bench soak clean
 
 all: build
 
@@ -69,6 +69,16 @@ BENCH_FLAGS ?=
 bench: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthbench ./bench/cmd/berthbench
 	bin/berthbench $(BENCH_FLAGS)
+
+# The housekeeping soak (issue 9): 20 crash-looping and 20 chatty pods on a
+# private test bed for 10 minutes; prints disk used under berth's log and
+# root directories, its RSS and goroutines at the start and the end.
+# SOAK_FLAGS passes flags through, e.g. SOAK_FLAGS='-duration 2m'.
+SOAK_FLAGS ?=
+
+soak: build testbed
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthsoak ./bench/soak
+	bin/berthsoak -berth bin/berth $(SOAK_FLAGS)
 
 clean:
 	rm -rf bin
