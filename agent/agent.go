@@ -223,6 +223,11 @@ func (a *Agent) handleUpdate(u manifest.PodUpdate) {
 				continue
 			}
 			log.Info("pod added")
+			if a.status.get(pod.UID) == nil {
+				// Visible in /pods (Pending) from now on, not only once
+				// its first sync has finished.
+				a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
+			}
 			a.workers.update(pod)
 		case manifest.OpUpdate, manifest.OpReconcile:
 			if a.rejected[pod.UID] {
