@@ -33,7 +33,7 @@ type Options struct {
 	// syncs (restart a failed container, publish readiness); it must not
 	// block. May be nil.
 	OnChange func(uid types.UID)
-	Clock    clock.WithTicker
+	Clock    clock.Clock
 	Logger   *slog.Logger
 }
 
@@ -47,7 +47,7 @@ type Manager struct {
 	exec     Execer
 	recorder cri.Recorder
 	onChange func(uid types.UID)
-	clock    clock.WithTicker
+	clock    clock.Clock
 	log      *slog.Logger
 	http     *http.Client
 	metrics  *probeMetrics

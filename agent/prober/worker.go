@@ -82,13 +82,16 @@ func (w *worker) run() {
 		case <-t.C():
 		}
 	}
-	ticker := w.m.clock.NewTicker(w.period())
-	defer ticker.Stop()
+	// A timer re-armed on each tick rather than a ticker: the same
+	// schedule, and a stopped worker provably leaves no timer behind.
+	tick := w.m.clock.NewTimer(w.period())
+	defer tick.Stop()
 	for w.doProbe() {
 		select {
 		case <-w.ctx.Done():
 			return
-		case <-ticker.C():
+		case <-tick.C():
+			tick.Reset(w.period())
 		case <-w.trigger:
 		}
 	}
@@ -121,7 +124,7 @@ func (w *worker) doProbe() bool {
 	case w.kind != Startup && !snap.started, w.kind == Startup && snap.started:
 		// Startup gates the other probes; once it succeeded it is done.
 		return true
-	case w.m.clock.Since(run.startedAt) < time.Duration(w.spec.InitialDelaySeconds)*time.Second:
+	case w.spec.InitialDelaySeconds > 0 && w.m.clock.Since(run.startedAt) < time.Duration(w.spec.InitialDelaySeconds)*time.Second:
 		return true
 	}
 

@@ -1,0 +1,332 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestProbesAndHooks runs one berth with a pod per probe and hook case, on
+// the real containerd, and checks each through /pods, its events and CRI:
+// readiness driven by an httpGet probe flips both ways as a file comes and
+// goes; a failing liveness exec probe restarts its container; a startup
+// probe holds a liveness probe back until it passes, and one that never
+// passes restarts its container; a tcpSocket probe makes a pod ready once
+// its port opens; a failing postStart hook kills its container.
+func TestProbesAndHooks(t *testing.T) {
+	www := t.TempDir()
+	manifests := map[string]string{}
+	add := func(p *v1.Pod) { manifests[p.Name+".yaml"] = podManifest(p) }
+
+	// readiness: httpd serves a hostPath directory; /ready exists or not.
+	web := newPod("probe-ready", v1.Container{
+		Name: "web", Image: "busybox:1.36",
+		Command:      []string{"httpd", "-f", "-p", "8080", "-h", "/www"},
+		Ports:        []v1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		VolumeMounts: []v1.VolumeMount{{Name: "www", MountPath: "/www"}},
+		ReadinessProbe: &v1.Probe{
+			ProbeHandler:  v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+			PeriodSeconds: 1,
+		},
+	})
+	web.Spec.Volumes = []v1.Volume{{Name: "www", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: www}}}}
+	add(web)
+
+	// liveness: healthy for 3 s, then the probe's file is gone.
+	live := newPod("probe-live", shContainer("main", "touch /tmp/healthy; sleep 3; rm /tmp/healthy; "+sleepForever))
+	live.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/healthy"}}},
+		PeriodSeconds: 1, FailureThreshold: 2,
+	}
+	add(live)
+
+	// startup: the app takes 5 s to start; the liveness probe would kill
+	// it at once if the startup probe did not hold it back.
+	slow := newPod("probe-startup", shContainer("main", "sleep 5; touch /tmp/started; "+sleepForever))
+	slow.Spec.Containers[0].StartupProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/started"}}},
+		PeriodSeconds: 1, FailureThreshold: 30,
+	}
+	slow.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/started"}}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	add(slow)
+
+	// startup that never passes: killed past its threshold.
+	never := newPod("probe-startup-fail", shContainer("main", sleepForever))
+	never.Spec.Containers[0].StartupProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}},
+		PeriodSeconds: 1, FailureThreshold: 2,
+	}
+	add(never)
+
+	// tcpSocket: the port opens after 3 s.
+	tcp := newPod("probe-tcp", shContainer("main", "sleep 3; exec httpd -f -p 9000 -h /"))
+	tcp.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(9000)}},
+		PeriodSeconds: 1,
+	}
+	add(tcp)
+
+	// postStart that fails: the container is killed and restarted.
+	post := newPod("hook-poststart", shContainer("main", sleepForever))
+	post.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{
+		Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo no >&2; exit 3"}},
+	}}
+	add(post)
+
+	b := newBerth(t, berthOptions{args: fastBackoff, manifests: manifests})
+	b.waitReady()
+
+	t.Run("readiness", func(t *testing.T) {
+		defer b.use(t)()
+		name := podName("probe-ready")
+		p := b.waitPod(name, "phase Running", podRunning)
+		if podReady(p) {
+			t.Fatalf("pod is Ready without /ready: %s", describePod(p))
+		}
+		b.waitEvent(name, "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 404")
+		if err := os.WriteFile(filepath.Join(www, "ready"), []byte("ok"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		took := b.waitFor("pod Ready once /ready exists", waitTimeout, podCond(b, name, func(p *v1.Pod) bool {
+			cs := containerStatus(p, "web")
+			return podReady(p) && cs != nil && cs.Ready && condTrue(p, v1.ContainersReady)
+		}))
+		t.Logf("Ready %s after /ready appeared (period 1s)", took.Round(time.Millisecond))
+		if err := os.Remove(filepath.Join(www, "ready")); err != nil {
+			t.Fatal(err)
+		}
+		took = b.waitFor("pod not Ready once /ready is gone", waitTimeout, podCond(b, name, func(p *v1.Pod) bool {
+			cs := containerStatus(p, "web")
+			return !podReady(p) && cs != nil && !cs.Ready && cs.State.Running != nil
+		}))
+		t.Logf("not Ready %s after /ready went away", took.Round(time.Millisecond))
+		if cs := containerStatus(b.mustPod(name), "web"); cs.RestartCount != 0 {
+			t.Errorf("a readiness failure restarted the container: restartCount %d", cs.RestartCount)
+		}
+	})
+
+	t.Run("liveness", func(t *testing.T) {
+		defer b.use(t)()
+		name := podName("probe-live")
+		p := b.waitPod(name, "restartCount >= 1 with lastState terminated", func(p *v1.Pod) bool {
+			cs := containerStatus(p, "main")
+			return cs != nil && cs.RestartCount >= 1 && cs.LastTerminationState.Terminated != nil
+		})
+		term := containerStatus(p, "main").LastTerminationState.Terminated
+		if !strings.Contains(term.Message, "failed liveness probe") {
+			t.Errorf("lastState.terminated = %+v, want the liveness failure in its message", term)
+		}
+		b.waitEvent(name, "Killing", "Container main failed liveness probe, will be restarted")
+		b.waitEvent(name, "Unhealthy", "Liveness probe failed:")
+		checkRuntimeRestarts(t, name, 1)
+	})
+
+	t.Run("startup", func(t *testing.T) {
+		defer b.use(t)()
+		name := podName("probe-startup")
+		p := b.waitPod(name, "phase Running", podRunning)
+		cs := containerStatus(p, "main")
+		if p.Status.StartTime != nil && time.Since(p.Status.StartTime.Time) < 4*time.Second {
+			if cs.Started == nil || *cs.Started || cs.Ready {
+				t.Errorf("container started=%v ready=%v before its startup probe passed", cs.Started, cs.Ready)
+			}
+		}
+		p = b.waitPod(name, "started and ready", func(p *v1.Pod) bool {
+			cs := containerStatus(p, "main")
+			return cs != nil && cs.Started != nil && *cs.Started && cs.Ready && podReady(p)
+		})
+		if cs := containerStatus(p, "main"); cs.RestartCount != 0 {
+			t.Errorf("restartCount = %d: the liveness probe was not held back by the startup probe", cs.RestartCount)
+		}
+		if e := b.findEvent(name, "Unhealthy", "Liveness probe failed"); e != nil {
+			t.Errorf("liveness probed before startup passed: %s", e.Message)
+		}
+	})
+
+	t.Run("startup-fails", func(t *testing.T) {
+		defer b.use(t)()
+		name := podName("probe-startup-fail")
+		b.waitPod(name, "restartCount >= 1", func(p *v1.Pod) bool {
+			cs := containerStatus(p, "main")
+			return cs != nil && cs.RestartCount >= 1
+		})
+		b.waitEvent(name, "Killing", "Container main failed startup probe, will be restarted")
+	})
+
+	t.Run("tcp", func(t *testing.T) {
+		defer b.use(t)()
+		name := podName("probe-tcp")
+		b.waitEvent(name, "Unhealthy", "Readiness probe failed:")
+		b.waitPod(name, "Ready once the port is open", podReady)
+	})
+
+	t.Run("poststart-fails", func(t *testing.T) {
+		defer b.use(t)()
+		name := podName("hook-poststart")
+		b.waitEvent(name, "FailedPostStartHook", "PostStartHook failed: command \"sh -c echo no >&2; exit 3\" exited with 3: no")
+		b.waitPod(name, "restartCount >= 1", func(p *v1.Pod) bool {
+			cs := containerStatus(p, "main")
+			return cs != nil && cs.RestartCount >= 1
+		})
+		b.waitEvent(name, "Killing", "Container main failed its postStart hook")
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		defer b.use(t)()
+		_, body, err := b.get("/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`berth_prober_probe_total{container="web",namespace="default",pod="probe-ready-e2e-node"`,
+			`probe_type="readiness",result="failed"`,
+			`probe_type="liveness",result="failed"`,
+			`berth_prober_probe_duration_seconds_bucket{probe_type="startup"`,
+		} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+}
+
+// TestPreStopHook removes a pod whose preStop hook writes a file into a
+// hostPath and then takes 2 s: the file must be there while the container
+// still runs, and the container must be gone within the grace period.
+func TestPreStopHook(t *testing.T) {
+	out := t.TempDir()
+	p := newPod("hook-prestop", shContainer("main", sleepForever))
+	grace := int64(10)
+	p.Spec.TerminationGracePeriodSeconds = &grace
+	p.Spec.Volumes = []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: out}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "out", MountPath: "/out"}}
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{
+		Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo bye > /out/prestop; sleep 2"}},
+	}}
+	b := newBerth(t, berthOptions{manifests: map[string]string{"hook-prestop.yaml": podManifest(p)}})
+	b.waitReady()
+	name := podName("hook-prestop")
+	b.waitRunning(name)
+
+	removed := time.Now()
+	b.removeManifest("hook-prestop.yaml")
+	file := filepath.Join(out, "prestop")
+	b.waitFor("the preStop hook's file while the container runs", waitTimeout, func() (bool, string) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return false, err.Error()
+		}
+		cs, err := containersOf(name)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(runningContainers(cs)) == 0 {
+			b.t.Fatalf("the container died before the preStop hook's file %q (%q) was seen", file, data)
+		}
+		return strings.TrimSpace(string(data)) == "bye", fmt.Sprintf("%q", data)
+	})
+	b.waitGone(name)
+	took := time.Since(removed)
+	t.Logf("pod gone %s after its manifest was removed (hook sleeps 2s, grace 10s)", took.Round(time.Millisecond))
+	if took < 2*time.Second {
+		t.Errorf("pod gone after %s: the preStop hook's sleep was not waited for", took)
+	}
+	if took > time.Duration(grace)*time.Second+5*time.Second {
+		t.Errorf("pod gone after %s, beyond its %ds grace period", took, grace)
+	}
+}
+
+// podRunning reports whether the pod is in phase Running, ready or not.
+func podRunning(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }
+
+// podCond adapts a pod predicate to waitFor.
+func podCond(b *berth, name string, cond func(*v1.Pod) bool) func() (bool, string) {
+	return func() (bool, string) {
+		p, err := b.apiPod(name)
+		if err != nil || p == nil {
+			return false, fmt.Sprintf("pod %s: %v", name, err)
+		}
+		return cond(p), describePod(p)
+	}
+}
+
+// condTrue reports whether a pod condition is True.
+func condTrue(p *v1.Pod, typ v1.PodConditionType) bool {
+	c := podCondition(p, typ)
+	return c != nil && c.Status == v1.ConditionTrue
+}
+
+// mustPod is apiPod failing the test when the pod is missing.
+func (b *berth) mustPod(name string) *v1.Pod {
+	b.t.Helper()
+	p, err := b.apiPod(name)
+	if err != nil || p == nil {
+		b.t.Fatalf("pod %s: %v", name, err)
+	}
+	return p
+}
+
+// podEvents fetches a pod's events from berth's API.
+func (b *berth) podEvents(name string) ([]v1.Event, error) {
+	code, body, err := b.get("/pods/default/" + name + "/events")
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("events of %s: %d %s", name, code, body)
+	}
+	var list v1.EventList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// findEvent is the newest event of the pod with reason whose message
+// contains msg, or nil.
+func (b *berth) findEvent(name, reason, msg string) *v1.Event {
+	b.t.Helper()
+	events, err := b.podEvents(name)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Reason == reason && strings.Contains(events[i].Message, msg) {
+			return &events[i]
+		}
+	}
+	return nil
+}
+
+// waitEvent waits for an event of the pod with reason whose message
+// contains msg.
+func (b *berth) waitEvent(name, reason, msg string) {
+	b.t.Helper()
+	b.waitFor(fmt.Sprintf("event %s %q of %s", reason, msg, name), waitTimeout, func() (bool, string) {
+		events, err := b.podEvents(name)
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range events {
+			if e.Reason == reason && strings.Contains(e.Message, msg) {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, strings.Join(seen, " | ")
+	})
+}
