@@ -48,6 +48,7 @@ func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog
 	mux.HandleFunc("GET /pods/{namespace}/{name}", api.pod)
 	mux.HandleFunc("GET /pods/{namespace}/{name}/events", api.podEvents)
 	mux.HandleFunc("GET /pods/{namespace}/{name}/log", api.podLog)
+	mux.HandleFunc("GET /problems", api.problems)
 	api.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return api
 }

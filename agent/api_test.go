@@ -421,3 +421,18 @@ func TestAPISocket(t *testing.T) {
 		t.Errorf("Listen over a directory: %v, want an error naming it", err)
 	}
 }
+
+func TestAPIProblems(t *testing.T) {
+	b := newAPIBed(t)
+	code, body := b.get(t, "/problems", true)
+	var list problemList
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list.Items) != 1 {
+		t.Fatalf("/problems: %d %s", code, body)
+	}
+	want := problem{Source: "file", Origin: "/etc/kubernetes/manifests/bad.yaml", Line: 7, Field: "spec.containers[0].image",
+		Reason: "Invalid", Message: "Required value", Name: "bad-node1", Namespace: "default",
+		Error: "/etc/kubernetes/manifests/bad.yaml:7: spec.containers[0].image: Required value"}
+	if list.Items[0] != want {
+		t.Errorf("problem = %+v, want %+v", list.Items[0], want)
+	}
+}

@@ -218,6 +218,14 @@ func startFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods})
 	})
+	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, manifestProblems{Items: []manifestProblem{
+			{Name: "bad-node1", Namespace: "default", Error: "/etc/kubernetes/manifests/bad.yaml:9: spec.containers[0].image: Required value"},
+			{Error: "/etc/kubernetes/manifests/mangled.yaml:3: yaml: line 3: mapping values are not allowed in this context"},
+			{Name: "web-node1", Namespace: "default", Error: "/etc/kubernetes/manifests/web.yaml:14: spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535"},
+			{Name: "etcd-node1", Namespace: "kube-system", Error: "http://10.0.0.1:8000/pods.yaml:20: spec.containers[0].image: Required value"},
+		}})
+	})
 	mux.HandleFunc("GET /pods/{ns}/{name}/events", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("name") == "crash-node1" {
 			writeJSON(w, fixtureEvents())

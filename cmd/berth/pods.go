@@ -94,10 +94,58 @@ func runPods(args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintln(stderr, "No pods found.")
 		}
-		return 0
+	} else {
+		printPodTable(stdout, pods, *output == "wide", now())
 	}
-	printPodTable(stdout, pods, *output == "wide", now())
+	if len(names) == 0 {
+		var problems manifestProblems
+		if err := c.getJSON(ctx, "/problems", &problems); err != nil {
+			fmt.Fprintf(stderr, "berth pods: listing manifest problems: %v\n", err)
+			return 0
+		}
+		printHiddenProblems(stderr, problems.Items, pods, cf.namespace)
+	}
 	return 0
+}
+
+// manifestProblems is the answer of the daemon's /problems.
+type manifestProblems struct {
+	Items []manifestProblem `json:"items"`
+}
+
+// manifestProblem is what the CLI needs of one problem: which pod it
+// names, if any, and the whole message (FILE:LINE: FIELD: MESSAGE).
+type manifestProblem struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Error     string `json:"error"`
+}
+
+// printHiddenProblems lists, after the table, the manifest problems the
+// table does not show as a rejected pod of their own: manifests berth could
+// not read as far as a name, and broken edits whose pod keeps running its
+// last good version, which would otherwise look as if the edit had worked.
+func printHiddenProblems(w io.Writer, problems []manifestProblem, pods []v1.Pod, namespace string) {
+	rejected := map[string]bool{}
+	for i := range pods {
+		if pods[i].UID == "" {
+			rejected[pods[i].Namespace+"/"+pods[i].Name] = true
+		}
+	}
+	var lines []string
+	for _, p := range problems {
+		if rejected[p.Namespace+"/"+p.Name] || (namespace != "" && p.Namespace != "" && p.Namespace != namespace) {
+			continue
+		}
+		lines = append(lines, p.Error)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nManifest problems (a pod whose manifest broke keeps running its last good version):")
+	for _, l := range lines {
+		fmt.Fprintln(w, "  "+l)
+	}
 }
 
 // printPodTable prints pods the way kubectl get pods does, plus SOURCE

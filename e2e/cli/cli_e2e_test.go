@@ -258,7 +258,8 @@ spec:
 // TestCLI drives berth pods, logs (-f, --tail, --previous) and describe
 // against a real berth and containerd.
 func TestCLI(t *testing.T) {
-	d := startDaemon(t, map[string]string{"ticker.yaml": tickerPod, "crasher.yaml": crashPod, "broken.yaml": badPod})
+	d := startDaemon(t, map[string]string{"ticker.yaml": tickerPod, "crasher.yaml": crashPod, "broken.yaml": badPod,
+		"mangled.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n"})
 
 	waitFor(t, "ticker Running 1/1, crasher crash-looping, broken Invalid", func() (bool, string) {
 		out, errb, _ := berth(t, d, "pods")
@@ -268,6 +269,11 @@ func TestCLI(t *testing.T) {
 			len(bad) >= 6 && bad[2] == "Invalid"
 		return ok, out + errb
 	})
+	// The manifest too broken to name its pod has no row: it is listed
+	// below the table.
+	if _, errb, _ := berth(t, d, "pods"); !strings.Contains(errb, "Manifest problems") || !strings.Contains(errb, filepath.Join(d.manifests, "mangled.yaml")+":") {
+		t.Errorf("berth pods does not list the mangled manifest's problem; stderr:\n%s", errb)
+	}
 	out, _, _ := berth(t, d, "ps", "-o", "wide")
 	if f := row(out, "ticker-"+nodeName); len(f) != 9 || net.ParseIP(f[6]) == nil || f[7] != nodeName || f[8] != filepath.Join(d.manifests, "ticker.yaml") {
 		t.Errorf("berth ps -o wide row of ticker: %q", f)
