@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,94 +15,136 @@ import (
 // TestSameNameTwoSources gives berth the same pod name from the manifest
 // directory and from --manifest-url (two different UIDs of one full name):
 // polling CRI every 20 ms, there is never a moment with two ready sandboxes
-// or two running containers of that name, and exactly one of them runs.
+// or two running containers of that name, exactly one of them runs and the
+// other is shown waiting. Then either the running one's source drops it
+// and the waiting one takes over, or the waiting one's source drops it and
+// it never starts, not even once the running one is gone too.
 func TestSameNameTwoSources(t *testing.T) {
-	fromHTTP := sleeper("twin")
-	fromHTTP.Spec.Containers[0].Env = []v1.EnvVar{{Name: "FROM", Value: "http"}}
-	var mu sync.Mutex
-	body := podManifest(fromHTTP)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		w.Header().Set("Content-Type", "application/yaml")
-		fmt.Fprint(w, body)
-	}))
-	t.Cleanup(srv.Close)
+	const emptyList = "apiVersion: v1\nkind: PodList\nitems: []\n"
+	for _, tc := range []struct {
+		name        string
+		dropWaiting bool
+	}{
+		{name: "handover"},
+		{name: "waiting-dropped", dropWaiting: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fromHTTP := sleeper("twin")
+			fromHTTP.Spec.Containers[0].Env = []v1.EnvVar{{Name: "FROM", Value: "http"}}
+			src := &manifestServer{code: http.StatusOK, body: podManifest(fromHTTP)}
+			srv := httptest.NewServer(src)
+			t.Cleanup(srv.Close)
 
-	name := podName("twin")
-	w := watchPod(name, 20*time.Millisecond)
-	defer w.stop()
-	b := newBerth(t, berthOptions{
-		args:      []string{"--manifest-url", srv.URL + "/pods", "--http-check-frequency", "1s", "--sync-frequency", "2s"},
-		manifests: map[string]string{"twin.yaml": podManifest(sleeper("twin"))},
-	})
-	b.waitReady()
-	var running *v1.Pod
-	b.waitFor("one of the two "+name+" Running", waitTimeout, func() (bool, string) {
-		list, err := b.pods()
-		if err != nil {
-			return false, err.Error()
-		}
-		running = nil
-		desc := ""
-		for i := range list.Items {
-			p := &list.Items[i]
-			desc += describePod(p) + "; "
-			if p.Name == name && p.Status.Phase == v1.PodRunning && podReady(p) {
-				running = p
+			name := podName("twin")
+			w := watchPod(name, 20*time.Millisecond)
+			defer w.stop()
+			b := newBerth(t, berthOptions{
+				args:      []string{"--manifest-url", srv.URL + "/pods", "--http-check-frequency", "1s", "--sync-frequency", "2s"},
+				manifests: map[string]string{"twin.yaml": podManifest(sleeper("twin"))},
+			})
+			b.waitReady()
+			var running, waiting *v1.Pod
+			b.waitFor("one "+name+" Running and the other waiting", waitTimeout, func() (bool, string) {
+				list, err := b.pods()
+				if err != nil {
+					return false, err.Error()
+				}
+				running, waiting = nil, nil
+				desc := ""
+				for i := range list.Items {
+					p := &list.Items[i]
+					desc += describePod(p) + "; "
+					switch {
+					case p.Name != name:
+					case p.Status.Phase == v1.PodRunning && podReady(p):
+						running = p
+					case p.Status.Phase == v1.PodPending:
+						waiting = p
+					}
+				}
+				return running != nil && waiting != nil, desc
+			})
+			b.waitRuntime(name, "main", running.UID)
+			t.Logf("running: %s from %s; waiting: %s (%s: %s)", running.UID, running.Annotations["kubernetes.io/config.source"],
+				waiting.UID, waiting.Status.Reason, waiting.Status.Message)
+
+			time.Sleep(5 * time.Second) // relists, HTTP polls, resyncs
+			r := w.stop()
+			t.Logf("polled CRI %d times; ready sandboxes seen per uid: %v", r.samples, r.readyUIDs)
+			if r.err != nil {
+				t.Errorf("polling CRI: %v", r.err)
 			}
-		}
-		return running != nil, desc
-	})
-	b.waitRuntime(name, "main", running.UID)
-	t.Logf("running: %s from %s", running.UID, running.Annotations["kubernetes.io/config.source"])
+			if r.maxReady > 1 || r.maxRunning > 1 {
+				t.Errorf("both pods named %s ran at once: %s %s", name, r.worst, r.worstContainers)
+			}
+			if len(r.readyUIDs) != 1 || !r.readyUIDs[string(running.UID)] {
+				t.Errorf("ready sandboxes were seen for uids %v, want only the running %s", r.readyUIDs, running.UID)
+			}
+			if _, ok, detail := runtimeState(name, "main", running.UID); !ok {
+				t.Errorf("%s: %s", name, detail)
+			}
+			if p := podByUID(b, waiting.UID); p == nil || p.Status.Phase != v1.PodPending || podReady(p) {
+				t.Errorf("the waiting twin %s: %v, want Pending", waiting.UID, p)
+			}
 
-	time.Sleep(5 * time.Second) // relists, HTTP polls, resyncs
-	r := w.stop()
-	t.Logf("polled CRI %d times; ready sandboxes seen per uid: %v", r.samples, r.readyUIDs)
-	if r.err != nil {
-		t.Errorf("polling CRI: %v", r.err)
+			drop := func(p *v1.Pod) {
+				if p.Annotations["kubernetes.io/config.source"] == "http" {
+					src.set(http.StatusOK, emptyList)
+				} else {
+					b.removeManifest("twin.yaml")
+				}
+			}
+			w = watchPod(name, 20*time.Millisecond)
+			if !tc.dropWaiting {
+				// The running one's source drops it: the waiting one takes
+				// over, never together with the first.
+				handover := time.Now()
+				drop(running)
+				b.waitRuntime(name, "main", waiting.UID)
+				b.waitFor("the twin "+string(waiting.UID)+" Running in /pods", waitTimeout, func() (bool, string) {
+					p := podByUID(b, waiting.UID)
+					return p != nil && p.Status.Phase == v1.PodRunning, "not yet"
+				})
+				t.Logf("the waiting %s took over %s after its twin was dropped", waiting.UID, time.Since(handover).Round(time.Millisecond))
+				r = w.stop()
+				if r.maxReady > 1 || r.maxRunning > 1 {
+					t.Errorf("during the handover both pods named %s ran at once: %s %s", name, r.worst, r.worstContainers)
+				}
+				return
+			}
+			// The waiting one's source drops it, then the running one's: the
+			// waiting one never starts.
+			drop(waiting)
+			b.waitFor("the dropped waiting twin gone from /pods", waitTimeout, func() (bool, string) {
+				return podByUID(b, waiting.UID) == nil, "still listed"
+			})
+			drop(running)
+			b.waitGone(name)
+			time.Sleep(3 * time.Second)
+			r = w.stop()
+			if r.readyUIDs[string(waiting.UID)] || r.maxReady > 1 {
+				t.Errorf("the dropped waiting twin %s got a sandbox: %v %s", waiting.UID, r.readyUIDs, r.worst)
+			}
+			if n, err := objectsOfUID(name, waiting.UID); err != nil || n > 0 {
+				t.Errorf("the dropped waiting twin has %d runtime objects (%v)", n, err)
+			}
+			for _, p := range b.mustPods().Items {
+				t.Errorf("/pods still lists %s", describePod(&p))
+			}
+		})
 	}
-	if r.maxReady > 1 || r.maxRunning > 1 {
-		t.Errorf("both pods named %s ran at once: %s %s", name, r.worst, r.worstContainers)
-	}
-	if len(r.readyUIDs) != 1 || !r.readyUIDs[string(running.UID)] {
-		t.Errorf("ready sandboxes were seen for uids %v, want only the running %s", r.readyUIDs, running.UID)
-	}
-	if _, ok, detail := runtimeState(name, "main", running.UID); !ok {
-		t.Errorf("%s at the end: %s", name, detail)
-	}
-	var other types.UID
-	for _, p := range b.mustPods().Items {
-		t.Logf("/pods: %s %s", p.Name, describePod(&p))
-		if p.Name != name || p.UID == running.UID {
-			continue
-		}
-		other = p.UID
-		if p.Status.Phase == v1.PodRunning || podReady(&p) {
-			t.Errorf("the other %s (uid %s) is shown running: %s", name, p.UID, describePod(&p))
-		}
-	}
-	if other == "" {
-		t.Fatalf("/pods does not show the second %s at all", name)
-	}
+}
 
-	// The running one's source drops it: the waiting one takes over, and
-	// still never together with the first.
-	w = watchPod(name, 20*time.Millisecond)
-	handover := time.Now()
-	if running.Annotations["kubernetes.io/config.source"] == "http" {
-		mu.Lock()
-		body = "apiVersion: v1\nkind: PodList\nitems: []\n"
-		mu.Unlock()
-	} else {
-		b.removeManifest("twin.yaml")
+// podByUID returns the pod of uid from /pods, or nil.
+func podByUID(b *berth, uid types.UID) *v1.Pod {
+	list, err := b.pods()
+	if err != nil {
+		return nil
 	}
-	b.waitRuntime(name, "main", other)
-	b.waitPod(name, "the other uid Running", func(p *v1.Pod) bool { return p.UID == other && p.Status.Phase == v1.PodRunning })
-	t.Logf("the waiting %s took over %s after its twin was dropped", other, time.Since(handover).Round(time.Millisecond))
-	r = w.stop()
-	if r.maxReady > 1 || r.maxRunning > 1 {
-		t.Errorf("during the handover both pods named %s ran at once: %s %s", name, r.worst, r.worstContainers)
+	for i := range list.Items {
+		if list.Items[i].UID == uid {
+			return &list.Items[i]
+		}
 	}
+	return nil
 }
