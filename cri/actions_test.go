@@ -634,3 +634,106 @@ func TestComputePodActionsKillMessages(t *testing.T) {
 		t.Errorf("reason = %q, want %q", k.Reason, KillReasonSpecChanged)
 	}
 }
+
+// health is a ContainerHealth from sets of failed container IDs.
+type health struct{ liveness, startup map[string]bool }
+
+func (h health) LivenessFailed(id string) bool { return h.liveness[id] }
+func (h health) StartupFailed(id string) bool  { return h.startup[id] }
+
+// TestComputePodActionsProbeKills: a running container that failed its
+// liveness or startup probe is killed with the kubelet's reason and
+// message, and restarted unless the restart policy is Never; a sidecar is
+// restarted whatever the policy.
+func TestComputePodActionsProbeKills(t *testing.T) {
+	tests := []struct {
+		name      string
+		policy    v1.RestartPolicy
+		apps      []string
+		sidecar   bool
+		health    health
+		wantKill  []ContainerToKill
+		wantStart []int
+		wantSide  []int
+		wantPod   bool // KillPod and Terminal
+	}{
+		{name: "liveness under Always", policy: v1.RestartPolicyAlways, apps: []string{"a", "b"},
+			health:    health{liveness: map[string]bool{"a-id": true}},
+			wantKill:  []ContainerToKill{{Name: "a", Reason: KillReasonLivenessProbe, Message: "Container a failed liveness probe, will be restarted"}},
+			wantStart: []int{0}},
+		{name: "startup under OnFailure", policy: v1.RestartPolicyOnFailure, apps: []string{"a", "b"},
+			health:    health{startup: map[string]bool{"b-id": true}},
+			wantKill:  []ContainerToKill{{Name: "b", Reason: KillReasonStartupProbe, Message: "Container b failed startup probe, will be restarted"}},
+			wantStart: []int{1}},
+		{name: "liveness wins over startup", policy: v1.RestartPolicyAlways, apps: []string{"a"},
+			health:    health{liveness: map[string]bool{"a-id": true}, startup: map[string]bool{"a-id": true}},
+			wantKill:  []ContainerToKill{{Name: "a", Reason: KillReasonLivenessProbe, Message: "Container a failed liveness probe, will be restarted"}},
+			wantStart: []int{0}},
+		{name: "Never kills without restart", policy: v1.RestartPolicyNever, apps: []string{"a", "b"},
+			health:   health{liveness: map[string]bool{"a-id": true}},
+			wantKill: []ContainerToKill{{Name: "a", Reason: KillReasonLivenessProbe, Message: "Container a failed liveness probe"}}},
+		{name: "Never with the only container ends the pod", policy: v1.RestartPolicyNever, apps: []string{"a"},
+			health: health{liveness: map[string]bool{"a-id": true}}, wantPod: true},
+		{name: "sidecar restarted under Never", policy: v1.RestartPolicyNever, apps: []string{"a"}, sidecar: true,
+			health:   health{liveness: map[string]bool{"s-id": true}},
+			wantKill: []ContainerToKill{{Name: "s", Reason: KillReasonLivenessProbe, Message: "Container s failed liveness probe, will be restarted"}},
+			wantSide: []int{0}},
+		{name: "healthy", policy: v1.RestartPolicyAlways, apps: []string{"a"}, health: health{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var inits []string
+			if tt.sidecar {
+				inits = []string{"s"}
+			}
+			pod := actPod(tt.policy, inits, tt.apps)
+			var statuses []*ContainerStatus
+			if tt.sidecar {
+				sidecar0(pod)
+				statuses = append(statuses, cs(pod, "s", ContainerStateRunning, 0))
+			}
+			for _, n := range tt.apps {
+				statuses = append(statuses, cs(pod, n, ContainerStateRunning, 0))
+			}
+			got := ComputePodActions(pod, podStatusOf([]*SandboxStatus{readySandbox()}, statuses...), tt.health)
+			if got.KillPod != tt.wantPod || got.Terminal != tt.wantPod {
+				t.Fatalf("KillPod %v Terminal %v, want %v", got.KillPod, got.Terminal, tt.wantPod)
+			}
+			var kills []ContainerToKill
+			for _, k := range got.ContainersToKill {
+				if k.Status == nil || k.Status.Name != k.Name {
+					t.Errorf("kill %s carries status %+v", k.Name, k.Status)
+				}
+				k.Status = nil
+				kills = append(kills, k)
+			}
+			if !reflect.DeepEqual(kills, tt.wantKill) || !reflect.DeepEqual(got.ContainersToStart, tt.wantStart) || !reflect.DeepEqual(got.SidecarsToStart, tt.wantSide) {
+				t.Errorf("kill %+v start %v sidecars %v; want %+v, %v, %v", kills, got.ContainersToStart, got.SidecarsToStart, tt.wantKill, tt.wantStart, tt.wantSide)
+			}
+		})
+	}
+}
+
+func TestProbeGracePeriod(t *testing.T) {
+	pod := actPod(v1.RestartPolicyAlways, nil, []string{"a"})
+	g := int64(3)
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{TerminationGracePeriodSeconds: &g}
+	pod.Spec.Containers[0].StartupProbe = &v1.Probe{}
+	tests := []struct {
+		reason string
+		want   int64
+		ok     bool
+	}{
+		{KillReasonLivenessProbe, 3, true},
+		{KillReasonStartupProbe, 0, false}, // no grace of its own: the pod's
+		{KillReasonSpecChanged, 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := probeGracePeriod(pod, "a", tt.reason); got != tt.want || ok != tt.ok {
+			t.Errorf("%s: = %d, %v; want %d, %v", tt.reason, got, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := probeGracePeriod(nil, "a", KillReasonLivenessProbe); ok {
+		t.Error("an orphan has no probe grace period")
+	}
+}
