@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -142,4 +143,67 @@ func managedSnapshot(t *testing.T) snapshot {
 	sort.Strings(s.all)
 	sort.Strings(s.running)
 	return s
+}
+
+// TestChangedWhileDown edits or removes a manifest while berth is stopped:
+// the restarted berth replaces the edited pod (old uid stopped before the
+// new one starts, never both ready at once, polled every 20 ms) and stops
+// and removes the pod whose manifest is gone, while the untouched pod next
+// to them keeps its container.
+func TestChangedWhileDown(t *testing.T) {
+	b := newBerth(t, berthOptions{manifests: map[string]string{
+		"steady.yaml": podManifest(sleeper("steady")),
+		"edited.yaml": podManifest(sleeper("edited")),
+		"gone.yaml":   podManifest(sleeper("gone")),
+	}})
+	b.waitReady()
+	names := []string{podName("steady"), podName("edited"), podName("gone")}
+	b.waitFor("all pods running", waitTimeout, func() (bool, string) { return allRunning(b, names) })
+	steady, _, _ := runtimeState(podName("steady"), "main", "")
+	old, ok, detail := runtimeState(podName("edited"), "main", "")
+	if !ok {
+		t.Fatalf("edited: %s", detail)
+	}
+	oldUID := old.sandbox.Labels[labelPodUID]
+
+	b.stop()
+	edited := sleeper("edited")
+	edited.Spec.Containers[0].Env = []v1.EnvVar{{Name: "VERSION", Value: "2"}}
+	b.writeManifest("edited.yaml", podManifest(edited))
+	b.removeManifest("gone.yaml")
+	w := watchPod(podName("edited"), 20*time.Millisecond)
+	defer w.stop()
+	restarted := time.Now()
+	b.start()
+	b.waitReady()
+
+	var cur runtimePod
+	b.waitFor("the edited pod running with a new uid", waitTimeout, func() (bool, string) {
+		rp, ok, detail := runtimeState(podName("edited"), "main", "")
+		if ok && rp.sandbox.Labels[labelPodUID] != oldUID {
+			cur = rp
+			return true, detail
+		}
+		return false, detail
+	})
+	t.Logf("restart -> edited pod running with its new uid after %s", time.Since(restarted).Round(time.Millisecond))
+	took := b.waitGone(podName("gone"))
+	t.Logf("restart -> removed manifest's pod gone after %s (from then)", took.Round(time.Millisecond))
+	b.waitFor("the old uid's objects removed", waitTimeout, func() (bool, string) {
+		n, err := objectsOfUID(podName("edited"), types.UID(oldUID))
+		return err == nil && n == 0, fmt.Sprintf("%d left (%v)", n, err)
+	})
+	r := w.stop()
+	if r.maxReady > 1 || r.maxRunning > 1 {
+		t.Errorf("old and new edited pod ran at once: %s %s", r.worst, r.worstContainers)
+	}
+	if !r.readyUIDs[cur.sandbox.Labels[labelPodUID]] {
+		t.Errorf("the poll never saw the new uid ready: %v", r.readyUIDs)
+	}
+	if now, ok, detail := runtimeState(podName("steady"), "main", ""); !ok || now.container.Id != steady.container.Id {
+		t.Errorf("the untouched pod was disturbed: %s (container %s, was %s)", detail, shortID(now.container.GetId()), shortID(steady.container.GetId()))
+	}
+	if p, _ := b.apiPod(podName("gone")); p != nil {
+		t.Errorf("/pods still lists the removed pod: %s", describePod(p))
+	}
 }
