@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,6 +243,33 @@ func TestDaemonUnreachable(t *testing.T) {
 	err = c.dialError(errors.New("something else"))
 	if err.Error() != "berth daemon not reachable at /run/berth/berth.sock: something else" {
 		t.Errorf("other: %v", err)
+	}
+
+	// A daemon that accepts but never answers.
+	hung := filepath.Join(dir, "hung.sock")
+	hl, err := net.Listen("unix", hung)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Close()
+	go func() {
+		for {
+			conn, err := hl.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	}()
+	old := requestTimeout
+	requestTimeout = 100 * time.Millisecond
+	defer func() { requestTimeout = old }()
+	for _, cmd := range []string{"pods", "logs", "describe"} {
+		var out, errb bytes.Buffer
+		code := dispatch([]string{cmd, "web", "--socket", hung}, &out, &errb)
+		if want := "berth daemon at " + hung + " did not answer within 100ms: is it stuck?"; code != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("%s on a hung daemon: exit %d, stderr %q, want %q", cmd, code, errb.String(), want)
+		}
 	}
 
 	t.Setenv("BERTH_SOCKET", missing)

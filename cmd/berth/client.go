@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -29,6 +30,11 @@ func socketDefault() string {
 	}
 	return defaultSocket
 }
+
+// requestTimeout bounds every request but the log stream itself, so a
+// wedged daemon makes the CLI fail with a message instead of hanging. A
+// variable so tests need not wait it out.
+var requestTimeout = 30 * time.Second
 
 // client talks to the berth daemon's local API over its unix socket, the
 // only place it serves logs and the place whose permissions (0660) say who
@@ -106,6 +112,8 @@ func (c *client) dialError(err error) error {
 		return fmt.Errorf("%s: permission denied: the socket is mode 0660: run as root (sudo berth ...) or as a member of the socket's group", prefix)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("%s: connection refused: the socket is left over from a berth that is not running any more (systemctl status berth)", prefix)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("berth daemon at %s did not answer within %s: is it stuck? (journalctl -u berth)", c.socket, requestTimeout)
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
 }

@@ -37,7 +37,8 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "berth describe: want at least one POD (berth pods lists them)")
 		return 2
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
 	c := newClient(cf.socket)
 	pods, err := c.pods(ctx)
 	if err != nil {

@@ -55,7 +55,9 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c := newClient(cf.socket)
-	pod, err := c.findPod(ctx, pos[0], cf.namespace)
+	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	pod, err := c.findPod(lookup, pos[0], cf.namespace)
 	if err != nil {
 		fmt.Fprintf(stderr, "berth logs: %v\n", err)
 		return 1

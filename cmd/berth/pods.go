@@ -46,7 +46,8 @@ func runPods(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c := newClient(cf.socket)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
 	all, err := c.pods(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "berth pods: %v\n", err)
