@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // GCPolicy is the kubelet's container GC policy (ContainerGCPolicy), from
@@ -343,6 +344,7 @@ func (m *Manager) removeDeadContainer(ctx context.Context, id string) (bool, err
 	if !known {
 		return false, nil
 	}
+	termPath := m.statusCache.containerTermPath(id)
 	err := m.runtime.RemoveContainer(ctx, id)
 	if err != nil && !isNotFound(err) {
 		return false, fmt.Errorf("remove container %q: %w", id, err)
@@ -351,7 +353,43 @@ func (m *Manager) removeDeadContainer(ctx context.Context, id string) (bool, err
 	if err := removeLogFiles(logPath); err != nil {
 		return false, fmt.Errorf("remove logs of container %q: %w", id, err)
 	}
+	// Each run gets a termination-message file of its own under the pod
+	// directory; a crash loop would otherwise leave one per restart.
+	if termPath != "" && strings.HasPrefix(termPath, filepath.Join(m.opts.RootDir, "pods")+string(filepath.Separator)) {
+		if err := os.Remove(termPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("remove the termination-message file of container %q: %w", id, err)
+		}
+	}
 	return err == nil, nil
+}
+
+// containerTermPath is the host path of a cached container's
+// termination-message file, "" when it has none or is not cached.
+func (c *statusCache) containerTermPath(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.containers[id].termPath
+}
+
+// terminationMessageHostPath finds, among a container's mounts, the host
+// file mounted at its termination-message path, but only one under berth's
+// own pod directories layout (<pod dir>/containers/<name>/<file>), so a
+// hostPath a manifest mounts there is never taken for it.
+func terminationMessageHostPath(st *runtimeapi.ContainerStatus) string {
+	want := st.GetAnnotations()[AnnotationTerminationMessagePath]
+	if want == "" {
+		return ""
+	}
+	for _, mnt := range st.GetMounts() {
+		if mnt.GetContainerPath() != want {
+			continue
+		}
+		host := mnt.GetHostPath()
+		if filepath.Base(filepath.Dir(filepath.Dir(host))) == "containers" && filepath.Base(filepath.Dir(host)) == st.GetMetadata().GetName() {
+			return host
+		}
+	}
+	return ""
 }
 
 // removeLogFiles removes a container's log file and its rotations

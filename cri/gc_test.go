@@ -327,12 +327,24 @@ func gcFakeContainer(t *testing.T, env *criTestEnv, uid, sandbox, id string, cre
 			t.Fatal(err)
 		}
 	}
+	termPath := filepath.Join(env.m.podDir(types.UID(uid)), "containers", "app", id+"-msg")
+	if err := os.MkdirAll(filepath.Dir(termPath), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(termPath, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	labels := podLabels(uid, uid+"-node")
 	labels[LabelContainerName] = "app"
 	env.rs.SetFakeContainers(append(fakeContainers(env), &fakeapi.FakeContainer{ContainerStatus: runtimeapi.ContainerStatus{
 		Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
 		CreatedAt: baseTime.Add(created).UnixNano(), FinishedAt: baseTime.Add(created + time.Second).UnixNano(),
 		Labels: labels, LogPath: logPath,
+		Annotations: map[string]string{AnnotationTerminationMessagePath: "/dev/termination-log"},
+		Mounts: []*runtimeapi.Mount{
+			{ContainerPath: "/data", HostPath: "/srv/data"},
+			{ContainerPath: "/dev/termination-log", HostPath: termPath},
+		},
 	}, SandboxID: sandbox}))
 	return logPath
 }
@@ -389,6 +401,9 @@ func TestGarbageCollect(t *testing.T) {
 		if want := map[bool]int{true: 0, false: 3}[i < 2]; len(matches) != want {
 			t.Errorf("log files of c%d: %v, want %d", i, matches, want)
 		}
+	}
+	if msgs, _ := filepath.Glob(filepath.Join(env.m.podDir("a"), "containers", "app", "*")); len(msgs) != 1 || filepath.Base(msgs[0]) != "c2-msg" {
+		t.Errorf("termination-message files left: %v, want c2's only", msgs)
 	}
 
 	// The same (now stale) snapshot again: nothing left to do, no call.

@@ -38,6 +38,9 @@ type cachedContainer struct {
 	state   runtimeapi.ContainerState
 	status  ContainerStatus
 	logPath string // for removing the log file with the container
+	// termPath is the host file mounted as the container's termination
+	// message, removed with the container by GC (gc.go).
+	termPath string
 }
 
 type cachedSandbox struct {
@@ -67,13 +70,13 @@ func (c *statusCache) containerLogPath(id string) (string, bool) {
 	return e.logPath, ok
 }
 
-func (c *statusCache) putContainer(id string, state runtimeapi.ContainerState, s *ContainerStatus, logPath string) {
+func (c *statusCache) putContainer(id string, state runtimeapi.ContainerState, s *ContainerStatus, logPath, termPath string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.containers == nil {
 		c.containers = map[string]cachedContainer{}
 	}
-	c.containers[id] = cachedContainer{state: state, status: *s, logPath: logPath}
+	c.containers[id] = cachedContainer{state: state, status: *s, logPath: logPath, termPath: termPath}
 }
 
 func (c *statusCache) sandbox(id string, state runtimeapi.PodSandboxState) (*SandboxStatus, bool) {
@@ -374,7 +377,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	if cs.Name == "" {
 		cs.Name = st.Labels[LabelContainerName]
 	}
-	m.statusCache.putContainer(c.Id, st.State, cs, st.LogPath)
+	m.statusCache.putContainer(c.Id, st.State, cs, st.LogPath, terminationMessageHostPath(st))
 	return cs, nil
 }
 
