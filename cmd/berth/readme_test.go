@@ -180,3 +180,29 @@ func TestReadmeCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeKubeletSection keeps the section for kubelet users complete:
+// every flag of `berth run` is listed there, either as one that carries
+// over from the kubelet or as berth's own.
+func TestReadmeKubeletSection(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "## For kubelet users")
+	end := strings.Index(text[start+1:], "\n## ")
+	if start < 0 || end < 0 {
+		t.Fatal("README.md has no section \"## For kubelet users\"")
+	}
+	section := text[start : start+1+end]
+	var configPath string
+	s := defaultSettings()
+	fs := flag.NewFlagSet("berth run", flag.ContinueOnError)
+	bindFlags(fs, &s, &configPath)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(section, "`--"+f.Name+"`") {
+			t.Errorf("README.md's section for kubelet users does not say whether --%s carries over from the kubelet", f.Name)
+		}
+	})
+}
