@@ -329,6 +329,10 @@ func (r *runner) close(ctx context.Context) {
 		r.log.Warn("close notify socket", "err", err)
 	}
 	if r.opts.Keep {
+		// The bed's Close removes its dir: keep containerd's side too.
+		if data, err := os.ReadFile(filepath.Join(r.bed.Dir, "containerd.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(r.dir, "containerd.log"), data, 0o644)
+		}
 		r.log.Info("work dir kept", "dir", r.dir, "agent log", r.logPath())
 		return
 	}

@@ -35,31 +35,38 @@ func (r *runner) containerPID(ctx context.Context, id string) (int, error) {
 	return info.PID, nil
 }
 
-// catchesTERM reports whether pid has a SIGTERM handler, from the SigCgt
-// mask of /proc/PID/status.
-func catchesTERM(pid int) (bool, error) {
+// shellCatchesTERM reports whether pid is the container's shell (not
+// still `runc init`, a Go program whose runtime catches every signal) and
+// has its SIGTERM handler, from the Name and SigCgt lines of
+// /proc/PID/status.
+func shellCatchesTERM(pid int) (bool, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return false, fmt.Errorf("read signal mask: %w", err)
 	}
+	isShell := false
 	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Name:"); ok {
+			isShell = strings.TrimSpace(v) == "sh"
+		}
 		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
 			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 			if err != nil {
 				return false, fmt.Errorf("pid %d: SigCgt %q: %w", pid, v, err)
 			}
-			return mask&(1<<(syscall.SIGTERM-1)) != 0, nil
+			return isShell && mask&(1<<(syscall.SIGTERM-1)) != 0, nil
 		}
 	}
 	return false, fmt.Errorf("pid %d: no SigCgt", pid)
 }
 
 // waitTrapped waits until every container's shell has installed its TERM
-// trap. A container is RUNNING before its shell has run `trap`, and a
-// TERM in that gap is ignored (the shell is PID 1 of its namespace), so
-// the container would only die at the end of the grace period: a remove
-// or edit right after an add would then time the grace period, not the
-// agent.
+// trap. CRI reports a container RUNNING (StartContainer returns) while
+// its PID may still be `runc init` about to exec the shell, and before the
+// shell has run `trap`; a TERM in that gap is lost (the shell, PID 1 of
+// its namespace, ignores it), so the container only dies at the end of
+// the grace period: a remove or edit right after an add would then time
+// the grace period, not the agent.
 func (r *runner) waitTrapped(ctx context.Context, ctrs map[string]*runtimeapi.Container) error {
 	for _, c := range ctrs {
 		pid, err := r.containerPID(ctx, c.GetId())
@@ -67,7 +74,7 @@ func (r *runner) waitTrapped(ctx context.Context, ctrs map[string]*runtimeapi.Co
 			return err
 		}
 		err = r.poll(ctx, 5*time.Millisecond, trapTimeout, "the TERM trap of "+c.GetId(), func() (bool, error) {
-			return catchesTERM(pid)
+			return shellCatchesTERM(pid)
 		})
 		if err != nil {
 			return err
