@@ -86,12 +86,16 @@ func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID stri
 }
 
 // hookHost is the address an httpGet hook without a host goes to: the
-// pod's primary IP, or the node's for a pod on the host network.
+// pod's primary IP, or for a pod on the host network the node's (its
+// loopback when berth knows no node IP).
 func (m *Manager) hookHost(podIPs []string) string {
-	if len(podIPs) > 0 {
+	switch {
+	case len(podIPs) > 0:
 		return podIPs[0]
+	case m.opts.HostIP != "":
+		return m.opts.HostIP
 	}
-	return m.opts.HostIP
+	return "127.0.0.1"
 }
 
 // runPostStart runs a container's postStart hook right after it started,
@@ -196,7 +200,7 @@ func (m *Manager) sandboxHost(ctx context.Context, sandboxID string) string {
 	if err == nil && resp.GetStatus().GetNetwork().GetIp() != "" {
 		return resp.GetStatus().GetNetwork().GetIp()
 	}
-	return m.opts.HostIP
+	return m.hookHost(nil)
 }
 
 // truncate shortens s to at most n bytes, marking the cut.

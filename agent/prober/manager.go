@@ -141,7 +141,8 @@ var _ cri.ContainerHealth = (*Manager)(nil)
 // UpdatePod tells the manager a pod's spec and newest runtime status (after
 // each sync): workers start for running containers with probes, follow
 // their containers' new runs (and probe those at once), and stop when
-// their probe left the spec. hostIP is the address of host-network pods.
+// their probe left the spec. hostIP is the address of host-network pods
+// (the loopback when berth knows no node IP).
 func (m *Manager) UpdatePod(pod *v1.Pod, status *cri.PodStatus, hostIP string) {
 	specs := probedContainers(pod)
 	m.mu.Lock()
@@ -159,8 +160,12 @@ func (m *Manager) UpdatePod(pod *v1.Pod, status *cri.PodStatus, hostIP string) {
 	}
 	pp.pod = pod
 	pp.host = hostIP
-	if !pod.Spec.HostNetwork && status != nil && len(status.IPs) > 0 {
+	switch {
+	case !pod.Spec.HostNetwork && status != nil && len(status.IPs) > 0:
 		pp.host = status.IPs[0]
+	case pod.Spec.HostNetwork && hostIP == "":
+		// No node IP known: the host's loopback reaches a host-network pod.
+		pp.host = "127.0.0.1"
 	}
 	pp.runs = map[string]containerRun{}
 	live := map[string]bool{}
