@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 )
 
 // GCPolicy is the kubelet's container GC policy (ContainerGCPolicy), from
@@ -269,13 +271,20 @@ type GCResult struct {
 // earlier pass), so it is skipped without a runtime call.
 func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
 	var res GCResult
+	failures := m.gcFailures.get(m.clock)
+	failures.GC()
 	removedContainers := map[string]bool{}
 	for _, r := range PlanContainerGC(in) {
+		if failures.RemainingSinceLast(r.ID) > 0 {
+			continue
+		}
 		done, err := m.removeDeadContainer(ctx, r.ID)
 		if err != nil {
+			failures.Next(r.ID)
 			res.Errors = append(res.Errors, err)
 			continue
 		}
+		failures.Reset(r.ID)
 		removedContainers[r.ID] = true
 		if done {
 			res.Removed = append(res.Removed, r)
@@ -283,11 +292,16 @@ func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
 	}
 	removedSandboxes := map[string]bool{}
 	for _, r := range PlanSandboxGC(in, removedContainers) {
+		if failures.RemainingSinceLast(r.ID) > 0 {
+			continue
+		}
 		done, err := m.removeDeadSandbox(ctx, r.ID)
 		if err != nil {
+			failures.Next(r.ID)
 			res.Errors = append(res.Errors, err)
 			continue
 		}
+		failures.Reset(r.ID)
 		removedSandboxes[r.ID] = true
 		if done {
 			res.Removed = append(res.Removed, r)
@@ -308,6 +322,19 @@ func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
 		}
 	}
 	return res
+}
+
+// removalBackoff holds off retrying a container or sandbox whose removal
+// failed (10s doubling to 5m), so one the runtime refuses to remove costs
+// neither a runtime call nor a warning every pass. Its zero value is ready.
+type removalBackoff struct {
+	once sync.Once
+	b    *Backoff
+}
+
+func (r *removalBackoff) get(c clock.PassiveClock) *Backoff {
+	r.once.Do(func() { r.b = NewBackoff(c, 10*time.Second, 5*time.Minute) })
+	return r.b
 }
 
 // allGone reports whether every object of p was removed in this pass.

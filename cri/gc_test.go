@@ -485,3 +485,37 @@ func TestSweepPodDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestGarbageCollectBacksOffFailedRemovals: a container the runtime
+// refuses to remove is retried after a back-off, not on every pass.
+func TestGarbageCollectBacksOffFailedRemovals(t *testing.T) {
+	env := newCRITestEnv(t)
+	env.m.opts.RootDir = t.TempDir()
+	ctx := context.Background()
+	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{fakeSandbox("s-a", "a", 0)})
+	for i := range 2 {
+		gcFakeContainer(t, env, "a", "s-a", fmt.Sprintf("c%d", i), time.Duration(i)*time.Minute)
+	}
+	snap, err := env.m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.calls()
+	in := GCInput{Pods: snap, Policy: DefaultGCPolicy, Now: baseTime.Add(time.Hour)}
+
+	env.rs.InjectError("RemoveContainer", errors.New("device or resource busy"))
+	if res := env.m.GarbageCollect(ctx, in); len(res.Errors) != 1 || len(res.Removed) != 0 {
+		t.Fatalf("first pass: %+v", res)
+	}
+	env.calls()
+	if res := env.m.GarbageCollect(ctx, in); len(res.Errors) != 0 || len(res.Removed) != 0 {
+		t.Errorf("pass within the back-off: %+v", res)
+	}
+	if calls := env.calls(); len(calls) != 0 {
+		t.Errorf("pass within the back-off called %v", calls)
+	}
+	env.clock.Step(11 * time.Second)
+	if res := env.m.GarbageCollect(ctx, in); len(res.Errors) != 0 || !slices.Equal(removedIDs(res), []string{"c0"}) {
+		t.Errorf("pass after the back-off: %+v", res)
+	}
+}
