@@ -19,6 +19,9 @@ import (
 
 // Config is the agent's share of berth's settings.
 type Config struct {
+	// NodeName is the node's name, shown as spec.nodeName of pods berth
+	// rejected before their manifest could be defaulted.
+	NodeName string
 	// HostIP is the node IP shown as status.hostIP and as the IP of
 	// host-network pods.
 	HostIP string
@@ -312,9 +315,10 @@ func (a *Agent) housekeeping() {
 	}
 	a.events.gc()
 	a.rt.ForgetStaleBackoffs()
-	if a.health.Healthy() == nil {
-		a.notify.watchdog()
-	}
+	// The watchdog proves the sync loop turns (this runs inside it); a
+	// runtime outage is reported by /healthz and STATUS=, but restarting
+	// berth would not bring containerd back.
+	a.notify.watchdog()
 	a.notify.status(a.summary())
 }
 

@@ -48,6 +48,9 @@ func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
 		st := h.status(edited.UID)
 		return st != nil && st.Status.Reason == "WaitingForPreviousPod"
 	})
+	if st := h.status(old.UID); st == nil || st.DeletionTimestamp == nil || st.DeletionGracePeriodSeconds == nil || *st.DeletionGracePeriodSeconds != 30 {
+		t.Errorf("the old pod being stopped must carry a deletion timestamp and its grace period (Terminating): %+v", st)
+	}
 	for range 20 {
 		h.clock.Step(time.Second)
 	}

@@ -28,7 +28,7 @@ func (a *Agent) Pods() []*v1.Pod {
 			continue
 		}
 		byName[fn] = true
-		pods = append(pods, rejectedPod(prob, a.cfg.Clock.Now()))
+		pods = append(pods, rejectedPod(prob, a.cfg.NodeName, a.cfg.Clock.Now()))
 	}
 	for i, p := range pods {
 		// The status store's pods are shared with every reader: never
@@ -55,13 +55,14 @@ func (a *Agent) Pod(namespace, name string) *v1.Pod {
 func (a *Agent) Events(uid types.UID) []Event { return a.events.list(uid) }
 
 // rejectedPod shows a manifest berth refused as a pod that never started.
-func rejectedPod(prob manifest.Problem, now time.Time) *v1.Pod {
+func rejectedPod(prob manifest.Problem, nodeName string, now time.Time) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        prob.Name,
 			Namespace:   prob.Namespace,
 			Annotations: map[string]string{"kubernetes.io/config.source": prob.Source, "berth.io/config.origin": prob.Origin},
 		},
+		Spec: v1.PodSpec{NodeName: nodeName},
 		Status: v1.PodStatus{
 			Phase:   v1.PodFailed,
 			Reason:  prob.Reason,

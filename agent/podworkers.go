@@ -127,6 +127,10 @@ func (p *podWorkers) remove(uid types.UID, grace *int64) {
 		return
 	}
 	w.terminate, w.remove, w.grace, w.readd = true, true, grace, nil
+	if grace == nil && w.pod != nil {
+		grace = w.pod.Spec.TerminationGracePeriodSeconds
+	}
+	p.status.markDeleting(uid, p.clock.Now(), grace)
 	p.wakeLocked(w)
 }
 

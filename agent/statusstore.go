@@ -3,8 +3,10 @@ package agent
 import (
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -12,12 +14,21 @@ import (
 // knows, for the local API, the CLI, metrics and sd_notify's STATUS line.
 // Pods handed in are never modified afterwards: readers share them.
 type statusStore struct {
-	mu   sync.RWMutex // guards pods
+	mu   sync.RWMutex // guards pods and deleting
 	pods map[types.UID]*v1.Pod
+	// deleting holds when berth began stopping a removed pod; it is stamped
+	// on every later status of the pod, as an API server's
+	// deletionTimestamp, so readers show it Terminating.
+	deleting map[types.UID]deletion
+}
+
+type deletion struct {
+	at    metav1.Time
+	grace *int64
 }
 
 func newStatusStore() *statusStore {
-	return &statusStore{pods: map[types.UID]*v1.Pod{}}
+	return &statusStore{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}}
 }
 
 // set records pod with st as its status. The desired pod itself is shared
@@ -26,8 +37,25 @@ func (s *statusStore) set(pod *v1.Pod, st v1.PodStatus) {
 	cp := *pod
 	cp.Status = st
 	s.mu.Lock()
+	if d, ok := s.deleting[pod.UID]; ok {
+		cp.DeletionTimestamp, cp.DeletionGracePeriodSeconds = &d.at, d.grace
+	}
 	s.pods[pod.UID] = &cp
 	s.mu.Unlock()
+}
+
+// markDeleting records that the pod of uid is being stopped because its
+// source dropped it, with the grace period it gets.
+func (s *statusStore) markDeleting(uid types.UID, at time.Time, grace *int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := deletion{at: metav1.NewTime(at), grace: grace}
+	s.deleting[uid] = d
+	if p, ok := s.pods[uid]; ok {
+		cp := *p
+		cp.DeletionTimestamp, cp.DeletionGracePeriodSeconds = &d.at, d.grace
+		s.pods[uid] = &cp
+	}
 }
 
 // get returns the pod of uid, or nil.
@@ -40,6 +68,7 @@ func (s *statusStore) get(uid types.UID) *v1.Pod {
 func (s *statusStore) delete(uid types.UID) {
 	s.mu.Lock()
 	delete(s.pods, uid)
+	delete(s.deleting, uid)
 	s.mu.Unlock()
 }
 

@@ -99,6 +99,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	}
 	store := manifest.NewStore(srcCfg.SourceNames()...)
 	a := agent.New(agent.Config{
+		NodeName:      nodeName,
 		HostIP:        hostIP,
 		MaxPods:       s.MaxPods,
 		SyncFrequency: s.SyncFrequency.Duration,
