@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,8 +76,8 @@ func (r *runner) goBench(ctx context.Context, pkg string) error {
 		case "B/op", "allocs/op":
 			continue // memory is the idle figures' business
 		case "ns/op":
-			if slices.Max(vals) == 0 {
-				continue // a benchmark that reports its own figures zeroes it
+			if reportsOwn(order, name) {
+				continue // its own figures say it better (per manifest, per file)
 			}
 			unit = "ms/op"
 			for i := range vals {
@@ -88,6 +87,18 @@ func (r *runner) goBench(ctx context.Context, pkg string) error {
 		r.res.add(prefix+strings.TrimPrefix(name, "Benchmark"), unit, vals, goBenchTargets[key], "")
 	}
 	return nil
+}
+
+// reportsOwn tells whether a benchmark reports a figure of its own (with
+// b.ReportMetric) besides the standard ones.
+func reportsOwn(keys []string, name string) bool {
+	for _, key := range keys {
+		n, unit, _ := strings.Cut(key, "\x00")
+		if n == name && unit != "ns/op" && unit != "B/op" && unit != "allocs/op" {
+			return true
+		}
+	}
+	return false
 }
 
 // goBenchTargets are the targets of known Go benchmark figures (issue 3),

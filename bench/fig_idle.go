@@ -8,8 +8,9 @@ import (
 )
 
 // idleCost is what an idle window measured: per-interval CPU of the agent,
-// containerd and the shims (percent of one core), the agent's RSS at every
-// sample (MiB), its peak RSS at the end, and the CRI calls it made.
+// containerd and the shims with the runc runs they reaped (percent of one
+// core), the agent's RSS at every sample (MiB), its peak RSS at the end,
+// and the CRI calls it made.
 type idleCost struct {
 	agentCPU, containerdCPU, shimCPU, rss []float64
 	hwm                                   float64
@@ -144,7 +145,7 @@ func (r *runner) addIdle(n int, c idleCost) {
 	r.res.add(p+"agent VmRSS", "MiB", c.rss, rssTarget, rssRef)
 	r.res.add(p+"agent VmHWM", "MiB", []float64{c.hwm}, nil, "")
 	r.res.add(p+"containerd CPU", "%", c.containerdCPU, nil, "")
-	r.res.add(p+"shims CPU (sum)", "%", c.shimCPU, nil, "")
+	r.res.add(p+"shims+runc CPU", "%", c.shimCPU, nil, "")
 	if !r.opts.BerthAPI {
 		r.res.na(p+"CRI calls", "/min", "needs berth's /metrics", callsTarget, callsRef)
 		return

@@ -226,3 +226,27 @@ func (r *runner) quiet(ctx context.Context) (bool, error) {
 	}
 	return len(resp.GetItems()) == 0, nil
 }
+
+// settleSandboxes waits until the runtime's sandbox count stops changing
+// (or reaches zero), at most a minute: an agent removes a stopped pod's
+// sandbox a moment after the pod is quiet, and a removal still under way
+// when the bed closes races with the bed's own clean-up. An agent that
+// keeps stopped sandboxes (the kubelet, until its GC) settles at once.
+func (r *runner) settleSandboxes(ctx context.Context) error {
+	last, stable := -1, 0
+	return r.poll(ctx, 200*time.Millisecond, time.Minute, "sandbox removals to settle", func() (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, criTimeout)
+		defer cancel()
+		resp, err := r.rt.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{})
+		if err != nil {
+			return false, fmt.Errorf("list sandboxes: %w", err)
+		}
+		n := len(resp.GetItems())
+		if n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+		return n == 0 || stable >= 10, nil
+	})
+}

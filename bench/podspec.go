@@ -39,12 +39,20 @@ const sleeper = "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"
 type podSpec struct {
 	Name        string // manifest metadata.name (the runtime pod name adds "-" + node)
 	HostNetwork bool
-	Gen         int // the env value an edit changes
+	Gen         int  // the env value an edit changes
+	Probe       bool // an exec readiness probe (`true`) every 10 s
 }
 
 // pod builds the manifest object of s.
 func (s podSpec) pod() *corev1.Pod {
 	grace := int64(10)
+	var probe *corev1.Probe
+	if s.Probe {
+		probe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+			PeriodSeconds: 10,
+		}
+	}
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name},
@@ -57,6 +65,7 @@ func (s podSpec) pod() *corev1.Pod {
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sh", "-c", sleeper},
 				Env:             []corev1.EnvVar{{Name: "BENCH_GEN", Value: strconv.Itoa(s.Gen)}},
+				ReadinessProbe:  probe,
 			}},
 		},
 	}

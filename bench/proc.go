@@ -18,6 +18,13 @@ const userHZ = 100
 // from /proc/PID/stat (fields 14 and 15). It counts every thread, live or
 // exited, which a per-thread reading would miss.
 func cpuTicks(pid int) (int64, error) {
+	return statTicks(pid, false)
+}
+
+// statTicks is cpuTicks, plus with children the time of the children the
+// process has reaped (fields 16 and 17): a shim's reaped `runc exec` and
+// `runc kill` runs, which do the work of probes and stops.
+func statTicks(pid int, children bool) (int64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read cpu time: %w", err)
@@ -28,15 +35,22 @@ func cpuTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("pid %d: malformed stat", pid)
 	}
 	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0, fmt.Errorf("pid %d: short stat", pid)
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("pid %d: stat times: %v %v", pid, err1, err2)
+	fields := f[11:13]
+	if children {
+		fields = f[11:15]
 	}
-	return utime + stime, nil
+	var sum int64
+	for _, v := range fields {
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("pid %d: stat times: %w", pid, err)
+		}
+		sum += t
+	}
+	return sum, nil
 }
 
 // cpuPercent turns a tick delta over a wall-clock window into percent of
@@ -110,12 +124,13 @@ func findProcs(name, marker string) ([]int, error) {
 	return pids, nil
 }
 
-// groupTicks sums the CPU ticks of pids; processes that are gone are
-// skipped, since a shim may exit between listing and reading.
+// groupTicks reads the CPU ticks of pids, with those of their reaped
+// children; processes that are gone are skipped, since a shim may exit
+// between listing and reading.
 func groupTicks(pids []int) map[int]int64 {
 	out := map[int]int64{}
 	for _, pid := range pids {
-		if t, err := cpuTicks(pid); err == nil {
+		if t, err := statTicks(pid, true); err == nil {
 			out[pid] = t
 		}
 	}

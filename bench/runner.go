@@ -35,7 +35,7 @@ type Options struct {
 
 // Figures are the figure groups in the order they run; -only selects
 // among them.
-var Figures = []string{"binary", "onepod", "add", "remove", "edit", "burst", "idle", "adopt", "http", "gobench"}
+var Figures = []string{"binary", "onepod", "add", "remove", "edit", "burst", "idle", "adopt", "probes", "http", "gobench"}
 
 // plan is how much of each figure a run does: the full set for `make
 // bench`, a small one for -quick.
@@ -116,7 +116,7 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 	defer r.close(ctx)
 	funcs := map[string]func(context.Context) error{
 		"binary": r.figBinary, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
-		"burst": r.figBurst, "idle": r.figIdle, "adopt": r.figAdopt, "http": r.figHTTP, "gobench": r.figGoBench,
+		"burst": r.figBurst, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
 	}
 	for _, name := range Figures {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, name) {
@@ -225,6 +225,9 @@ func (r *runner) ensureAgent(ctx context.Context, mode agentMode) error {
 		if err := r.clear(ctx); err != nil {
 			return err
 		}
+		if err := r.settleSandboxes(ctx); err != nil {
+			return err
+		}
 		if err := r.agent.stop(10 * time.Second); err != nil {
 			return err
 		}
@@ -315,6 +318,8 @@ func (r *runner) close(ctx context.Context) {
 	if r.agent != nil {
 		if ctx.Err() == nil && r.agent.alive() == nil {
 			if err := r.clear(ctx); err != nil {
+				r.log.Warn("clean up pods", "err", err)
+			} else if err := r.settleSandboxes(ctx); err != nil {
 				r.log.Warn("clean up pods", "err", err)
 			}
 		}
