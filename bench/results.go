@@ -46,6 +46,7 @@ type Row struct {
 // results.json.
 type Results struct {
 	Agent    string    `json:"agent"`
+	BerthAPI bool      `json:"berth_api"`
 	Quick    bool      `json:"quick"`
 	Started  time.Time `json:"started"`
 	Duration string    `json:"duration"`
@@ -120,7 +121,8 @@ func (r *Results) Print(w io.Writer) error {
 	for _, f := range r.Failures {
 		fmt.Fprintln(w, "FAILED "+f)
 	}
-	fmt.Fprintf(w, "\nagent: %s\nbench took %s%s\n", r.Agent, r.Duration, map[bool]string{true: " (-quick: fewer runs, shorter windows)", false: ""}[r.Quick])
+	fmt.Fprintf(w, "\nagent: %s\nberth API: %v; bench took %s%s\n", r.Agent, r.BerthAPI, r.Duration,
+		map[bool]string{true: " (-quick: fewer runs, shorter windows)", false: ""}[r.Quick])
 	return nil
 }
 

@@ -1,11 +1,15 @@
 // Command berthbench measures a static-pod agent on a private containerd
 // test bed and prints one table of figures (`make bench`). By default it
 // measures berth (bin/berth); -agent measures another agent, such as the
-// kubelet in standalone mode, with the same code:
+// kubelet in standalone mode, with the same code: the bench only writes
+// manifests, serves a PodList, and watches CRI and /proc. Figures that
+// need berth's own /metrics, /readyz or /pods print N/A for such an agent.
 //
 //	berthbench                          # the full set, about 10 minutes
 //	berthbench -quick -only add,remove  # a developer's quick look
-//	berthbench -agent 'kubelet --pod-manifest-path={manifests} --container-runtime-endpoint={endpoint} ...'
+//	berthbench -agent 'kubelet --pod-manifest-path={manifests} --manifest-url={url}
+//	    --http-check-frequency={http_check} --container-runtime-endpoint={endpoint}
+//	    --root-dir={root} --hostname-override={node} ...'
 package main
 
 import (
