@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,9 @@ type berthOptions struct {
 	manifests map[string]string
 	// noStart prepares the berth without starting it.
 	noStart bool
+	// omit drops these of the harness's own flags (e.g. to set them in a
+	// --config file instead), by name without dashes.
+	omit []string
 }
 
 // newBerth prepares directories, a free port and a socket for a berth and
@@ -122,16 +126,22 @@ func newBerth(t *testing.T, opts berthOptions) *berth {
 	if level == "" {
 		level = "debug"
 	}
-	b.args = append([]string{"run",
-		"--pod-manifest-path", b.manifests,
-		"--container-runtime-endpoint", bed.Endpoint,
-		"--root-dir", b.root,
-		"--pod-logs-dir", b.logs,
-		"--listen", b.addr,
-		"--socket", b.socket,
-		"--hostname-override", nodeName,
-		"--log-level", level,
-	}, opts.args...)
+	b.args = []string{"run"}
+	for _, f := range [][2]string{
+		{"pod-manifest-path", b.manifests},
+		{"container-runtime-endpoint", bed.Endpoint},
+		{"root-dir", b.root},
+		{"pod-logs-dir", b.logs},
+		{"listen", b.addr},
+		{"socket", b.socket},
+		{"hostname-override", nodeName},
+		{"log-level", level},
+	} {
+		if !slices.Contains(opts.omit, f[0]) {
+			b.args = append(b.args, "--"+f[0], f[1])
+		}
+	}
+	b.args = append(b.args, opts.args...)
 	t.Cleanup(func() {
 		b.stopOrKill()
 		for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
