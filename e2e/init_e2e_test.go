@@ -80,3 +80,58 @@ func TestInitContainersInOrder(t *testing.T) {
 		t.Errorf("app log is not in the CRI format: %q", raw)
 	}
 }
+
+// TestInitContainerFailure runs a pod whose init container exits 1: under
+// restartPolicy Never the pod fails and its app never starts; under Always
+// the init container is restarted (its restartCount grows) and the app
+// still never starts.
+func TestInitContainerFailure(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy v1.RestartPolicy
+	}{
+		{name: "initfail-never", policy: v1.RestartPolicyNever},
+		{name: "initfail-always", policy: v1.RestartPolicyAlways},
+	}
+	manifests := map[string]string{}
+	for _, tc := range tests {
+		p := newPod(tc.name, shContainer("main", "echo app-started; "+sleepForever))
+		p.Spec.InitContainers = []v1.Container{shContainer("setup", "echo failing; sleep 1; exit 1")}
+		p.Spec.RestartPolicy = tc.policy
+		manifests[tc.name+".yaml"] = podManifest(p)
+	}
+	b := newBerth(t, berthOptions{args: fastBackoff, manifests: manifests})
+	b.waitReady()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer b.use(t)()
+			name := podName(tc.name)
+			var p *v1.Pod
+			if tc.policy == v1.RestartPolicyNever {
+				p = b.waitPod(name, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+			} else {
+				p = b.waitPod(name, "init container restartCount >= 2", func(p *v1.Pod) bool {
+					return len(p.Status.InitContainerStatuses) == 1 && p.Status.InitContainerStatuses[0].RestartCount >= 2
+				})
+				if p.Status.Phase != v1.PodPending {
+					t.Errorf("phase %s while the init container keeps failing, want Pending", p.Status.Phase)
+				}
+			}
+			if c := podCondition(p, v1.PodInitialized); c == nil || c.Status != v1.ConditionFalse {
+				t.Errorf("Initialized condition = %+v, want False", c)
+			}
+			cs, err := containersOf(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				if c.Labels[labelContainerName] == "main" {
+					t.Errorf("the app container was created although its init container failed: %s", describeContainers(cs))
+				}
+			}
+			if st := containerStatus(p, "main"); st != nil && (st.State.Running != nil || st.State.Terminated != nil) {
+				t.Errorf("/pods shows the app container %s", describeState(st.State))
+			}
+		})
+	}
+}
