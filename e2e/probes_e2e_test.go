@@ -243,48 +243,83 @@ func TestProbesAndHooks(t *testing.T) {
 }
 
 // TestPreStopHook removes a pod whose preStop hook writes a file into a
-// hostPath and then takes 2 s: the file must be there while the container
-// still runs, and the container must be gone within the grace period.
+// hostPath and then takes 2 s, once as an exec hook and once as an httpGet
+// hook (a busybox httpd CGI script, reached on the pod's IP): the file
+// must be there while the container still runs, and the container must be
+// gone after the hook and within the grace period. A third pod's hook
+// sleeps past its 3 s grace period and is abandoned.
 func TestPreStopHook(t *testing.T) {
-	out := t.TempDir()
-	p := newPod("hook-prestop", shContainer("main", sleepForever))
-	grace := int64(10)
-	p.Spec.TerminationGracePeriodSeconds = &grace
-	p.Spec.Volumes = []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: out}}}}
-	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "out", MountPath: "/out"}}
-	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{
-		Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo bye > /out/prestop; sleep 2"}},
-	}}
-	b := newBerth(t, berthOptions{manifests: map[string]string{"hook-prestop.yaml": podManifest(p)}})
-	b.waitReady()
-	name := podName("hook-prestop")
-	b.waitRunning(name)
-
-	removed := time.Now()
-	b.removeManifest("hook-prestop.yaml")
-	file := filepath.Join(out, "prestop")
-	b.waitFor("the preStop hook's file while the container runs", waitTimeout, func() (bool, string) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return false, err.Error()
-		}
-		cs, err := containersOf(name)
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(runningContainers(cs)) == 0 {
-			b.t.Fatalf("the container died before the preStop hook's file %q (%q) was seen", file, data)
-		}
-		return strings.TrimSpace(string(data)) == "bye", fmt.Sprintf("%q", data)
-	})
-	b.waitGone(name)
-	took := time.Since(removed)
-	t.Logf("pod gone %s after its manifest was removed (hook sleeps 2s, grace 10s)", took.Round(time.Millisecond))
-	if took < 2*time.Second {
-		t.Errorf("pod gone after %s: the preStop hook's sleep was not waited for", took)
+	// The CGI script writes the file, then holds the request for 2 s.
+	const cgi = `mkdir -p /www/cgi-bin && printf '#!/bin/sh\necho bye > /out/prestop\nsleep 2\necho "Content-Type: text/plain"\necho\necho ok\n' > /www/cgi-bin/stop && chmod +x /www/cgi-bin/stop && httpd -p 8080 -h /www && `
+	tests := []struct {
+		name    string
+		script  string
+		hook    v1.LifecycleHandler
+		grace   int64
+		min     time.Duration // the hook's own time
+		noFile  bool
+		wantEvt string
+	}{
+		{name: "exec", script: sleepForever, grace: 10, min: 2 * time.Second,
+			hook: v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo bye > /out/prestop; sleep 2"}}}},
+		{name: "httpget", script: cgi + sleepForever, grace: 10, min: 2 * time.Second,
+			hook: v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/cgi-bin/stop", Port: intstr.FromInt(8080)}}},
+		{name: "abandoned", script: sleepForever, grace: 3, min: 3 * time.Second, noFile: true,
+			hook:    v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 60}},
+			wantEvt: "PreStopHook failed: did not finish within the grace period of 3s"},
 	}
-	if took > time.Duration(grace)*time.Second+5*time.Second {
-		t.Errorf("pod gone after %s, beyond its %ds grace period", took, grace)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := t.TempDir()
+			p := newPod("hook-prestop", shContainer("main", tt.script))
+			p.Spec.TerminationGracePeriodSeconds = &tt.grace
+			p.Spec.Volumes = []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: out}}}}
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "out", MountPath: "/out"}}
+			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &tt.hook}
+			if tt.hook.HTTPGet != nil {
+				// Ready (so removed) only once httpd listens.
+				p.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+					ProbeHandler:  v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt(8080)}},
+					PeriodSeconds: 1,
+				}
+			}
+			b := newBerth(t, berthOptions{manifests: map[string]string{"hook-prestop.yaml": podManifest(p)}})
+			b.waitReady()
+			name := podName("hook-prestop")
+			b.waitRunning(name)
+
+			removed := time.Now()
+			b.removeManifest("hook-prestop.yaml")
+			file := filepath.Join(out, "prestop")
+			if !tt.noFile {
+				b.waitFor("the preStop hook's file while the container runs", waitTimeout, func() (bool, string) {
+					data, err := os.ReadFile(file)
+					if err != nil {
+						return false, err.Error()
+					}
+					cs, err := containersOf(name)
+					if err != nil {
+						return false, err.Error()
+					}
+					if len(runningContainers(cs)) == 0 {
+						b.t.Fatalf("the container died before the preStop hook's file %q (%q) was seen", file, data)
+					}
+					return strings.TrimSpace(string(data)) == "bye", fmt.Sprintf("%q", data)
+				})
+			}
+			if tt.wantEvt != "" {
+				b.waitEvent(name, "FailedPreStopHook", tt.wantEvt)
+			}
+			b.waitGone(name)
+			took := time.Since(removed)
+			t.Logf("pod gone %s after its manifest was removed (hook takes %s, grace %ds)", took.Round(time.Millisecond), tt.min, tt.grace)
+			if took < tt.min {
+				t.Errorf("pod gone after %s: the preStop hook was not waited for", took)
+			}
+			if took > time.Duration(tt.grace)*time.Second+5*time.Second {
+				t.Errorf("pod gone after %s, beyond its %ds grace period", took, tt.grace)
+			}
+		})
 	}
 }
 
@@ -496,7 +531,8 @@ func procsWith(name, arg string) []int {
 	return out
 }
 
-// procTicks is utime+stime of pid, in clock ticks.
+// procTicks is the CPU time of pid and of its reaped children, in clock
+// ticks: a shim's runc exec processes count towards the shim.
 func procTicks(pid int) float64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -504,9 +540,12 @@ func procTicks(pid int) float64 {
 	}
 	// Fields after the command (which may hold spaces) start after ")".
 	f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
-	u, _ := strconv.ParseFloat(f[11], 64)
-	s, _ := strconv.ParseFloat(f[12], 64)
-	return u + s
+	var sum float64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, and of reaped children (runc exec)
+		v, _ := strconv.ParseFloat(f[i], 64)
+		sum += v
+	}
+	return sum
 }
 
 func sumTicks(pids []int) float64 {
