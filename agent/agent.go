@@ -104,9 +104,7 @@ type Agent struct {
 // New builds an agent over the merge store and the runtime manager. The
 // manager's Recorder should be cfg.Events.
 func New(cfg Config, store *manifest.Store, rt *cri.Manager) *Agent {
-	a := newAgent(cfg, store, rt)
-	rt.SetContainerHealth(a.probes)
-	return a
+	return newAgent(cfg, store, rt)
 }
 
 func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
@@ -130,6 +128,9 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 		// Lanes exist only once Run made a.workers, and so do probe workers.
 		OnChange: func(uid types.UID) { a.workers.wake(uid) },
 	})
+	if h, ok := rt.(interface{ SetContainerHealth(cri.ContainerHealth) }); ok {
+		h.SetContainerHealth(a.probes)
+	}
 	if g, ok := rt.(gcRuntime); ok && cfg.GC != nil {
 		a.gc = newHousekeeper(g, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
 			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
