@@ -74,20 +74,3 @@ func rejectedPod(prob manifest.Problem, nodeName string, now time.Time) *v1.Pod 
 		},
 	}
 }
-
-func sortPodsByName(pods []*v1.Pod) {
-	less := func(a, b *v1.Pod) bool {
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.UID < b.UID
-	}
-	for i := 1; i < len(pods); i++ {
-		for j := i; j > 0 && less(pods[j], pods[j-1]); j-- {
-			pods[j], pods[j-1] = pods[j-1], pods[j]
-		}
-	}
-}

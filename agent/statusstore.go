@@ -81,8 +81,21 @@ func (s *statusStore) list() []*v1.Pod {
 		out = append(out, p)
 	}
 	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
+	sortPodsByName(out)
+	return out
+}
+
+func (s *statusStore) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pods)
+}
+
+// sortPodsByName orders pods by namespace, name, then UID, so listings are
+// stable.
+func sortPodsByName(pods []*v1.Pod) {
+	sort.Slice(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
 		if a.Namespace != b.Namespace {
 			return a.Namespace < b.Namespace
 		}
@@ -91,11 +104,4 @@ func (s *statusStore) list() []*v1.Pod {
 		}
 		return a.UID < b.UID
 	})
-	return out
-}
-
-func (s *statusStore) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.pods)
 }
