@@ -47,6 +47,8 @@ func main() {
 	flag.StringVar(&o.berthArgs, "berth-args", "--crashloop-backoff-max 10s --container-log-max-size 1Mi --container-log-monitor-interval 10s",
 		"extra berth flags (space-separated): a short back-off and a small log size make ten minutes worth months")
 	flag.DurationVar(&o.sample, "sample", 30*time.Second, "how often progress is printed")
+	flag.DurationVar(&o.warmup, "warmup", time.Minute, "how long after all pods started the start figures are taken (logs fill up to their rotation size first)")
+	flag.BoolVar(&o.keep, "keep", false, "keep berth's directories and log after the run")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -59,6 +61,8 @@ func main() {
 type options struct {
 	berth                 string
 	duration, sample      time.Duration
+	warmup                time.Duration
+	keep                  bool
 	crashers, chatty      int
 	chattyKiBps           int
 	berthArgs             string
@@ -95,7 +99,11 @@ func run(ctx context.Context, o options) error {
 	if o.dir, err = os.MkdirTemp("", "berth-soak-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(o.dir)
+	if o.keep {
+		defer fmt.Printf("soak: kept %s (berth.log, manifests, pods, root)\n", o.dir)
+	} else {
+		defer os.RemoveAll(o.dir)
+	}
 	o.logs, o.root = filepath.Join(o.dir, "pods"), filepath.Join(o.dir, "root")
 	manifests := filepath.Join(o.dir, "manifests")
 	if err := os.MkdirAll(manifests, 0o755); err != nil {
@@ -152,12 +160,23 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("soak: all %d pods started in %s\n", want, time.Since(began).Round(time.Millisecond))
 	start := time.Now()
-	first, err := measure(ctx, o, bed, cmd.Process.Pid, 0)
+	f, err := measure(ctx, o, bed, cmd.Process.Pid, 0)
 	if err != nil {
 		return err
 	}
+	printRow(f, true)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.warmup):
+	}
+	first, err := measure(ctx, o, bed, cmd.Process.Pid, time.Since(start))
+	if err != nil {
+		return err
+	}
+	printRow(first, false)
 	rows := []figures{first}
-	printRow(first, true)
+	fmt.Printf("soak: warm-up over: start figures taken; running %s\n", o.duration)
 	tick := time.NewTicker(o.sample)
 	defer tick.Stop()
 	end := time.After(o.duration)
@@ -186,6 +205,30 @@ loop:
 	}
 	rows = append(rows, last)
 	report(first, last, rows)
+	return warnings(logFile.Name())
+}
+
+// warnings prints how many WARN and ERROR lines berth logged besides the
+// crash loops' back-off, and the last few of them.
+func warnings(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, line := range strings.Split(string(data), "\n") {
+		// The crash loops' back-off is the point of the soak, not a problem.
+		if strings.Contains(line, "event=BackOff") || strings.Contains(line, "CrashLoopBackOff") {
+			continue
+		}
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			bad = append(bad, line)
+		}
+	}
+	fmt.Printf("soak: berth logged %d WARN/ERROR lines\n", len(bad))
+	for _, l := range bad[max(len(bad)-5, 0):] {
+		fmt.Println("  ", l)
+	}
 	return nil
 }
 
