@@ -143,7 +143,11 @@ func newBerth(t *testing.T, opts berthOptions) *berth {
 	}
 	b.args = append(b.args, opts.args...)
 	t.Cleanup(func() {
+		stopping := time.Now()
 		b.stopOrKill()
+		if d := time.Since(stopping); d > 3*time.Second {
+			t.Logf("cleanup: stopping berth took %s", d.Round(time.Millisecond))
+		}
 		for _, bad := range []string{"WARNING: DATA RACE", "panic: ", "fatal error: "} {
 			if b.logContains(bad) {
 				t.Errorf("berth's log has %q", bad)
@@ -152,7 +156,11 @@ func newBerth(t *testing.T, opts berthOptions) *berth {
 		if t.Failed() {
 			b.dumpLog()
 		}
+		cleaning := time.Now()
 		cleanRuntime(t, "after the test")
+		if d := time.Since(cleaning); d > 3*time.Second {
+			t.Logf("cleanup: removing the pods through CRI took %s", d.Round(time.Millisecond))
+		}
 		os.RemoveAll(b.dir)
 	})
 	for name, content := range opts.manifests {

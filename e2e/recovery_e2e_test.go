@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,10 +41,18 @@ func TestOutOfBandRecovery(t *testing.T) {
 		{
 			name: "sandbox-removed",
 			break_: func(ctx context.Context, rp runtimePod) error {
-				if _, err := bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err != nil {
-					return err
+				// As an operator would with crictl stopp/rmp, retrying:
+				// berth may be acting on the pod at that very moment
+				// ("container is in starting state, can't be removed").
+				var err error
+				for try := 0; try < 20; try++ {
+					if _, err = bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err == nil {
+						if _, err = bed.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err == nil {
+							return nil
+						}
+					}
+					time.Sleep(500 * time.Millisecond)
 				}
-				_, err := bed.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: rp.sandbox.Id})
 				return err
 			},
 		},
@@ -64,10 +73,12 @@ func TestOutOfBandRecovery(t *testing.T) {
 
 			ctx, cancel := criCtx()
 			defer cancel()
+			logFrom := logSize(b)
 			broken := time.Now()
 			if err := tc.break_(ctx, before); err != nil {
 				t.Fatalf("break the pod: %v", err)
 			}
+			t.Logf("%s: broken through CRI in %s", tc.name, time.Since(broken).Round(time.Millisecond))
 			var after runtimePod
 			b.waitFor("a new running container of "+name, waitTimeout, func() (bool, string) {
 				rp, ok, detail := runtimeState(name, "main", api.UID)
@@ -80,7 +91,11 @@ func TestOutOfBandRecovery(t *testing.T) {
 				after = rp
 				return true, detail
 			})
-			t.Logf("%s: back with container %s (was %s) after %s", tc.name, shortID(after.container.Id), shortID(before.container.Id), time.Since(broken).Round(time.Millisecond))
+			took := time.Since(broken)
+			t.Logf("%s: back with container %s (was %s) after %s", tc.name, shortID(after.container.Id), shortID(before.container.Id), took.Round(time.Millisecond))
+			if took > 10*time.Second {
+				t.Logf("slow recovery; berth's log meanwhile:\n%s", strings.Join(logLinesSince(b, logFrom, ""), "\n"))
+			}
 
 			if tc.container {
 				if after.sandbox.Id != before.sandbox.Id {
