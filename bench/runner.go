@@ -164,6 +164,10 @@ func newRunner(bed *testbed.Bed, opts Options) (*runner, error) {
 			return nil, fmt.Errorf("work dir: %w", err)
 		}
 	}
+	if err := r.pinBinary(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	if r.listen, err = freePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -173,6 +177,27 @@ func newRunner(bed *testbed.Bed, opts Options) (*runner, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// pinBinary copies the -bin binary into the work dir and uses the copy for
+// {bin}: the tree is shared, and a `make build` by someone else during the
+// run must not swap the binary under the adoption figure's restarts. A
+// template without {bin} (another agent) leaves it alone.
+func (r *runner) pinBinary() error {
+	if !strings.Contains(r.opts.Template, "{bin}") {
+		return nil
+	}
+	data, err := os.ReadFile(r.opts.Bin)
+	if err != nil {
+		return fmt.Errorf("agent binary: %w", err)
+	}
+	pinned := filepath.Join(r.dir, filepath.Base(r.opts.Bin))
+	if err := os.WriteFile(pinned, data, 0o755); err != nil {
+		return fmt.Errorf("pin agent binary: %w", err)
+	}
+	r.res.note("{bin} is a copy of %s taken at the start", r.opts.Bin)
+	r.opts.Bin = pinned
+	return nil
 }
 
 // freePort finds a loopback port nobody listens on, for {listen}.
