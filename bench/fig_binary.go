@@ -16,7 +16,11 @@ func (r *runner) figBinary(context.Context) error {
 	if err != nil {
 		return err
 	}
-	path, err := exec.LookPath(args[0])
+	path := args[0]
+	if path == r.bin {
+		path = r.opts.Bin // the copy has the same size; name the original
+	}
+	path, err = exec.LookPath(path)
 	if err != nil {
 		return fmt.Errorf("agent binary: %w", err)
 	}

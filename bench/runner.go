@@ -87,6 +87,7 @@ type runner struct {
 	res  *Results
 
 	dir, manifests, node, listen string
+	bin                          string // {bin}: the run's own copy of opts.Bin
 	notify                       *notifySocket
 
 	agent  *agentProc
@@ -195,8 +196,7 @@ func (r *runner) pinBinary() error {
 	if err := os.WriteFile(pinned, data, 0o755); err != nil {
 		return fmt.Errorf("pin agent binary: %w", err)
 	}
-	r.res.note("{bin} is a copy of %s taken at the start", r.opts.Bin)
-	r.opts.Bin = pinned
+	r.bin = pinned
 	return nil
 }
 
@@ -218,7 +218,7 @@ func (r *runner) agentArgs(mode agentMode) ([]string, error) {
 		url, check = r.http.url(), r.plan.httpCheck
 	}
 	return expand(r.opts.Template, map[string]string{
-		"bin": r.opts.Bin, "manifests": r.manifests, "url": url, "http_check": check.String(),
+		"bin": r.bin, "manifests": r.manifests, "url": url, "http_check": check.String(),
 		"endpoint": r.bed.Endpoint, "root": filepath.Join(r.dir, "root"), "logs": filepath.Join(r.dir, "logs"),
 		"listen": r.listen, "socket": filepath.Join(r.dir, "agent.sock"), "node": r.node,
 	})
