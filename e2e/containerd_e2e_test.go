@@ -15,7 +15,8 @@ import (
 // it again: berth stays up, /healthz turns 503 with the reason while the
 // runtime is away (logged once, not every relist), /healthz is 200 again
 // afterwards, and the pods are still right: each exactly one ready sandbox
-// and one running container, the same ones as before.
+// and one running container, the same ones as before; a manifest added
+// during the outage runs once, one removed during it is gone.
 func TestContainerdRestart(t *testing.T) {
 	names := []string{"outage-a", "outage-b", "outage-host"}
 	manifests := map[string]string{}
@@ -54,6 +55,10 @@ func TestContainerdRestart(t *testing.T) {
 	if reason == "" || reason == "ok" {
 		t.Errorf("/healthz 503 without a reason: %q", reason)
 	}
+	// Changes during the outage: a pod added, a pod removed. berth can act
+	// on neither until the runtime is back.
+	b.writeManifest("outage-new.yaml", podManifest(sleeper("outage-new")))
+	b.removeManifest("outage-b.yaml")
 	// Several relist periods of outage.
 	time.Sleep(5 * time.Second)
 	if !b.running() {
@@ -82,19 +87,31 @@ func TestContainerdRestart(t *testing.T) {
 		return code == http.StatusOK && body == "ok", fmt.Sprintf("%d %s", code, body)
 	})
 	t.Logf("containerd started -> /healthz 200 after %s", took.Round(time.Millisecond))
-	b.waitFor("all pods running after the outage", waitTimeout, func() (bool, string) { return allRunning(b, full) })
-	t.Logf("containerd started -> all pods Running in /pods after %s", time.Since(started).Round(time.Millisecond))
+	kept := []string{podName("outage-a"), podName("outage-host")}
+	b.waitFor("the pods running after the outage", waitTimeout, func() (bool, string) {
+		return allRunning(b, append([]string{podName("outage-new")}, kept...))
+	})
+	t.Logf("containerd started -> the kept pods and the one added meanwhile Running after %s", time.Since(started).Round(time.Millisecond))
+	b.waitGone(podName("outage-b"))
+	t.Logf("containerd started -> the pod removed meanwhile gone after %s", time.Since(started).Round(time.Millisecond))
 
 	// A resync after the outage must neither duplicate nor restart pods:
 	// give it a few relist periods, then compare with before.
 	time.Sleep(4 * time.Second)
-	for _, name := range full {
+	for _, name := range append([]string{podName("outage-new")}, kept...) {
 		if _, ok, detail := runtimeState(name, "main", ""); !ok {
 			t.Errorf("%s after the outage: %s", name, detail)
 		}
 	}
-	if after := managedSnapshot(t); after.String() != before.String() {
-		t.Errorf("the runtime changed over the outage:\nbefore: %s\nafter:  %s", before, after)
+	// The kept pods were neither restarted nor duplicated.
+	after := managedSnapshot(t)
+	for _, name := range kept {
+		if after.byPod[name] != before.byPod[name] {
+			t.Errorf("%s: running container %s after the outage, %s before", name, shortID(after.byPod[name]), shortID(before.byPod[name]))
+		}
+	}
+	if want := len(kept) + 1; len(after.running) != want || len(after.sandboxes) != want {
+		t.Errorf("after the outage: %s, want exactly %d sandboxes and running containers", after, want)
 	}
 	for _, p := range b.mustPods().Items {
 		if cs := containerStatus(&p, "main"); cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
