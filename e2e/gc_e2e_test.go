@@ -51,15 +51,18 @@ func TestGCCrashLoopKeepsAllowedDeadContainers(t *testing.T) {
 		st := containerStatus(api, "app")
 		return st != nil && st.RestartCount >= 6, fmt.Sprintf("%s; %d dead containers", describePod(api), dead)
 	})
-	// One dead container is allowed; another may have died since the
-	// last pass (passes run every 2 s, restarts every 1 s).
-	if maxDead > 2 {
-		t.Errorf("up to %d dead containers at once, want at most 2 (1 allowed + 1 not yet collected)", maxDead)
+	// One dead container is allowed. A pass runs on the relist that sees
+	// a run die, so another run or two may have died since the last one
+	// on a busy machine (restarts come every second here); without GC
+	// there would be a dead container per run, 6 or more.
+	if maxDead > 3 {
+		t.Errorf("up to %d dead containers at once, want at most 3 (1 allowed + up to 2 not yet collected)", maxDead)
 	}
-	if maxFiles > 3 {
-		t.Errorf("up to %d log files at once, want at most 3", maxFiles)
+	if maxFiles > 4 {
+		t.Errorf("up to %d log files at once, want at most 4", maxFiles)
 	}
-	b.waitFor("at most one dead container", waitTimeout, func() (bool, string) {
+	// Between a pass and the next death exactly the allowed one is left.
+	b.waitFor("exactly the allowed dead container", waitTimeout, func() (bool, string) {
 		cs, err := containersOf(name)
 		if err != nil {
 			return false, err.Error()
@@ -70,7 +73,7 @@ func TestGCCrashLoopKeepsAllowedDeadContainers(t *testing.T) {
 				dead = append(dead, c)
 			}
 		}
-		return len(dead) <= 2, describeContainers(dead)
+		return len(dead) == 1, describeContainers(dead)
 	})
 	t.Logf("crash loop: at most %d dead containers and %d log files seen", maxDead, maxFiles)
 
@@ -95,6 +98,15 @@ func TestGCCrashLoopKeepsAllowedDeadContainers(t *testing.T) {
 		v, detail := b.metric(`berth_container_gc_removed_total{kind="container"}`)
 		return v >= 3, detail
 	})
+
+	// Each run's termination-message file goes with it.
+	msgs, err := os.ReadDir(filepath.Join(b.root, "pods", string(api.UID), "containers", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) > 3 {
+		t.Errorf("%d termination-message files after %d runs, want at most 3", len(msgs), containerStatus(api, "app").RestartCount+1)
+	}
 
 	// Removing the pod removes every run and its log directory.
 	b.removeManifest("crasher.yaml")
