@@ -37,6 +37,12 @@ type imageTracker struct {
 	lastUsed  map[string]time.Time // by container ImageRef (ID or repo digest)
 }
 
+// imageUseMemory is how long image GC remembers when an image was last
+// used: an image unused for longer is ordered by when berth first saw it,
+// and a device that updates its images for years keeps no record of every
+// image it ever ran.
+const imageUseMemory = 7 * 24 * time.Hour
+
 // observe records the images the containers of a relist snapshot use, at
 // now. Dead containers count: their image cannot go while they exist.
 func (t *imageTracker) observe(pods map[types.UID]*PodStatus, now time.Time) {
@@ -50,6 +56,11 @@ func (t *imageTracker) observe(pods map[types.UID]*PodStatus, now time.Time) {
 			if c.ImageRef != "" {
 				t.lastUsed[c.ImageRef] = now
 			}
+		}
+	}
+	for ref, at := range t.lastUsed {
+		if now.Sub(at) > imageUseMemory {
+			delete(t.lastUsed, ref)
 		}
 	}
 }

@@ -143,3 +143,21 @@ func TestImageGarbageCollect(t *testing.T) {
 		t.Errorf("images left: %v", left)
 	}
 }
+
+// TestImageTrackerForgets: uses older than imageUseMemory are forgotten, so
+// years of image updates leave no record behind.
+func TestImageTrackerForgets(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var tr imageTracker
+	old := map[types.UID]*PodStatus{"u": {UID: "u", Containers: []*ContainerStatus{{ImageRef: "sha256:old"}}}}
+	current := map[types.UID]*PodStatus{"u": {UID: "u", Containers: []*ContainerStatus{{ImageRef: "sha256:new"}}}}
+	tr.observe(old, now)
+	tr.observe(current, now.Add(imageUseMemory))
+	if _, ok := tr.lastUsed["sha256:old"]; !ok {
+		t.Error("forgot a use just imageUseMemory old")
+	}
+	tr.observe(current, now.Add(imageUseMemory+time.Second))
+	if len(tr.lastUsed) != 1 {
+		t.Errorf("remembered %v", tr.lastUsed)
+	}
+}
