@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -94,6 +95,11 @@ func TestGCCrashLoopKeepsAllowedDeadContainers(t *testing.T) {
 		return code == 200 && strings.Contains(string(body), "ContainerGC") &&
 			strings.Contains(string(body), "of container app (maximum-dead-containers-per-container)"), string(body)
 	})
+	// berth describe shows what was collected.
+	out, err := exec.Command(berthBin, "describe", "crasher", "--socket", b.socket).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`Normal\s+ContainerGC\s+.*Removed \d+ dead runs? of container app`).Match(out) {
+		t.Errorf("berth describe crasher (%v) shows no ContainerGC event:\n%s", err, out)
+	}
 	b.waitFor("berth_container_gc_removed_total", waitTimeout, func() (bool, string) {
 		v, detail := b.metric(`berth_container_gc_removed_total{kind="container"}`)
 		return v >= 3, detail
