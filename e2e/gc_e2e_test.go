@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -323,4 +324,60 @@ func gunzipLines(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return slices.DeleteFunc(strings.Split(string(data), "\n"), func(s string) bool { return s == "" })
+}
+
+// TestGCIdleMakesNoRuntimeCalls: with a running pod whose log stays under
+// the limit, housekeeping (GC passes every relist change and every 2 s, log
+// checks every second here) adds no runtime call to the relist's lists: it
+// works from the relist snapshot and stats log files.
+func TestGCIdleMakesNoRuntimeCalls(t *testing.T) {
+	b := newBerth(t, berthOptions{
+		args:      []string{"--container-log-monitor-interval", "1s"},
+		manifests: map[string]string{"idle.yaml": podManifest(sleeper("idle"))},
+	})
+	b.waitReady()
+	b.waitRunning(podName("idle"))
+	ops := func() map[string]float64 {
+		code, body, err := b.get("/metrics")
+		if err != nil || code != 200 {
+			t.Fatalf("metrics: %d %v", code, err)
+		}
+		out := map[string]float64{}
+		for _, line := range strings.Split(string(body), "\n") {
+			rest, ok := strings.CutPrefix(line, `berth_runtime_operations_total{operation_type="`)
+			if !ok {
+				continue
+			}
+			op, val, _ := strings.Cut(rest, `"} `)
+			out[op], _ = strconv.ParseFloat(val, 64)
+		}
+		return out
+	}
+	// Let the start settle: the pod's own status reads and the first
+	// passes.
+	time.Sleep(3 * time.Second)
+	before := ops()
+	time.Sleep(6 * time.Second)
+	after := ops()
+	for op, n := range after {
+		if n == before[op] {
+			continue
+		}
+		switch op {
+		case "list_containers", "list_podsandbox":
+		default:
+			t.Errorf("idle housekeeping called %s %v times in 6 s", op, n-before[op])
+		}
+	}
+	t.Logf("runtime operations over 6 s of idle: %v", diffOps(before, after))
+}
+
+func diffOps(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for op, n := range after {
+		if d := n - before[op]; d > 0 {
+			out[op] = d
+		}
+	}
+	return out
 }
