@@ -242,11 +242,16 @@ func (h *housekeeper) report(removed []cri.GCRemoval, errs []error) {
 	counts := map[group]int{}
 	for _, r := range removed {
 		h.metrics.removed.WithLabelValues(r.Kind).Inc()
-		h.log.Info("garbage collected", "kind", r.Kind, "pod", r.Pod, "namespace", r.Namespace, "uid", r.UID,
-			"container", r.Container, "id", r.ID, "reason", r.Reason)
+		// A pod that exists gets an event, logged once however often it
+		// repeats (a crash loop for years); what is left of a deleted pod
+		// is logged as it goes.
+		level := slog.LevelInfo
 		if r.PodExists {
+			level = slog.LevelDebug
 			counts[group{r.UID, r.Pod, r.Namespace, r.Kind, r.Container, r.Reason}]++
 		}
+		h.log.Log(context.Background(), level, "garbage collected", "kind", r.Kind, "pod", r.Pod, "namespace", r.Namespace, "uid", r.UID,
+			"container", r.Container, "id", r.ID, "reason", r.Reason)
 	}
 	groups := make([]group, 0, len(counts))
 	for g := range counts {
