@@ -238,9 +238,6 @@ func TestHousekeeperRotatesAndCollectsImagesOnTheirPeriods(t *testing.T) {
 	if !slices.Equal(ids, []string{"run"}) {
 		t.Errorf("rotated %v, want the running container only", ids)
 	}
-	if got := testutil.ToFloat64(e.h.metrics.rotations); got != 1 {
-		t.Errorf("rotations = %v", got)
-	}
 	e.clock.Step(5 * time.Minute)
 	var got []string
 	for range 2 {
@@ -249,6 +246,16 @@ func TestHousekeeperRotatesAndCollectsImagesOnTheirPeriods(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"ImageGarbageCollect", "RotateLogs"}) {
 		t.Errorf("calls %v", got)
+	}
+	// Each loop finishes a pass before it takes the next: the first
+	// rotation is counted by now, and the image pass once another offer
+	// is collected.
+	if got := testutil.ToFloat64(e.h.metrics.rotations); got < 1 {
+		t.Errorf("rotations = %v", got)
+	}
+	e.h.offer(e.clock.Now(), snap)
+	if c := e.rt.next(t); c != "GarbageCollect" {
+		t.Fatalf("call %s", c)
 	}
 	if got := testutil.ToFloat64(e.h.metrics.imagesRemoved); got != 1 {
 		t.Errorf("images removed = %v", got)
