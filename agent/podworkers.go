@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -303,6 +305,18 @@ func (p *podWorkers) step(w *podWorker) bool {
 	}
 }
 
+// warnUnlessUnreachable logs a worker's failed runtime call at Warn, or at
+// Debug when it only says the runtime is unreachable: the sync loop logs an
+// outage once when it begins and once when it ends, and every worker
+// retrying every few seconds must not repeat it.
+func warnUnlessUnreachable(log *slog.Logger, msg string, err error) {
+	if status.Code(err) == codes.Unavailable {
+		log.Debug(msg+" (runtime unreachable)", "err", err)
+		return
+	}
+	log.Warn(msg, "err", err)
+}
+
 func (p *podWorkers) observeStep(op string, began time.Time) {
 	if p.metrics != nil {
 		p.metrics.workerDuration.WithLabelValues(op).Observe(p.clock.Since(began).Seconds())
@@ -317,7 +331,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		var err error
 		if status, err = p.rt.PodStatus(p.ctx, w.uid); err != nil {
 			if p.ctx.Err() == nil {
-				log.Warn("read pod status", "err", err)
+				warnUnlessUnreachable(log, "read pod status", err)
 				p.requeue(w, p.retryAfterError)
 			}
 			return
@@ -331,7 +345,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		}
 	}
 	if err := res.Error(); err != nil && p.ctx.Err() == nil {
-		log.Warn("sync pod", "err", err)
+		warnUnlessUnreachable(log, "sync pod", err)
 	}
 	waiting := map[string]waitReason{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
@@ -390,7 +404,7 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 	}
 	if err != nil {
 		if p.ctx.Err() == nil {
-			log.Warn("terminate pod", "err", err)
+			warnUnlessUnreachable(log, "terminate pod", err)
 			p.requeue(w, p.retryAfterError)
 		}
 		return false
@@ -423,7 +437,7 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	}
 	if err != nil {
 		if p.ctx.Err() == nil {
-			log.Warn("remove pod", "err", err)
+			warnUnlessUnreachable(log, "remove pod", err)
 			p.requeue(w, p.retryAfterError)
 		}
 		return false
