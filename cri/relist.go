@@ -324,22 +324,28 @@ func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (
 	if err != nil {
 		return nil, fmt.Errorf("status of sandbox %q: %w", s.Id, err)
 	}
-	st := resp.Status
+	return m.rememberSandbox(s.Id, resp.Status), nil
+}
+
+// rememberSandbox converts a sandbox status from the runtime and caches it
+// under the state it was read in, so whoever read it (a relist, or SyncPod
+// right after creating the sandbox) spares the next relist the call.
+func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *SandboxStatus {
 	ss := &SandboxStatus{
-		ID:          s.Id,
-		State:       sandboxState(st.State),
-		CreatedAt:   unixNanoTime(st.CreatedAt),
+		ID:          id,
+		State:       sandboxState(st.GetState()),
+		CreatedAt:   unixNanoTime(st.GetCreatedAt()),
 		Attempt:     st.GetMetadata().GetAttempt(),
 		IP:          st.GetNetwork().GetIp(),
 		HostNetwork: st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE,
-		Labels:      st.Labels,
-		Annotations: st.Annotations,
+		Labels:      st.GetLabels(),
+		Annotations: st.GetAnnotations(),
 	}
 	for _, ip := range st.GetNetwork().GetAdditionalIps() {
 		ss.AdditionalIPs = append(ss.AdditionalIPs, ip.GetIp())
 	}
-	m.statusCache.putSandbox(s.Id, st.State, ss)
-	return ss, nil
+	m.statusCache.putSandbox(id, st.GetState(), ss)
+	return ss
 }
 
 // containerStatus completes a listed container, from the cache while its

@@ -112,6 +112,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 	if err != nil {
 		return fail("read the status of new sandbox %s: %w", id, err)
 	}
+	m.rememberSandbox(id, resp.GetStatus())
 	if pod.Spec.HostNetwork {
 		return id, nil, nil
 	}

@@ -149,6 +149,19 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if ctr.Metadata.Attempt != 0 || ctr.Annotations[AnnotationContainerRestartCount] != "0" {
 		t.Errorf("first start has attempt %d", ctr.Metadata.Attempt)
 	}
+
+	// The worker's re-read right after SyncPod needs the new container's
+	// status, but not the sandbox's again: SyncPod already read it.
+	st, err := f.m.PodStatus(context.Background(), pod.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.calls(), []string{"ListPodSandbox", "ListContainers", "ContainerStatus"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("re-read after SyncPod: CRI calls = %v, want %v", got, want)
+	}
+	if len(st.Sandboxes) != 1 || st.Sandboxes[0].ID != sb.Id || st.Sandboxes[0].State != SandboxStateReady {
+		t.Errorf("re-read sandbox = %+v", st.Sandboxes)
+	}
 }
 
 func TestSyncPodCrashLoopBackoff(t *testing.T) {
