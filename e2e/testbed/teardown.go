@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -141,10 +143,12 @@ func removeSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient, id s
 	if st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true}); err == nil {
 		netns = netnsPath(st.GetInfo()["info"])
 	}
-	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+	// A sandbox that vanished since the listing (an agent under test was
+	// still removing it) is as good as removed.
+	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil && status.Code(err) != codes.NotFound {
 		return netns, fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
-	if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+	if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil && status.Code(err) != codes.NotFound {
 		return netns, fmt.Errorf("remove sandbox %s: %w", id, err)
 	}
 	return netns, nil
