@@ -116,7 +116,7 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 		rt:       rt,
 		status:   newStatusStore(),
 		health:   newHealth(cfg.Clock, 10*cfg.HousekeepingPeriod+cfg.RelistPeriod*10),
-		notify:   &notifier{log: cfg.Logger},
+		notify:   newNotifier(cfg.Logger),
 		events:   cfg.Events,
 		pleg:     newPLEG(rt, cfg.Clock, cfg.RelistPeriod),
 		rejected: map[types.UID]bool{},

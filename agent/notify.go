@@ -11,6 +11,9 @@ import (
 // (NOTIFY_SOCKET set) and does nothing otherwise.
 type notifier struct {
 	log *slog.Logger
+	// watchdog is whether systemd asked for keep-alives (WatchdogSec set,
+	// so WATCHDOG_USEC is in the environment).
+	watchdogOn bool
 
 	mu         sync.Mutex // guards lastStatus
 	lastStatus string
@@ -24,9 +27,25 @@ func (n *notifier) send(state string) {
 	}
 }
 
+// newNotifier reads from the environment whether systemd wants watchdog
+// keep-alives; the housekeeping tick (2s) is well within any sane
+// WatchdogSec.
+func newNotifier(log *slog.Logger) *notifier {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		log.Warn("systemd watchdog settings", "err", err)
+	}
+	return &notifier{log: log, watchdogOn: interval > 0}
+}
+
 func (n *notifier) ready()    { n.send(daemon.SdNotifyReady) }
 func (n *notifier) stopping() { n.send(daemon.SdNotifyStopping) }
-func (n *notifier) watchdog() { n.send(daemon.SdNotifyWatchdog) }
+
+func (n *notifier) watchdog() {
+	if n.watchdogOn {
+		n.send(daemon.SdNotifyWatchdog)
+	}
+}
 
 // status sends STATUS= when the summary changed since the last one.
 func (n *notifier) status(s string) {
