@@ -132,16 +132,17 @@ func TestPreStop(t *testing.T) {
 		answer     error
 		block      bool
 		step       time.Duration // fake time the hook takes
+		waiters    int           // fake-clock timers to wait for before stepping
 		wantStop   int64
 		wantExec   bool
 		wantEvents []string
 	}{
 		{name: "exec", hook: exec, grace: 30, wantStop: 30, wantExec: true, wantEvents: []string{"Killing"}},
 		{name: "exec fails", hook: exec, grace: 30, answer: exitErr, wantStop: 30, wantExec: true, wantEvents: []string{"Killing", "FailedPreStopHook"}},
-		{name: "exec outlives the grace period", hook: exec, grace: 5, block: true, step: 5 * time.Second, wantStop: 2, wantExec: true,
+		{name: "exec outlives the grace period", hook: exec, grace: 5, block: true, step: 5 * time.Second, waiters: 1, wantStop: 2, wantExec: true,
 			wantEvents: []string{"Killing", "FailedPreStopHook"}},
-		{name: "sleep within grace", hook: sleep(7), grace: 30, step: 7 * time.Second, wantStop: 23, wantEvents: []string{"Killing"}},
-		{name: "sleep abandoned at grace", hook: sleep(60), grace: 10, step: 10 * time.Second, wantStop: 2, wantEvents: []string{"Killing", "FailedPreStopHook"}},
+		{name: "sleep within grace", hook: sleep(7), grace: 30, step: 7 * time.Second, waiters: 2, wantStop: 23, wantEvents: []string{"Killing"}},
+		{name: "sleep abandoned at grace", hook: sleep(60), grace: 10, step: 10 * time.Second, waiters: 2, wantStop: 2, wantEvents: []string{"Killing", "FailedPreStopHook"}},
 		{name: "orphan's hook from its annotation", hook: exec, orphan: true, grace: 30, wantStop: 30, wantExec: true, wantEvents: []string{"Killing"}},
 		{name: "no hook", grace: 30, wantStop: 30, wantEvents: []string{"Killing"}},
 	}
@@ -173,7 +174,7 @@ func TestPreStop(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- env.m.KillContainer(context.Background(), pod, c, "test", "", nil) }()
 			if tt.step > 0 {
-				waitForWaiter(t, env)
+				waitForWaiters(t, env, tt.waiters)
 				env.clock.Step(tt.step)
 			}
 			if err := <-done; err != nil {
@@ -204,12 +205,13 @@ type stopper interface {
 	StopContainer(ctx context.Context, id string, timeout int64) error
 }
 
-// waitForWaiter yields until the preStop path parked on a fake-clock timer
-// (the grace deadline, and a sleep hook's own).
-func waitForWaiter(t *testing.T, env *criTestEnv) {
+// waitForWaiters yields until the preStop path parked on n fake-clock
+// timers (the grace deadline, and a sleep hook's own): stepping earlier
+// would leave a timer made after the step waiting forever.
+func waitForWaiters(t *testing.T, env *criTestEnv, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !env.clock.HasWaiters() {
+	for env.clock.Waiters() < n {
 		if time.Now().After(deadline) {
 			t.Fatal("the preStop hook never waited on the clock")
 		}
