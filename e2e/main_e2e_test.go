@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 
 // buildBerth builds ./cmd/berth of this module into out.
 func buildBerth(out string) error {
-	args := []string{"build", "-o", out}
+	args := []string{"build", "-tags", "grpcnotrace", "-o", out}
 	if os.Getenv("BERTH_E2E_RACE") == "1" {
 		args = append(args, "-race")
 	}

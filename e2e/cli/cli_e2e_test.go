@@ -53,7 +53,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	if berthBin = os.Getenv("BERTH_E2E_BINARY"); berthBin == "" {
 		berthBin = filepath.Join(tmp, "berth")
-		cmd := exec.Command("go", "build", "-o", berthBin, "./cmd/berth")
+		cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", berthBin, "./cmd/berth")
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e/cli: build berth: %v\n%s", err, out)
