@@ -156,7 +156,7 @@ func TestKillContainerOutcomes(t *testing.T) {
 }
 
 func TestKillPod(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the e2e build shares a test bed with its own goroutines
 	env := newCRITestEnv(t)
 	s1 := fakeSandbox("s1", "uid-1", 0)
 	s0 := fakeSandbox("s0", "uid-1", -time.Hour)
@@ -200,7 +200,7 @@ func TestKillPod(t *testing.T) {
 }
 
 func TestKillPodJoinsErrors(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	env := newCRITestEnv(t)
 	env.setPods(1)
 	ctx := context.Background()
