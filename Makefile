@@ -30,7 +30,9 @@ e2e: build testbed
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./manifest/
 
-test: vet unit fuzz e2e
+# testbed first: some unit tests (test images, packaging) skip without the
+# packages it installs, and a fresh CI machine must not skip them silently.
+test: testbed vet unit fuzz e2e
 
 # The real-containerd test bed (e2e/testbed): `testbed` installs what it
 # needs with apt when missing; `testbed-up` starts a private containerd in
