@@ -436,3 +436,22 @@ func TestAPIProblems(t *testing.T) {
 		t.Errorf("problem = %+v, want %+v", list.Items[0], want)
 	}
 }
+
+func TestAPIMetricsUncompressed(t *testing.T) {
+	b := newAPIBed(t)
+	req, err := http.NewRequest(http.MethodGet, "http://"+b.tcp+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Asking explicitly turns off the transport's transparent decompression,
+	// so the response shows what the server sent.
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" {
+		t.Errorf("/metrics answered with Content-Encoding %q; a local endpoint must not pay for compression", enc)
+	}
+}
