@@ -37,7 +37,7 @@ func (a *Agent) Pods() []*v1.Pod {
 		cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 		pods[i] = &cp
 	}
-	sortPodsByName(pods)
+	manifest.SortPods(pods)
 	return pods
 }
 

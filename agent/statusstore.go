@@ -1,13 +1,14 @@
 package agent
 
 import (
-	"sort"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/manifest"
 )
 
 // statusStore keeps the latest v1.Pod (spec and status) of every pod berth
@@ -81,7 +82,7 @@ func (s *statusStore) list() []*v1.Pod {
 		out = append(out, p)
 	}
 	s.mu.RUnlock()
-	sortPodsByName(out)
+	manifest.SortPods(out)
 	return out
 }
 
@@ -89,19 +90,4 @@ func (s *statusStore) len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.pods)
-}
-
-// sortPodsByName orders pods by namespace, name, then UID, so listings are
-// stable.
-func sortPodsByName(pods []*v1.Pod) {
-	sort.Slice(pods, func(i, j int) bool {
-		a, b := pods[i], pods[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.UID < b.UID
-	})
 }

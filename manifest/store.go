@@ -124,7 +124,7 @@ func (s *Store) Pods() []*v1.Pod {
 		}
 	}
 	s.mu.Unlock()
-	sortPods(out)
+	SortPods(out)
 	return out
 }
 
@@ -187,7 +187,7 @@ func (s *Store) merge(snap Snapshot) {
 		{Op: OpReconcile, Source: src, Pods: reconciles},
 	} {
 		if len(u.Pods) > 0 {
-			sortPods(u.Pods)
+			SortPods(u.Pods)
 			s.pending = append(s.pending, u)
 		}
 	}
@@ -261,7 +261,9 @@ func withoutBookkeeping(in map[string]string) map[string]string {
 	return out
 }
 
-func sortPods(pods []*v1.Pod) {
+// SortPods orders pods by namespace, name, then UID: the order of Pods()
+// and of every listing of pods berth prints, so output is stable.
+func SortPods(pods []*v1.Pod) {
 	sort.Slice(pods, func(i, j int) bool {
 		a, b := pods[i], pods[j]
 		if a.Namespace != b.Namespace {
