@@ -12,14 +12,18 @@ import (
 
 // Pods returns every pod berth knows, with status, sorted by namespace and
 // name: the pods it runs, and the manifests it rejected (as Failed pods whose
-// reason and message say why), so nothing is silently dropped.
+// reason and message say why), so nothing is silently dropped. A pod whose
+// manifest is currently broken (its last good version keeps running) shows
+// it in ConditionManifestValid.
 func (a *Agent) Pods() []*v1.Pod {
 	pods := a.status.list()
+	problems := a.store.Problems()
+	now := a.cfg.Clock.Now()
 	byName := make(map[string]bool, len(pods))
 	for _, p := range pods {
 		byName[fullName(p.Name, p.Namespace)] = true
 	}
-	for _, prob := range a.store.Problems() {
+	for _, prob := range problems {
 		if prob.Name == "" {
 			continue
 		}
@@ -28,13 +32,17 @@ func (a *Agent) Pods() []*v1.Pod {
 			continue
 		}
 		byName[fn] = true
-		pods = append(pods, rejectedPod(prob, a.cfg.NodeName, a.cfg.Clock.Now()))
+		pods = append(pods, rejectedPod(prob, a.cfg.NodeName, now))
 	}
+	ix := indexProblems(problems)
 	for i, p := range pods {
 		// The status store's pods are shared with every reader: never
-		// write into them, set the type on a copy.
+		// write into them, set the type and the condition on a copy.
 		cp := *p
 		cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		if probs := ix.of(p); len(probs) > 0 {
+			cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
+		}
 		pods[i] = &cp
 	}
 	manifest.SortPods(pods)

@@ -213,7 +213,9 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPh
 	return v1.PodPending
 }
 
-// podConditions are the four conditions a kubectl user looks at.
+// podConditions are the four conditions a kubectl user looks at, and
+// berth's ConditionManifestValid, True here: a pod being synced was
+// accepted, and Agent.Pods turns it False while its manifest is broken.
 func podConditions(pod *v1.Pod, st v1.PodStatus, now time.Time) []v1.PodCondition {
 	t := metav1.NewTime(now)
 	cond := func(typ v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
@@ -256,6 +258,7 @@ func podConditions(pod *v1.Pod, st v1.PodStatus, now time.Time) []v1.PodConditio
 		initialized,
 		ready,
 		podReady,
+		manifestCondition(nil, now),
 	}
 }
 

@@ -3,8 +3,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +107,78 @@ func TestBrokenManifest(t *testing.T) {
 			t.Errorf("/pods after a broken edit: %v %v", err, p)
 		}
 	})
+
+	// The broken edit shows on the pod itself, not only in /problems: its
+	// berth.io/ManifestValid condition is False with the file and line,
+	// berth pods says ManifestInvalid and berth describe gives the
+	// message; for a rejected field (the problem names the pod) and a YAML
+	// syntax error (it cannot). Restoring the file clears it, without
+	// touching the running container.
+	t.Run("broken-edit-on-the-pod", func(t *testing.T) {
+		defer b.use(t)()
+		path := b.manifestPath("good.yaml")
+		before := b.waitRuntime(podName("good"), "main", good.UID)
+		for _, edit := range []struct {
+			name, content, reason string
+			line                  int
+		}{
+			{"rejected field", fmt.Sprintf(header, "good") + tests[0].tail, "Invalid", 9},
+			{"YAML syntax error", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: good\nspec:\n  containers:\n  - name: main\n   image: busybox:1.36\n", "DecodeError", 0},
+		} {
+			b.writeManifest("good.yaml", edit.content)
+			c := b.waitManifestValid(podName("good"), v1.ConditionFalse, edit.reason)
+			t.Logf("%s: condition %s %s %q", edit.name, c.Status, c.Reason, c.Message)
+			want := regexp.MustCompile("^" + regexp.QuoteMeta(path) + `:(\d+): `)
+			m := want.FindStringSubmatch(c.Message)
+			if m == nil || (edit.line > 0 && m[1] != strconv.Itoa(edit.line)) {
+				t.Errorf("%s: condition message %q, want %s:%d: ...", edit.name, c.Message, path, edit.line)
+			}
+			out, err := exec.Command(berthBin, "pods", "--socket", b.socket).CombinedOutput()
+			if err != nil || !regexp.MustCompile(`(?m)^`+podName("good")+`\s+1/1\s+ManifestInvalid\s`).Match(out) {
+				t.Errorf("%s: berth pods (%v) does not show good as 1/1 ManifestInvalid:\n%s", edit.name, err, out)
+			}
+			out, err = exec.Command(berthBin, "describe", "good", "--socket", b.socket).CombinedOutput()
+			if err != nil || !regexp.MustCompile(`berth.io/ManifestValid\s+False\s+`+edit.reason+`: `+regexp.QuoteMeta(c.Message)).Match(out) {
+				t.Errorf("%s: berth describe good (%v) does not show the condition with its message:\n%s", edit.name, err, out)
+			}
+		}
+
+		b.writeManifest("good.yaml", podManifest(sleeper("good")))
+		b.waitManifestValid(podName("good"), v1.ConditionTrue, "")
+		out, err := exec.Command(berthBin, "pods", "--socket", b.socket).CombinedOutput()
+		if err != nil || !regexp.MustCompile(`(?m)^`+podName("good")+`\s+1/1\s+Running\s`).Match(out) {
+			t.Errorf("after the fix berth pods (%v) does not show good as 1/1 Running:\n%s", err, out)
+		}
+		now, ok, detail := runtimeState(podName("good"), "main", good.UID)
+		if !ok || now.container.Id != before.container.Id {
+			t.Errorf("the running container changed across broken edits and the fix: %s", detail)
+		}
+	})
+}
+
+// waitManifestValid waits until /pods/default/NAME (over the socket) shows
+// the pod's berth.io/ManifestValid condition with status and reason, and
+// returns the condition.
+func (b *berth) waitManifestValid(name string, status v1.ConditionStatus, reason string) v1.PodCondition {
+	b.t.Helper()
+	var got v1.PodCondition
+	b.waitFor(fmt.Sprintf("pod %s: berth.io/ManifestValid %s %s", name, status, reason), waitTimeout, func() (bool, string) {
+		code, body, err := b.getUnix("/pods/default/" + name)
+		if err != nil || code != 200 {
+			return false, fmt.Sprintf("%d %v %.200s", code, err, body)
+		}
+		var p v1.Pod
+		if err := json.Unmarshal(body, &p); err != nil {
+			return false, err.Error()
+		}
+		c := podCondition(&p, "berth.io/ManifestValid")
+		if c == nil {
+			return false, "no berth.io/ManifestValid condition: " + describePod(&p)
+		}
+		got = *c
+		return c.Status == status && c.Reason == reason, fmt.Sprintf("%s %s %q", c.Status, c.Reason, c.Message)
+	})
+	return got
 }
 
 // manifestProblems sums the berth_manifest_problems gauge of /metrics.

@@ -26,7 +26,7 @@ const ReasonUnreachable = "Unreachable"
 // All fields below the configuration are owned by the goroutine in run.
 type httpSource struct {
 	url      string // as requested
-	origin   Origin // the URL with any password redacted
+	origin   Origin // the URL as printed (RedactURL) and as hashed into UIDs
 	header   http.Header
 	nodeName string
 	maxBytes int64
@@ -50,7 +50,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
 	}
 	return &httpSource{
 		url:      u.String(),
-		origin:   Origin{Source: SourceHTTP, Path: u.Redacted()},
+		origin:   httpOrigin(u),
 		header:   cfg.URLHeader.Clone(),
 		nodeName: cfg.NodeName,
 		maxBytes: cfg.maxBytes(),
@@ -59,7 +59,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
 		client:   client,
 		clock:    cfg.clock(),
 		store:    store,
-		log:      cfg.logger().With("source", SourceHTTP, "url", u.Redacted()),
+		log:      cfg.logger().With("source", SourceHTTP, "url", RedactURL(u.String())),
 	}
 }
 
@@ -178,7 +178,7 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 }
 
 // stripURL drops the URL from a *url.Error: callers name the redacted URL
-// themselves, and the raw one may carry a password.
+// themselves, and the raw one may carry a password or a token.
 func stripURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,7 +32,20 @@ const timeFormatSeen = time.RFC3339Nano
 // Origin says where a manifest came from; it is part of a pod's identity.
 type Origin struct {
 	Source string // SourceFile or SourceHTTP
-	Path   string // file path or URL (with any password redacted)
+	// Path is the file path, or the URL through RedactURL: what berth
+	// prints and puts in berth.io/config.origin.
+	Path string
+	// identity, when set, is what the UID hashes in place of Path. A URL
+	// source sets it to url.URL.Redacted(), what berth hashed before
+	// RedactURL existed: changing it would give every URL pod a new UID,
+	// and so a restart, on upgrade. It keeps the query, so a new ?token=
+	// still means new pods, as it always did; a new password does not.
+	identity string
+}
+
+// httpOrigin is the origin of the manifests served at u.
+func httpOrigin(u *url.URL) Origin {
+	return Origin{Source: SourceHTTP, Path: RedactURL(u.String()), identity: u.Redacted()}
 }
 
 // applyIdentity gives a decoded pod its static-pod identity, as the kubelet
@@ -62,7 +76,11 @@ func applyIdentity(pod *v1.Pod, nodeName string, origin Origin) {
 // decoded pod into 32 hex digits, the shape of the kubelet's config hash.
 func contentUID(pod *v1.Pod, nodeName string, origin Origin) types.UID {
 	h := sha256.New()
-	for _, s := range []string{nodeName, origin.Source, origin.Path} {
+	path := origin.Path
+	if origin.identity != "" {
+		path = origin.identity
+	}
+	for _, s := range []string{nodeName, origin.Source, path} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

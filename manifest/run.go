@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg SourceConfig, store *Store) error {
 	if cfg.URL != "" {
 		u, err := url.Parse(cfg.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("manifest sources: --manifest-url %q must be an http:// or https:// URL", cfg.URL)
+			return fmt.Errorf("manifest sources: --manifest-url %q must be an http:// or https:// URL", RedactURL(cfg.URL))
 		}
 		hs = newHTTPSource(cfg, u, store)
 	}

@@ -93,7 +93,10 @@ func fixturePods() []v1.Pod {
 	web.Status.QOSClass = v1.PodQOSBurstable
 	web.Status.PodIP = "192.0.2.10"
 	web.Status.PodIPs = []v1.PodIP{{IP: "192.0.2.10"}}
-	web.Status.Conditions = fixConditions(true, true)
+	// The daemon's /problems below says web.yaml's last edit is broken:
+	// the pod runs its last good version and says so.
+	web.Status.Conditions = append(fixConditions(true, true), v1.PodCondition{Type: conditionManifestValid, Status: v1.ConditionFalse, Reason: "Invalid",
+		Message: "/etc/kubernetes/manifests/web.yaml:14: spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535"})
 	web.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "httpd", Ready: true, ContainerID: "containerd://aaa1", Image: "docker.io/library/busybox:1.36", ImageID: "sha256:b1", State: runningState(2 * time.Second)}}
 
 	crash := fixturePod("crash", "default", "app")

@@ -85,7 +85,7 @@ func TestPodStatusColumn(t *testing.T) {
 		"job-node1":       {"Completed", 0, 0},
 		"pull-node1":      {"ImagePullBackOff", 0, 0},
 		"sidecar-node1":   {"NotReady", 1, 0},
-		"web-node1":       {"Running", 1, 0},
+		"web-node1":       {"ManifestInvalid", 1, 0},
 		"web2-node1":      {"WaitingForPreviousPod", 0, 0},
 		"etcd-node1":      {"Terminating", 0, 0},
 	}
@@ -129,6 +129,27 @@ func TestPodStatusColumn(t *testing.T) {
 			Status: v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a",
 				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}}}, "Error 0/1"},
 	}
+	// A broken manifest replaces only the words that say all is well.
+	brokenManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionFalse, Reason: "DecodeError", Message: "web.yaml:3: invalid YAML"}}
+	validManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionTrue}}
+	oneApp := v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}
+	extra = append(extra, []struct {
+		name string
+		pod  v1.Pod
+		want string
+	}{
+		{"running, manifest broken", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "ManifestInvalid 1/1"},
+		{"running, manifest valid", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: validManifest,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "Running 1/1"},
+		{"completed, manifest broken", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodSucceeded, Conditions: brokenManifest,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: terminatedState(0, "Completed", "a", 0, time.Second)}}}}, "ManifestInvalid 0/1"},
+		{"crash loop keeps its word", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: waitingState("CrashLoopBackOff", "")}}}}, "CrashLoopBackOff 0/1"},
+		{"terminating wins", v1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptrTime(fixAt(0))}, Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "Terminating 1/1"},
+		{"refused manifest keeps its reason", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodFailed, Reason: "Invalid", Conditions: brokenManifest}}, "Invalid 0/1"},
+	}...)
 	for _, tt := range extra {
 		s := summarize(&tt.pod)
 		if got := fmt.Sprintf("%s %d/%d", s.status, s.ready, s.total); got != tt.want {

@@ -144,6 +144,17 @@ func describePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
 		d.header(0, "Conditions")
 		d.line(1, "", "Type\tStatus")
 		for _, c := range st.Conditions {
+			// kubectl prints type and status only; berth adds why a
+			// condition is False when it says, so a broken manifest's
+			// file:line shows on the pod.
+			if c.Status == v1.ConditionFalse && c.Message != "" {
+				why := c.Message
+				if c.Reason != "" {
+					why = c.Reason + ": " + why
+				}
+				d.line(1, "", fmt.Sprintf("%s\t%s\t%s", c.Type, c.Status, why))
+				continue
+			}
 			d.line(1, "", fmt.Sprintf("%s\t%s", c.Type, c.Status))
 		}
 	}

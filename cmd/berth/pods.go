@@ -199,10 +199,12 @@ type podSummary struct {
 // summarize computes READY, STATUS and RESTARTS exactly as kubectl's pod
 // printer does (printPod), so an operator reads the same words:
 // Init:1/2, Init:CrashLoopBackOff, CrashLoopBackOff, ImagePullBackOff,
-// ContainerCreating, Completed, Error, NotReady, Terminating. One berth
-// rule comes first: a pod none of whose containers ever ran shows its
+// ContainerCreating, Completed, Error, NotReady, Terminating. Two berth
+// rules come on top: a pod none of whose containers ever ran shows its
 // pod-level reason (Invalid, DecodeError, WaitingForPreviousPod, OutOfpods)
-// instead of the ContainerCreating its container statuses would suggest.
+// instead of the ContainerCreating its container statuses would suggest,
+// and a pod that would show Running or Completed while its manifest is
+// broken shows ManifestInvalid.
 func summarize(pod *v1.Pod) podSummary {
 	s := podSummary{total: len(pod.Spec.Containers)}
 	var lastRestart, sidecarLastRestart time.Time
@@ -293,10 +295,37 @@ func summarize(pod *v1.Pod) podSummary {
 	if pod.Status.Reason != "" && !anyContainerRan(pod) {
 		s.status = pod.Status.Reason
 	}
+	if manifestInvalid(pod) && (s.status == string(v1.PodRunning) || s.status == "Completed" || s.status == string(v1.PodSucceeded)) {
+		s.status = statusManifestInvalid
+	}
 	if pod.DeletionTimestamp != nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
 		s.status = "Terminating"
 	}
 	return s
+}
+
+// conditionManifestValid is the daemon's agent.ConditionManifestValid: False
+// while the pod's manifest is broken and its last good version runs.
+const conditionManifestValid v1.PodConditionType = "berth.io/ManifestValid"
+
+// statusManifestInvalid is the STATUS of a pod that runs fine on its last
+// good version while its manifest is broken. kubectl shows one CamelCase
+// word, the most pressing thing about the pod; a broken edit that did not
+// take effect is more pressing than "Running" (which would suggest the edit
+// worked), and less than what a container says is wrong (CrashLoopBackOff,
+// Error, Init:...), which keeps its word, as does Terminating. READY and
+// RESTARTS stay what they are; `berth describe` gives the file:line.
+const statusManifestInvalid = "ManifestInvalid"
+
+// manifestInvalid reports berth.io/ManifestValid False. A pod refused
+// outright carries it too, but shows its own reason (Invalid...) already.
+func manifestInvalid(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == conditionManifestValid {
+			return c.Status == v1.ConditionFalse
+		}
+	}
+	return false
 }
 
 func isSidecar(c *v1.Container) bool {

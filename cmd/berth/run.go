@@ -64,7 +64,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		hostIP = firstGlobalIP()
 	}
 	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
-		"manifests", s.PodManifestPath, "url", s.ManifestURL, "runtime", s.ContainerRuntimeEndpoint)
+		"manifests", s.PodManifestPath, "url", manifest.RedactURL(s.ManifestURL), "runtime", s.ContainerRuntimeEndpoint)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

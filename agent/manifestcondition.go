@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/manifest"
+)
+
+// ConditionManifestValid says whether the manifest a pod comes from is
+// currently valid. It is False, with the problem's reason and its
+// FILE:LINE: FIELD: MESSAGE, while a broken edit keeps the pod on its last
+// good version, so /pods (what monitoring reads) shows what /problems knows.
+//
+// Every pod carries it, True when the manifest is fine: Kubernetes API
+// conventions want a condition present with an explicit status rather than
+// absent, so a reader can tell "valid" from "berth does not say" (an older
+// berth) and alert on status != True alone, as on Ready.
+const ConditionManifestValid v1.PodConditionType = "berth.io/ManifestValid"
+
+// problemIndex finds the manifest problems that concern a pod: the ones
+// naming it, and the ones of its file or URL that could not name any pod
+// (a syntax error, an emptied or unreadable file).
+type problemIndex struct {
+	named   map[string][]manifest.Problem // origin + "\x00" + full name
+	unnamed map[string][]manifest.Problem // origin
+}
+
+// indexProblems builds the index once per listing, so mapping N pods costs
+// N lookups, not N scans of every problem.
+func indexProblems(problems []manifest.Problem) problemIndex {
+	ix := problemIndex{named: map[string][]manifest.Problem{}, unnamed: map[string][]manifest.Problem{}}
+	for _, p := range problems {
+		// An unreachable URL says nothing about the manifest: the pods it
+		// served before run as they were, and /problems reports the outage.
+		if p.Reason == manifest.ReasonUnreachable {
+			continue
+		}
+		if p.Name == "" {
+			ix.unnamed[p.Origin] = append(ix.unnamed[p.Origin], p)
+			continue
+		}
+		key := p.Origin + "\x00" + fullName(p.Name, p.Namespace)
+		ix.named[key] = append(ix.named[key], p)
+	}
+	return ix
+}
+
+// of returns the problems of pod's manifest. A problem naming the pod must
+// come from the pod's own file or URL: another file defining the same name
+// is refused as a duplicate, which is that file's problem, not this pod's.
+func (ix problemIndex) of(pod *v1.Pod) []manifest.Problem {
+	origin := pod.Annotations[manifest.AnnotationOrigin]
+	named := ix.named[origin+"\x00"+fullName(pod.Name, pod.Namespace)]
+	unnamed := ix.unnamed[origin]
+	if len(unnamed) == 0 {
+		return named
+	}
+	// Both come from the pod's one origin: keep them in line order, as
+	// /problems lists them.
+	all := append(append([]manifest.Problem(nil), named...), unnamed...)
+	slices.SortStableFunc(all, func(a, b manifest.Problem) int { return a.Line - b.Line })
+	return all
+}
+
+// manifestCondition renders a pod's manifest problems as its
+// ConditionManifestValid: the first problem's reason (problems come ordered
+// by file and line), and every problem as FILE:LINE: FIELD: MESSAGE.
+func manifestCondition(problems []manifest.Problem, now time.Time) v1.PodCondition {
+	c := v1.PodCondition{Type: ConditionManifestValid, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}
+	if len(problems) == 0 {
+		return c
+	}
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.Error()
+	}
+	c.Status, c.Reason, c.Message = v1.ConditionFalse, problems[0].Reason, strings.Join(msgs, "; ")
+	return c
+}
+
+// setCondition returns conds with c in place of the condition of its type,
+// or appended. It never writes into conds: the status store's pods are
+// shared with every reader.
+func setCondition(conds []v1.PodCondition, c v1.PodCondition) []v1.PodCondition {
+	out := make([]v1.PodCondition, 0, len(conds)+1)
+	replaced := false
+	for _, old := range conds {
+		if old.Type == c.Type {
+			old, replaced = c, true
+		}
+		out = append(out, old)
+	}
+	if !replaced {
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
+)
+
+const goodWeb = `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers:
+  - name: app
+    image: busybox:1.36
+`
+
+// TestPodsManifestValidCondition checks that a running pod whose manifest
+// is broken says so on the pod itself, and only that pod.
+func TestPodsManifestValidCondition(t *testing.T) {
+	file := func(path, yaml string) []manifest.Problem {
+		return manifest.Parse([]byte(yaml), manifest.Origin{Source: manifest.SourceFile, Path: path}, testNode).Problems
+	}
+	invalidEdit := file("/m/web.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers:
+  - name: app
+    image: ""
+`)
+	syntaxError := file("/m/web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web\n")
+	duplicate := []manifest.Problem{{Source: manifest.SourceFile, Origin: "/m/other.yaml", Line: 3, Field: "metadata.name",
+		Reason: manifest.ReasonDuplicateName, Message: "already defined", Name: "web-node1", Namespace: "default"}}
+	unreachable := []manifest.Problem{{Source: manifest.SourceFile, Origin: "/m/web.yaml", Reason: manifest.ReasonUnreachable, Message: "down"}}
+	if len(invalidEdit) != 1 || invalidEdit[0].Name != "web-node1" || len(syntaxError) != 1 || syntaxError[0].Name != "" {
+		t.Fatalf("fixtures: invalid edit %+v, syntax error %+v", invalidEdit, syntaxError)
+	}
+	tests := []struct {
+		name     string
+		problems []manifest.Problem
+		status   v1.ConditionStatus
+		reason   string
+		message  string
+	}{
+		{"valid manifest", nil, v1.ConditionTrue, "", ""},
+		{"invalid edit naming the pod", invalidEdit, v1.ConditionFalse, manifest.ReasonInvalid,
+			"/m/web.yaml:7: spec.containers[0].image: Required value: every container needs an image (the last good version of this pod keeps running)"},
+		{"syntax error of its file", syntaxError, v1.ConditionFalse, manifest.ReasonDecodeError, syntaxError[0].Error()},
+		{"both, in file order", append(append([]manifest.Problem(nil), syntaxError...), invalidEdit...), v1.ConditionFalse, manifest.ReasonDecodeError,
+			syntaxError[0].Error() + "; /m/web.yaml:7: spec.containers[0].image: Required value: every container needs an image (the last good version of this pod keeps running)"},
+		{"another file defining the same name", duplicate, v1.ConditionTrue, "", ""},
+		{"unreachable source", unreachable, v1.ConditionTrue, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(apiT0)
+			store := manifest.NewStoreWithClock(clk, manifest.SourceFile)
+			web := pod(t, "/m/web.yaml", goodWeb)
+			other := pod(t, "/m/other.yaml", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}}`)
+			// Problems as keepLastGood leaves them, with the suffix the
+			// source adds for a pod it keeps.
+			probs := append([]manifest.Problem(nil), tt.problems...)
+			for i := range probs {
+				if probs[i].Reason == manifest.ReasonInvalid {
+					probs[i].Message += " (the last good version of this pod keeps running)"
+				}
+			}
+			if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
+				t.Fatal(err)
+			}
+			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: testNode}, store, nil)
+			running := &cri.PodStatus{Containers: []*cri.ContainerStatus{{ID: "c1", Name: "app", State: cri.ContainerStateRunning, StartedAt: apiT0}}}
+			for _, p := range []*v1.Pod{web, other} {
+				running.UID = p.UID
+				a.status.set(p, buildPodStatus(statusInput{pod: p, runtime: running, now: apiT0}))
+			}
+			before := a.status.get(web.UID).Status.Conditions
+
+			got := a.Pod("default", "web-node1")
+			if got == nil || got.Status.Phase != v1.PodRunning {
+				t.Fatalf("web pod = %+v, want it running", got)
+			}
+			c := condition(got, ConditionManifestValid)
+			if c == nil || c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.message {
+				t.Errorf("condition = %+v, want status %s reason %q message %q", c, tt.status, tt.reason, tt.message)
+			}
+			if c := condition(a.Pod("default", "other-node1"), ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue {
+				t.Errorf("the other file's pod: condition = %+v, want True", c)
+			}
+			if after := a.status.get(web.UID).Status.Conditions; len(after) != len(before) || after[len(after)-1] != before[len(before)-1] {
+				t.Errorf("Pods wrote into the status store's pod: %+v, was %+v", after, before)
+			}
+
+			// Fixing the file (here: the problems go) clears it at once.
+			if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
+				t.Fatal(err)
+			}
+			if c := condition(a.Pod("default", "web-node1"), ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {
+				t.Errorf("after the fix: condition = %+v, want True", c)
+			}
+		})
+	}
+}
+
+// TestPodsRefusedManifestConditionFalse checks that a manifest refused
+// before it ever ran carries the condition False as well.
+func TestPodsRefusedManifestConditionFalse(t *testing.T) {
+	b := newAPIBed(t)
+	c := condition(b.agent.Pod("default", "bad-node1"), ConditionManifestValid)
+	if c == nil || c.Status != v1.ConditionFalse || c.Reason != manifest.ReasonInvalid ||
+		c.Message != "/etc/kubernetes/manifests/bad.yaml:7: spec.containers[0].image: Required value" {
+		t.Errorf("refused pod: condition = %+v", c)
+	}
+}
+
+func condition(p *v1.Pod, typ v1.PodConditionType) *v1.PodCondition {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
