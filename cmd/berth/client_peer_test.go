@@ -76,4 +76,3 @@ func TestListenPodsSetting(t *testing.T) {
 		t.Errorf("default --listen-pods = %q %v, want none", s.ListenPods, err)
 	}
 }
-
