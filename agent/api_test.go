@@ -38,7 +38,7 @@ type apiBed struct {
 	unix    *http.Client
 }
 
-func newAPIBed(t *testing.T, configure ...func(*API)) *apiBed {
+func newAPIBed(t testing.TB, configure ...func(*API)) *apiBed {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(apiT0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
