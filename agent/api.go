@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,13 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-agent/berth/manifest"
 )
@@ -23,23 +21,61 @@ import (
 // API serves berth's local HTTP API on a loopback TCP address and on a unix
 // socket: health, readiness, metrics, the pods with their status and events,
 // and (on the socket only) container logs.
+//
+// Everything that can be asked of it is bounded: connections per listener,
+// concurrent log streams, concurrent /pods answers, request sizes and the
+// time a request may take to arrive or its answer to leave.
 type API struct {
 	// PodLogsDir is the root of the CRI log layout the runtime manager
 	// writes (--pod-logs-dir); set it before Serve.
 	PodLogsDir string
+	// ListenPods is what pod data the TCP address serves (--listen-pods);
+	// set it before Serve. The zero value serves none.
+	ListenPods Exposure
 
 	agent *Agent
 	store *manifest.Store
 	log   *slog.Logger
 	srv   *http.Server
 
+	// Limits; NewAPI sets them, tests lower them before Listen.
+	maxConns   int           // per listener
+	connGrace  time.Duration // a connection silent this long may be evicted
+	exposure   Exposure      // ListenPods as Serve saw it
+	listenAddr string        // --listen as given, for the Host check
+	logStreams chan struct{} // one token per log request being served
+	podsBuilds chan struct{} // one token per /pods answer being built
+	writeGrace time.Duration // how long a log stream may block on a client
+
 	listeners []net.Listener
 	socket    string // removed on exit
 }
 
+// Limits of the API. A connection costs a descriptor and a goroutine or
+// two; a log stream also an open file and a read buffer; a /pods answer a
+// copy of every pod. The TCP port and the socket each get maxAPIConns, so
+// whoever fills the TCP port (any local user) does not keep root's CLI
+// out, and berth keeps thousands of descriptors for its own work.
+const (
+	maxAPIConns     = 64
+	maxLogStreams   = 32
+	maxPodsBuilds   = 2
+	apiConnGrace    = time.Second
+	apiReadTimeout  = 10 * time.Second
+	apiWriteTimeout = 30 * time.Second
+	apiIdleTimeout  = 30 * time.Second
+)
+
 // NewAPI builds the API over a running agent.
 func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog.Logger) *API {
-	api := &API{PodLogsDir: "/var/log/pods", agent: a, store: store, log: log}
+	api := &API{
+		PodLogsDir: "/var/log/pods", agent: a, store: store, log: log,
+		maxConns:   maxAPIConns,
+		connGrace:  apiConnGrace,
+		logStreams: make(chan struct{}, maxLogStreams),
+		podsBuilds: make(chan struct{}, maxPodsBuilds),
+		writeGrace: apiWriteTimeout,
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.healthz)
 	mux.HandleFunc("GET /readyz", api.readyz)
@@ -48,42 +84,46 @@ func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog
 		// writer (about a megabyte) per scrape.
 		DisableCompression: true,
 	}))
-	mux.HandleFunc("GET /pods", api.pods)
-	mux.HandleFunc("GET /pods/{namespace}/{name}", api.pod)
-	mux.HandleFunc("GET /pods/{namespace}/{name}/events", api.podEvents)
+	mux.HandleFunc("GET /pods", api.exposed(ExposeRedacted, api.pods))
+	mux.HandleFunc("GET /pods/{namespace}/{name}", api.exposed(ExposeRedacted, api.pod))
+	mux.HandleFunc("GET /pods/{namespace}/{name}/events", api.exposed(ExposeFull, api.podEvents))
 	mux.HandleFunc("GET /pods/{namespace}/{name}/log", api.podLog)
-	mux.HandleFunc("GET /problems", api.problems)
-	api.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	mux.HandleFunc("GET /problems", api.exposed(ExposeFull, api.problems))
+	api.srv = &http.Server{
+		Handler:           api.guard(mux),
+		ReadHeaderTimeout: 5 * time.Second,
+		// Log streams lift these for themselves (podLog).
+		ReadTimeout:    apiReadTimeout,
+		WriteTimeout:   apiWriteTimeout,
+		IdleTimeout:    apiIdleTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ConnState:      trackConnState,
+	}
 	return api
 }
 
-// Listen opens the TCP address and the unix socket ("" skips either). The
-// socket's directory is created, a stale socket from a crashed run is
-// replaced, and the socket is made mode 0660.
+// Listen opens the TCP address and the unix socket ("" skips either), each
+// capped at maxConns connections. The socket is created as listenUnix
+// says; a stale one from a crashed run is replaced.
 func (api *API) Listen(addr, socket string) error {
+	clk := api.agent.cfg.Clock
 	if addr != "" {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", addr, err)
 		}
-		api.listeners = append(api.listeners, l)
+		api.listeners = append(api.listeners, newLimitListener(l, api.maxConns, api.connGrace, clk))
+		api.listenAddr = addr
 	}
 	if socket != "" {
-		if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-			return fmt.Errorf("socket directory: %w", err)
-		}
-		if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove stale socket %s: %w", socket, err)
-		}
-		l, err := net.Listen("unix", socket)
+		l, err := listenUnix(socket)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", socket, err)
+			for _, l := range api.listeners {
+				l.Close()
+			}
+			return err
 		}
-		if err := os.Chmod(socket, 0o660); err != nil {
-			l.Close()
-			return fmt.Errorf("chmod %s: %w", socket, err)
-		}
-		api.listeners = append(api.listeners, l)
+		api.listeners = append(api.listeners, newLimitListener(l, api.maxConns, api.connGrace, clk))
 		api.socket = socket
 	}
 	return nil
@@ -92,6 +132,10 @@ func (api *API) Listen(addr, socket string) error {
 // Serve answers on every listener until ctx ends, then closes them and
 // removes the socket.
 func (api *API) Serve(ctx context.Context) error {
+	api.exposure = api.ListenPods
+	if api.exposure == "" {
+		api.exposure = ExposeNone
+	}
 	errc := make(chan error, len(api.listeners))
 	for _, l := range api.listeners {
 		go func() { errc <- api.srv.Serve(l) }()
@@ -129,12 +173,36 @@ func (api *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprint(w, "ok")
 }
 
-func (api *API) pods(w http.ResponseWriter, _ *http.Request) {
-	list := v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
-	for _, p := range api.agent.Pods() {
-		list.Items = append(list.Items, *p)
+// pods streams the PodList item by item, so an answer costs one encoded
+// pod at a time rather than the whole body, and at most maxPodsBuilds
+// answers are built at once (each holds a copy of the pod list): with
+// 10,000 pods, concurrent requests queue instead of multiplying berth's
+// memory.
+func (api *API) pods(w http.ResponseWriter, r *http.Request) {
+	select {
+	case api.podsBuilds <- struct{}{}:
+		defer func() { <-api.podsBuilds }()
+	case <-r.Context().Done():
+		return
 	}
-	writeJSON(w, list)
+	redact := overTCP(r) && api.exposure == ExposeRedacted
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[`)
+	enc := json.NewEncoder(bw)
+	for i, p := range api.agent.Pods() {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if redact {
+			p = redactPod(p)
+		}
+		if err := enc.Encode(p); err != nil {
+			return
+		}
+	}
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 func (api *API) pod(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +210,9 @@ func (api *API) pod(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", r.PathValue("namespace"), r.PathValue("name")), http.StatusNotFound)
 		return
+	}
+	if overTCP(r) && api.exposure == ExposeRedacted {
+		p = redactPod(p)
 	}
 	writeJSON(w, p)
 }

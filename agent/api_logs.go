@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -70,6 +71,14 @@ func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "container logs are served on berth's unix socket only (--socket); use `berth logs`", http.StatusForbidden)
 		return
 	}
+	select {
+	case api.logStreams <- struct{}{}:
+		defer func() { <-api.logStreams }()
+	default:
+		http.Error(w, fmt.Sprintf("too many container logs are being served (%d at once): close some (berth logs -f) and retry", cap(api.logStreams)),
+			http.StatusTooManyRequests)
+		return
+	}
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	opts, err := parseLogOptions(r)
 	if err != nil {
@@ -99,7 +108,16 @@ func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	uid := pod.UID
-	err = podlogs.Copy(r.Context(), path, w, podlogs.Options{
+	// The server's read and write timeouts would cut a stream that lasts
+	// longer than them. The read side only watches for the client going
+	// away, so it needs none; the write side gets writeGrace per write, so
+	// a client that stops reading is still dropped.
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Time{}); err != nil {
+		api.log.Warn("serving container log: clear read deadline", "pod", name, "namespace", ns, "err", err)
+	}
+	out := &deadlineWriter{w: w, rc: rc, grace: api.writeGrace}
+	err = podlogs.Copy(r.Context(), path, out, podlogs.Options{
 		TailLines:  opts.tailLines,
 		Timestamps: opts.timestamps,
 		Follow:     opts.follow,
@@ -110,6 +128,30 @@ func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil && r.Context().Err() == nil {
 		api.log.Warn("serving container log", "pod", name, "namespace", ns, "path", path, "err", err)
+	}
+}
+
+// deadlineWriter pushes the connection's write deadline forward before each
+// write to a log stream, so a stream may last as long as its container
+// runs while each write still fails on a client that stopped reading.
+type deadlineWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	grace time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if err := d.rc.SetWriteDeadline(time.Now().Add(d.grace)); err != nil {
+		return 0, fmt.Errorf("extend write deadline: %w", err)
+	}
+	return d.w.Write(p)
+}
+
+// Flush is what podlogs.Copy calls after each batch, so the follower sees
+// it at once.
+func (d *deadlineWriter) Flush() {
+	if err := d.rc.SetWriteDeadline(time.Now().Add(d.grace)); err == nil {
+		_ = d.rc.Flush()
 	}
 }
 

@@ -29,6 +29,7 @@ var apiT0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 // apiBed is an API over an agent whose status store the test fills, served
 // on a real unix socket and a loopback TCP port.
 type apiBed struct {
+	api     *API
 	agent   *Agent
 	clock   *clocktesting.FakeClock
 	logsDir string
@@ -37,7 +38,7 @@ type apiBed struct {
 	unix    *http.Client
 }
 
-func newAPIBed(t *testing.T) *apiBed {
+func newAPIBed(t testing.TB, configure ...func(*API)) *apiBed {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(apiT0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -54,6 +55,10 @@ func newAPIBed(t *testing.T) *apiBed {
 	api := NewAPI(a, store, reg, log)
 	b := &apiBed{agent: a, clock: clk, logsDir: t.TempDir(), socket: filepath.Join(t.TempDir(), "run", "berth.sock")}
 	api.PodLogsDir = b.logsDir
+	b.api = api
+	for _, f := range configure {
+		f(api)
+	}
 	if err := api.Listen("127.0.0.1:0", b.socket); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +152,7 @@ func TestAPIPods(t *testing.T) {
 	pod, st := webPod()
 	b.agent.status.set(pod, st)
 
-	code, body := b.get(t, "/pods", true)
+	code, body := b.get(t, "/pods", false)
 	if code != http.StatusOK {
 		t.Fatalf("/pods: %d %s", code, body)
 	}
@@ -191,7 +196,7 @@ func TestAPIEvents(t *testing.T) {
 	ev.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, "BackOff", "Back-off restarting failed container web")
 	ev.Event("other", "x", "default", cri.EventNormal, "Started", "not this pod's")
 
-	code, body := b.get(t, "/pods/default/web-node1/events", true)
+	code, body := b.get(t, "/pods/default/web-node1/events", false)
 	if code != http.StatusOK {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -424,7 +429,7 @@ func TestAPISocket(t *testing.T) {
 
 func TestAPIProblems(t *testing.T) {
 	b := newAPIBed(t)
-	code, body := b.get(t, "/problems", true)
+	code, body := b.get(t, "/problems", false)
 	var list problemList
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list.Items) != 1 {
 		t.Fatalf("/problems: %d %s", code, body)

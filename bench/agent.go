@@ -16,7 +16,7 @@ import (
 // with the same placeholders.
 const DefaultTemplate = "{bin} run --pod-manifest-path {manifests} --manifest-url={url} --http-check-frequency {http_check}" +
 	" --container-runtime-endpoint {endpoint} --root-dir {root} --pod-logs-dir {logs}" +
-	" --listen {listen} --socket {socket} --hostname-override {node}"
+	" --listen {listen} --listen-pods full --socket {socket} --hostname-override {node}"
 
 // Placeholders documents what a template may use; the -agent flag's help
 // prints it.

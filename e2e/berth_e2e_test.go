@@ -359,9 +359,15 @@ func podName(name string) string { return name + "-" + nodeName }
 
 // --- local API ---
 
-// get fetches path from the TCP listener and returns status and body.
+// get fetches path and returns status and body: health, readiness and
+// metrics from the TCP listener, pod data over the unix socket, where
+// berth serves it by default (--listen-pods=none).
 func (b *berth) get(path string) (int, []byte, error) {
-	return getFrom(b.http, "http://"+b.addr+path)
+	switch path {
+	case "/healthz", "/readyz", "/metrics":
+		return getFrom(b.http, "http://"+b.addr+path)
+	}
+	return b.getUnix(path)
 }
 
 // getUnix fetches path over the unix socket.

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if target := os.Getenv(attackerEnv); target != "" {
+		addr, socket, _ := strings.Cut(target, " ")
+		os.Exit(attack(addr, socket))
+	}
 	os.Exit(run(m))
 }
 

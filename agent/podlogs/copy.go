@@ -31,10 +31,18 @@ type Options struct {
 	Poll time.Duration
 }
 
+// maxLine bounds what Copy holds of one line: a partial record's pieces
+// are joined up to it (per stream), and a line in the file is read in
+// slices of it. Beyond it, a line's pieces are written as they come
+// instead, so a container writing megabytes without a newline costs a
+// follower no more than this.
+const maxLine = 64 << 10
+
 // Copy writes the log file at path to w as plain lines: partial records
-// joined, malformed lines passed through unchanged so nothing is lost.
-// After each batch it flushes w when w can (an http.ResponseWriter), so a
-// follower sees lines as they come.
+// joined (up to maxLine; longer lines are streamed through, see
+// lineWriter), malformed lines passed through unchanged so nothing is
+// lost. After each batch it flushes w when w can (an http.ResponseWriter),
+// so a follower sees lines as they come.
 func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -59,25 +67,73 @@ func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 		poll = 100 * time.Millisecond
 	}
 	out := &lineWriter{dst: w, w: bufio.NewWriter(w), timestamps: opts.Timestamps}
-	br := bufio.NewReaderSize(f, 64<<10)
-	var pending []byte // the start of a line whose newline is not written yet
+	br := bufio.NewReaderSize(f, maxLine)
+	// pending is the start of a line whose newline is not in the file yet
+	// (the runtime is writing it), at most maxLine bytes.
+	pending := make([]byte, 0, 512)
+	// A line longer than maxLine is read in slices, each handed on as it
+	// comes: as pieces of its record when it starts like one (cont), else
+	// raw.
+	overlong := false
+	var cont *Entry
+	piece := func(b []byte, end bool) error {
+		if cont == nil {
+			return out.raw(b, end)
+		}
+		e := *cont
+		e.Message, e.Partial = b, !end || cont.Partial
+		return out.entry(e)
+	}
 	draining := false  // Done said so: read to the end once more, then stop
 	switching := false // the file was rotated: read the old one once more
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if len(pending) > 0 {
-				line = append(pending, line...)
-				pending = nil
+		chunk, rerr := br.ReadSlice('\n')
+		data := chunk
+		if len(pending) > 0 {
+			// Bounded: pending holds at most maxLine, chunk too.
+			pending = append(pending, chunk...)
+			data = pending
+		}
+		var werr error
+		keep := false
+		switch {
+		case rerr == nil && overlong:
+			overlong = false
+			werr = piece(data[:len(data)-1], true)
+		case rerr == nil:
+			werr = out.record(data[:len(data)-1])
+		case overlong:
+			werr = piece(data, false)
+		case errors.Is(rerr, bufio.ErrBufferFull) || len(data) > maxLine:
+			overlong, cont = true, nil
+			if e, err := ParseLine(data); err == nil {
+				cont = &Entry{Time: e.Time, Stream: e.Stream, Partial: e.Partial}
+				e.Partial = true
+				werr = out.entry(e)
+			} else {
+				werr = out.raw(data, false)
 			}
-			if err := out.record(line[:len(line)-1]); err != nil {
-				return err
+		default:
+			// The end of the file, inside a line the runtime is still
+			// writing: keep it for the next read.
+			keep = true
+			if len(pending) == 0 {
+				pending = append(pending, data...)
 			}
+		}
+		if werr != nil {
+			return werr
+		}
+		if !keep {
+			pending = pending[:0]
+		}
+		if rerr == nil || errors.Is(rerr, bufio.ErrBufferFull) {
 			continue
 		}
-		pending = append(pending, line...)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read %s: %w", path, err)
+		if !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("read %s: %w", path, rerr)
 		}
 		if !opts.Follow || draining {
 			if len(pending) > 0 {
@@ -112,10 +168,11 @@ func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 			}
 			switching = true
 		}
+		timer.Reset(poll)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(poll):
+		case <-timer.C:
 		}
 	}
 }
@@ -132,7 +189,11 @@ func rotated(f *os.File, path string) bool {
 }
 
 // lineWriter turns records into output lines, joining each stream's partial
-// records until its full one arrives.
+// records until its full one arrives. A stream's pieces beyond maxLine are
+// not held: what was joined is written, and the rest of that line follows
+// as it comes. Should the other stream (or a malformed line) come in
+// between, the streamed line is ended there and its rest starts a new
+// output line: the output is split, nothing is lost, memory stays bounded.
 type lineWriter struct {
 	dst        io.Writer
 	w          *bufio.Writer
@@ -140,42 +201,110 @@ type lineWriter struct {
 	// partial holds, per stream, the joined messages waiting for their F
 	// record and the time of the first piece.
 	partial map[string]*partialLine
+	// open is the stream whose line is started but not ended in the
+	// output ("raw" for an over-long malformed line), or "".
+	open string
 }
 
 type partialLine struct {
 	t   time.Time
 	msg []byte
+	// streaming: the line outgrew maxLine and its pieces are written
+	// as they come.
+	streaming bool
 }
 
 func (l *lineWriter) record(line []byte) error {
 	e, err := ParseLine(line)
 	if err != nil {
-		l.w.Write(line)
-		return l.w.WriteByte('\n')
+		return l.raw(line, true)
 	}
-	if p := l.partial[e.Stream]; p != nil {
+	return l.entry(e)
+}
+
+// entry writes or holds one record (or piece of an over-long one).
+func (l *lineWriter) entry(e Entry) error {
+	p := l.partial[e.Stream]
+	if p == nil {
+		if !e.Partial {
+			l.closeOpen()
+			return l.write(e.Time, e.Message)
+		}
+		if l.partial == nil {
+			l.partial = map[string]*partialLine{}
+		}
+		p = &partialLine{}
+		l.partial[e.Stream] = p
+	}
+	switch {
+	case p.streaming:
+		if l.open != e.Stream {
+			l.closeOpen()
+			l.begin(e.Time)
+			l.open = e.Stream
+		}
+		l.w.Write(e.Message)
+	case len(p.msg)+len(e.Message) <= maxLine:
+		if len(p.msg) == 0 {
+			p.t = e.Time
+		}
 		p.msg = append(p.msg, e.Message...)
 		if e.Partial {
 			return nil
 		}
-		delete(l.partial, e.Stream)
-		return l.write(p.t, p.msg)
+		l.closeOpen()
+		err := l.write(p.t, p.msg)
+		p.msg = p.msg[:0]
+		return err
+	default:
+		l.closeOpen()
+		l.begin(p.t)
+		l.w.Write(p.msg)
+		l.w.Write(e.Message)
+		p.msg, p.streaming = nil, true
+		l.open = e.Stream
 	}
 	if e.Partial {
-		if l.partial == nil {
-			l.partial = map[string]*partialLine{}
-		}
-		l.partial[e.Stream] = &partialLine{t: e.Time, msg: append([]byte(nil), e.Message...)}
 		return nil
 	}
-	return l.write(e.Time, e.Message)
+	p.streaming = false
+	l.open = ""
+	return l.w.WriteByte('\n')
 }
 
-func (l *lineWriter) write(t time.Time, msg []byte) error {
+// raw writes bytes that are not a CRI record as they are; end says they
+// end their line.
+func (l *lineWriter) raw(b []byte, end bool) error {
+	if l.open != "raw" {
+		l.closeOpen()
+	}
+	l.w.Write(b)
+	if !end {
+		l.open = "raw"
+		return nil
+	}
+	l.open = ""
+	return l.w.WriteByte('\n')
+}
+
+// begin starts an output line.
+func (l *lineWriter) begin(t time.Time) {
 	if l.timestamps {
 		l.w.WriteString(t.Format(time.RFC3339Nano))
 		l.w.WriteByte(' ')
 	}
+}
+
+// closeOpen ends the line left open by a streamed or raw piece.
+func (l *lineWriter) closeOpen() {
+	if l.open != "" {
+		l.w.WriteByte('\n')
+		l.open = ""
+	}
+}
+
+func (l *lineWriter) write(t time.Time, msg []byte) error {
+	l.begin(t)
 	l.w.Write(msg)
 	return l.w.WriteByte('\n')
 }
@@ -195,8 +324,9 @@ func (l *lineWriter) flush() error {
 // finish writes the partial lines the log ends with (a container that died
 // mid-line) and flushes.
 func (l *lineWriter) finish() error {
+	l.closeOpen()
 	for _, stream := range []string{"stdout", "stderr"} {
-		if p := l.partial[stream]; p != nil {
+		if p := l.partial[stream]; p != nil && len(p.msg) > 0 {
 			if err := l.write(p.t, p.msg); err != nil {
 				return err
 			}
@@ -237,7 +367,25 @@ func tailStart(r io.ReaderAt, size int64, n int) (int64, error) {
 		}
 		return true
 	})
+	var long *longLineError
+	if errors.As(err, &long) {
+		// Show the end of the line rather than hold all of it.
+		return long.from, nil
+	}
 	return start, err
+}
+
+// maxBackwardLine bounds the bytes eachLineBackward holds while looking for
+// the start of one line: a file the runtime wrote without splitting lines
+// (containerd's max_container_log_line_size = -1) may hold huge ones.
+const maxBackwardLine = 4 << 20
+
+// longLineError stops a backward scan inside a line longer than
+// maxBackwardLine; from is where the bytes it holds start.
+type longLineError struct{ from int64 }
+
+func (e *longLineError) Error() string {
+	return fmt.Sprintf("a line longer than %d bytes ends past offset %d", maxBackwardLine, e.from)
 }
 
 // eachLineBackward calls fn with each newline-terminated line of r[0:size)
@@ -270,6 +418,9 @@ func eachLineBackward(r io.ReaderAt, size int64, fn func(line []byte, end int64)
 			continue
 		} else if dataStart == 0 {
 			return nil
+		}
+		if len(data) > maxBackwardLine {
+			return &longLineError{from: dataStart}
 		}
 		from := max(dataStart-block, 0)
 		chunk := make([]byte, dataStart-from, int(dataStart-from)+len(data))

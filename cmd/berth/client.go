@@ -47,9 +47,55 @@ type client struct {
 func newClient(socket string) *client {
 	return &client{socket: socket, http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+			c, err := (&net.Dialer{}).DialContext(ctx, "unix", socket)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkPeer(c, os.Geteuid()); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("%s: %w", socket, err)
+			}
+			return c, nil
 		},
 	}}}
+}
+
+// checkPeer refuses a socket served by a process of another user than root
+// or the caller. The daemon creates its socket only in a directory nobody
+// else can write to, but the CLI may be pointed anywhere (--socket,
+// BERTH_SOCKET): root's CLI must not hand what it asks, or trust what it
+// is told, to a process another user runs in berth's place. The kernel's
+// record of who listens (SO_PEERCRED) is checked, not the socket file's
+// owner, which a rename could change between the check and the connect.
+func checkPeer(c net.Conn, euid int) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("peer credentials: %w", err)
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return fmt.Errorf("peer credentials: %w", err)
+	}
+	if credErr != nil {
+		return fmt.Errorf("peer credentials: %w", credErr)
+	}
+	if !trustedPeer(int(cred.Uid), euid) {
+		return fmt.Errorf("the process serving this socket (pid %d) runs as uid %d, not root: it is not the berth daemon; refusing to talk to it", cred.Pid, cred.Uid)
+	}
+	return nil
+}
+
+// trustedPeer: the daemon runs as root; a caller may also talk to a berth
+// of its own (a test bed run without root).
+func trustedPeer(peer, euid int) bool {
+	return peer == 0 || peer == euid
 }
 
 // get fetches path and returns the response when it is 200; any other

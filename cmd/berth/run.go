@@ -124,6 +124,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	}()
 	api := agent.NewAPI(a, store, reg, log)
 	api.PodLogsDir = s.PodLogsDir
+	api.ListenPods = agent.Exposure(s.ListenPods)
 	if err := api.Listen(s.Listen, s.Socket); err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ type settings struct {
 	RuntimeRequestTimeout    metav1.Duration     `json:"runtimeRequestTimeout,omitempty"`
 	Listen                   string              `json:"listen,omitempty"`
 	Socket                   string              `json:"socket,omitempty"`
+	ListenPods               string              `json:"listenPods,omitempty"`
 	MaxPods                  int                 `json:"maxPods,omitempty"`
 	ClusterDNS               []string            `json:"clusterDNS,omitempty"`
 	ClusterDomain            string              `json:"clusterDomain,omitempty"`
@@ -73,6 +74,7 @@ func defaultSettings() settings {
 		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 		Listen:                   "127.0.0.1:10255",
 		Socket:                   "/run/berth/berth.sock",
+		ListenPods:               string(agent.ExposeNone),
 		MaxPods:                  110,
 		ResolvConf:               "/etc/resolv.conf",
 		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
@@ -110,6 +112,7 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	durationVar(fs, &s.RuntimeRequestTimeout, "runtime-request-timeout", "timeout of every CRI call")
 	fs.StringVar(&s.Listen, "listen", s.Listen, "TCP address of the local API (\"\" disables it)")
 	fs.StringVar(&s.Socket, "socket", s.Socket, "unix socket of the local API and the CLI (\"\" disables it)")
+	fs.StringVar(&s.ListenPods, "listen-pods", s.ListenPods, "pod data the --listen address serves to every local user: none, redacted (pods without env values, commands, annotation values, messages) or full (pods, events, problems)")
 	fs.IntVar(&s.MaxPods, "max-pods", s.MaxPods, "pods beyond this many are rejected")
 	fs.Var(listFlag{&s.ClusterDNS}, "cluster-dns", "DNS server IP for dnsPolicy ClusterFirst (repeatable or comma-separated)")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "cluster domain for dnsPolicy ClusterFirst search paths")
@@ -194,6 +197,9 @@ func (s settings) validate() error {
 		errs = append(errs, fmt.Errorf("--max-pods must be positive, got %d", s.MaxPods))
 	}
 	if _, err := parseLogLevel(s.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := agent.ParseExposure(s.ListenPods); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, s.validateGC()...)

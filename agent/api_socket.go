@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// socketMode lets root and the socket's group talk to berth, nobody else:
+// the socket serves pod specs, events and logs, which may hold secrets.
+const socketMode = 0o660
+
+// listenUnix creates the API's unix socket at path with mode socketMode.
+//
+// The directory must be berth's own: whoever can write to it can replace
+// the socket with theirs and impersonate berth to root's CLI. It is
+// created 0755 when missing, and refused when it exists with another owner
+// or writable by group or others.
+//
+// The mode cannot be set on the listening descriptor (fchmod on a socket
+// changes the socket's inode, not the file a client connects through), and
+// a chmod by path after bind would follow a symlink someone slipped in.
+// So the socket is bound inside a fresh 0700 directory nobody else can
+// enter, chmodded there, and renamed into place; rename replaces whatever
+// is at path (a stale socket of a crashed run) without following it.
+func listenUnix(path string) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if err := ensureSocketDir(dir); err != nil {
+		return nil, err
+	}
+	private, err := os.MkdirTemp(dir, ".berth-socket-")
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: private directory: %w", path, err)
+	}
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	l, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// The name the listener was bound to goes away with the rename; the
+	// socket at path is removed by Serve.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, socketMode); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: chmod: %w", path, err)
+	}
+	if info, err := os.Lstat(path); err == nil && info.IsDir() {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: a directory is in the way", path)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: move into place: %w", path, err)
+	}
+	return l, nil
+}
+
+// ensureSocketDir creates dir 0755 when missing, and otherwise checks that
+// it is a directory owned by berth's user and not writable by group or
+// others, as sshd's StrictModes checks a user's files.
+func ensureSocketDir(dir string) error {
+	info, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("socket directory %s: %w", dir, err)
+		}
+		info, err = os.Lstat(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("socket directory %s is not a directory (%s): berth creates its socket only in a directory it owns", dir, info.Mode().Type())
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("socket directory %s: no owner information", dir)
+	}
+	euid := os.Geteuid()
+	if int(st.Uid) != euid || info.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("socket directory %s is owned by uid %d with mode %04o: berth needs it owned by uid %d and not writable by group or others,"+
+			" or another user could replace the socket and impersonate berth (chown %d %s; chmod go-w %s; or choose another --socket)",
+			dir, st.Uid, info.Mode().Perm(), euid, euid, dir, dir)
+	}
+	return nil
+}
