@@ -103,7 +103,8 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 			}
 		case "PodList", "List":
 			if _, items := child(root, pathSegment{key: "items"}); items != nil && items.Kind == yaml.SequenceNode {
-				if count += len(items.Content); limit > 0 && count > limit {
+				// The items count instead of the document holding them.
+				if count += max(len(items.Content)-1, 0); limit > 0 && count > limit {
 					return nil, []Problem{tooManyDocuments(origin, limit)}
 				}
 			}
