@@ -287,7 +287,7 @@ func (s *fileSource) readOne(p string) {
 // logged.
 func (s *fileSource) checkDir(dir string) error {
 	err := checkManifestDir(dir)
-	if err != nil && isPermissionError(err) && !s.refuse(s.path, err) {
+	if err != nil && isPermissionError(err) && !s.refuse(dir, err) {
 		return nil
 	}
 	return err
