@@ -25,6 +25,15 @@ $go build -o "$bed/testbed" ./e2e/testbed/cmd/testbed
 endpoint=$("$bed/testbed" up -dir "$bed")
 state=$(cd "$bed" && pwd)/berth
 mkdir -p "$state"
+# berth runs only manifests nobody but root can write, in directories
+# nobody but root can write, up to / (--manifest-permissions=strict). A
+# checkout usually lives under a user's home, so the examples are copied
+# into a fresh root-owned 0755 directory under /tmp (root-owned and sticky,
+# which is fine above a manifest directory).
+manifests=$(mktemp -d /tmp/berth-demo-manifests.XXXXXX)
+chmod 0755 "$manifests"
+cp examples/*.yaml "$manifests/"
+chmod 0644 "$manifests"/*.yaml
 
 pid=
 teardown() {
@@ -34,6 +43,7 @@ teardown() {
 		wait "$pid" 2>/dev/null || true
 	fi
 	echo "demo: taking the test bed down" >&2
+	rm -rf "$manifests"
 	"$bed/testbed" down -dir "$bed"
 }
 trap teardown EXIT
@@ -41,7 +51,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 cat >&2 <<MSG
-demo: berth runs the manifests of examples/ on the test bed ($endpoint).
+demo: berth runs the manifests of examples/ (copied to $manifests) on the test bed ($endpoint).
 demo: in another shell:
     export BERTH_SOCKET=$state/berth.sock
     bin/berth pods                    # what runs, and why not
@@ -52,7 +62,7 @@ demo: in another shell:
 demo: Ctrl-C stops berth and takes the bed down.
 MSG
 "$berth" run \
-	--pod-manifest-path "$PWD/examples" \
+	--pod-manifest-path "$manifests" \
 	--container-runtime-endpoint "$endpoint" \
 	--root-dir "$state/root" \
 	--pod-logs-dir "$state/logs" \

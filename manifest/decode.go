@@ -45,8 +45,10 @@ type decoded struct {
 // the pod, with the line and field path in the Problem. A problem's Name
 // and Namespace are the manifest's own (without the node suffix) when the
 // document got that far. A syntax error ends the stream: what follows it
-// cannot be trusted.
-func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
+// cannot be trusted. With limit > 0, a manifest holding more than limit
+// documents or pods (PodList items count) yields one TooManyDocuments
+// problem and nothing else, found before their pods are decoded.
+func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Problem) {
 	var docs []decoded
 	var problems []Problem
 	problem := func(line int, fieldPath, msg string, node *yaml.Node) {
@@ -54,11 +56,15 @@ func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	sawDocument := false
+	count := 0 // documents and list items so far
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if count++; limit > 0 && count > limit {
+			return nil, []Problem{tooManyDocuments(origin, limit)}
 		}
 		if err != nil {
 			line, msg := yamlErrorLine(err)
@@ -96,6 +102,12 @@ func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
 				docs = append(docs, decoded{pod: pod, node: root})
 			}
 		case "PodList", "List":
+			if _, items := child(root, pathSegment{key: "items"}); items != nil && items.Kind == yaml.SequenceNode {
+				// The items count instead of the document holding them.
+				if count += max(len(items.Content)-1, 0); limit > 0 && count > limit {
+					return nil, []Problem{tooManyDocuments(origin, limit)}
+				}
+			}
 			docs, problems = decodeList(root, kind, origin, docs, problems)
 		default:
 			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("must be \"Pod\" or \"PodList\", got %q", kind), root)

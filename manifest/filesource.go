@@ -39,6 +39,8 @@ type fileSource struct {
 	path     string // cleaned --pod-manifest-path
 	nodeName string
 	maxBytes int64
+	maxPods  int
+	perms    Permissions
 	period   time.Duration
 	clock    clock.WithTicker
 	store    *Store
@@ -50,6 +52,9 @@ type fileSource struct {
 	failed  *Problem              // the path itself could not be read
 	watcher *fsnotify.Watcher
 	dirInfo os.FileInfo // the directory being watched, to notice replacement
+	// warned holds, per path, the ownership or mode problem last logged
+	// under --manifest-permissions=warn, to log each once.
+	warned map[string]string
 }
 
 // fileState is the last read of one manifest file.
@@ -64,12 +69,15 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		path:     filepath.Clean(cfg.ManifestPath),
 		nodeName: cfg.NodeName,
 		maxBytes: cfg.maxBytes(),
+		maxPods:  cfg.MaxPods,
+		perms:    cfg.permissions(),
 		period:   cfg.fileCheckFrequency(),
 		clock:    cfg.clock(),
 		store:    store,
 		log:      cfg.logger().With("source", SourceFile),
 		watch:    true,
 		files:    map[string]*fileState{},
+		warned:   map[string]string{},
 	}
 }
 
@@ -153,7 +161,8 @@ func (s *fileSource) run(ctx context.Context) {
 // classify decides what an event means: a manifest file to re-read, or a
 // change of the directory itself or of a non-manifest entry (a ..data
 // symlink swap, a subdirectory) that needs a rescan. It reports whether the
-// event matters at all.
+// event matters at all. A chmod or chown counts: a manifest made writable by
+// others must be refused at once, and one fixed must be read again.
 func (s *fileSource) classify(ev fsnotify.Event, pending map[string]bool, scan *bool) bool {
 	if ev.Name == s.path {
 		*scan = true // the path itself appeared, vanished or was replaced
@@ -161,9 +170,6 @@ func (s *fileSource) classify(ev fsnotify.Event, pending map[string]bool, scan *
 	}
 	if filepath.Dir(ev.Name) != s.path || s.dirInfo == nil {
 		return false // an unrelated entry of the parent directory
-	}
-	if ev.Op == fsnotify.Chmod {
-		return false
 	}
 	if isManifestName(filepath.Base(ev.Name)) {
 		pending[ev.Name] = true
@@ -217,6 +223,10 @@ func (s *fileSource) rescan(force bool) {
 		s.fail(err)
 		return
 	case !info.IsDir():
+		if err := s.checkDir(filepath.Dir(s.path)); err != nil {
+			s.fail(err)
+			return
+		}
 		for p := range s.files {
 			if p != s.path {
 				delete(s.files, p)
@@ -224,6 +234,10 @@ func (s *fileSource) rescan(force bool) {
 		}
 		s.failed = nil
 		s.read(s.path, force)
+		return
+	}
+	if err := s.checkDir(s.path); err != nil {
+		s.fail(err)
 		return
 	}
 	entries, err := os.ReadDir(s.path)
@@ -246,25 +260,65 @@ func (s *fileSource) rescan(force bool) {
 			delete(s.files, p)
 		}
 	}
+	for p := range s.warned {
+		if !seen[p] && p != s.path {
+			delete(s.warned, p)
+		}
+	}
 }
 
 // readOne re-reads one manifest after an event. The directory must still
-// be the one listed; a file the event removed drops out.
+// be the one listed, and trusted: in a directory others may write, a
+// removal or rename is not the operator's, so nothing changes until the
+// directory is fixed.
 func (s *fileSource) readOne(p string) {
 	if s.dirInfo == nil {
+		return
+	}
+	if err := s.checkDir(s.path); err != nil {
+		s.fail(err)
 		return
 	}
 	s.read(p, true)
 }
 
-// fail records that the path could not be read. The pods read before stay:
-// a source that fails never removes pods.
-func (s *fileSource) fail(err error) {
-	if s.failed == nil {
-		s.log.Warn("cannot read the manifest path; keeping its pods", "path", s.path, "err", err)
+// checkDir checks who may write the directory holding the manifests (see
+// checkManifestDir); under --manifest-permissions=warn a refusal is only
+// logged.
+func (s *fileSource) checkDir(dir string) error {
+	err := checkManifestDir(dir)
+	if err != nil && isPermissionError(err) && !s.refuse(dir, err) {
+		return nil
 	}
-	s.failed = &Problem{Source: SourceFile, Origin: s.path, Reason: ReasonUnreadable,
-		Message: fmt.Sprintf("cannot read the manifest path, keeping its pods as they were: %v", err)}
+	return err
+}
+
+// refuse decides what an ownership or mode problem of path does: true
+// (refuse it) when strict; logged once and false under warn.
+func (s *fileSource) refuse(path string, err error) bool {
+	if s.perms != PermissionsWarn {
+		return true
+	}
+	if s.warned[path] != err.Error() {
+		s.warned[path] = err.Error()
+		s.log.Warn("manifest writable by others read anyway (--manifest-permissions=warn)", "path", path, "err", err)
+	}
+	return false
+}
+
+// fail records that the path could not be read, or is refused for who may
+// write it. The pods read before stay: a source that fails never removes
+// pods.
+func (s *fileSource) fail(err error) {
+	reason, what := ReasonUnreadable, "cannot read the manifest path"
+	if isPermissionError(err) {
+		reason, what = ReasonPermissions, "refusing the manifest path"
+	}
+	if s.failed == nil || s.failed.Reason != reason {
+		s.log.Warn(what+"; keeping its pods", "path", s.path, "err", err)
+	}
+	s.failed = &Problem{Source: SourceFile, Origin: s.path, Reason: reason,
+		Message: fmt.Sprintf("%s, keeping its pods as they were: %v", what, err)}
 }
 
 // read reads one manifest file unless it is unchanged since the last read
@@ -283,14 +337,19 @@ func (s *fileSource) read(p string, force bool) {
 	if err == nil && !force && prev != nil && prev.info != nil && sameVersion(prev.info, info) {
 		return
 	}
-	var data []byte
+	var m openedManifest
 	if err == nil {
-		data, err = readLimited(p, s.maxBytes)
+		m, err = readManifestFile(p, s.maxBytes)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		delete(s.files, p)
 		return
 	}
+	if err == nil && m.perm != nil && s.refuse(p, m.perm) {
+		err = m.perm
+	}
+	data := m.data
+	info = m.info
 	if prev == nil {
 		prev = &fileState{}
 	}
@@ -298,7 +357,9 @@ func (s *fileSource) read(p string, force bool) {
 	var sum [sha256.Size]byte
 	switch {
 	case err != nil:
-		res = Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonUnreadable, Message: err.Error()}}}
+		// Refused like a broken edit: the pods this file defined before
+		// keep running (keepLastGood), a new file starts nothing.
+		res = Result{Problems: []Problem{fileProblem(p, err)}}
 		info = nil
 	case int64(len(data)) > s.maxBytes:
 		res = tooLarge(p, s.maxBytes)
@@ -310,7 +371,7 @@ func (s *fileSource) read(p string, force bool) {
 			prev.info = info
 			return
 		}
-		res = Parse(data, Origin{Source: SourceFile, Path: p}, s.nodeName)
+		res = ParseLimited(data, Origin{Source: SourceFile, Path: p}, s.nodeName, s.maxPods)
 	}
 	res = keepLastGood(prev.res, res)
 	if !slices.Equal(prev.res.Problems, res.Problems) {
@@ -341,7 +402,9 @@ func (s *fileSource) send(ctx context.Context) error {
 }
 
 // sameVersion reports whether a file is unchanged since it was read: same
-// inode (a rename or symlink swap gives a new one), size and mtime.
+// inode (a rename or symlink swap gives a new one), size, mtime, mode and
+// owner (who may write it decides whether it is read at all).
 func sameVersion(a, b os.FileInfo) bool {
-	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) &&
+		a.Mode() == b.Mode() && ownerOf(a) == ownerOf(b)
 }

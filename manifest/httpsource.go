@@ -30,6 +30,7 @@ type httpSource struct {
 	header   http.Header
 	nodeName string
 	maxBytes int64
+	maxPods  int
 	period   time.Duration
 	timeout  time.Duration
 	client   *http.Client
@@ -43,17 +44,14 @@ type httpSource struct {
 	problem            *Problem
 }
 
-func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
-	client := cfg.HTTPClient
-	if client == nil {
-		client = &http.Client{}
-	}
+func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Store) *httpSource {
 	return &httpSource{
 		url:      u.String(),
 		origin:   httpOrigin(u),
 		header:   cfg.URLHeader.Clone(),
 		nodeName: cfg.NodeName,
 		maxBytes: cfg.maxBytes(),
+		maxPods:  cfg.MaxPods,
 		period:   cfg.httpCheckFrequency(),
 		timeout:  cfg.httpTimeout(),
 		client:   client,
@@ -151,7 +149,12 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: %w", s.origin.Path, stripURL(err))}
+		reason := ReasonUnreachable
+		var re *redirectError
+		if errors.As(err, &re) {
+			reason = ReasonRedirectRefused
+		}
+		return Result{}, false, &fetchError{reason, fmt.Errorf("GET %s: %w", s.origin.Path, stripURL(err))}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotModified && s.answered {
@@ -174,7 +177,7 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	}
 	s.etag = resp.Header.Get("ETag")
 	s.lastModified = resp.Header.Get("Last-Modified")
-	return Parse(data, s.origin, s.nodeName), true, nil
+	return ParseLimited(data, s.origin, s.nodeName, s.maxPods), true, nil
 }
 
 // stripURL drops the URL from a *url.Error: callers name the redacted URL

@@ -24,9 +24,15 @@ type Result struct {
 // identity, API defaults, validation, and the checks for what a standalone
 // node cannot honour. A pod that fails any step becomes a Problem (named
 // when decoding got that far) and never affects its siblings. It does not
-// check the size: readers enforce the limit while reading.
+// check the size: readers enforce the limit while reading. Nor does it
+// limit the number of documents: sources use ParseLimited.
 func Parse(data []byte, origin Origin, nodeName string) Result {
-	docs, decodeProblems := decodeManifests(data, origin)
+	return parse(data, origin, nodeName, 0)
+}
+
+// parse is Parse with a document limit (0: none), see decodeManifests.
+func parse(data []byte, origin Origin, nodeName string, limit int) Result {
+	docs, decodeProblems := decodeManifests(data, origin, limit)
 	var res Result
 	for i := range decodeProblems {
 		p := &decodeProblems[i]

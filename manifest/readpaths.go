@@ -1,35 +1,24 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 )
 
-// readManifest reads a manifest file and parses it. The error is for a
-// file that cannot be read at all.
-func readManifest(path string, maxBytes int64, nodeName string) (Result, error) {
-	data, err := readLimited(path, maxBytes)
-	if err != nil {
-		return Result{}, err
+// fileProblem turns a failure of readManifestFile into the Problem shown
+// for the file.
+func fileProblem(path string, err error) Problem {
+	reason := ReasonUnreadable
+	var nr *notRegularError
+	switch {
+	case errors.As(err, &nr):
+		reason = ReasonNotRegular
+	case isPermissionError(err):
+		reason = ReasonPermissions
 	}
-	if int64(len(data)) > maxBytes {
-		return tooLarge(path, maxBytes), nil
-	}
-	return Parse(data, Origin{Source: SourceFile, Path: path}, nodeName), nil
-}
-
-// readLimited reads at most maxBytes+1 bytes of a file: enough to tell a
-// file past the limit, which is refused whole rather than half-read,
-// without reading all of it.
-func readLimited(path string, maxBytes int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxBytes+1))
+	return Problem{Source: SourceFile, Origin: path, Reason: reason, Message: err.Error()}
 }
 
 func tooLarge(path string, maxBytes int64) Result {
@@ -37,18 +26,34 @@ func tooLarge(path string, maxBytes int64) Result {
 		Message: fmt.Sprintf("manifest is larger than the limit of %d bytes", maxBytes)}}}
 }
 
+// ReadOptions are the limits `berth validate` reads manifests with, those
+// of the daemon.
+type ReadOptions struct {
+	NodeName string
+	// MaxBytes limits one file (DefaultMaxBytes when 0).
+	MaxBytes int64
+	// MaxPods sets the document limit, see MaxDocuments.
+	MaxPods int
+	// Permissions, when strict, refuses manifests others may write as
+	// the daemon does; "" and warn do not check.
+	Permissions Permissions
+}
+
 // ReadPaths reads manifest files and directories once, as the file source
-// would (same ignore rules, size limit and duplicate rule, with the files
-// taken in the order given and each directory in lexical order), for
-// `berth validate`. A path that cannot be read is a Problem, not an error.
-func ReadPaths(nodeName string, maxBytes int64, paths ...string) Snapshot {
+// would (same ignore rules, limits and duplicate rule, only regular files,
+// never blocking, with the files taken in the order given and each
+// directory in lexical order), for `berth validate`. A path that cannot be
+// read is a Problem, not an error.
+func ReadPaths(opts ReadOptions, paths ...string) Snapshot {
+	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
+	strict := opts.Permissions == PermissionsStrict
 	var results []merged
 	var extra []Problem
 	unreadable := func(path string, err error) {
-		extra = append(extra, Problem{Source: SourceFile, Origin: path, Reason: ReasonUnreadable, Message: err.Error()})
+		extra = append(extra, fileProblem(path, err))
 	}
 	var files []string
 	for _, p := range paths {
@@ -59,6 +64,10 @@ func ReadPaths(nodeName string, maxBytes int64, paths ...string) Snapshot {
 		}
 		if !info.IsDir() {
 			files = append(files, p)
+			continue
+		}
+		if err := checkManifestDir(p); strict && err != nil {
+			unreadable(p, err)
 			continue
 		}
 		entries, err := os.ReadDir(p)
@@ -74,10 +83,17 @@ func ReadPaths(nodeName string, maxBytes int64, paths ...string) Snapshot {
 		}
 	}
 	for _, f := range files {
-		res, err := readManifest(f, maxBytes, nodeName)
+		m, err := readManifestFile(f, maxBytes)
+		if err == nil && strict && m.perm != nil {
+			err = m.perm
+		}
 		if err != nil {
 			unreadable(f, err)
 			continue
+		}
+		res := tooLarge(f, maxBytes)
+		if int64(len(m.data)) <= maxBytes {
+			res = ParseLimited(m.data, Origin{Source: SourceFile, Path: f}, opts.NodeName, opts.MaxPods)
 		}
 		results = append(results, merged{origin: Origin{Source: SourceFile, Path: f}, res: res})
 	}

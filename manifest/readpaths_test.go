@@ -23,7 +23,7 @@ func TestReadPaths(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	snap := ReadPaths(testNode, 300, dir, filepath.Join(dir, "missing.yaml"))
+	snap := ReadPaths(ReadOptions{NodeName: testNode, MaxBytes: 300}, dir, filepath.Join(dir, "missing.yaml"))
 	var pods, probs []string
 	for _, p := range snap.Pods {
 		pods = append(pods, p.Name)

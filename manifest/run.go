@@ -36,10 +36,20 @@ type SourceConfig struct {
 	// HTTPTimeout bounds one whole request, body included.
 	HTTPTimeout time.Duration
 	// HTTPClient replaces the default client (which verifies TLS
-	// certificates); for tests and custom CAs.
+	// certificates); for tests. Redirects to another origin are refused
+	// whatever client is used.
 	HTTPClient *http.Client
+	// URLCAFile is a PEM bundle of the CAs the URL's server certificate
+	// must chain to, instead of the system's (--manifest-url-ca).
+	URLCAFile string
 	// MaxBytes limits one manifest file or HTTP body (DefaultMaxBytes).
 	MaxBytes int64
+	// MaxPods is --max-pods; one manifest may hold MaxDocuments(MaxPods)
+	// documents (DefaultMaxPods when 0).
+	MaxPods int
+	// Permissions says what to do with a manifest someone other than
+	// root may write (PermissionsStrict when "").
+	Permissions Permissions
 	// Clock drives the periodic rescans and polls; nil is the real clock.
 	Clock clock.WithTicker
 	// Logger receives the sources' logs; nil is slog.Default().
@@ -71,7 +81,17 @@ func Run(ctx context.Context, cfg SourceConfig, store *Store) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("manifest sources: --manifest-url %q must be an http:// or https:// URL", RedactURL(cfg.URL))
 		}
-		hs = newHTTPSource(cfg, u, store)
+		if err := ValidateHeader(cfg.URLHeader); err != nil {
+			return fmt.Errorf("manifest sources: --manifest-url-header: %w", err)
+		}
+		client, err := httpClient(cfg)
+		if err != nil {
+			return fmt.Errorf("manifest sources: %w", err)
+		}
+		hs = newHTTPSource(cfg, u, client, store)
+	}
+	if _, err := ParsePermissions(string(cfg.Permissions)); err != nil {
+		return fmt.Errorf("manifest sources: --manifest-permissions: %w", err)
 	}
 	var wg sync.WaitGroup
 	if cfg.ManifestPath != "" {
@@ -90,6 +110,11 @@ func (cfg SourceConfig) maxBytes() int64 {
 		return cfg.MaxBytes
 	}
 	return DefaultMaxBytes
+}
+
+func (cfg SourceConfig) permissions() Permissions {
+	p, _ := ParsePermissions(string(cfg.Permissions)) // checked by Run
+	return p
 }
 
 func (cfg SourceConfig) fileCheckFrequency() time.Duration {

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 
@@ -56,9 +57,16 @@ type Store struct {
 	// inputs holds the pods as the source last sent them: sources resend
 	// the same object for an unchanged manifest, and pointer equality
 	// spares the deep comparison of every pod on every snapshot.
-	inputs   map[string]map[types.UID]*v1.Pod
+	inputs map[string]map[types.UID]*v1.Pod
+	// offered holds every source's last snapshot of pods, accepted or
+	// not: a pod refused because another source has its UID is accepted
+	// once that one goes, without waiting for its own source to resend.
+	offered  map[string][]*v1.Pod
 	problems map[string][]Problem // source -> its current problems
-	pending  []PodUpdate          // merged, not yet handed to the channel
+	// conflicts are the DuplicateUID problems across sources, recomputed
+	// on every merge.
+	conflicts []Problem
+	pending   []PodUpdate // merged, not yet handed to the channel
 }
 
 // NewStore returns a store whose SourcesReady waits for every named source
@@ -78,6 +86,7 @@ func NewStoreWithClock(c clock.PassiveClock, sources ...string) *Store {
 		delivered: make(map[string]bool),
 		pods:      make(map[string]map[types.UID]*v1.Pod),
 		inputs:    make(map[string]map[types.UID]*v1.Pod),
+		offered:   make(map[string][]*v1.Pod),
 		problems:  make(map[string][]Problem),
 	}
 }
@@ -108,6 +117,7 @@ func (s *Store) Problems() []Problem {
 	for _, ps := range s.problems {
 		out = append(out, ps...)
 	}
+	out = append(out, s.conflicts...)
 	s.mu.Unlock()
 	sortProblems(out)
 	return out
@@ -138,59 +148,114 @@ func (s *Store) Apply(ctx context.Context, snap Snapshot) error {
 	return s.flush(ctx)
 }
 
-// merge diffs snap against what was last emitted for its source and queues
-// the updates: removals first so the agent can start stopping a pod before
-// its replacement with the same full name arrives. s.mu must be held.
+// merge diffs snap against what was last emitted and queues the updates:
+// removals first so the agent can start stopping a pod before its
+// replacement with the same full name arrives. A UID may run from one
+// source only (the agent knows pods by UID, so a second source's copy
+// would be stopped with the first): sources take precedence in name order
+// (file before http) whatever order they delivered in, and the other
+// source's pod is refused with a DuplicateUID problem. When the owner
+// changes, the pod moves over as an update, without a stop. s.mu must be
+// held.
 func (s *Store) merge(snap Snapshot) {
-	src := snap.Source
-	s.problems[src] = append([]Problem(nil), snap.Problems...)
+	s.problems[snap.Source] = append([]Problem(nil), snap.Problems...)
 	if !snap.Failed {
-		s.delivered[src] = true
+		s.delivered[snap.Source] = true
 	}
-	old, oldInputs := s.pods[src], s.inputs[src]
-	cur := make(map[types.UID]*v1.Pod, len(snap.Pods))
-	inputs := make(map[types.UID]*v1.Pod, len(snap.Pods))
-	var adds, updates, reconciles, removes []*v1.Pod
-	for _, p := range snap.Pods {
-		if _, dup := cur[p.UID]; dup {
-			continue
-		}
-		inputs[p.UID] = p
-		prev, ok := old[p.UID]
-		switch {
-		case !ok:
-			p = s.stampSeen(p, "")
-			adds = append(adds, p)
-		case oldInputs[p.UID] == p:
-			p = prev
-		case differSemantically(prev, p):
-			p = s.stampSeen(p, prev.Annotations[AnnotationSeen])
-			updates = append(updates, p)
-		case !equalBookkeeping(prev, p):
-			p = s.stampSeen(p, prev.Annotations[AnnotationSeen])
-			reconciles = append(reconciles, p)
-		default:
-			p = prev
-		}
-		cur[p.UID] = p
+	s.offered[snap.Source] = snap.Pods
+	sources := make([]string, 0, len(s.offered))
+	for src := range s.offered {
+		sources = append(sources, src)
 	}
-	for uid, p := range old {
-		if _, ok := cur[uid]; !ok {
-			removes = append(removes, p)
+	sort.Strings(sources)
+
+	// Who owns each UID now. A UID twice in one source is the source's
+	// own business (assemble reports it); the first copy counts.
+	type owned struct {
+		src string
+		pod *v1.Pod
+	}
+	owner := map[types.UID]owned{}
+	accepted := map[string][]*v1.Pod{}
+	s.conflicts = nil
+	for _, src := range sources {
+		for _, p := range s.offered[src] {
+			first, taken := owner[p.UID]
+			switch {
+			case !taken:
+				owner[p.UID] = owned{src, p}
+				accepted[src] = append(accepted[src], p)
+			case first.src != src:
+				s.conflicts = append(s.conflicts, duplicateUID(src, p, first.src, first.pod))
+			}
 		}
 	}
-	s.pods[src], s.inputs[src] = cur, inputs
-	for _, u := range []PodUpdate{
-		{Op: OpRemove, Source: src, Pods: removes},
-		{Op: OpAdd, Source: src, Pods: adds},
-		{Op: OpUpdate, Source: src, Pods: updates},
-		{Op: OpReconcile, Source: src, Pods: reconciles},
-	} {
-		if len(u.Pods) > 0 {
-			SortPods(u.Pods)
-			s.pending = append(s.pending, u)
+
+	// What was emitted before, by UID, whichever source it came from.
+	type emitted struct {
+		src       string
+		pod, from *v1.Pod
+	}
+	before := map[types.UID]emitted{}
+	for src, byUID := range s.pods {
+		for uid, p := range byUID {
+			before[uid] = emitted{src, p, s.inputs[src][uid]}
 		}
 	}
+	queued := map[Op]map[string][]*v1.Pod{}
+	queue := func(op Op, src string, p *v1.Pod) {
+		if queued[op] == nil {
+			queued[op] = map[string][]*v1.Pod{}
+		}
+		queued[op][src] = append(queued[op][src], p)
+	}
+	for _, src := range sources {
+		cur := make(map[types.UID]*v1.Pod, len(accepted[src]))
+		inputs := make(map[types.UID]*v1.Pod, len(accepted[src]))
+		for _, p := range accepted[src] {
+			inputs[p.UID] = p
+			prev, ok := before[p.UID]
+			switch {
+			case !ok:
+				p = s.stampSeen(p, "")
+				queue(OpAdd, src, p)
+			case prev.from == p:
+				p = prev.pod
+			case differSemantically(prev.pod, p):
+				p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
+				queue(OpUpdate, src, p)
+			case !equalBookkeeping(prev.pod, p):
+				p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
+				queue(OpReconcile, src, p)
+			default:
+				p = prev.pod
+			}
+			cur[p.UID] = p
+		}
+		s.pods[src], s.inputs[src] = cur, inputs
+	}
+	for uid, prev := range before {
+		if _, ok := owner[uid]; !ok {
+			queue(OpRemove, prev.src, prev.pod)
+		}
+	}
+	for _, op := range []Op{OpRemove, OpAdd, OpUpdate, OpReconcile} {
+		for _, src := range sources {
+			if pods := queued[op][src]; len(pods) > 0 {
+				SortPods(pods)
+				s.pending = append(s.pending, PodUpdate{Op: op, Source: src, Pods: pods})
+			}
+		}
+	}
+}
+
+// duplicateUID is the problem of pod p of source src, refused because the
+// pod first of source owner has its UID.
+func duplicateUID(src string, p *v1.Pod, owner string, first *v1.Pod) Problem {
+	return Problem{Source: src, Origin: p.Annotations[AnnotationOrigin], Field: "metadata.uid",
+		Reason: ReasonDuplicateUID, Name: p.Name, Namespace: p.Namespace,
+		Message: fmt.Sprintf("uid %q is also used by pod %q of the %s source (%s), which takes precedence; "+
+			"this one is ignored until that one is removed", p.UID, first.Name, owner, first.Annotations[AnnotationOrigin])}
 }
 
 // flush hands pending updates to the channel in order. Only one caller

@@ -207,3 +207,75 @@ func TestStoreApplyHonoursContext(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreDuplicateUIDAcrossSources checks a UID runs from one source
+// only: the file source's copy wins whatever order the sources delivered
+// in, the other is refused with a problem naming it, and it takes over,
+// as an update rather than a stop and a start, when the file's goes.
+func TestStoreDuplicateUIDAcrossSources(t *testing.T) {
+	file := testPod("a", "u1", "img:1", "/m/a.yaml")
+	web := testPod("web-a", "u1", "img:1", "http://h/pods")
+	web.Annotations[AnnotationSource] = SourceHTTP
+	other := testPod("b", "u2", "img:1", "http://h/pods")
+	const refused = "http DuplicateUID web-a /m/a.yaml"
+	tests := []struct {
+		name     string
+		steps    []Snapshot
+		want     [][]string
+		problems []string // after each step
+	}{
+		{"file first", []Snapshot{
+			{Source: SourceFile, Pods: []*v1.Pod{file}},
+			{Source: SourceHTTP, Pods: []*v1.Pod{web, other}},
+			{Source: SourceFile},
+		}, [][]string{
+			{"ADD file a/u1"},
+			{"ADD http b/u2"},
+			{"UPDATE http web-a/u1"},
+		}, []string{"", refused, ""}},
+		{"http first", []Snapshot{
+			{Source: SourceHTTP, Pods: []*v1.Pod{web, other}},
+			{Source: SourceFile, Pods: []*v1.Pod{file}},
+			{Source: SourceFile},
+		}, [][]string{
+			{"ADD http b/u2", "ADD http web-a/u1"},
+			{"UPDATE file a/u1"},
+			{"UPDATE http web-a/u1"},
+		}, []string{"", refused, ""}},
+		{"both go", []Snapshot{
+			{Source: SourceFile, Pods: []*v1.Pod{file}},
+			{Source: SourceHTTP, Pods: []*v1.Pod{web}},
+			{Source: SourceHTTP},
+			{Source: SourceFile},
+		}, [][]string{
+			{"ADD file a/u1"},
+			nil,
+			nil,
+			{"REMOVE file a/u1"},
+		}, []string{"", refused, "", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore()
+			for i, snap := range tt.steps {
+				if err := s.Apply(context.Background(), snap); err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Join(drain(s), ", "); got != strings.Join(tt.want[i], ", ") {
+					t.Errorf("step %d: got %q, want %q", i, got, strings.Join(tt.want[i], ", "))
+				}
+				var probs []string
+				for _, p := range s.Problems() {
+					line := p.Source + " " + p.Reason + " " + p.Name
+					if strings.Contains(p.Message, "/m/a.yaml") {
+						line += " /m/a.yaml"
+					}
+					probs = append(probs, line)
+				}
+				if got := strings.Join(probs, ", "); got != tt.problems[i] {
+					t.Errorf("step %d: problems %q, want %q", i, got, tt.problems[i])
+				}
+			}
+		})
+	}
+}

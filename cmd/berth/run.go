@@ -101,6 +101,9 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		FileCheckFrequency: s.FileCheckFrequency.Duration,
 		URL:                s.ManifestURL,
 		URLHeader:          s.manifestHeaders(),
+		URLCAFile:          s.ManifestURLCA,
+		MaxPods:            s.MaxPods,
+		Permissions:        manifest.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
 		Logger:             log,
 	}

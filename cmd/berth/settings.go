@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
 )
 
 // settings are berth run's settings. Field names in the config file follow
@@ -27,6 +28,8 @@ type settings struct {
 	PodManifestPath          string              `json:"staticPodPath,omitempty"`
 	ManifestURL              string              `json:"staticPodURL,omitempty"`
 	ManifestURLHeader        map[string][]string `json:"staticPodURLHeader,omitempty"`
+	ManifestURLCA            string              `json:"manifestURLCA,omitempty"`
+	ManifestPermissions      string              `json:"manifestPermissions,omitempty"`
 	ContainerRuntimeEndpoint string              `json:"containerRuntimeEndpoint,omitempty"`
 	ImageServiceEndpoint     string              `json:"imageServiceEndpoint,omitempty"`
 	HostnameOverride         string              `json:"hostnameOverride,omitempty"`
@@ -68,6 +71,7 @@ func defaultSettings() settings {
 		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
 		RootDir:                  "/var/lib/berth",
 		PodLogsDir:               "/var/log/pods",
+		ManifestPermissions:      string(manifest.PermissionsStrict),
 		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
 		HTTPCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
 		SyncFrequency:            metav1.Duration{Duration: time.Minute},
@@ -100,6 +104,8 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.StringVar(&s.PodManifestPath, "pod-manifest-path", s.PodManifestPath, "directory (or single file) of static pod manifests; \"\" disables the file source")
 	fs.StringVar(&s.ManifestURL, "manifest-url", s.ManifestURL, "URL serving a Pod, PodList or multi-document YAML of pods")
 	fs.Var(headerFlag{&s.ManifestURLHeader}, "manifest-url-header", "HTTP header for --manifest-url as Key:Value (repeatable)")
+	fs.StringVar(&s.ManifestURLCA, "manifest-url-ca", s.ManifestURLCA, "PEM file of the CAs --manifest-url's certificate must chain to, instead of the system's")
+	fs.StringVar(&s.ManifestPermissions, "manifest-permissions", s.ManifestPermissions, "strict: refuse manifests (and their directories) not owned by root or writable by group or others; warn: log them and read them anyway")
 	fs.StringVar(&s.ContainerRuntimeEndpoint, "container-runtime-endpoint", s.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix socket)")
 	fs.StringVar(&s.ImageServiceEndpoint, "image-service-endpoint", s.ImageServiceEndpoint, "CRI image endpoint (default: the runtime endpoint)")
 	fs.StringVar(&s.HostnameOverride, "hostname-override", s.HostnameOverride, "node name used in pod names (default: the lower-cased hostname)")
@@ -177,6 +183,15 @@ func (s settings) validate() error {
 	var errs []error
 	if s.PodManifestPath == "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
+	}
+	if err := manifest.ValidateHeader(s.manifestHeaders()); err != nil {
+		errs = append(errs, fmt.Errorf("--manifest-url-header: %w", err))
+	}
+	if _, err := manifest.ParsePermissions(s.ManifestPermissions); err != nil {
+		errs = append(errs, fmt.Errorf("--manifest-permissions: %w", err))
+	}
+	if s.ManifestURLCA != "" && !strings.HasPrefix(strings.ToLower(s.ManifestURL), "https://") {
+		errs = append(errs, errors.New("--manifest-url-ca needs an https:// --manifest-url"))
 	}
 	if s.ContainerRuntimeEndpoint == "" {
 		errs = append(errs, errors.New("--container-runtime-endpoint must not be empty"))
@@ -285,6 +300,7 @@ func unknownFields(data []byte) []string {
 func fullSettingsForKeys() settings {
 	s := defaultSettings()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
+	s.ManifestURLCA = "x"
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}
 	return s

@@ -82,3 +82,26 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidatePermissions checks --manifest-permissions=strict reports
+// what the daemon would refuse for its owner or mode, and that without it
+// files being authored are not judged by their mode.
+func TestValidatePermissions(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "web.yaml")
+	if err := os.WriteFile(path, []byte(validPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := runValidate([]string{"--node-name", "n", dir}, &out, &errOut); code != 0 {
+		t.Fatalf("without the flag: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	code := runValidate([]string{"--node-name", "n", "--manifest-permissions", "strict", dir}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "mode 0666, writable by group or others") {
+		t.Fatalf("strict: exit %d, output %q", code, out.String())
+	}
+}
