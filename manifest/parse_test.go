@@ -300,6 +300,11 @@ spec:
 		wantProbs: []string{"5 metadata.uid Invalid"},
 	},
 	{
+		name:      "uid with an underscore, the log directory's separator",
+		in:        withUID(`a_b`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+	},
+	{
 		name:      "uid with a NUL",
 		in:        withUID(`"a\0b"`),
 		wantProbs: []string{"5 metadata.uid Invalid"},
@@ -312,7 +317,7 @@ spec:
 	},
 	{
 		name:     "uid: a UUID, a hex hash and a hand-written name",
-		in:       podList(withUID("3f1c0a52-8d2e-4f0b-9b1e-6c7d8e9f0a1b"), strings.Replace(withUID("0123456789abcdef0123456789abcdef"), "name: web", "name: two", 1), strings.Replace(withUID("My_pod.v1"), "name: web", "name: three", 1)),
+		in:       podList(withUID("3f1c0a52-8d2e-4f0b-9b1e-6c7d8e9f0a1b"), strings.Replace(withUID("0123456789abcdef0123456789abcdef"), "name: web", "name: two", 1), strings.Replace(withUID("My-pod.v1"), "name: web", "name: three", 1)),
 		wantPods: []string{"web-node1_default", "two-node1_default", "three-node1_default"},
 	},
 	{

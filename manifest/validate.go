@@ -505,8 +505,10 @@ const maxUIDLength = 128
 // because it makes them itself (UUIDs); a static pod's UID comes from the
 // manifest, and berth names the pod's state and log directories after it,
 // so "../../victim" or a newline must never get that far. Letters, digits,
-// '-', '_' and '.' (not first, so never "." or "..") accept every UUID,
-// berth's and the kubelet's hex hashes and any hand-written name.
+// '-' and '.' (not first, so never "." or "..") accept every UUID, berth's
+// and the kubelet's hex hashes and any sensible hand-written name. '_' is
+// out: it separates namespace, name and UID in the log directory's name
+// (<namespace>_<name>_<uid>), and berth finds a UID's log directory by it.
 func validateUID(uid string, p *field.Path) field.ErrorList {
 	switch {
 	case uid == "":
@@ -516,8 +518,8 @@ func validateUID(uid string, p *field.Path) field.ErrorList {
 	}
 	for i, r := range uid {
 		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
-		if !alnum && (i == 0 || !strings.ContainsRune("-_.", r)) {
-			return field.ErrorList{field.Invalid(p, uid, "must consist of letters, digits, '-', '_' or '.', and start with a letter or a digit")}
+		if !alnum && (i == 0 || (r != '-' && r != '.')) {
+			return field.ErrorList{field.Invalid(p, uid, "must consist of letters, digits, '-' or '.', and start with a letter or a digit")}
 		}
 	}
 	return nil
