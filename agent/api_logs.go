@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/agent/podlogs"
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // logRequestError is a log request berth cannot serve, with the HTTP status
@@ -237,8 +238,16 @@ func containerLogFile(logsDir string, pod *v1.Pod, container string, previous bo
 	}
 
 	// Files are <restartCount>.log. The newest container's is the status'
-	// restart count; an older one's is the newest file below it.
-	dir := filepath.Join(logsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name)
+	// restart count; an older one's is the newest file below it. The
+	// pod's fields name the directory: checked never to leave logsDir.
+	podDir, err := podpath.LogDir(logsDir, pod.Namespace, pod.Name, string(pod.UID))
+	if err != nil {
+		return "", "", err
+	}
+	dir, err := podpath.Within(podDir, name)
+	if err != nil {
+		return "", "", err
+	}
 	if id == cs.ContainerID {
 		return filepath.Join(dir, strconv.Itoa(int(cs.RestartCount))+".log"), runtimeID(id), nil
 	}

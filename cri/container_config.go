@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // ContainerConfig is the CRI config of the container's start number
@@ -63,6 +65,12 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	resources := linuxResources(c.Resources)
 	resources.OomScoreAdj = oomScoreAdj(pod, c, facts)
 
+	// The runtime joins LogPath to the sandbox's log directory: the
+	// container's name must not lead it anywhere else.
+	if err := podpath.Elem(c.Name); err != nil {
+		return nil, fmt.Errorf("log path of container %q: %w", c.Name, err)
+	}
+	logPath := filepath.Join(c.Name, strconv.Itoa(restartCount)+".log")
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -72,7 +80,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		Mounts:      mounts,
 		Labels:      containerLabels(pod, c),
 		Annotations: annotations,
-		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
+		LogPath:     logPath,
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
@@ -149,7 +157,15 @@ func (m *Manager) nextRestartCount(pod *v1.Pod, name string, status *PodStatus) 
 	if cs := status.FindContainer(name); cs != nil {
 		return cs.RestartCount + 1
 	}
-	entries, err := os.ReadDir(filepath.Join(m.podLogDir(pod), name))
+	logDir, err := m.podLogDir(pod)
+	if err != nil {
+		return 0
+	}
+	dir, err := podpath.Within(logDir, name)
+	if err != nil {
+		return 0
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}

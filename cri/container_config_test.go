@@ -848,7 +848,7 @@ func TestNextRestartCount(t *testing.T) {
 	if got := m.nextRestartCount(pod, "app", &PodStatus{}); got != 0 {
 		t.Errorf("first start: %d, want 0", got)
 	}
-	dir := filepath.Join(m.podLogDir(pod), "app")
+	dir := filepath.Join(mustPath(t)(m.podLogDir(pod)), "app")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

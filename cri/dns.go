@@ -48,9 +48,11 @@ func parseResolvConf(r io.Reader) (resolvConf, error) {
 			}
 		case "search", "domain":
 			rc.searches = nil
+			// Trailing dots go (the root's "." with them), so a domain
+			// reads the same however many dots the file ends it with.
 			for _, s := range f[1:] {
-				if s != "." {
-					rc.searches = append(rc.searches, strings.TrimSuffix(s, "."))
+				if s = strings.TrimRight(s, "."); s != "" {
+					rc.searches = append(rc.searches, s)
 				}
 			}
 		case "options":

@@ -382,7 +382,7 @@ func (m *Manager) removeDeadContainer(ctx context.Context, id string) (bool, err
 	}
 	// Each run gets a termination-message file of its own under the pod
 	// directory; a crash loop would otherwise leave one per restart.
-	if termPath != "" && strings.HasPrefix(termPath, filepath.Join(m.opts.RootDir, "pods")+string(filepath.Separator)) {
+	if termPath := m.ownedTermPath(termPath); termPath != "" {
 		if err := os.Remove(termPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("remove the termination-message file of container %q: %w", id, err)
 		}
@@ -467,7 +467,12 @@ func (m *Manager) removePodDirs(uid types.UID, logDir string) ([]GCRemoval, erro
 			}
 		}
 	}
-	dir := m.podDir(uid)
+	dir, err := m.podDir(uid)
+	if err != nil {
+		// A UID that is no single path element (from a runtime's label)
+		// never got a directory from berth: nothing to remove.
+		return out, errors.Join(errs...)
+	}
 	if _, err := os.Lstat(dir); err == nil {
 		if err := m.CleanupPodDir(uid); err != nil {
 			errs = append(errs, err)

@@ -327,7 +327,7 @@ func gcFakeContainer(t *testing.T, env *criTestEnv, uid, sandbox, id string, cre
 			t.Fatal(err)
 		}
 	}
-	termPath := filepath.Join(env.m.podDir(types.UID(uid)), "containers", "app", id+"-msg")
+	termPath := filepath.Join(mustPath(t)(env.m.podDir(types.UID(uid))), "containers", "app", id+"-msg")
 	if err := os.MkdirAll(filepath.Dir(termPath), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestGarbageCollect(t *testing.T) {
 	for i := range 3 {
 		logs = append(logs, gcFakeContainer(t, env, "a", "s-a", fmt.Sprintf("c%d", i), time.Duration(i)*time.Minute))
 	}
-	if err := os.MkdirAll(env.m.podDir("a"), 0o750); err != nil {
+	if err := os.MkdirAll(mustPath(t)(env.m.podDir("a")), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := env.m.Relist(ctx)
@@ -402,7 +402,7 @@ func TestGarbageCollect(t *testing.T) {
 			t.Errorf("log files of c%d: %v, want %d", i, matches, want)
 		}
 	}
-	if msgs, _ := filepath.Glob(filepath.Join(env.m.podDir("a"), "containers", "app", "*")); len(msgs) != 1 || filepath.Base(msgs[0]) != "c2-msg" {
+	if msgs, _ := filepath.Glob(filepath.Join(mustPath(t)(env.m.podDir("a")), "containers", "app", "*")); len(msgs) != 1 || filepath.Base(msgs[0]) != "c2-msg" {
 		t.Errorf("termination-message files left: %v, want c2's only", msgs)
 	}
 
@@ -434,7 +434,7 @@ func TestGarbageCollect(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Errorf("removed %v, want %v", kinds, want)
 	}
-	for _, dir := range []string{filepath.Dir(filepath.Dir(logs[0])), env.m.podDir("a")} {
+	for _, dir := range []string{filepath.Dir(filepath.Dir(logs[0])), mustPath(t)(env.m.podDir("a"))} {
 		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s left behind: %v", dir, err)
 		}
@@ -456,7 +456,7 @@ func TestSweepPodDirs(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.m.opts.RootDir = t.TempDir()
 	for _, uid := range []types.UID{"keep", "gone", "gone-nologs"} {
-		if err := os.MkdirAll(filepath.Join(env.m.podDir(uid), "volumes"), 0o750); err != nil {
+		if err := os.MkdirAll(filepath.Join(mustPath(t)(env.m.podDir(uid)), "volumes"), 0o750); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -478,7 +478,7 @@ func TestSweepPodDirs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
-	for _, keep := range []string{env.m.podDir("keep"), filepath.Join(env.m.opts.PodLogsDir, "default_keep-node_keep"),
+	for _, keep := range []string{mustPath(t)(env.m.podDir("keep")), filepath.Join(env.m.opts.PodLogsDir, "default_keep-node_keep"),
 		filepath.Join(env.m.opts.PodLogsDir, "default_other-node_other")} {
 		if _, err := os.Stat(keep); err != nil {
 			t.Errorf("%s: %v", keep, err)
@@ -546,4 +546,82 @@ func TestTerminationMessageHostPath(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestGarbageCollectHostileRuntimeObjects: an orphan sandbox and container
+// carrying berth's ownership label but a UID label, a log path and a
+// termination-message mount that climb out of berth's roots (a hostile
+// runtime object, or one a second berth made) are removed from the runtime,
+// and nothing outside the roots is touched.
+func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
+	b := newVictimBed(t)
+	env := newCRITestEnv(t)
+	env.m.opts.RootDir, env.m.opts.PodLogsDir = b.root, b.logs
+	ctx := context.Background()
+	const uid = "../../victim"
+	sandbox := fakeSandbox("s-evil", uid, 0)
+	sandbox.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	sandbox.Labels[LabelPodNamespace] = ".."
+	sandbox.Metadata.Namespace = ".."
+	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{sandbox})
+	labels := podLabels(uid, "web-node")
+	labels[LabelContainerName] = "app"
+	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{{SandboxID: "s-evil", ContainerStatus: runtimeapi.ContainerStatus{
+		Id: "c-evil", Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
+		CreatedAt: baseTime.UnixNano(), FinishedAt: baseTime.Add(time.Second).UnixNano(),
+		Labels: labels, LogPath: filepath.Join(b.logs, "..", "victim", "keep"),
+		Annotations: map[string]string{AnnotationTerminationMessagePath: "/dev/termination-log"},
+		Mounts: []*runtimeapi.Mount{
+			{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(b.root, "pods", "..", "..", "victim", "containers", "app", "msg")},
+		},
+	}}})
+	snap, err := env.m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := GCInput{Pods: snap, Policy: DefaultGCPolicy, AllSourcesReady: true, Now: baseTime.Add(time.Hour),
+		PodDeleted: func(types.UID) bool { return true }}
+	res := env.m.GarbageCollect(ctx, in)
+	if len(res.Errors) > 0 {
+		t.Fatal(res.Errors)
+	}
+	if got, want := removedIDs(res), []string{"c-evil", "s-evil"}; !slices.Equal(got, want) {
+		t.Errorf("removed %v, want %v", got, want)
+	}
+	if snap, _ := env.m.Relist(ctx); len(snap) != 0 {
+		t.Errorf("runtime still has %v", snap)
+	}
+	b.check(t)
+}
+
+// TestSweepPodDirsLeavesLinks: the sweep of RootDir/pods skips what is no
+// directory of its own, such as a link planted there to a victim.
+func TestSweepPodDirsLeavesLinks(t *testing.T) {
+	b := newVictimBed(t)
+	env := newCRITestEnv(t)
+	env.m.opts.RootDir, env.m.opts.PodLogsDir = b.root, b.logs
+	if err := os.MkdirAll(filepath.Join(b.root, "pods", "gone"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b.victim, filepath.Join(b.root, "pods", "gone", "volumes")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b.victim, filepath.Join(b.root, "pods", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b.victim, filepath.Join(b.logs, "default_web-node_gone")); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := env.m.SweepPodDirs(func(types.UID) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range removed {
+		got = append(got, r.Kind+":"+filepath.Base(r.ID))
+	}
+	if want := []string{"pod_log_dir:default_web-node_gone", "pod_dir:gone"}; !slices.Equal(got, want) {
+		t.Errorf("removed %v, want %v", got, want)
+	}
+	b.check(t)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // etcHostsPath is where a container's /etc/hosts is mounted from.
@@ -78,9 +80,15 @@ func (m *Manager) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) 
 	if err != nil || !ok {
 		return "", err
 	}
-	path := filepath.Join(m.podDir(pod.UID), "etc-hosts")
+	path, err := m.podSubdir(pod.UID, "etc-hosts")
+	if err != nil {
+		return "", err
+	}
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
 		return path, nil
+	}
+	if err := podpath.MkdirAll(m.opts.RootDir, filepath.Dir(path), 0o750); err != nil {
+		return "", fmt.Errorf("write the pod's hosts file: %w", err)
 	}
 	if err := writeFileAtomic(path, content, 0o644); err != nil {
 		return "", fmt.Errorf("write the pod's hosts file: %w", err)
@@ -89,11 +97,9 @@ func (m *Manager) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) 
 }
 
 // writeFileAtomic replaces path with content through a rename, so a
-// container starting meanwhile never bind-mounts a half-written file.
+// container starting meanwhile never bind-mounts a half-written file. The
+// rename replaces a symbolic link at path, never writes through it.
 func writeFileAtomic(path string, content []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err

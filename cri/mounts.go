@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // containerMounts is the container's mounts: its volumeMounts in spec order,
@@ -185,19 +187,24 @@ func checkHostPath(volume string, hp *v1.HostPathVolumeSource) error {
 // on it for medium Memory (see memoryVolumeSize), and hands it to the pod's
 // fsGroup. It is idempotent: the second container to mount it finds it ready.
 func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolumeSource) (string, error) {
-	dir := m.emptyDirPath(pod.UID, name)
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("emptyDir volume %q: %w", name, err)
+	}
+	dir, err := m.emptyDirPath(pod.UID, name)
+	if err != nil {
+		return fail(err)
 	}
 	switch ed.Medium {
 	case v1.StorageMediumDefault, v1.StorageMediumMemory:
 	default:
 		return fail(fmt.Errorf("medium %q is not supported (only the default and Memory)", ed.Medium))
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+	if err := podpath.MkdirAll(m.opts.RootDir, filepath.Dir(dir), 0o750); err != nil {
 		return fail(err)
 	}
-	if err := os.Mkdir(dir, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+	// The volume's own directory too: a link there would have berth
+	// mount, chown and chmod whatever it points at.
+	if err := podpath.MkdirAll(m.opts.RootDir, dir, 0o777); err != nil {
 		return fail(err)
 	}
 	if ed.Medium == v1.StorageMediumMemory {
@@ -312,8 +319,11 @@ func mountPropagation(p *v1.MountPropagationMode, privileged bool) (runtimeapi.M
 // a new random name, so a restarted container never sees its predecessor's
 // message; the files go with the pod directory.
 func (m *Manager) newTerminationMessageFile(pod *v1.Pod, container string) (string, error) {
-	dir := filepath.Join(m.podDir(pod.UID), "containers", container)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	dir, err := m.podSubdir(pod.UID, "containers", container)
+	if err != nil {
+		return "", fmt.Errorf("create termination-message directory: %w", err)
+	}
+	if err := podpath.MkdirAll(m.opts.RootDir, dir, 0o750); err != nil {
 		return "", fmt.Errorf("create termination-message directory: %w", err)
 	}
 	var b [4]byte

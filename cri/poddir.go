@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // Layout of a pod's directory, RootDir/pods/<uid>, the kubelet's:
@@ -22,24 +23,45 @@ const (
 	emptyDirPluginDir = "kubernetes.io~empty-dir"
 )
 
-// podDir is the pod's state directory under RootDir.
-func (m *Manager) podDir(uid types.UID) string {
-	return filepath.Join(m.opts.RootDir, "pods", string(uid))
+// podDir is the pod's state directory under RootDir. The UID comes from a
+// manifest or from a runtime's label: one that is not a single safe path
+// element is an error, so the directory can never be outside RootDir/pods.
+func (m *Manager) podDir(uid types.UID) (string, error) {
+	dir, err := podpath.Within(m.opts.RootDir, "pods", string(uid))
+	if err != nil {
+		return "", fmt.Errorf("pod directory of uid %q: %w", uid, err)
+	}
+	return dir, nil
+}
+
+// podSubdir is a path inside the pod's state directory, each of elem
+// checked to be a single path element (container and volume names come
+// from the manifest).
+func (m *Manager) podSubdir(uid types.UID, elem ...string) (string, error) {
+	dir, err := m.podDir(uid)
+	if err != nil {
+		return "", err
+	}
+	p, err := podpath.Within(dir, elem...)
+	if err != nil {
+		return "", fmt.Errorf("pod directory of uid %q: %w", uid, err)
+	}
+	return p, nil
 }
 
 // emptyDirPath is where an emptyDir volume of the pod lives on the host.
-func (m *Manager) emptyDirPath(uid types.UID, volume string) string {
-	return filepath.Join(m.podDir(uid), "volumes", emptyDirPluginDir, volume)
+func (m *Manager) emptyDirPath(uid types.UID, volume string) (string, error) {
+	return m.podSubdir(uid, "volumes", emptyDirPluginDir, volume)
 }
 
 // ensurePodDirs creates the pod's state directory and its log directory
 // before its sandbox is created, so the runtime can write container logs
-// and berth can lay out volumes.
+// and berth can lay out volumes. Neither goes through a symbolic link.
 func (m *Manager) ensurePodDirs(podDir, logDir string) error {
-	if err := os.MkdirAll(podDir, 0o750); err != nil {
+	if err := podpath.MkdirAll(m.opts.RootDir, podDir, 0o750); err != nil {
 		return fmt.Errorf("create the pod directory: %w", err)
 	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	if err := podpath.MkdirAll(m.opts.PodLogsDir, logDir, 0o755); err != nil {
 		return fmt.Errorf("create the pod log directory: %w", err)
 	}
 	return nil
@@ -54,7 +76,10 @@ func (m *Manager) CleanupPodDir(uid types.UID) error {
 	if uid == "" {
 		return errors.New("cleanup pod directory: empty pod UID")
 	}
-	dir := m.podDir(uid)
+	dir, err := m.podDir(uid)
+	if err != nil {
+		return fmt.Errorf("cleanup pod directory: %w", err)
+	}
 	mounts, err := mountPointsUnder(dir)
 	if err != nil {
 		return fmt.Errorf("cleanup pod directory %s: %w", dir, err)
@@ -64,6 +89,8 @@ func (m *Manager) CleanupPodDir(uid types.UID) error {
 			return fmt.Errorf("cleanup pod directory %s: %w", dir, err)
 		}
 	}
+	// RemoveAll unlinks symbolic links, never follows them, whether dir
+	// itself is one or one was planted inside.
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("cleanup pod directory: %w", err)
 	}

@@ -1,19 +1,36 @@
 package cri
 
 import (
+	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// mustPath fails the test on a path error: test pods have valid names.
+func mustPath(t *testing.T) func(string, error) string {
+	return func(p string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
 
 func TestCleanupPodDirIdempotent(t *testing.T) {
 	m, _, _ := newCfgManager(t, Options{})
 	pod := ccPod()
-	dir := m.emptyDirPath(pod.UID, "cache")
+	dir := mustPath(t)(m.emptyDirPath(pod.UID, "cache"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +42,7 @@ func TestCleanupPodDirIdempotent(t *testing.T) {
 			t.Fatalf("cleanup %d: %v", i+1, err)
 		}
 	}
-	if _, err := os.Stat(m.podDir(pod.UID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(mustPath(t)(m.podDir(pod.UID))); !os.IsNotExist(err) {
 		t.Errorf("pod directory still there: %v", err)
 	}
 	if err := m.CleanupPodDir(""); err == nil {
@@ -51,7 +68,7 @@ func TestMemoryEmptyDir(t *testing.T) {
 	if _, err := m.ensureEmptyDir(pod, "shm", ed); err != nil {
 		t.Fatal(err)
 	}
-	mps, err := mountPointsUnder(m.podDir(pod.UID))
+	mps, err := mountPointsUnder(mustPath(t)(m.podDir(pod.UID)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +88,10 @@ func TestMemoryEmptyDir(t *testing.T) {
 	if err := m.CleanupPodDir(pod.UID); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPointsUnder(m.podDir(pod.UID)); len(mps) != 0 {
+	if mps, _ := mountPointsUnder(mustPath(t)(m.podDir(pod.UID))); len(mps) != 0 {
 		t.Errorf("still mounted after cleanup: %v", mps)
 	}
-	if _, err := os.Stat(m.podDir(pod.UID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(mustPath(t)(m.podDir(pod.UID))); !os.IsNotExist(err) {
 		t.Errorf("pod directory still there: %v", err)
 	}
 }
@@ -127,4 +144,188 @@ func TestMemoryVolumeSize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// victimBed is a temporary directory holding berth's root and log
+// directories and, next to them, a victim directory with a few files: what
+// a hostile pod field must never reach.
+type victimBed struct {
+	base, root, logs, victim string
+	want                     []string // the victim's tree, as victimTree lists it
+}
+
+func newVictimBed(t *testing.T) *victimBed {
+	t.Helper()
+	base := t.TempDir()
+	b := &victimBed{base: base, root: filepath.Join(base, "root"), logs: filepath.Join(base, "logs"), victim: filepath.Join(base, "victim")}
+	for _, d := range []string{b.root, b.logs, filepath.Join(b.victim, "containers", "app")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"keep", "containers/app/msg"} {
+		if err := os.WriteFile(filepath.Join(b.victim, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.want = b.victimTree(t)
+	return b
+}
+
+// victimTree lists every entry of the victim directory with its mode.
+func (b *victimBed) victimTree(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(b.victim, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, fmt.Sprintf("%s %v", strings.TrimPrefix(path, b.base), fi.Mode()))
+		return nil
+	})
+	if err != nil {
+		t.Errorf("victim directory: %v", err)
+	}
+	return out
+}
+
+// check fails the test when anything but root, logs and victim appeared
+// next to them, or anything in victim changed.
+func (b *victimBed) check(t *testing.T) {
+	t.Helper()
+	entries, err := os.ReadDir(b.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != "root" && n != "logs" && n != "victim" {
+			t.Errorf("%s created next to the roots", n)
+		}
+	}
+	if got := b.victimTree(t); !slices.Equal(got, b.want) {
+		t.Errorf("victim directory changed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(b.want, "\n"))
+	}
+}
+
+// TestHostilePodFieldsStayInsideRoots feeds every function that builds a
+// path from a pod field with fields that climb out of the roots, as a pod
+// that got past validation (or a runtime's labels) could carry them:
+// each refuses, and nothing outside the roots is created, changed or
+// removed.
+func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
+	pod := func(ns, name, uid string) *v1.Pod {
+		p := ccPod()
+		p.Namespace, p.Name, p.UID = ns, name, types.UID(uid)
+		return p
+	}
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		container string
+		volume    string
+	}{
+		{name: "uid", pod: pod("prod", "web", "../../victim"), container: "app", volume: "data"},
+		{name: "uid with a newline", pod: pod("prod", "web", "a\n../../../victim"), container: "app", volume: "data"},
+		{name: "namespace", pod: pod("../victim", "web", "u"), container: "app", volume: "data"},
+		{name: "name", pod: pod("prod", "../../victim", "u"), container: "app", volume: "data"},
+		{name: "container name", pod: pod("prod", "web", "u"), container: "../../../../victim", volume: "data"},
+		{name: "volume name", pod: pod("prod", "web", "u"), container: "app", volume: "../../../../../victim"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newVictimBed(t)
+			m, _, _ := newCfgManager(t, Options{RootDir: b.root, PodLogsDir: b.logs})
+			p := tt.pod
+			p.Spec.Containers[0].Name = tt.container
+			badUID := p.UID != "u"
+			badLogDir := badUID || p.Namespace != "prod" || p.Name != "web"
+			if _, err := m.SandboxConfig(p, 0); err == nil && badLogDir {
+				t.Error("SandboxConfig accepted the pod")
+			}
+			if _, err := m.ensureHostsFile(p, []string{"10.88.0.2"}); err == nil && badUID {
+				t.Error("ensureHostsFile accepted the pod")
+			}
+			if _, err := m.ensureEmptyDir(p, tt.volume, &v1.EmptyDirVolumeSource{}); err == nil && (badUID || tt.volume != "data") {
+				t.Error("ensureEmptyDir accepted the pod")
+			}
+			if _, err := m.newTerminationMessageFile(p, tt.container); err == nil && (badUID || tt.container != "app") {
+				t.Error("newTerminationMessageFile accepted the pod")
+			}
+			if _, err := m.ContainerConfig(context.Background(), p, &p.Spec.Containers[0], 0, nil, "busybox"); err == nil && tt.container != "app" {
+				t.Error("ContainerConfig accepted the container")
+			}
+			m.nextRestartCount(p, tt.container, &PodStatus{})
+			if err := m.CleanupPodDir(p.UID); err == nil && badUID {
+				t.Error("CleanupPodDir accepted the UID")
+			}
+			if err := m.RemovePod(context.Background(), &PodStatus{UID: p.UID, Name: p.Name, Namespace: p.Namespace}); err != nil {
+				t.Errorf("RemovePod: %v", err)
+			}
+			if _, err := m.removePodDirs(p.UID, m.podLogDirOf(&PodStatus{UID: p.UID, Name: p.Name, Namespace: p.Namespace})); err != nil {
+				t.Errorf("removePodDirs: %v", err)
+			}
+			b.check(t)
+		})
+	}
+}
+
+// TestPlantedLinksAreNotFollowed plants symbolic links to a victim
+// directory where berth creates and removes a pod's files: as the pod
+// directory's subdirectories, inside an emptyDir (where a container can
+// create them), and in the pod's log directory. Creating refuses to go
+// through them; removing unlinks them and leaves the victim alone.
+func TestPlantedLinksAreNotFollowed(t *testing.T) {
+	b := newVictimBed(t)
+	m, _, _ := newCfgManager(t, Options{RootDir: b.root, PodLogsDir: b.logs})
+	pod := ccPod()
+	podDir := mustPath(t)(m.podDir(pod.UID))
+	data := mustPath(t)(m.emptyDirPath(pod.UID, "data"))
+	logDir := mustPath(t)(m.podLogDir(pod))
+	for _, d := range []string{data, logDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, link := range []string{
+		filepath.Join(podDir, "containers"),
+		filepath.Join(data, "escape"),
+		filepath.Join(logDir, "app"),
+	} {
+		if err := os.Symlink(b.victim, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.newTerminationMessageFile(pod, "app"); err == nil {
+		t.Error("newTerminationMessageFile went through a link")
+	}
+	if err := os.Remove(filepath.Join(podDir, "volumes", emptyDirPluginDir, "data", "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b.victim, filepath.Join(podDir, "volumes", emptyDirPluginDir, "other")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ensureEmptyDir(pod, "other", &v1.EmptyDirVolumeSource{}); err == nil {
+		t.Error("ensureEmptyDir accepted a link as the volume's directory")
+	}
+	if err := os.Symlink(b.victim, filepath.Join(data, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	b.check(t)
+
+	if err := m.RemovePod(context.Background(), &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CleanupPodDir(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{podDir, logDir} {
+		if _, err := os.Lstat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", d, err)
+		}
+	}
+	b.check(t)
 }

@@ -383,7 +383,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	if cs.Name == "" {
 		cs.Name = st.Labels[LabelContainerName]
 	}
-	m.statusCache.putContainer(c.Id, st.State, cs, st.LogPath, terminationMessageHostPath(st))
+	m.statusCache.putContainer(c.Id, st.State, cs, m.ownedLogPath(st.LogPath), m.ownedTermPath(terminationMessageHostPath(st)))
 	return cs, nil
 }
 

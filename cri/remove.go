@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // isNotFound reports whether the runtime said the object does not exist.
@@ -36,7 +38,7 @@ func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
 		if !owned(resp.Status.Labels) {
 			return fmt.Errorf("refusing to remove container %q: it is not managed by berth", id)
 		}
-		logPath = resp.Status.LogPath
+		logPath = m.ownedLogPath(resp.Status.LogPath)
 	}
 	if err := m.runtime.RemoveContainer(ctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove container %q: %w", id, err)
@@ -92,10 +94,35 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 
 // podLogDirOf is the pod's directory in the CRI log layout
 // (<PodLogsDir>/<namespace>_<name>_<uid>), "" when the status lacks the
-// identity to name it safely.
+// identity to name it safely. The identity comes from the runtime's labels:
+// one that would name a directory anywhere else (a '/', "..", a '_') is no
+// pod berth ever made a directory for, so there is nothing to remove.
 func (m *Manager) podLogDirOf(status *PodStatus) string {
-	if status.UID == "" || status.Name == "" || status.Namespace == "" || m.opts.PodLogsDir == "" {
+	if m.opts.PodLogsDir == "" {
 		return ""
 	}
-	return filepath.Join(m.opts.PodLogsDir, status.Namespace+"_"+status.Name+"_"+string(status.UID))
+	dir, err := podpath.LogDir(m.opts.PodLogsDir, status.Namespace, status.Name, string(status.UID))
+	if err != nil {
+		return ""
+	}
+	return dir
+}
+
+// ownedLogPath is path, cleaned, when it lies below PodLogsDir, else "".
+// berth removes and rotates the file a runtime reports as a container's
+// log: a hostile or confused runtime must not make it remove /etc/shadow.
+func (m *Manager) ownedLogPath(path string) string {
+	if !podpath.Under(m.opts.PodLogsDir, path) {
+		return ""
+	}
+	return filepath.Clean(path)
+}
+
+// ownedTermPath is path, cleaned, when it lies below RootDir/pods, else "":
+// the same for the termination-message file berth removes with a container.
+func (m *Manager) ownedTermPath(path string) string {
+	if !podpath.Under(filepath.Join(m.opts.RootDir, "pods"), path) {
+		return ""
+	}
+	return filepath.Clean(path)
 }

@@ -108,20 +108,32 @@ func TestRemoveContainer(t *testing.T) {
 		wantErr     bool
 		wantCalls   []string
 		wantLogGone bool
+		// logOutside puts the log file the runtime reports outside
+		// PodLogsDir: a hostile runtime naming a file berth must not remove.
+		logOutside bool
 	}{
 		{name: "owned, not yet relisted", managed: true, wantCalls: []string{"ContainerStatus", "RemoveContainer"}, wantLogGone: true},
+		{name: "log path outside the logs directory left alone", managed: true, logOutside: true, wantCalls: []string{"ContainerStatus", "RemoveContainer"}},
 		{name: "foreign refused", managed: false, wantErr: true, wantCalls: []string{"ContainerStatus"}},
 		{name: "already gone", managed: true, statusErr: status.Error(codes.NotFound, "gone"), wantCalls: []string{"ContainerStatus"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newCRITestEnv(t)
-			logFile := filepath.Join(t.TempDir(), "0.log")
+			logFile := filepath.Join(env.m.opts.PodLogsDir, "default_web-node_uid-1", "app", "0.log")
+			reported := logFile
+			if tt.logOutside {
+				logFile = filepath.Join(t.TempDir(), "victim")
+				reported = filepath.Join(env.m.opts.PodLogsDir, "..", filepath.Base(filepath.Dir(logFile)), "victim")
+			}
+			if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(logFile, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			fc := fakeContainer("c1", "s1", "uid-1", 0)
-			fc.LogPath = logFile
+			fc.LogPath = reported
 			if !tt.managed {
 				delete(fc.Labels, LabelManaged)
 			}

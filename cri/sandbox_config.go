@@ -3,12 +3,13 @@ package cri
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/cri/podpath"
 )
 
 // maxHostnameLen is the longest hostname the kernel and DNS accept.
@@ -24,6 +25,10 @@ func (m *Manager) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	fail := func(err error) (*runtimeapi.PodSandboxConfig, error) {
 		return nil, fmt.Errorf("sandbox config for pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	logDir, err := m.podLogDir(pod)
+	if err != nil {
+		return fail(err)
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -33,7 +38,7 @@ func (m *Manager) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		},
 		Labels:       sandboxLabels(pod),
 		Annotations:  sandboxAnnotations(pod),
-		LogDirectory: m.podLogDir(pod),
+		LogDirectory: logDir,
 	}
 	if !pod.Spec.HostNetwork {
 		hostname, domain, err := m.podHostnameAndDomain(pod)
@@ -111,9 +116,10 @@ func gracePeriod(pod *v1.Pod) int64 {
 }
 
 // podLogDir is the pod's directory in the CRI log layout,
-// PodLogsDir/<namespace>_<name>_<uid>.
-func (m *Manager) podLogDir(pod *v1.Pod) string {
-	return filepath.Join(m.opts.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+// PodLogsDir/<namespace>_<name>_<uid>, refused when a field would take it
+// anywhere else.
+func (m *Manager) podLogDir(pod *v1.Pod) (string, error) {
+	return podpath.LogDir(m.opts.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))
 }
 
 // podHostnameAndDomain is the pod's hostname (spec.hostname, else its name cut

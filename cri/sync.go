@@ -101,7 +101,11 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 		err := fmt.Errorf(format, args...)
 		return "", nil, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: errors.Unwrap(err)}
 	}
-	if err := m.ensurePodDirs(m.podDir(pod.UID), cfg.LogDirectory); err != nil {
+	podDir, err := m.podDir(pod.UID)
+	if err != nil {
+		return fail("%w", err)
+	}
+	if err := m.ensurePodDirs(podDir, cfg.LogDirectory); err != nil {
 		return fail("%w", err)
 	}
 	id, err := m.runtime.RunPodSandbox(ctx, cfg, RuntimeHandler(pod))

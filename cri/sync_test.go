@@ -133,10 +133,10 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if sb == nil || sb.RuntimeHandler != "runc" {
 		t.Fatalf("sandbox = %+v, want one with handler runc", sb)
 	}
-	if _, err := os.Stat(f.m.podLogDir(pod)); err != nil {
+	if _, err := os.Stat(mustPath(t)(f.m.podLogDir(pod))); err != nil {
 		t.Errorf("log directory not created: %v", err)
 	}
-	if _, err := os.Stat(f.m.podDir(pod.UID)); err != nil {
+	if _, err := os.Stat(mustPath(t)(f.m.podDir(pod.UID))); err != nil {
 		t.Errorf("pod directory not created: %v", err)
 	}
 	var ctr *fakeri.FakeContainer

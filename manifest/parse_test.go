@@ -277,6 +277,89 @@ spec:
 		wantPods:  []string{"good-node1_default"},
 		wantProbs: []string{"19 items[1].spec.containers[0].image Invalid"},
 	},
+	{
+		name:      "uid climbing out of the pod directory",
+		in:        withUID(`"../../../victim"`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+		wantMsg:   `web.yaml:5: metadata.uid: Invalid value: "../../../victim": must consist of letters, digits`,
+	},
+	{
+		name:      "uid with a newline",
+		in:        withUID(`"abc\nINFO forged log line"`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+		wantMsg:   `Invalid value: "abc\nINFO forged log line"`,
+	},
+	{
+		name:      "uid with a slash",
+		in:        withUID(`a/b`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+	},
+	{
+		name:      "uid dot-dot",
+		in:        withUID(`".."`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+	},
+	{
+		name:      "uid with an underscore, the log directory's separator",
+		in:        withUID(`a_b`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+	},
+	{
+		name:      "uid with a NUL",
+		in:        withUID(`"a\0b"`),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+	},
+	{
+		name:      "uid too long",
+		in:        withUID(strings.Repeat("a", 129)),
+		wantProbs: []string{"5 metadata.uid Invalid"},
+		wantMsg:   "may not be more than 128",
+	},
+	{
+		name:     "uid: a UUID, a hex hash and a hand-written name",
+		in:       podList(withUID("3f1c0a52-8d2e-4f0b-9b1e-6c7d8e9f0a1b"), strings.Replace(withUID("0123456789abcdef0123456789abcdef"), "name: web", "name: two", 1), strings.Replace(withUID("My-pod.v1"), "name: web", "name: three", 1)),
+		wantPods: []string{"web-node1_default", "two-node1_default", "three-node1_default"},
+	},
+	{
+		name: "container, init container, ephemeral container and volume names that are no path element",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  initContainers:
+  - name: "../init"
+    image: busybox
+  containers:
+  - name: "a\nb"
+    image: busybox
+    volumeMounts:
+    - {name: "..", mountPath: /data}
+  ephemeralContainers:
+  - name: "x/y"
+    image: busybox
+  volumes:
+  - name: ".."
+    emptyDir: {}
+`,
+		wantProbs: []string{
+			"7 spec.initContainers[0].name Invalid",
+			"10 spec.containers[0].name Invalid",
+			"14 spec.ephemeralContainers Unsupported",
+			"15 spec.ephemeralContainers[0].name Invalid",
+			"18 spec.volumes[0].name Invalid",
+		},
+	},
+	{
+		name:      "namespace climbing out of the log directory",
+		in:        strings.Replace(podManifest("web", "nginx:1"), "  name: web\n", "  name: web\n  namespace: ../x\n", 1),
+		wantProbs: []string{"5 metadata.namespace Invalid"},
+	},
+}
+
+// withUID is the web pod with metadata.uid set to the YAML scalar uid.
+func withUID(uid string) string {
+	return strings.Replace(podManifest("web", "nginx:1"), "  name: web\n", "  name: web\n  uid: "+uid+"\n", 1)
 }
 
 func TestParse(t *testing.T) {

@@ -54,6 +54,7 @@ func validatePod(pod *v1.Pod) field.ErrorList {
 	for _, msg := range validation.IsDNS1123Label(pod.Namespace) {
 		errs = append(errs, field.Invalid(meta.Child("namespace"), pod.Namespace, msg))
 	}
+	errs = append(errs, validateUID(string(pod.UID), meta.Child("uid"))...)
 	errs = append(errs, metav1validation.ValidateLabels(pod.Labels, meta.Child("labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(pod.Annotations, meta.Child("annotations"))...)
 	return append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
@@ -75,6 +76,9 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(p.Child("containers"), "a pod needs at least one container"))
 	}
 	names := sets.New[string]()
+	for i, c := range spec.EphemeralContainers {
+		errs = append(errs, validateDNSLabel(c.Name, p.Child("ephemeralContainers").Index(i).Child("name"))...)
+	}
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
 		cp := p.Child("initContainers").Index(i)
@@ -490,6 +494,35 @@ func validateIDs(user, group *int64, p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// maxUIDLength bounds metadata.uid: a UUID has 36 characters, berth's
+// content hash 32, a SHA-256 in hex 64; 128 leaves room for any real one.
+const maxUIDLength = 128
+
+// validateUID bounds metadata.uid to a character set that is safe as one
+// path element and in log lines. The API server never checks a UID's shape
+// because it makes them itself (UUIDs); a static pod's UID comes from the
+// manifest, and berth names the pod's state and log directories after it,
+// so "../../victim" or a newline must never get that far. Letters, digits,
+// '-' and '.' (not first, so never "." or "..") accept every UUID, berth's
+// and the kubelet's hex hashes and any sensible hand-written name. '_' is
+// out: it separates namespace, name and UID in the log directory's name
+// (<namespace>_<name>_<uid>), and berth finds a UID's log directory by it.
+func validateUID(uid string, p *field.Path) field.ErrorList {
+	switch {
+	case uid == "":
+		return field.ErrorList{field.Required(p, "")}
+	case len(uid) > maxUIDLength:
+		return field.ErrorList{field.TooLong(p, "", maxUIDLength)}
+	}
+	for i, r := range uid {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || (r != '-' && r != '.')) {
+			return field.ErrorList{field.Invalid(p, uid, "must consist of letters, digits, '-' or '.', and start with a letter or a digit")}
+		}
+	}
+	return nil
 }
 
 func validateDNSLabel(v string, p *field.Path) field.ErrorList {

@@ -145,7 +145,7 @@ func TestDebPackage(t *testing.T) {
 	for _, want := range []string{
 		"-rwxr-xr-x root/root .* ./usr/bin/berth$",
 		"-rw-r--r-- root/root .* ./lib/systemd/system/berth.service$",
-		"-rw-r--r-- root/root .* ./etc/berth/berth.yaml$",
+		"-rw------- root/root .* ./etc/berth/berth.yaml$",
 		"drwxr-xr-x root/root .* ./etc/kubernetes/manifests/$",
 		"./usr/share/doc/berth/examples/http/pods.yaml$",
 	} {
@@ -165,5 +165,87 @@ func TestDebPackage(t *testing.T) {
 		if b, err := exec.Command("sh", "-n", filepath.Join(ctl, script)).CombinedOutput(); err != nil {
 			t.Errorf("%s: %v\n%s", script, err, b)
 		}
+	}
+}
+
+// TestDebInstallKeepsConfigPrivate installs the package with dpkg into a
+// scratch root (maintainer scripts chrooted there, so the host's systemd
+// is never touched) and checks that /etc/berth/berth.yaml, which may hold a
+// bearer token, is readable by root only: fresh, and over an edited copy an
+// older package left world-readable.
+func TestDebInstallKeepsConfigPrivate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("dpkg runs the maintainer scripts in a chroot: needs root")
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox (the chroot's /bin/sh) not installed")
+	}
+	for _, tool := range []string{"dpkg", "dpkg-deb"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	out := t.TempDir()
+	fake := filepath.Join(out, "berth")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho berth\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "../../packaging/deb/build.sh", fake, "v1.2.3", out)
+	cmd.Env = append(os.Environ(), "DEB_ARCH=all")
+	printed, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("build.sh: %v\n%s", err, printed)
+	}
+	deb := strings.TrimSpace(string(printed))
+	for _, tt := range []struct {
+		name     string
+		existing string // an edited config already there, mode 0644
+	}{
+		{name: "fresh install"},
+		{name: "over an edited world-readable config", existing: "manifestURLHeader: {Authorization: [Bearer secret]}\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, d := range []string{"var/lib/dpkg/updates", "var/lib/dpkg/info", "bin", "etc/berth"} {
+				if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, f := range []string{"var/lib/dpkg/status", "var/lib/dpkg/available"} {
+				if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := os.ReadFile(busybox)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "bin", "sh"), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			conf := filepath.Join(root, "etc", "berth", "berth.yaml")
+			if tt.existing != "" {
+				if err := os.WriteFile(conf, []byte(tt.existing), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dpkg := exec.Command("dpkg", "--root="+root, "--force-confold", "--force-architecture", "-i", deb)
+			if b, err := dpkg.CombinedOutput(); err != nil {
+				t.Fatalf("dpkg -i: %v\n%s", err, b)
+			}
+			fi, err := os.Stat(conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s installed %v, want -rw-------", conf, fi.Mode().Perm())
+			}
+			if tt.existing != "" {
+				if b, _ := os.ReadFile(conf); string(b) != tt.existing {
+					t.Errorf("the admin's config was replaced: %q", b)
+				}
+			}
+		})
 	}
 }

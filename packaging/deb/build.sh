@@ -29,7 +29,8 @@ trap 'rm -rf "$work"' EXIT
 root=$work/root
 install -D -m 0755 "$binary" "$root/usr/bin/berth"
 install -D -m 0644 "$top/packaging/systemd/berth.service" "$root/lib/systemd/system/berth.service"
-install -D -m 0644 "$top/packaging/berth.yaml" "$root/etc/berth/berth.yaml"
+# 0600: the comments suggest putting a bearer token in it.
+install -D -m 0600 "$top/packaging/berth.yaml" "$root/etc/berth/berth.yaml"
 install -d -m 0755 "$root/etc/kubernetes/manifests"
 install -D -m 0644 "$top/README.md" "$root/usr/share/doc/berth/README.md"
 install -d -m 0755 "$root/usr/share/doc/berth/examples/http"
@@ -64,6 +65,11 @@ cat >"$root/DEBIAN/postinst" <<'SCRIPT'
 # has KillMode=process and the new berth adopts what runs.
 set -e
 if [ "$1" = configure ]; then
+	# The config may hold a bearer token: an earlier package installed it
+	# 0644, and dpkg keeps the mode of a file the admin edited.
+	if [ -f /etc/berth/berth.yaml ]; then
+		chmod go-rwx /etc/berth/berth.yaml
+	fi
 	if command -v deb-systemd-helper >/dev/null; then
 		deb-systemd-helper unmask berth.service >/dev/null || true
 		deb-systemd-helper enable berth.service >/dev/null || true

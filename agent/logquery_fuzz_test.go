@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+)
+
+// FuzzParseLogOptions parses arbitrary query strings of a log request. It
+// never panics; a refusal is a 400 with a message; an accepted request
+// means exactly what its parameters say, with every bool as strconv reads
+// it and tailLines -1 (all) or a count of 0 or more.
+func FuzzParseLogOptions(f *testing.F) {
+	for _, q := range []string{
+		"", "container=web&tailLines=1&timestamps=true", "previous=1", "follow=yes", "tailLines=-3",
+		"tailLines=99999999999999999999", "container=%2e%2e%2fetc", "follow=true&follow=false", "tailLines=+5", "%zz",
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		r := httptest.NewRequest(http.MethodGet, "/pods/default/web/log", nil)
+		r.URL.RawQuery = rawQuery
+		o, err := parseLogOptions(r)
+		if err != nil {
+			var le *logRequestError
+			if !errors.As(err, &le) || le.status != http.StatusBadRequest || le.msg == "" {
+				t.Fatalf("refusal %v is not a 400 with a message", err)
+			}
+			return
+		}
+		q, _ := url.ParseQuery(rawQuery)
+		if o.container != q.Get("container") {
+			t.Fatalf("container %q, query says %q", o.container, q.Get("container"))
+		}
+		for name, got := range map[string]bool{"follow": o.follow, "previous": o.previous, "timestamps": o.timestamps} {
+			want := false
+			if v := q.Get(name); v != "" {
+				want, _ = strconv.ParseBool(v)
+			}
+			if got != want {
+				t.Fatalf("%s = %v, query says %q", name, got, q.Get(name))
+			}
+		}
+		switch v := q.Get("tailLines"); {
+		case v == "" && o.tailLines != -1:
+			t.Fatalf("tailLines %d without the parameter", o.tailLines)
+		case v != "" && (o.tailLines < 0 || strconv.Itoa(o.tailLines) != strconv.Itoa(mustAtoi(t, v))):
+			t.Fatalf("tailLines %d, query says %q", o.tailLines, v)
+		}
+	})
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("accepted tailLines %q: %v", s, err)
+	}
+	return n
+}
