@@ -50,6 +50,7 @@ type fileSource struct {
 	failed  *Problem              // the path itself could not be read
 	watcher *fsnotify.Watcher
 	dirInfo os.FileInfo // the directory being watched, to notice replacement
+	state   *lastGoodState
 }
 
 // fileState is the last read of one manifest file.
@@ -60,6 +61,7 @@ type fileState struct {
 }
 
 func newFileSource(cfg SourceConfig, store *Store) *fileSource {
+	log := cfg.logger().With("source", SourceFile)
 	return &fileSource{
 		path:     filepath.Clean(cfg.ManifestPath),
 		nodeName: cfg.NodeName,
@@ -67,9 +69,10 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		period:   cfg.fileCheckFrequency(),
 		clock:    cfg.clock(),
 		store:    store,
-		log:      cfg.logger().With("source", SourceFile),
+		log:      log,
 		watch:    true,
 		files:    map[string]*fileState{},
+		state:    newLastGoodState(cfg, SourceFile, log),
 	}
 }
 
@@ -88,6 +91,7 @@ func (s *fileSource) run(ctx context.Context) {
 			events, errs = w.Events, w.Errors
 		}
 	}
+	s.restoreLastGood()
 	s.ensureWatches()
 	s.rescan(true)
 	if s.send(ctx) != nil {
@@ -336,6 +340,8 @@ func (s *fileSource) send(ctx context.Context) error {
 	var extra []Problem
 	if s.failed != nil {
 		extra = []Problem{*s.failed}
+	} else {
+		s.saveLastGood()
 	}
 	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra))
 }

@@ -41,6 +41,7 @@ type httpSource struct {
 	last               Result // last good answer, after keepLastGood
 	answered           bool   // the server has answered with manifests at least once
 	problem            *Problem
+	state              *lastGoodState
 }
 
 func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
@@ -48,6 +49,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
 	if client == nil {
 		client = &http.Client{}
 	}
+	log := cfg.logger().With("source", SourceHTTP, "url", u.Redacted())
 	return &httpSource{
 		url:      u.String(),
 		origin:   Origin{Source: SourceHTTP, Path: u.Redacted()},
@@ -59,12 +61,14 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {
 		client:   client,
 		clock:    cfg.clock(),
 		store:    store,
-		log:      cfg.logger().With("source", SourceHTTP, "url", u.Redacted()),
+		log:      log,
+		state:    newLastGoodState(cfg, SourceHTTP, log),
 	}
 }
 
 // run polls at once and then every period until ctx is done.
 func (s *httpSource) run(ctx context.Context) {
+	s.restoreLastGood()
 	ticker := s.clock.NewTicker(s.period)
 	defer ticker.Stop()
 	for {
@@ -194,6 +198,9 @@ func (s *httpSource) send(ctx context.Context) error {
 	var extra []Problem
 	if s.problem != nil {
 		extra = []Problem{*s.problem}
+	}
+	if s.answered {
+		s.state.save(map[string]Result{s.origin.Path: s.last})
 	}
 	results := []merged{{origin: s.origin, res: s.last}}
 	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra))

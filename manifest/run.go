@@ -40,6 +40,9 @@ type SourceConfig struct {
 	HTTPClient *http.Client
 	// MaxBytes limits one manifest file or HTTP body (DefaultMaxBytes).
 	MaxBytes int64
+	// StateDir keeps each source entry's last good manifest across
+	// restarts (<root-dir>/manifests); "" keeps it in memory only.
+	StateDir string
 	// Clock drives the periodic rescans and polls; nil is the real clock.
 	Clock clock.WithTicker
 	// Logger receives the sources' logs; nil is slog.Default().
@@ -72,6 +75,14 @@ func Run(ctx context.Context, cfg SourceConfig, store *Store) error {
 			return fmt.Errorf("manifest sources: --manifest-url %q must be an http:// or https:// URL", cfg.URL)
 		}
 		hs = newHTTPSource(cfg, u, store)
+	}
+	// The state of a source no longer configured must not bring its
+	// pods back should it return with a broken manifest.
+	if cfg.ManifestPath == "" {
+		dropLastGood(cfg.StateDir, SourceFile, cfg.logger())
+	}
+	if cfg.URL == "" {
+		dropLastGood(cfg.StateDir, SourceHTTP, cfg.logger())
 	}
 	var wg sync.WaitGroup
 	if cfg.ManifestPath != "" {
