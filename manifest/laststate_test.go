@@ -463,3 +463,31 @@ func TestDecodeState(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeState: whatever a state file holds, decoding it never panics,
+// and what it accepts carries the identity of the file's origin.
+func FuzzDecodeState(f *testing.F) {
+	origin := "/etc/kubernetes/manifests/a.yaml"
+	res := Parse([]byte(podManifest("a", "img:1")), Origin{Source: SourceFile, Path: origin}, testNode)
+	good, err := json.Marshal(stateFile{Version: stateVersion, Source: SourceFile, Origin: origin, NodeName: testNode,
+		Pods: []statePod{{Line: 4, Pod: res.Pods[0]}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"version":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sf, got, err := decodeState(data, SourceFile, testNode)
+		if err != nil {
+			return
+		}
+		if len(got.Pods) == 0 || len(got.Pods) != len(got.Lines) {
+			t.Fatalf("accepted %d pods, %d lines", len(got.Pods), len(got.Lines))
+		}
+		for _, p := range got.Pods {
+			if checkStateIdentity(p, SourceFile, sf.Origin, testNode) != nil {
+				t.Fatalf("accepted a pod of another identity: %+v", p.ObjectMeta)
+			}
+		}
+	})
+}
