@@ -62,6 +62,7 @@ func decodeManifests(data []byte, origin Origin) ([]decoded, []Problem) {
 		}
 		if err != nil {
 			line, msg := yamlErrorLine(err)
+			line = syntaxLine(data, line, strings.TrimPrefix(msg, "invalid YAML: "))
 			problem(line, "", msg, nil)
 			return docs, problems
 		}
