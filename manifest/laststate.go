@@ -320,7 +320,15 @@ func (l *lastGoodState) ensureDir() bool {
 	if l.dir == "" || l.broken {
 		return false
 	}
-	err := os.MkdirAll(l.dir, 0o700)
+	// The parents as the runtime manager makes --root-dir (0750); only
+	// the source's own directory is private.
+	err := os.MkdirAll(filepath.Dir(l.dir), 0o750)
+	if err == nil {
+		err = os.Mkdir(l.dir, 0o700)
+		if errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
+	}
 	var info os.FileInfo
 	if err == nil {
 		info, err = os.Lstat(l.dir)
