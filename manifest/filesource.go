@@ -49,8 +49,8 @@ type fileSource struct {
 	files   map[string]*fileState // manifest path -> what it yielded
 	failed  *Problem              // the path itself could not be read
 	watcher *fsnotify.Watcher
-	dirInfo os.FileInfo // the directory being watched, to notice replacement
-	state   *lastGoodState
+	dirInfo os.FileInfo    // the directory being watched, to notice replacement
+	state   *lastGoodState // files' last good pods across restarts
 }
 
 // fileState is the last read of one manifest file.

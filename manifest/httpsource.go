@@ -41,7 +41,7 @@ type httpSource struct {
 	last               Result // last good answer, after keepLastGood
 	answered           bool   // the server has answered with manifests at least once
 	problem            *Problem
-	state              *lastGoodState
+	state              *lastGoodState // last good body's pods across restarts
 }
 
 func newHTTPSource(cfg SourceConfig, u *url.URL, store *Store) *httpSource {

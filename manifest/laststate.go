@@ -58,6 +58,9 @@ type lastGoodState struct {
 	// broken says dir cannot be used (not ours, not creatable); persisting
 	// is off and was logged once.
 	broken bool
+	// writeErr is the last write failure, logged once: the write is
+	// retried on every save.
+	writeErr string
 }
 
 // savedEntry is what one state file holds, to skip writes that would not
@@ -294,9 +297,13 @@ func (l *lastGoodState) write(origin string, res Result) {
 		return
 	}
 	if err := writeAtomic(l.dir, name, data); err != nil {
-		l.log.Warn("cannot persist the last good manifest; retrying on the next change", "origin", origin, "err", err)
+		if err.Error() != l.writeErr {
+			l.log.Warn("cannot persist the last good manifest; retrying", "origin", origin, "err", err)
+			l.writeErr = err.Error()
+		}
 		return
 	}
+	l.writeErr = ""
 	l.entries[origin] = &savedEntry{pods: res.Pods, sum: sum}
 }
 
