@@ -68,6 +68,7 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 		}
 		if err != nil {
 			line, msg := yamlErrorLine(err)
+			line = syntaxLine(data, line, strings.TrimPrefix(msg, "invalid YAML: "))
 			problem(line, "", msg, nil)
 			return docs, problems
 		}

@@ -51,7 +51,8 @@ type fileSource struct {
 	files   map[string]*fileState // manifest path -> what it yielded
 	failed  *Problem              // the path itself could not be read
 	watcher *fsnotify.Watcher
-	dirInfo os.FileInfo // the directory being watched, to notice replacement
+	dirInfo os.FileInfo    // the directory being watched, to notice replacement
+	state   *lastGoodState // files' last good pods across restarts
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
@@ -65,6 +66,7 @@ type fileState struct {
 }
 
 func newFileSource(cfg SourceConfig, store *Store) *fileSource {
+	log := cfg.logger().With("source", SourceFile)
 	return &fileSource{
 		path:     filepath.Clean(cfg.ManifestPath),
 		nodeName: cfg.NodeName,
@@ -74,10 +76,11 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		period:   cfg.fileCheckFrequency(),
 		clock:    cfg.clock(),
 		store:    store,
-		log:      cfg.logger().With("source", SourceFile),
+		log:      log,
 		watch:    true,
 		files:    map[string]*fileState{},
 		warned:   map[string]string{},
+		state:    newLastGoodState(cfg, SourceFile, log),
 	}
 }
 
@@ -96,6 +99,7 @@ func (s *fileSource) run(ctx context.Context) {
 			events, errs = w.Events, w.Errors
 		}
 	}
+	s.restoreLastGood()
 	s.ensureWatches()
 	s.rescan(true)
 	if s.send(ctx) != nil {
@@ -397,6 +401,8 @@ func (s *fileSource) send(ctx context.Context) error {
 	var extra []Problem
 	if s.failed != nil {
 		extra = []Problem{*s.failed}
+	} else {
+		s.saveLastGood()
 	}
 	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra))
 }

@@ -42,9 +42,11 @@ type httpSource struct {
 	last               Result // last good answer, after keepLastGood
 	answered           bool   // the server has answered with manifests at least once
 	problem            *Problem
+	state              *lastGoodState // last good body's pods across restarts
 }
 
 func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Store) *httpSource {
+	log := cfg.logger().With("source", SourceHTTP, "url", RedactURL(u.String()))
 	return &httpSource{
 		url:      u.String(),
 		origin:   httpOrigin(u),
@@ -57,12 +59,14 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		client:   client,
 		clock:    cfg.clock(),
 		store:    store,
-		log:      cfg.logger().With("source", SourceHTTP, "url", RedactURL(u.String())),
+		log:      log,
+		state:    newLastGoodState(cfg, SourceHTTP, log),
 	}
 }
 
 // run polls at once and then every period until ctx is done.
 func (s *httpSource) run(ctx context.Context) {
+	s.restoreLastGood()
 	ticker := s.clock.NewTicker(s.period)
 	defer ticker.Stop()
 	for {
@@ -197,6 +201,9 @@ func (s *httpSource) send(ctx context.Context) error {
 	var extra []Problem
 	if s.problem != nil {
 		extra = []Problem{*s.problem}
+	}
+	if s.answered {
+		s.state.save(map[string]Result{s.origin.Path: s.last})
 	}
 	results := []merged{{origin: s.origin, res: s.last}}
 	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra))

@@ -50,6 +50,9 @@ type SourceConfig struct {
 	// Permissions says what to do with a manifest someone other than
 	// root may write (PermissionsStrict when "").
 	Permissions Permissions
+	// StateDir keeps each source entry's last good manifest across
+	// restarts (<root-dir>/manifests); "" keeps it in memory only.
+	StateDir string
 	// Clock drives the periodic rescans and polls; nil is the real clock.
 	Clock clock.WithTicker
 	// Logger receives the sources' logs; nil is slog.Default().
@@ -92,6 +95,14 @@ func Run(ctx context.Context, cfg SourceConfig, store *Store) error {
 	}
 	if _, err := ParsePermissions(string(cfg.Permissions)); err != nil {
 		return fmt.Errorf("manifest sources: --manifest-permissions: %w", err)
+	}
+	// The state of a source no longer configured must not bring its
+	// pods back should it return with a broken manifest.
+	if cfg.ManifestPath == "" {
+		dropLastGood(cfg.StateDir, SourceFile, cfg.logger())
+	}
+	if cfg.URL == "" {
+		dropLastGood(cfg.StateDir, SourceHTTP, cfg.logger())
 	}
 	var wg sync.WaitGroup
 	if cfg.ManifestPath != "" {

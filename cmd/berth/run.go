@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -105,6 +106,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		MaxPods:            s.MaxPods,
 		Permissions:        manifest.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
+		StateDir:           s.manifestStateDir(),
 		Logger:             log,
 	}
 	store := manifest.NewStore(srcCfg.SourceNames()...)
@@ -186,4 +188,14 @@ func firstGlobalIP() string {
 		}
 	}
 	return v6
+}
+
+// manifestStateDir is where the sources keep each manifest's last good
+// version across restarts; with no root dir they keep it in memory only
+// (a relative "manifests" would land wherever berth was started).
+func (s *settings) manifestStateDir() string {
+	if s.RootDir == "" {
+		return ""
+	}
+	return filepath.Join(s.RootDir, "manifests")
 }

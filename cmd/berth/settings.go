@@ -110,7 +110,7 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.StringVar(&s.ImageServiceEndpoint, "image-service-endpoint", s.ImageServiceEndpoint, "CRI image endpoint (default: the runtime endpoint)")
 	fs.StringVar(&s.HostnameOverride, "hostname-override", s.HostnameOverride, "node name used in pod names (default: the lower-cased hostname)")
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "node IP reported as hostIP (default: the first global unicast address)")
-	fs.StringVar(&s.RootDir, "root-dir", s.RootDir, "directory for berth's per-pod state (emptyDirs, etc-hosts)")
+	fs.StringVar(&s.RootDir, "root-dir", s.RootDir, "directory for berth's state: per-pod (emptyDirs, etc-hosts) and the last good version of each manifest")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "root of the CRI container log layout")
 	durationVar(fs, &s.FileCheckFrequency, "file-check-frequency", "full rescan period of the manifest directory (changes are also watched)")
 	durationVar(fs, &s.HTTPCheckFrequency, "http-check-frequency", "poll period of --manifest-url")
