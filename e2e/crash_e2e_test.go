@@ -64,10 +64,14 @@ const (
 // it at exact points: after containerd created a container (before the
 // start), right after StartContainer was sent, during the StopContainer
 // of an edit; and kills containerd while RunPodSandbox sets up the pod
-// network. Every other of those kills is followed by an edit of the same
-// manifest while berth is down. The remaining cycles kill berth at a
-// uniformly random time after the change. BERTH_CRASH_CYCLES sets the
-// number of cycles, BERTH_CRASH_SEED replays a sequence of changes.
+// network. Every other of those berth kills is followed by an edit of the
+// same manifest while berth is down; after StartContainer, containerd's
+// start of the old version is then also held in flight (see logFIFO)
+// until the next berth starts a container of the pod or has waited
+// crashHoldTimeout. The remaining cycles kill berth at a uniformly random
+// time after the change, sometimes followed by a change of another
+// manifest while berth is down. BERTH_CRASH_CYCLES sets the number of
+// cycles, BERTH_CRASH_SEED replays a sequence of changes.
 func TestCrashCycles(t *testing.T) {
 	cycles := crashCyclesDefault
 	if v := os.Getenv("BERTH_CRASH_CYCLES"); v != "" {
@@ -123,6 +127,7 @@ func TestCrashCycles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.w = w
+	w.cycle.Store(-1) // the first pods, before the cycles
 	t.Cleanup(w.stop)
 
 	c.b.waitReady()
@@ -237,7 +242,7 @@ type crashRun struct {
 	reported map[string]bool // end-state problems already recorded, by text
 	fired    map[killMode]int
 	missed   map[killMode]int
-	window   time.Duration // random kills fall in [0, window)
+	span     time.Duration // the longest from a change to its exact kill point
 	settled  time.Time     // when settle last saw the manifests run
 }
 
@@ -258,7 +263,7 @@ func (c *crashRun) cycle(i, cycles int) {
 	editWhileDown := mode != killAtRandom && mode != killContainerdNetworking && (i/len(modeRotation))%2 == 1
 	op, ok := c.pick(mode)
 	if !ok {
-		t.Logf("cycle %d: no manifest fits %q, killing at random instead", i, mode)
+		t.Logf("cycle %d: no manifest fits %q, killing at random instead", i+1, mode)
 		mode, editWhileDown = killAtRandom, false
 		op, _ = c.pick(mode)
 	}
@@ -266,7 +271,10 @@ func (c *crashRun) cycle(i, cycles int) {
 	c.mark("cycle %d/%d begins: kill %s", i+1, cycles, mode)
 
 	if mode == killAtRandom {
-		delay := time.Duration(c.rng.Int64N(int64(max(c.window, 300*time.Millisecond))))
+		// Uniform over the time a change takes berth: the longest an
+		// exact kill point was seen after its change, with some margin.
+		window := min(max(c.span*3/2, 500*time.Millisecond), 5*time.Second)
+		delay := time.Duration(c.rng.Int64N(int64(window)))
 		c.apply(op)
 		time.Sleep(delay) // the kill point itself, not a wait for anything
 		c.mark("SIGKILL berth, %s after the change", delay.Round(time.Millisecond))
@@ -285,14 +293,13 @@ func (c *crashRun) cycle(i, cycles int) {
 		summary += c.killAt(mode, op, editWhileDown)
 	}
 	c.b.waitReady()
-	restarted := time.Now()
+	ready := time.Now()
 	pending := c.settle(i, crashSettleTimeout)
 	took := time.Since(began)
-	c.window = min(max(c.settled.Sub(restarted), 300*time.Millisecond), 3*time.Second)
 	if len(pending) > 0 {
 		summary += "; NOT SETTLED"
 	} else {
-		summary += fmt.Sprintf("; settled %s after the restart", c.settled.Sub(restarted).Round(time.Millisecond))
+		summary += fmt.Sprintf("; the manifests ran %s after berth was ready", c.settled.Sub(ready).Round(time.Millisecond))
 	}
 	t.Logf("%s (%s in all)", summary, took.Round(time.Millisecond))
 
@@ -374,6 +381,7 @@ func (c *crashRun) killAt(mode killMode, op crashOp, editWhileDown bool) string 
 	if held != nil {
 		defer held.close()
 	}
+	c.span = max(c.span, time.Since(changed))
 	detail := fmt.Sprintf(" %s after the change", time.Since(changed).Round(time.Millisecond))
 	if fireDetail != "" {
 		c.missed[mode]++
@@ -505,8 +513,13 @@ func (c *crashRun) pick(mode killMode) (crashOp, bool) {
 		if mode == killContainerdNetworking && s.hostNetwork {
 			continue
 		}
+		// A stop needs a running old version: not one of a broken
+		// manifest whose pod was already lost.
+		if mode == killDuringStop && (s.container == "" || c.w.lost(s.fullName(), s.container)) {
+			continue
+		}
 		switch {
-		case s.state == slotAbsent && mode != killDuringStop:
+		case s.state == slotAbsent:
 			ops = append(ops, crashOp{s, "add"})
 		case s.state == slotGood:
 			ops = append(ops, crashOp{s, "edit"})
@@ -610,7 +623,7 @@ func (c *crashRun) settle(i int, limit time.Duration) []string {
 	}
 	if len(pending) > 0 {
 		c.w.record(violation{kind: kindEndState, cycle: i, key: "settle", at: time.Now(), detail: fmt.Sprintf(
-			"not the manifests %s after the cycle's restart: %s\n%s", limit, strings.Join(pending, "; "), snap.describe(""))})
+			"not the manifests %s after berth was ready: %s\n%s", limit, strings.Join(pending, "; "), snap.describe(""))})
 		return pending
 	}
 	c.settled = time.Now()
@@ -888,8 +901,11 @@ func (c *crashRun) report(cycles int, took time.Duration) {
 	sort.SliceStable(vs, func(i, j int) bool { return slices.Index(kinds, vs[i].kind) < slices.Index(kinds, vs[j].kind) })
 	for _, v := range vs {
 		when := fmt.Sprintf("cycle %d", v.cycle+1)
-		if v.cycle >= cycles {
+		switch {
+		case v.cycle >= cycles:
 			when = "end"
+		case v.cycle < 0:
+			when = "before the cycles"
 		}
 		t.Errorf("%s (%s, %s at %s):\n%s", v.kind, when, v.key, clock(v.at), v.detail)
 	}
