@@ -230,8 +230,10 @@ type crashOp struct {
 
 func (o crashOp) String() string { return o.what + " " + o.slot.String() }
 
-// crashRun is the state of one TestCrashCycles; only the test's
-// goroutine uses it (the hooks it arms touch nothing of it).
+// crashRun is the state of one TestCrashCycles, owned by the test's
+// goroutine. The hooks it arms run in the proxy's goroutines: they touch
+// only berth (which has its own mutex), berth's log file and variables of
+// their own, which the test reads once the hook's fired is closed.
 type crashRun struct {
 	t        *testing.T
 	rng      *rand.Rand
