@@ -11,6 +11,8 @@
 //	BERTH_E2E_BINARY     use this berth binary instead of building one
 //	BERTH_E2E_RACE=1     build berth with -race (slower, catches races in berth)
 //	BERTH_E2E_LOG_LEVEL  berth's --log-level (default debug)
+//	BERTH_CRASH_CYCLES   cycles of TestCrashCycles (default 12)
+//	BERTH_CRASH_SEED     replay TestCrashCycles' sequence of changes
 package e2e
 
 import (

@@ -361,6 +361,19 @@ func (b *Bed) stopContainerdLocked() error {
 	return nil
 }
 
+// KillContainerd SIGKILLs containerd alone, as a crash or the OOM killer
+// would: whatever it was doing is cut short, with no cleanup of its own.
+// Running pods' shims and containers stay. StartContainerd brings it back;
+// killing a stopped containerd is a no-op.
+func (b *Bed) KillContainerd() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.containerd.kill(); err != nil {
+		return fmt.Errorf("kill containerd: %w", err)
+	}
+	return nil
+}
+
 // importImages imports the image archive into the k8s.io namespace,
 // unpacked for the CRI snapshotter, and waits until CRI sees both images
 // (its image store follows containerd's events, asynchronously).

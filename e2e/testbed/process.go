@@ -78,6 +78,15 @@ func (p *process) stop(grace time.Duration) error {
 	if p.waitGone(grace) {
 		return nil
 	}
+	return p.kill()
+}
+
+// kill sends SIGKILL at once and waits until p is gone. Killing a process
+// that is not running is a no-op.
+func (p *process) kill() error {
+	if !p.alive() {
+		return nil
+	}
 	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("SIGKILL pid %d: %w", p.PID, err)
 	}
