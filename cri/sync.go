@@ -76,7 +76,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	sandboxID, podIPs := actions.SandboxID, status.IPs
 	if actions.CreateSandbox {
 		id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
-		result.add(ActionCreatePodSandbox, pod.Name, err, 0)
+		result.add(ActionCreatePodSandbox, pod.Name, err, m.sandboxNameRetryAfter(pod.UID, err))
 		if err != nil {
 			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.(*SyncError).Message)
 			return result
