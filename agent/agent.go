@@ -284,7 +284,7 @@ func (a *Agent) handleRelist(r relist) {
 	if !a.relisted {
 		a.relisted = true
 		for uid, st := range r.pods {
-			if active(st) {
+			if done, _ := terminated(st); !done {
 				a.workers.hold(st.Name, st.Namespace, uid)
 			}
 		}

@@ -73,6 +73,12 @@ func (g *fullNameGate) holder(fullName string) (types.UID, bool) {
 	return uid, ok
 }
 
+// waiters are the UIDs queued behind fullName's holder, front first; the
+// slice is the caller's.
+func (g *fullNameGate) waiters(fullName string) []types.UID {
+	return append([]types.UID(nil), g.waiting[fullName]...)
+}
+
 func (g *fullNameGate) enqueue(fullName string, uid types.UID) {
 	for _, w := range g.waiting[fullName] {
 		if w == uid {

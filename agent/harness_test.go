@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -159,13 +161,19 @@ func (h *harness) phase(uid types.UID) v1.PodPhase {
 type recordingRuntime struct {
 	*apitest.FakeRuntimeService
 
-	mu       sync.Mutex // guards log and holdStop
+	mu       sync.Mutex // guards log, holdStop, starting and violations
 	log      []string
 	holdStop map[types.UID]chan struct{}
+	// starting are containers whose StartContainer is in flight inside the
+	// runtime: containerd refuses to remove them and does not stop them.
+	starting map[string]bool
+	// violations are runtime calls that would run a pod beside a
+	// non-terminated other UID of its full name.
+	violations []string
 }
 
 func newRecordingRuntime() *recordingRuntime {
-	return &recordingRuntime{FakeRuntimeService: apitest.NewFakeRuntimeService(), holdStop: map[types.UID]chan struct{}{}}
+	return &recordingRuntime{FakeRuntimeService: apitest.NewFakeRuntimeService(), holdStop: map[types.UID]chan struct{}{}, starting: map[string]bool{}}
 }
 
 func (r *recordingRuntime) record(s string) {
@@ -182,7 +190,112 @@ func (r *recordingRuntime) events() []string {
 
 func (r *recordingRuntime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
 	r.record("run:" + config.Metadata.Uid)
+	r.checkExclusive("RunPodSandbox", config.Labels)
 	return r.FakeRuntimeService.RunPodSandbox(ctx, config, handler)
+}
+
+func (r *recordingRuntime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	r.checkExclusive("CreateContainer", config.Labels)
+	return r.FakeRuntimeService.CreateContainer(ctx, sandboxID, config, sandboxConfig)
+}
+
+func (r *recordingRuntime) StartContainer(ctx context.Context, id string) error {
+	r.FakeRuntimeService.Lock()
+	var labels map[string]string
+	if c, ok := r.Containers[id]; ok {
+		labels = c.Labels
+	}
+	r.FakeRuntimeService.Unlock()
+	r.checkExclusive("StartContainer", labels)
+	return r.FakeRuntimeService.StartContainer(ctx, id)
+}
+
+func (r *recordingRuntime) RemoveContainer(ctx context.Context, id string) error {
+	r.record("rm:" + id)
+	r.mu.Lock()
+	starting := r.starting[id]
+	r.mu.Unlock()
+	if starting {
+		return grpcstatus.Errorf(codes.Unknown, "failed to set removing state for container %q: container is in starting state, can't be removed", id)
+	}
+	return r.FakeRuntimeService.RemoveContainer(ctx, id)
+}
+
+// checkExclusive records a violation if a pod of another UID with the full
+// name in labels still has a ready sandbox or a container that is not
+// exited: the call would run two UIDs of one full name at once.
+func (r *recordingRuntime) checkExclusive(call string, labels map[string]string) {
+	name, ns, uid := labels[cri.LabelPodName], labels[cri.LabelPodNamespace], labels[cri.LabelPodUID]
+	other := func(l map[string]string) bool {
+		return l[cri.LabelPodName] == name && l[cri.LabelPodNamespace] == ns && l[cri.LabelPodUID] != uid
+	}
+	var found []string
+	r.FakeRuntimeService.Lock()
+	for _, s := range r.Sandboxes {
+		if other(s.Labels) && s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			found = append(found, "sandbox of uid "+s.Labels[cri.LabelPodUID]+" ready")
+		}
+	}
+	for _, c := range r.Containers {
+		if other(c.Labels) && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			found = append(found, "container of uid "+c.Labels[cri.LabelPodUID]+" "+c.State.String())
+		}
+	}
+	r.FakeRuntimeService.Unlock()
+	if len(found) > 0 {
+		r.mu.Lock()
+		r.violations = append(r.violations, fmt.Sprintf("%s for uid %s while %v", call, uid, found))
+		r.mu.Unlock()
+	}
+}
+
+func (r *recordingRuntime) exclusivityViolations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.violations...)
+}
+
+// startInFlight adds to uid's newest ready sandbox a copy of its container
+// name, CREATED, whose StartContainer is still in flight inside the runtime:
+// what a berth killed right after sending StartContainer leaves behind.
+func (r *recordingRuntime) startInFlight(uid types.UID, name string, at time.Time) string {
+	r.FakeRuntimeService.Lock()
+	defer r.FakeRuntimeService.Unlock()
+	var model *apitest.FakeContainer
+	for _, c := range r.Containers {
+		if c.Labels[cri.LabelPodUID] == string(uid) && c.Metadata.Name == name {
+			model = c
+		}
+	}
+	if model == nil {
+		panic("no container " + name + " of " + string(uid))
+	}
+	id := "inflight-" + string(uid)[:8]
+	r.Containers[id] = &apitest.FakeContainer{SandboxID: model.SandboxID, ContainerStatus: runtimeapi.ContainerStatus{
+		Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: model.Metadata.Attempt + 1},
+		State: runtimeapi.ContainerState_CONTAINER_CREATED, CreatedAt: at.UnixNano(),
+		Image: model.Image, ImageRef: model.ImageRef, Labels: model.Labels, Annotations: model.Annotations,
+	}}
+	r.mu.Lock()
+	r.starting[id] = true
+	r.mu.Unlock()
+	return id
+}
+
+// finishStart ends the in-flight start of id: the container runs, or the
+// start failed and the runtime marked it exited, as containerd does.
+func (r *recordingRuntime) finishStart(id string, ok bool, at time.Time) {
+	r.FakeRuntimeService.Lock()
+	c := r.Containers[id]
+	if ok {
+		c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, at.UnixNano()
+	} else {
+		c.State, c.FinishedAt, c.ExitCode, c.Reason = runtimeapi.ContainerState_CONTAINER_EXITED, at.UnixNano(), 128, "StartError"
+	}
+	r.FakeRuntimeService.Unlock()
+	r.mu.Lock()
+	delete(r.starting, id)
+	r.mu.Unlock()
 }
 
 func (r *recordingRuntime) StopPodSandbox(ctx context.Context, id string) error {
@@ -198,8 +311,11 @@ func (r *recordingRuntime) StopContainer(ctx context.Context, id string, timeout
 	}
 	r.FakeRuntimeService.Unlock()
 	r.mu.Lock()
-	gate := r.holdStop[uid]
+	gate, starting := r.holdStop[uid], r.starting[id]
 	r.mu.Unlock()
+	if starting {
+		return grpcstatus.Errorf(codes.Unknown, "container %q must be in running or unknown state, current state %q", id, "CONTAINER_CREATED")
+	}
 	if gate != nil {
 		select {
 		case <-gate:

@@ -103,20 +103,3 @@ func fingerprint(st *cri.PodStatus) string {
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }
-
-// active reports whether a runtime pod still has something running: a ready
-// sandbox or a container that is not exited. Only such pods hold their full
-// name at start-up.
-func active(st *cri.PodStatus) bool {
-	for _, s := range st.Sandboxes {
-		if s.State == cri.SandboxStateReady {
-			return true
-		}
-	}
-	for _, c := range st.Containers {
-		if c.State == cri.ContainerStateRunning || c.State == cri.ContainerStateCreated {
-			return true
-		}
-	}
-	return false
-}

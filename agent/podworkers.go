@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,11 +50,26 @@ type podWorker struct {
 	startTime  time.Time
 	readd      *v1.Pod // same UID added again while being removed
 	timer      clock.Timer
+	// holding says what of a terminating pod still runs, and why berth
+	// could not stop it, while the lane keeps its full name; "" otherwise.
+	holding string
 
 	// Owned by the worker goroutine.
 	lastActed time.Time // when this worker last changed the runtime
 	running   bool      // the pod has been seen Running since it started
+	// teardownDelay is the back-off of the teardown retries of a pod that
+	// is not terminated yet.
+	teardownDelay time.Duration
 }
+
+// Teardown retries of a pod that still holds its full name back off from
+// teardownRetryInitial, doubling up to teardownRetryMax: a container whose
+// start is in flight inside the runtime may take a while to settle, and a
+// relist that sees it change wakes the lane earlier anyway.
+const (
+	teardownRetryInitial = time.Second
+	teardownRetryMax     = 30 * time.Second
+)
 
 // podWorkers owns every pod's lane, the full-name gate and the status store
 // writes. Work for different pods runs concurrently; work for one pod never.
@@ -147,6 +164,9 @@ func (p *podWorkers) terminateOrphan(status *cri.PodStatus) {
 	w := p.startWorkerLocked(status.UID, fullName(status.Name, status.Namespace), nil)
 	w.terminate, w.remove, w.started = true, true, true
 	w.observed = status
+	// Until it is terminated, the orphan holds its full name like any pod:
+	// a new UID of that name must not start beside it.
+	p.gate.hold(w.fullName, w.uid)
 }
 
 // observe hands the lane of uid a fresh runtime observation and wakes it.
@@ -274,9 +294,12 @@ func (p *podWorkers) step(w *podWorker) bool {
 	if state == stateSyncing && !w.started {
 		if !p.gate.tryStart(w.fullName, w.uid) {
 			holder, _ := p.gate.holder(w.fullName)
+			msg := fmt.Sprintf("waiting for pod %s (uid %s) of the same name to terminate", w.fullName, holder)
+			if hw, ok := p.workers[holder]; ok && hw.holding != "" {
+				msg += ": " + hw.holding
+			}
 			p.mu.Unlock()
-			p.status.set(pod, pendingStatus(pod, "WaitingForPreviousPod",
-				fmt.Sprintf("waiting for pod %s (uid %s) of the same name to terminate", w.fullName, holder), p.clock.Now()))
+			p.status.set(pod, pendingStatus(pod, "WaitingForPreviousPod", msg, p.clock.Now()))
 			return false
 		}
 		w.started = true
@@ -385,31 +408,58 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	}
 }
 
-// terminate stops every container and sandbox of the pod and frees its full
-// name at once (a replacement may start while the old objects are removed),
-// then finishes the lane (removed pods) or parks it as terminated (completed
-// pods).
+// terminate stops every container and sandbox of the pod, removes
+// containers that never started, and frees its full name once the pod is
+// terminated by the rule of terminated (a replacement may start while the
+// stopped objects are removed); then it finishes the lane (removed pods) or
+// parks it as terminated (completed pods). Until the rule holds, the name
+// stays taken, the waiting pod says why, and the lane retries with
+// back-off: a failed stop or removal, a start still in flight, or an
+// unreadable status never lets the next UID through.
 func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
 	log := p.log.With("uid", w.uid, "pod", w.fullName)
 	if p.probes != nil {
 		p.probes.RemovePod(w.uid)
 	}
+	var killErr error
 	status, err := p.rt.PodStatus(p.ctx, w.uid)
 	if err == nil {
-		err = p.rt.KillPod(p.ctx, pod, status, grace)
+		killErr = p.rt.KillPod(p.ctx, pod, status, grace)
 		w.lastActed = p.clock.Now()
-	}
-	if err == nil {
 		status, err = p.rt.PodStatus(p.ctx, w.uid)
 	}
-	if err != nil {
-		if p.ctx.Err() == nil {
-			warnUnlessUnreachable(log, "terminate pod", err)
-			p.requeue(w, p.retryAfterError)
-		}
+	if p.ctx.Err() != nil {
 		return false
 	}
+	var done bool
+	var why string
+	if err != nil {
+		why = "cannot read its state: " + oneLine(err)
+	} else if done, why = terminated(status); !done && killErr != nil {
+		why += ": " + oneLine(killErr)
+	}
+	if !done {
+		p.holdName(w, why)
+		if w.teardownDelay == 0 {
+			w.teardownDelay = teardownRetryInitial
+		} else {
+			w.teardownDelay = min(2*w.teardownDelay, teardownRetryMax)
+		}
+		logErr := err
+		if logErr == nil {
+			logErr = errors.New(why)
+		}
+		warnUnlessUnreachable(log, "pod not terminated yet; its full name stays taken, retrying in "+w.teardownDelay.String(), logErr)
+		p.requeue(w, w.teardownDelay)
+		return false
+	}
+	if killErr != nil {
+		// Whatever failed left nothing that can run: log it and go on.
+		log.Warn("terminate pod", "err", killErr)
+	}
+	w.teardownDelay = 0
 	p.mu.Lock()
+	w.holding = ""
 	p.wakeUIDLocked(p.gate.release(w.fullName, w.uid))
 	if !remove {
 		w.state = stateTerminated
@@ -422,6 +472,25 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 	p.status.set(pod, st)
 	log.Info("pod terminated", "phase", st.Phase)
 	return false
+}
+
+// holdName records why w still holds its full name and wakes the pods
+// waiting for it, so their status says so.
+func (p *podWorkers) holdName(w *podWorker, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.holding == why {
+		return
+	}
+	w.holding = why
+	for _, uid := range p.gate.waiters(w.fullName) {
+		p.wakeUIDLocked(uid)
+	}
+}
+
+// oneLine flattens a joined error for a one-line status message.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // finish removes a stopped pod's runtime objects and directory and closes

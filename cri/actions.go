@@ -102,6 +102,14 @@ type PodActions struct {
 	// ContainersToKill are killed before anything is started, ignored when
 	// KillPod is set (which kills everything).
 	ContainersToKill []ContainerToKill
+	// ContainersToRemove are containers created but never started (state
+	// CREATED): a berth killed between CreateContainer and StartContainer
+	// left them. They are removed first, and every other decision is taken
+	// as if they did not exist: a container that never ran is not a
+	// restart, so it neither counts in restart counts and crash-loop
+	// back-off nor stands for its name's last run. Ignored when KillPod is
+	// set (KillPod removes them).
+	ContainersToRemove []*ContainerStatus
 	// Terminal is set when no container of the pod will ever run again under
 	// its restart policy: every app container is done under Never or
 	// OnFailure, or an init container failed under Never. The agent moves
@@ -132,11 +140,12 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 	if status == nil {
 		status = &PodStatus{UID: pod.UID}
 	}
+	status, neverStarted := splitNeverStarted(status)
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	// Replacing a sandbox kills the old pod first; a pod the runtime knows
 	// nothing of has nothing to kill.
 	hasRuntimeState := len(status.Sandboxes) > 0 || len(status.Containers) > 0
-	a := PodActions{KillPod: create && hasRuntimeState, CreateSandbox: create, Attempt: attempt, SandboxID: sandboxID}
+	a := PodActions{KillPod: create && hasRuntimeState, CreateSandbox: create, Attempt: attempt, SandboxID: sandboxID, ContainersToRemove: neverStarted}
 	if create {
 		// Under Never a pod whose sandbox died after its containers ran is
 		// finished: its containers would not be restarted anyway.
@@ -240,6 +249,32 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 	}
 	a.SidecarsToStart = sidecarStarts
 	return a
+}
+
+// splitNeverStarted separates the containers that were created but never
+// started from the rest: status itself when there are none, else a copy
+// without them, and them. A CREATED container may have a start in flight
+// inside the runtime; the caller removes it, and the runtime refuses while
+// the start is in flight, which keeps the caller from starting a second
+// copy beside it.
+func splitNeverStarted(status *PodStatus) (*PodStatus, []*ContainerStatus) {
+	var never []*ContainerStatus
+	for _, c := range status.Containers {
+		if c.State == ContainerStateCreated {
+			never = append(never, c)
+		}
+	}
+	if len(never) == 0 {
+		return status, nil
+	}
+	started := *status
+	started.Containers = make([]*ContainerStatus, 0, len(status.Containers)-len(never))
+	for _, c := range status.Containers {
+		if c.State != ContainerStateCreated {
+			started.Containers = append(started.Containers, c)
+		}
+	}
+	return &started, never
 }
 
 // isSidecar reports whether an init container is a sidecar: restartPolicy

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -30,6 +31,13 @@ func cs(pod *v1.Pod, name string, state ContainerState, exit int32) *ContainerSt
 	if c := findSpecContainer(pod, name); c != nil {
 		s.Hash = HashContainer(c)
 	}
+	return s
+}
+
+// attemptOf makes s a later attempt of its container, with its own ID.
+func attemptOf(s *ContainerStatus, n int) *ContainerStatus {
+	s.ID = fmt.Sprintf("%s-%d", s.ID, n)
+	s.RestartCount = n
 	return s
 }
 
@@ -67,6 +75,7 @@ func TestComputePodActions(t *testing.T) {
 		sidecars []int
 		start    []int
 		kills    []kill
+		remove   []string // IDs of ContainersToRemove
 		terminal bool
 		failed   bool
 	}{
@@ -330,7 +339,68 @@ func TestComputePodActions(t *testing.T) {
 			status: func(p *v1.Pod) *PodStatus {
 				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateCreated, 0), cs(p, "b", ContainerStateRunning, 0))
 			},
-			sandbox: "sb1", start: []int{0},
+			sandbox: "sb1", start: []int{0}, remove: []string{"a-id"},
+		},
+		// Never-started containers (a kill between CreateContainer and
+		// StartContainer) are removed and do not stand for a run.
+		{
+			name: "never started after a crash: the crash decides, under Never the pod ends",
+			pod:  actPod(never, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, attemptOf(cs(p, "a", ContainerStateCreated, 0), 1), cs(p, "a", ContainerStateExited, 1))
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true, remove: []string{"a-id-1"},
+		},
+		{
+			name: "never started after success under OnFailure: not started again",
+			pod:  actPod(onFailure, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, attemptOf(cs(p, "a", ContainerStateCreated, 0), 1), cs(p, "a", ContainerStateExited, 0),
+					cs(p, "b", ContainerStateRunning, 0))
+			},
+			sandbox: "sb1", remove: []string{"a-id-1"},
+		},
+		{
+			name: "never started after a crash under Always: started again",
+			pod:  actPod(always, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, attemptOf(cs(p, "a", ContainerStateCreated, 0), 1), cs(p, "a", ContainerStateExited, 1))
+			},
+			sandbox: "sb1", start: []int{0}, remove: []string{"a-id-1"},
+		},
+		{
+			name: "only never-started containers, no sandbox: a new pod",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf(nil, cs(p, "a", ContainerStateCreated, 0))
+			},
+			create: true, start: []int{0, 1}, remove: []string{"a-id"},
+		},
+		{
+			name: "never started in a dead sandbox: replaced with the pod",
+			pod:  actPod(always, nil, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{{ID: "sb1", State: SandboxStateNotReady}}, cs(p, "a", ContainerStateCreated, 0), cs(p, "b", ContainerStateExited, 0))
+			},
+			killPod: true, create: true, attempt: 1, sandbox: "sb1", start: []int{0, 1}, remove: []string{"a-id"},
+		},
+		{
+			name:   "never-started sidecar is removed and restarted",
+			pod:    actPod(never, []string{"s0"}, []string{"a"}),
+			mutate: sidecar0,
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "a", ContainerStateRunning, 0),
+					attemptOf(cs(p, "s0", ContainerStateCreated, 0), 1), cs(p, "s0", ContainerStateExited, 1))
+			},
+			sandbox: "sb1", sidecars: []int{0}, remove: []string{"s0-id-1"},
+		},
+		{
+			name: "never-started init after a failed run under Never: the failure ends the pod",
+			pod:  actPod(never, inits, two),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, attemptOf(cs(p, "i0", ContainerStateCreated, 0), 1), cs(p, "i0", ContainerStateExited, 2))
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true, remove: []string{"i0-id-1"},
 		},
 		{
 			name: "container without status is started",
@@ -467,7 +537,7 @@ func TestComputePodActions(t *testing.T) {
 			status: func(p *v1.Pod) *PodStatus {
 				return podStatusOf([]*SandboxStatus{readySandbox()}, cs(p, "i1", ContainerStateCreated, 0), cs(p, "i0", ContainerStateExited, 0))
 			},
-			sandbox: "sb1", nextInit: "i1",
+			sandbox: "sb1", nextInit: "i1", remove: []string{"i1-id"},
 		},
 		{
 			name: "init statuses of an older sandbox do not count",
@@ -585,6 +655,10 @@ func TestComputePodActions(t *testing.T) {
 			if got.NextInitContainer != nil {
 				gotInit = got.NextInitContainer.Name
 			}
+			var gotRemove []string
+			for _, c := range got.ContainersToRemove {
+				gotRemove = append(gotRemove, c.ID)
+			}
 			var gotKills []kill
 			for _, k := range got.ContainersToKill {
 				if k.Status == nil || k.Message == "" {
@@ -604,6 +678,7 @@ func TestComputePodActions(t *testing.T) {
 				{"SidecarsToStart", got.SidecarsToStart, tt.sidecars},
 				{"ContainersToStart", got.ContainersToStart, tt.start},
 				{"ContainersToKill", gotKills, tt.kills},
+				{"ContainersToRemove", gotRemove, tt.remove},
 				{"Terminal", got.Terminal, tt.terminal},
 				{"Failed", got.Failed, tt.failed},
 			}

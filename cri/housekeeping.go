@@ -7,4 +7,5 @@ package cri
 func (m *Manager) ForgetStaleBackoffs() {
 	m.pullBackoff.GC()
 	m.crashBackoff.GC()
+	m.sandboxNameBackoff.GC()
 }

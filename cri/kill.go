@@ -72,7 +72,8 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 
 // KillPod stops a pod: all its running containers in parallel (each with its
 // own grace period, so the pod takes as long as its slowest container, not
-// the sum), then every sandbox, which also tears the network down. Objects
+// the sum) and removes those that never started (see removeNeverStarted),
+// then every sandbox, which also tears the network down. Objects
 // without berth's ownership label are left alone. pod may be nil for an
 // orphan. All failures are returned joined, each a *SyncError
 // (KillContainerError, KillPodSandboxError); sandboxes are stopped even when
@@ -85,11 +86,20 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 		errs []error
 	)
 	for _, c := range status.Containers {
-		if !owned(c.Labels) || (c.State != ContainerStateRunning && c.State != ContainerStateUnknown) {
+		if !owned(c.Labels) {
+			continue
+		}
+		var kill func() error
+		switch c.State {
+		case ContainerStateRunning, ContainerStateUnknown:
+			kill = func() error { return m.KillContainer(ctx, pod, c, "PodKilled", "", gracePeriodOverride) }
+		case ContainerStateCreated:
+			kill = func() error { return m.removeNeverStarted(ctx, c) }
+		default:
 			continue
 		}
 		wg.Go(func() {
-			if err := m.KillContainer(ctx, pod, c, "PodKilled", "", gracePeriodOverride); err != nil {
+			if err := kill(); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -159,4 +169,24 @@ func annotationSeconds(annotations map[string]string, key string) (int64, bool) 
 		return 0, false
 	}
 	return n, true
+}
+
+// removeNeverStarted removes a container that was created but never started,
+// typically left by a berth killed between CreateContainer and
+// StartContainer. Stopping it would do nothing (the runtime only stops
+// running containers) and it would otherwise stay CREATED for ever, or be
+// started later by a StartContainer still in flight. While such a start is
+// in flight the runtime refuses the removal ("container is in starting
+// state"): the error is returned, and the container keeps counting as
+// running until a retry removes or stops it. Failures are *SyncError with
+// ReasonKillContainerError.
+func (m *Manager) removeNeverStarted(ctx context.Context, c *ContainerStatus) error {
+	if err := m.RemoveContainer(ctx, c.ID); err != nil {
+		return &SyncError{
+			Reason:  ReasonKillContainerError,
+			Message: fmt.Sprintf("remove never-started container %q (%s) in state CREATED: %v", c.Name, c.ID, err),
+			Err:     err,
+		}
+	}
+	return nil
 }

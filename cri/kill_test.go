@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,5 +224,56 @@ func TestKillPodJoinsErrors(t *testing.T) {
 	}
 	if calls := env.calls(); count(calls, "StopPodSandbox") != 1 {
 		t.Errorf("calls %v: the sandbox must be stopped even though a container failed to stop", calls)
+	}
+}
+
+// TestKillPodRemovesNeverStarted: a container created but never started
+// (berth killed between CreateContainer and StartContainer) is removed with
+// the pod, not left CREATED for a start still in flight to run it; when the
+// runtime refuses because that start is in flight, the failure is reported
+// and the sandbox is stopped anyway.
+func TestKillPodRemovesNeverStarted(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tc := range []struct {
+		name      string
+		removeErr error
+	}{
+		{name: "removed"},
+		{name: "start in flight", removeErr: status.Error(codes.Unknown, `container "c-new" is in starting state, can't be removed`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newCRITestEnv(t)
+			s1 := fakeSandbox("s1", "uid-1", 0)
+			created := fakeContainer("c-new", "s1", "uid-1", time.Second)
+			created.State = runtimeapi.ContainerState_CONTAINER_CREATED
+			env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{s1})
+			env.rs.SetFakeContainers([]*fakeapi.FakeContainer{created})
+			ctx := context.Background()
+			st, err := env.m.PodStatus(ctx, "uid-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.calls()
+			if tc.removeErr != nil {
+				env.rs.InjectError("RemoveContainer", tc.removeErr)
+			}
+			err = env.m.KillPod(ctx, nil, st, nil)
+			calls := env.calls()
+			if want := []string{"RemoveContainer", "StopPodSandbox"}; !slices.Equal(calls, want) {
+				t.Errorf("calls = %v, want %v", calls, want)
+			}
+			if tc.removeErr == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := env.rs.Containers["c-new"]; ok {
+					t.Error("the never-started container is still there")
+				}
+				return
+			}
+			if err == nil || syncReason(err) != ReasonKillContainerError || !strings.Contains(err.Error(), "starting state") {
+				t.Errorf("KillPod = %v, want a KillContainerError carrying the runtime's refusal", err)
+			}
+		})
 	}
 }

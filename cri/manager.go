@@ -76,6 +76,10 @@ type Manager struct {
 	// container name; both guard themselves.
 	pullBackoff  *Backoff
 	crashBackoff *Backoff
+	// sandboxNameBackoff is keyed by pod UID: the retries of a sandbox
+	// whose name the runtime still reserves for an earlier request
+	// (sandbox_name.go). It guards itself.
+	sandboxNameBackoff *Backoff
 
 	// Observation and killing (relist.go, kill.go).
 	// statusCache holds the status details the CRI lists lack, per object;
@@ -138,6 +142,8 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		clock:        opts.Clock,
 		pullBackoff:  NewBackoff(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
 		crashBackoff: NewBackoff(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
+
+		sandboxNameBackoff: NewBackoff(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
 	}
 	m.preStop = m.runPreStop
 	return m

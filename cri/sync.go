@@ -29,6 +29,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	actions := ComputePodActions(pod, status, m.health)
+	// Containers start from the history of those that ran: one that never
+	// started is no restart (PodActions.ContainersToRemove).
+	started, _ := splitNeverStarted(status)
 	slog.Debug("syncing pod", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID,
 		"killPod", actions.KillPod, "createSandbox", actions.CreateSandbox, "attempt", actions.Attempt,
 		"toKill", len(actions.ContainersToKill), "toStart", len(actions.ContainersToStart),
@@ -45,6 +48,13 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 			return result
 		}
 	} else {
+		for _, c := range actions.ContainersToRemove {
+			err := m.removeNeverStarted(ctx, c)
+			result.add(ActionRemoveContainer, c.Name, err, 0)
+			if err != nil {
+				return result
+			}
+		}
 		for _, k := range actions.ContainersToKill {
 			err := m.KillContainer(ctx, pod, k.Status, k.Reason, k.Message, nil)
 			result.add(ActionKillContainer, k.Name, asSyncError(err, ReasonKillContainerError), 0)
@@ -66,7 +76,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	sandboxID, podIPs := actions.SandboxID, status.IPs
 	if actions.CreateSandbox {
 		id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
-		result.add(ActionCreatePodSandbox, pod.Name, err, 0)
+		result.add(ActionCreatePodSandbox, pod.Name, err, m.sandboxNameRetryAfter(pod.UID, err))
 		if err != nil {
 			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.(*SyncError).Message)
 			return result
@@ -76,7 +86,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 
 	target := startTarget{sandboxID: sandboxID, sandboxConfig: sandboxConfig, podIPs: podIPs}
 	if c := actions.NextInitContainer; c != nil {
-		res := m.startContainer(ctx, pod, c, status, target, ActionInitContainer)
+		res := m.startContainer(ctx, pod, c, started, target, ActionInitContainer)
 		result.Results = append(result.Results, res)
 		if res.Err != nil {
 			return result
@@ -85,10 +95,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	// A sidecar that fails to restart does not hold the app containers back:
 	// they were already initialized.
 	for _, i := range actions.SidecarsToStart {
-		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.InitContainers[i], status, target, ActionInitContainer))
+		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.InitContainers[i], started, target, ActionInitContainer))
 	}
 	for _, i := range actions.ContainersToStart {
-		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.Containers[i], status, target, ActionStartContainer))
+		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.Containers[i], started, target, ActionStartContainer))
 	}
 	return result
 }

@@ -10,6 +10,7 @@ const (
 	ActionCreatePodSandbox = "CreatePodSandbox"
 	ActionKillPodSandbox   = "KillPodSandbox"
 	ActionKillContainer    = "KillContainer"
+	ActionRemoveContainer  = "RemoveContainer"
 	ActionInitContainer    = "InitContainer"
 	ActionStartContainer   = "StartContainer"
 )

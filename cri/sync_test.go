@@ -501,3 +501,63 @@ func TestSyncPodRestartsSidecarBesideApps(t *testing.T) {
 		t.Errorf("results = %+v, want %+v", res.Results, want)
 	}
 }
+
+// TestSyncPodNeverStartedIsNoRestart: a container a killed berth created
+// but never started is removed, and the container started in its place is
+// the same attempt (restart count 0 for a pod that never crashed). While
+// the runtime refuses the removal (its start is in flight), nothing is
+// started beside it.
+func TestSyncPodNeverStartedIsNoRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		removeErr error
+	}{
+		{name: "removed, then started as attempt 0"},
+		{name: "start in flight: nothing started", removeErr: errors.New(`container "c-created" is in starting state, can't be removed`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newSyncFixture(t)
+			pod := syncPod("app")
+			sb := f.runningSandbox(pod)
+			c := &pod.Spec.Containers[0]
+			f.rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: sb.ID, ContainerStatus: runtimeapi.ContainerStatus{
+				Id: "c-created", Metadata: &runtimeapi.ContainerMetadata{Name: c.Name}, State: runtimeapi.ContainerState_CONTAINER_CREATED,
+				Labels: map[string]string{LabelManaged: "true", LabelPodUID: string(pod.UID), LabelContainerName: c.Name},
+			}}})
+			st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{{
+				ID: "c-created", SandboxID: sb.ID, Name: c.Name, State: ContainerStateCreated, Hash: HashContainer(c), Labels: managed,
+			}}}
+			f.calls()
+			if tc.removeErr != nil {
+				f.rt.InjectError("RemoveContainer", tc.removeErr)
+			}
+			res := f.m.SyncPod(context.Background(), pod, st)
+			calls := f.calls()
+			if tc.removeErr != nil {
+				if err := res.Error(); err == nil || !strings.Contains(err.Error(), "starting state") {
+					t.Errorf("SyncPod error = %v, want the refused removal", err)
+				}
+				if slices.Contains(calls, "CreateContainer") || slices.Contains(calls, "StartContainer") {
+					t.Errorf("calls %v: a container was started beside one whose start is in flight", calls)
+				}
+				return
+			}
+			if err := res.Error(); err != nil {
+				t.Fatal(err)
+			}
+			rm, create := slices.Index(calls, "RemoveContainer"), slices.Index(calls, "CreateContainer")
+			if rm < 0 || create < rm {
+				t.Errorf("calls %v: the never-started container must be removed before its replacement is created", calls)
+			}
+			if _, ok := f.rt.Containers["c-created"]; ok || len(f.rt.Containers) != 1 {
+				t.Fatalf("containers %v: want only the replacement", f.rt.Containers)
+			}
+			for _, nc := range f.rt.Containers {
+				if nc.Metadata.Attempt != 0 || nc.Annotations[AnnotationContainerRestartCount] != "0" {
+					t.Errorf("replacement attempt %d, restartCount annotation %q; a container that never started is no restart (want 0)",
+						nc.Metadata.Attempt, nc.Annotations[AnnotationContainerRestartCount])
+				}
+			}
+		})
+	}
+}

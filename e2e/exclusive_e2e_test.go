@@ -3,13 +3,18 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // TestSameNameTwoSources gives berth the same pod name from the manifest
@@ -147,4 +152,193 @@ func podByUID(b *berth, uid types.UID) *v1.Pod {
 		}
 	}
 	return nil
+}
+
+// TestNeverStartedContainerAfterKill mimics a SIGKILL of berth between
+// CreateContainer and StartContainer of a pod's first container: the pod's
+// sandbox is ready and its container is CREATED, never started. The next
+// berth removes that container, and never counts it as a restart; when the
+// manifest was edited meanwhile, the new version does not run while the
+// old version's container exists (polled through CRI every 20 ms).
+func TestNeverStartedContainerAfterKill(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit bool
+	}{
+		{name: "same manifest"},
+		{name: "edited while down", edit: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := podName("unstarted")
+			b := newBerth(t, berthOptions{manifests: map[string]string{"unstarted.yaml": podManifest(sleeper("unstarted"))}})
+			b.waitReady()
+			old := b.waitRuntime(name, "main", "")
+			oldUID := old.sandbox.Labels[labelPodUID]
+			b.kill()
+			created := createNeverStarted(t, b, old)
+
+			if tc.edit {
+				edited := sleeper("unstarted")
+				edited.Spec.Containers[0].Env = []v1.EnvVar{{Name: "VERSION", Value: "2"}}
+				b.writeManifest("unstarted.yaml", podManifest(edited))
+			}
+			w := watchBeside(name, oldUID, created, 20*time.Millisecond)
+			defer w.stop()
+			b.start()
+			b.waitReady()
+			var cur runtimePod
+			b.waitFor("the pod running again, the never-started container gone", waitTimeout, func() (bool, string) {
+				rp, ok, detail := runtimeState(name, "main", "")
+				if !ok || (tc.edit == (rp.sandbox.Labels[labelPodUID] == oldUID)) {
+					return false, detail
+				}
+				cs, err := containersOf(name)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, c := range cs {
+					if c.Id == created {
+						return false, "the never-started container " + shortID(created) + " is still there"
+					}
+				}
+				cur = rp
+				return true, detail
+			})
+			if tc.edit {
+				b.waitFor("the old uid's objects removed", waitTimeout, func() (bool, string) {
+					n, err := objectsOfUID(name, types.UID(oldUID))
+					return err == nil && n == 0, fmt.Sprintf("%d left (%v)", n, err)
+				})
+			}
+			samples, beside := w.stop()
+			t.Logf("polled CRI %d times", samples)
+			if beside != "" {
+				t.Errorf("the new version ran beside the old version's never-started container: %s", beside)
+			}
+			if n, err := restartCountAnnotation(cur.container); err != nil || n != 0 {
+				t.Errorf("running container's restart count %d (%v); a container that never started is no restart (want 0)", n, err)
+			}
+			p := b.waitPod(name, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+			if cs := containerStatus(p, "main"); cs == nil || cs.RestartCount != 0 {
+				t.Errorf("/pods shows %s; want restartCount 0", describePod(p))
+			}
+		})
+	}
+}
+
+// createNeverStarted creates, through CRI, what a berth killed between
+// CreateContainer and StartContainer leaves: the pod's running container
+// gone, and a berth-labelled copy of it CREATED in the same sandbox, never
+// started. It returns the new container's ID.
+func createNeverStarted(t *testing.T, b *berth, rp runtimePod) string {
+	t.Helper()
+	ctx, cancel := criCtx()
+	defer cancel()
+	rt := bed.Runtime()
+	if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: rp.container.Id, Timeout: 0}); err != nil {
+		t.Fatalf("stop container %s: %v", shortID(rp.container.Id), err)
+	}
+	if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: rp.container.Id}); err != nil {
+		t.Fatalf("remove container %s: %v", shortID(rp.container.Id), err)
+	}
+	l := rp.sandbox.Labels
+	sandboxConfig := &runtimeapi.PodSandboxConfig{
+		Metadata:     rp.sandbox.Metadata,
+		Labels:       rp.sandbox.Labels,
+		LogDirectory: filepath.Join(b.logs, l[labelPodNamespace]+"_"+l[labelPodName]+"_"+l[labelPodUID]),
+	}
+	// The runtime opens a container's log at its start: a container killed
+	// before it has none.
+	if err := os.Remove(filepath.Join(sandboxConfig.LogDirectory, "main", "0.log")); err != nil {
+		t.Fatalf("remove the stopped container's log: %v", err)
+	}
+	c, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: rp.sandbox.Id,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata:    &runtimeapi.ContainerMetadata{Name: "main"},
+			Image:       rp.container.Image,
+			Command:     []string{"sh", "-c", sleepForever},
+			Labels:      rp.container.Labels,
+			Annotations: rp.container.Annotations,
+			LogPath:     "main/0.log",
+		},
+		SandboxConfig: sandboxConfig,
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ContainerId})
+	if err != nil || st.Status.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Fatalf("the new container: %v, %v; want CREATED", st, err)
+	}
+	return c.ContainerId
+}
+
+// besideWatch polls CRI for a moment where another UID of a pod name has a
+// ready sandbox or a created or running container while one container of
+// the old UID still exists.
+type besideWatch struct {
+	done    chan struct{}
+	wg      sync.WaitGroup
+	samples int
+	beside  string
+}
+
+func watchBeside(name, oldUID, container string, period time.Duration) *besideWatch {
+	w := &besideWatch{done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			w.sample(name, oldUID, container)
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *besideWatch) sample(name, oldUID, container string) {
+	sbs, err := sandboxesOf(name)
+	if err != nil {
+		return
+	}
+	cs, err := containersOf(name)
+	if err != nil {
+		return
+	}
+	w.samples++
+	exists := false
+	var others []string
+	for _, c := range cs {
+		if c.Id == container {
+			exists = true
+		}
+		if c.Labels[labelPodUID] != oldUID && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			others = append(others, fmt.Sprintf("container %s of uid %s %s", shortID(c.Id), c.Labels[labelPodUID], c.State))
+		}
+	}
+	for _, s := range readySandboxes(sbs) {
+		if s.Labels[labelPodUID] != oldUID {
+			others = append(others, fmt.Sprintf("sandbox %s of uid %s ready", shortID(s.Id), s.Labels[labelPodUID]))
+		}
+	}
+	if exists && len(others) > 0 && w.beside == "" {
+		w.beside = fmt.Sprintf("%v while %s exists", others, shortID(container))
+	}
+}
+
+func (w *besideWatch) stop() (int, string) {
+	select {
+	case <-w.done:
+	default:
+		close(w.done)
+	}
+	w.wg.Wait()
+	return w.samples, w.beside
 }

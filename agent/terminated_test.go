@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
+)
+
+func TestTerminated(t *testing.T) {
+	sandbox := func(id string, state cri.SandboxState) *cri.SandboxStatus {
+		return &cri.SandboxStatus{ID: id, State: state}
+	}
+	container := func(name, id string, state cri.ContainerState) *cri.ContainerStatus {
+		return &cri.ContainerStatus{Name: name, ID: id, SandboxID: "s1", State: state}
+	}
+	cases := []struct {
+		name   string
+		status *cri.PodStatus
+		want   bool
+		// reason must contain each of these when the pod is not terminated.
+		reason []string
+	}{
+		{name: "nil status: the runtime knows nothing of the pod", want: true},
+		{name: "no objects: everything removed", status: &cri.PodStatus{}, want: true},
+		{name: "sandbox stopped, no containers", status: &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateNotReady)}}, want: true},
+		{name: "sandbox stopped, container exited", status: &cri.PodStatus{
+			Sandboxes:  []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateNotReady)},
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateExited)},
+		}, want: true},
+		{name: "sandbox removed, container exited", status: &cri.PodStatus{
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateExited)},
+		}, want: true},
+		{name: "every sandbox stopped, several exited attempts", status: &cri.PodStatus{
+			Sandboxes: []*cri.SandboxStatus{sandbox("s2", cri.SandboxStateNotReady), sandbox("s1", cri.SandboxStateNotReady)},
+			Containers: []*cri.ContainerStatus{
+				container("app", "c2", cri.ContainerStateExited), container("app", "c1", cri.ContainerStateExited),
+				container("init", "c0", cri.ContainerStateExited),
+			},
+		}, want: true},
+		{name: "sandbox ready, no containers", status: &cri.PodStatus{
+			Sandboxes: []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateReady)},
+		}, reason: []string{"sandbox s1 in state READY"}},
+		{name: "sandbox ready, container exited", status: &cri.PodStatus{
+			Sandboxes:  []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateReady)},
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateExited)},
+		}, reason: []string{"sandbox s1 in state READY"}},
+		{name: "older sandbox still ready, newest stopped", status: &cri.PodStatus{
+			Sandboxes: []*cri.SandboxStatus{sandbox("s2", cri.SandboxStateNotReady), sandbox("s1", cri.SandboxStateReady)},
+		}, reason: []string{"sandbox s1 in state READY"}},
+		{name: "sandbox in a state nobody reported", status: &cri.PodStatus{
+			Sandboxes: []*cri.SandboxStatus{sandbox("s1", "")},
+		}, reason: []string{"sandbox s1 in state UNKNOWN"}},
+		{name: "container running, sandbox stopped", status: &cri.PodStatus{
+			Sandboxes:  []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateNotReady)},
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateRunning)},
+		}, reason: []string{"container app (c1) in state RUNNING"}},
+		{name: "container created (start maybe in flight), sandbox stopped", status: &cri.PodStatus{
+			Sandboxes:  []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateNotReady)},
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateCreated)},
+		}, reason: []string{"container app (c1) in state CREATED"}},
+		{name: "container created, sandbox removed", status: &cri.PodStatus{
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateCreated)},
+		}, reason: []string{"container app (c1) in state CREATED"}},
+		{name: "container unknown, sandbox stopped", status: &cri.PodStatus{
+			Sandboxes:  []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateNotReady)},
+			Containers: []*cri.ContainerStatus{container("app", "c1", cri.ContainerStateUnknown)},
+		}, reason: []string{"container app (c1) in state UNKNOWN"}},
+		{name: "older attempt exited, newest created", status: &cri.PodStatus{
+			Sandboxes:  []*cri.SandboxStatus{sandbox("s1", cri.SandboxStateNotReady)},
+			Containers: []*cri.ContainerStatus{container("app", "c2", cri.ContainerStateCreated), container("app", "c1", cri.ContainerStateExited)},
+		}, reason: []string{"container app (c2) in state CREATED"}},
+		{name: "every holder is named, long IDs shortened", status: &cri.PodStatus{
+			Sandboxes: []*cri.SandboxStatus{sandbox("0123456789abcdef0123", cri.SandboxStateReady)},
+			Containers: []*cri.ContainerStatus{
+				container("app", "fedcba9876543210fedc", cri.ContainerStateRunning),
+				container("side", "c2", cri.ContainerStateCreated),
+				container("old", "c3", cri.ContainerStateExited),
+			},
+		}, reason: []string{"sandbox 0123456789abc in state READY", "container app (fedcba9876543) in state RUNNING", "container side (c2) in state CREATED"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason := terminated(tc.status)
+			if got != tc.want {
+				t.Fatalf("terminated = %v (%q), want %v", got, reason, tc.want)
+			}
+			if got && reason != "" {
+				t.Errorf("a terminated pod has no reason, got %q", reason)
+			}
+			for _, want := range tc.reason {
+				if !strings.Contains(reason, want) {
+					t.Errorf("reason %q does not name %q", reason, want)
+				}
+			}
+			if strings.Contains(reason, "old") {
+				t.Errorf("reason %q names an exited container", reason)
+			}
+		})
+	}
+}
+
+// TestAgentEditWaitsForStartInFlight: the old pod's container whose start
+// is still in flight inside the runtime (CREATED; removal refused with
+// "starting state", stop refused) keeps the full name taken, whatever
+// berth's kill and remove calls return: the new UID waits, says why, and
+// the old lane retries with back-off until the container is gone. Whether
+// the in-flight start then succeeds or fails, the new UID never runs
+// beside it.
+func TestAgentEditWaitsForStartInFlight(t *testing.T) {
+	for _, startOK := range []bool{true, false} {
+		t.Run(fmt.Sprintf("start succeeds %v", startOK), func(t *testing.T) {
+			h := newHarness(t, harnessOpts{})
+			old := simplePod(t, "web", loop)
+			h.apply(manifest.SourceFile, old)
+			h.eventually("old running", func() bool { c, _ := h.rt.running(old.UID); return c == 1 })
+			id := h.rt.startInFlight(old.UID, "app", h.clock.Now())
+
+			edited := simplePod(t, "web", loop+" # v2")
+			h.apply(manifest.SourceFile, edited)
+			h.eventually("new pod waiting, naming what holds the old one", func() bool {
+				st := h.status(edited.UID)
+				return st != nil && st.Status.Reason == "WaitingForPreviousPod" &&
+					strings.Contains(st.Status.Message, string(old.UID)) &&
+					strings.Contains(st.Status.Message, "in state CREATED") &&
+					strings.Contains(st.Status.Message, "starting state")
+			})
+			removes := func() int { return strings.Count(strings.Join(h.rt.events(), ","), "rm:"+id) }
+			before := removes()
+			for range 300 { // 30 s of fake time, in relist-sized steps
+				h.clock.Step(100 * time.Millisecond)
+				time.Sleep(time.Millisecond)
+			}
+			// Back-off 1, 2, 4, 8, 16 s: about five retries in 30 s, not
+			// one per relist or one every 2 s.
+			if n := removes() - before; n < 3 || n > 8 {
+				t.Errorf("%d teardown retries in 30 s of fake time; want exponential back-off from 1 s (3..8)", n)
+			}
+			if slices.Contains(h.rt.events(), "run:"+string(edited.UID)) {
+				t.Fatal("the new pod's sandbox ran while the old pod's container start was in flight")
+			}
+			if st := h.status(edited.UID); st == nil || st.Status.Phase != v1.PodPending {
+				t.Errorf("new pod status %+v, want Pending", st)
+			}
+
+			h.rt.finishStart(id, startOK, h.clock.Now())
+			h.eventually("new running", func() bool { c, _ := h.rt.running(edited.UID); return c == 1 })
+			h.eventually("old gone", func() bool { return h.rt.objects(old.UID) == 0 })
+			if v := h.rt.exclusivityViolations(); len(v) > 0 {
+				t.Errorf("two UIDs of one full name ran at once: %v", v)
+			}
+		})
+	}
+}
+
+// TestAgentAdoptedPodWithStartInFlightHoldsName: berth restarts after a kill
+// that left the old version's container starting, and the manifest now asks
+// for a new version. The old pod, found at start-up and removed as an
+// orphan, holds the full name until its in-flight container is gone.
+func TestAgentAdoptedPodWithStartInFlightHoldsName(t *testing.T) {
+	rt := newRecordingRuntime()
+	first := newHarness(t, harnessOpts{rt: rt})
+	old := simplePod(t, "web", loop)
+	first.apply(manifest.SourceFile, old)
+	first.eventually("old running", func() bool { c, _ := rt.running(old.UID); return c == 1 })
+	first.stop()
+	id := rt.startInFlight(old.UID, "app", first.clock.Now())
+
+	h := newHarness(t, harnessOpts{rt: rt})
+	edited := simplePod(t, "web", loop+" # v2")
+	h.apply(manifest.SourceFile, edited)
+	h.eventually("new pod waiting for the orphan", func() bool {
+		st := h.status(edited.UID)
+		return st != nil && st.Status.Reason == "WaitingForPreviousPod" && strings.Contains(st.Status.Message, "in state CREATED")
+	})
+	for range 50 {
+		h.clock.Step(100 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	if slices.Contains(rt.events(), "run:"+string(edited.UID)) {
+		t.Fatal("the new pod's sandbox ran while the orphan's container start was in flight")
+	}
+	rt.finishStart(id, true, h.clock.Now())
+	h.eventually("new running", func() bool { c, _ := rt.running(edited.UID); return c == 1 })
+	h.eventually("old gone", func() bool { return rt.objects(old.UID) == 0 })
+	if v := rt.exclusivityViolations(); len(v) > 0 {
+		t.Errorf("two UIDs of one full name ran at once: %v", v)
+	}
+}
