@@ -2,6 +2,7 @@ package cri
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -260,7 +261,7 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 func splitNeverStarted(status *PodStatus) (*PodStatus, []*ContainerStatus) {
 	var never []*ContainerStatus
 	for _, c := range status.Containers {
-		if c.State == ContainerStateCreated {
+		if neverStarted(c) {
 			never = append(never, c)
 		}
 	}
@@ -270,11 +271,36 @@ func splitNeverStarted(status *PodStatus) (*PodStatus, []*ContainerStatus) {
 	started := *status
 	started.Containers = make([]*ContainerStatus, 0, len(status.Containers)-len(never))
 	for _, c := range status.Containers {
-		if c.State != ContainerStateCreated {
+		if !neverStarted(c) {
 			started.Containers = append(started.Containers, c)
 		}
 	}
 	return &started, never
+}
+
+// startAbortedMessage is what containerd (1.6 to 2.x) records on a
+// container whose StartContainer was cut short because the caller went
+// away: reason StartError, and the request context's error in the message.
+const (
+	startErrorReason    = "StartError"
+	startAbortedMessage = "context canceled"
+)
+
+// neverStarted reports whether c never ran: created and not (yet) started,
+// or exited without ever starting because its start was abandoned when the
+// berth that asked for it was killed mid-StartContainer (containerd then
+// fails the start with "context canceled"). Neither is a restart. A start
+// that failed on its own (a missing executable, a bad mount) is a real
+// attempt and counts, as with the kubelet, so a broken container still
+// backs off.
+func neverStarted(c *ContainerStatus) bool {
+	switch c.State {
+	case ContainerStateCreated:
+		return true
+	case ContainerStateExited:
+		return c.StartedAt.IsZero() && c.Reason == startErrorReason && strings.Contains(c.Message, startAbortedMessage)
+	}
+	return false
 }
 
 // isSidecar reports whether an init container is a sidecar: restartPolicy

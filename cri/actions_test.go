@@ -41,6 +41,13 @@ func attemptOf(s *ContainerStatus, n int) *ContainerStatus {
 	return s
 }
 
+// abandonedStart makes s a container whose start containerd cut short
+// because the berth that asked for it was killed: never started.
+func abandonedStart(s *ContainerStatus) *ContainerStatus {
+	s.Reason, s.Message = startErrorReason, "failed to start containerd task: context canceled"
+	return s
+}
+
 func readySandbox() *SandboxStatus {
 	return &SandboxStatus{ID: "sb1", State: SandboxStateReady, Attempt: 0, IP: "10.88.0.5"}
 }
@@ -367,6 +374,24 @@ func TestComputePodActions(t *testing.T) {
 				return podStatusOf([]*SandboxStatus{readySandbox()}, attemptOf(cs(p, "a", ContainerStateCreated, 0), 1), cs(p, "a", ContainerStateExited, 1))
 			},
 			sandbox: "sb1", start: []int{0}, remove: []string{"a-id-1"},
+		},
+		{
+			name: "start abandoned by a killed berth: no restart, removed, started again",
+			pod:  actPod(never, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				return podStatusOf([]*SandboxStatus{readySandbox()}, abandonedStart(cs(p, "a", ContainerStateExited, 128)))
+			},
+			sandbox: "sb1", start: []int{0}, remove: []string{"a-id"},
+		},
+		{
+			name: "start that failed on its own under Never: a real attempt, the pod ends",
+			pod:  actPod(never, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				c := cs(p, "a", ContainerStateExited, 128)
+				c.Reason, c.Message = startErrorReason, `failed to create containerd task: exec: "nope": executable file not found in $PATH`
+				return podStatusOf([]*SandboxStatus{readySandbox()}, c)
+			},
+			killPod: true, sandbox: "sb1", terminal: true, failed: true,
 		},
 		{
 			name: "only never-started containers, no sandbox: a new pod",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,7 +185,7 @@ func (m *Manager) removeNeverStarted(ctx context.Context, c *ContainerStatus) er
 	if err := m.RemoveContainer(ctx, c.ID); err != nil {
 		return &SyncError{
 			Reason:  ReasonKillContainerError,
-			Message: fmt.Sprintf("remove never-started container %q (%s) in state CREATED: %v", c.Name, c.ID, err),
+			Message: fmt.Sprintf("remove never-started container %q (%s) in state %s: %v", c.Name, c.ID, strings.ToUpper(string(c.State)), err),
 			Err:     err,
 		}
 	}
