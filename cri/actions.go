@@ -278,27 +278,36 @@ func splitNeverStarted(status *PodStatus) (*PodStatus, []*ContainerStatus) {
 	return &started, never
 }
 
-// startAbortedMessage is what containerd (1.6 to 2.x) records on a
-// container whose StartContainer was cut short because the caller went
-// away: reason StartError, and the request context's error in the message.
-const (
-	startErrorReason    = "StartError"
-	startAbortedMessage = "context canceled"
-)
+// startErrorReason is the reason containerd (1.6 to 2.x) records on a
+// container whose StartContainer failed. abandonedStartCauses are what its
+// message then says when the start was cut short because the caller went
+// away (berth killed mid-StartContainer): the request context's error, or
+// the shim's start process killed by that context, as the crash test saw
+// ("failed to create containerd task: failed to start shim: start failed:
+// : signal: killed").
+const startErrorReason = "StartError"
+
+var abandonedStartCauses = []string{"context canceled", "signal: killed"}
 
 // neverStarted reports whether c never ran: created and not (yet) started,
 // or exited without ever starting because its start was abandoned when the
-// berth that asked for it was killed mid-StartContainer (containerd then
-// fails the start with "context canceled"). Neither is a restart. A start
-// that failed on its own (a missing executable, a bad mount) is a real
-// attempt and counts, as with the kubelet, so a broken container still
-// backs off.
+// berth that asked for it was killed mid-StartContainer. Neither is a
+// restart. A start that failed on its own (a missing executable, a bad
+// mount) is a real attempt and counts, as with the kubelet, so a broken
+// container still backs off.
 func neverStarted(c *ContainerStatus) bool {
 	switch c.State {
 	case ContainerStateCreated:
 		return true
 	case ContainerStateExited:
-		return c.StartedAt.IsZero() && c.Reason == startErrorReason && strings.Contains(c.Message, startAbortedMessage)
+		if !c.StartedAt.IsZero() || c.Reason != startErrorReason {
+			return false
+		}
+		for _, cause := range abandonedStartCauses {
+			if strings.Contains(c.Message, cause) {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -384,6 +384,16 @@ func TestComputePodActions(t *testing.T) {
 			sandbox: "sb1", start: []int{0}, remove: []string{"a-id"},
 		},
 		{
+			name: "shim start killed with the abandoned start: no restart, removed, started again",
+			pod:  actPod(never, nil, []string{"a"}),
+			status: func(p *v1.Pod) *PodStatus {
+				c := cs(p, "a", ContainerStateExited, 128)
+				c.Reason, c.Message = startErrorReason, "failed to create containerd task: failed to start shim: start failed: : signal: killed: unknown"
+				return podStatusOf([]*SandboxStatus{readySandbox()}, c)
+			},
+			sandbox: "sb1", start: []int{0}, remove: []string{"a-id"},
+		},
+		{
 			name: "start that failed on its own under Never: a real attempt, the pod ends",
 			pod:  actPod(never, nil, []string{"a"}),
 			status: func(p *v1.Pod) *PodStatus {
