@@ -21,6 +21,7 @@ import (
 
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/criclient"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -70,16 +71,16 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	rs, is, err := cri.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
+	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
 	if err != nil {
 		return err
 	}
-	if v, err := cri.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
+	if v, err := criclient.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
 		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
 	} else {
 		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
 	}
-	rs, is = cri.Instrument(rs, is, reg)
+	rs, is = criclient.Instrument(rs, is, reg)
 
 	clk := clock.RealClock{}
 	events := agent.NewEventLog(clk, log)
