@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -68,7 +69,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	})
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
-	h.agent = newAgent(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Events: events, Metrics: h.reg}, h.store, h.mgr)
+	h.agent = New(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Metrics: h.reg}, h.store, events, h.mgr, handlers.NewExecer(h.rt))
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.done = make(chan error, 1)

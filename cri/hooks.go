@@ -13,6 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/handlers"
 )
 
 // Reasons of a failed lifecycle hook: ReasonPostStartHookError is the
@@ -40,7 +42,7 @@ var hookClient = &http.Client{
 		DisableKeepAlives: true,
 		Proxy:             nil,
 	},
-	CheckRedirect: SameHostRedirects,
+	CheckRedirect: handlers.SameHostRedirects,
 }
 
 // runHook runs one lifecycle handler against a container: exec in it,
@@ -51,7 +53,7 @@ var hookClient = &http.Client{
 func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID string, h *v1.LifecycleHandler, host string, timeout time.Duration) error {
 	switch {
 	case h.Exec != nil:
-		res, err := m.ExecSync(ctx, containerID, h.Exec.Command, timeout)
+		res, err := handlers.NewExecer(m.runtime).ExecSync(ctx, containerID, h.Exec.Command, timeout)
 		if err != nil {
 			return err
 		}
@@ -60,7 +62,7 @@ func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID stri
 		}
 		return nil
 	case h.HTTPGet != nil:
-		req, err := NewHTTPGetRequest(ctx, h.HTTPGet, c, host, LifecycleUserAgent)
+		req, err := handlers.NewHTTPGetRequest(ctx, h.HTTPGet, c, host, handlers.LifecycleUserAgent)
 		if err != nil {
 			return err
 		}
@@ -68,7 +70,7 @@ func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID stri
 		if err != nil {
 			return fmt.Errorf("http get %s: %w", req.URL, err)
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxExecOutput))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, handlers.MaxOutput))
 		return resp.Body.Close()
 	case h.Sleep != nil:
 		t := m.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)

@@ -22,7 +22,7 @@ import (
 
 // Options are what the probe manager needs from the agent.
 type Options struct {
-	// Exec runs exec probes (the runtime manager).
+	// Exec runs exec probes (a handlers.Execer over the runtime).
 	Exec Execer
 	// Recorder takes Unhealthy events; nil drops them.
 	Recorder cri.Recorder

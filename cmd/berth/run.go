@@ -22,6 +22,7 @@ import (
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/cri"
 	"github.com/berth-agent/berth/cri/criclient"
+	"github.com/berth-agent/berth/handlers"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -54,8 +55,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// run wires sources, store, runtime manager, agent and local API, and
-// returns when ctx ends (leaving pods running) or something fatal happens.
+// run wires berth in one order, each piece from the ones before it: the
+// CRI transport, the event log, the runtime manager (recording into the
+// event log), the sources and their merge store, the agent (over the store,
+// the event log, the runtime manager and an exec handler on the same
+// transport), and the local API. It returns when ctx ends (leaving pods
+// running) or something fatal happens.
 func run(ctx context.Context, s settings, log *slog.Logger) error {
 	nodeName, err := nodeName(s.HostnameOverride)
 	if err != nil {
@@ -116,11 +121,10 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		HostIP:        hostIP,
 		MaxPods:       s.MaxPods,
 		SyncFrequency: s.SyncFrequency.Duration,
-		Events:        events,
 		Metrics:       reg,
 		Logger:        log,
 		GC:            s.gcConfig(),
-	}, store, mgr)
+	}, store, events, mgr, handlers.NewExecer(rs))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
