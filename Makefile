@@ -25,6 +25,7 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -tags e2e ./...
+	$(GO) mod tidy -diff
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

@@ -78,7 +78,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
 		result.add(ActionCreatePodSandbox, pod.Name, err, m.sandboxNameRetryAfter(pod.UID, err))
 		if err != nil {
-			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.(*SyncError).Message)
+			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+syncMessage(err))
 			return result
 		}
 		sandboxID, podIPs = id, ips
@@ -170,19 +170,19 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	cfg, err := m.ContainerConfig(ctx, pod, c, restartCount, t.podIPs, imageRef)
 	if err != nil {
 		res.Err = err
-		m.event(pod, EventWarning, "Failed", "Error: "+err.(*SyncError).Message)
+		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(err))
 		return res
 	}
 	id, err := m.runtime.CreateContainer(ctx, t.sandboxID, cfg, t.sandboxConfig)
 	if err != nil {
 		res.Err = &SyncError{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("create container %s: %v", c.Name, err), Err: err}
-		m.event(pod, EventWarning, "Failed", "Error: "+res.Err.(*SyncError).Message)
+		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(res.Err))
 		return res
 	}
 	m.event(pod, EventNormal, "Created", "Created container "+c.Name)
 	if err := m.runtime.StartContainer(ctx, id); err != nil {
 		res.Err = &SyncError{Reason: ReasonRunContainerError, Message: fmt.Sprintf("start container %s (%s): %v", c.Name, id, err), Err: err}
-		m.event(pod, EventWarning, "Failed", "Error: "+res.Err.(*SyncError).Message)
+		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(res.Err))
 		return res
 	}
 	m.event(pod, EventNormal, "Started", "Started container "+c.Name)
