@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
 )
 
 // workState is where a pod is in its life: syncing, then terminating, then
@@ -114,8 +115,6 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 	}
 }
 
-func fullName(name, namespace string) string { return name + "_" + namespace }
-
 // update delivers the latest desired version of a pod (ADD, UPDATE or
 // RECONCILE): it starts a lane for a new UID and wakes an existing one.
 func (p *podWorkers) update(pod *v1.Pod) {
@@ -123,7 +122,7 @@ func (p *podWorkers) update(pod *v1.Pod) {
 	defer p.mu.Unlock()
 	w, ok := p.workers[pod.UID]
 	if !ok {
-		p.startWorkerLocked(pod.UID, fullName(pod.Name, pod.Namespace), pod)
+		p.startWorkerLocked(pod.UID, manifest.JoinFullName(pod.Name, pod.Namespace), pod)
 		return
 	}
 	if w.terminate {
@@ -161,7 +160,7 @@ func (p *podWorkers) terminateOrphan(status *cri.PodStatus) {
 	if _, ok := p.workers[status.UID]; ok {
 		return
 	}
-	w := p.startWorkerLocked(status.UID, fullName(status.Name, status.Namespace), nil)
+	w := p.startWorkerLocked(status.UID, manifest.JoinFullName(status.Name, status.Namespace), nil)
 	w.terminate, w.remove, w.started = true, true, true
 	w.observed = status
 	// Until it is terminated, the orphan holds its full name like any pod:
@@ -205,7 +204,7 @@ func (p *podWorkers) syncAll() {
 func (p *podWorkers) hold(name, namespace string, uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gate.hold(fullName(name, namespace), uid)
+	p.gate.hold(manifest.JoinFullName(name, namespace), uid)
 }
 
 // known reports whether a lane exists for uid.
@@ -522,7 +521,7 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	delete(p.workers, w.uid)
 	p.finished[w.uid] = p.clock.Now()
 	if readd := w.readd; readd != nil {
-		p.startWorkerLocked(readd.UID, fullName(readd.Name, readd.Namespace), readd)
+		p.startWorkerLocked(readd.UID, manifest.JoinFullName(readd.Name, readd.Namespace), readd)
 	}
 	p.mu.Unlock()
 	log.Info("pod removed")
