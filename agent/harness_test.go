@@ -45,6 +45,7 @@ type harnessOpts struct {
 	sources []string
 	maxPods int
 	rt      *recordingRuntime // reuse a runtime (adoption); nil makes one
+	log     *slog.Logger      // nil discards (logs to t with -v)
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -61,6 +62,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	if o.log != nil {
+		log = o.log
 	}
 	events := NewEventLog(h.clock, log)
 	h.mgr = cri.NewManager(h.rt, h.img, cri.Options{

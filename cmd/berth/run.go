@@ -100,6 +100,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		CrashLoopBackoffMax:     s.CrashLoopBackoffMax.Duration,
 		HostIP:                  hostIP,
 		Recorder:                events,
+		Logger:                  log,
 	})
 
 	srcCfg := manifest.SourceConfig{
