@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./manifest/... ./cri/... ./agent/... ./e2e/testbed/...
+PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e/testbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time).
 FUZZTIME  ?= 10s
@@ -25,6 +25,7 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -tags e2e ./...
+	$(GO) mod tidy -diff
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

@@ -35,7 +35,8 @@ type Config struct {
 	// HousekeepingPeriod is how often orphans are looked for and the
 	// sd_notify status refreshed (kubelet: 2s).
 	HousekeepingPeriod time.Duration
-	// Events is the log the runtime manager records into; nil makes one.
+	// Events is set by New; tests of the agent alone may leave it nil
+	// for a log of its own.
 	Events *EventLog
 	// Metrics is where the agent registers its series; nil keeps them
 	// private.
@@ -101,13 +102,27 @@ type Agent struct {
 	relisted     bool // a relist has succeeded since start
 }
 
-// New builds an agent over the merge store and the runtime manager. The
-// manager's Recorder should be cfg.Events.
-func New(cfg Config, store *manifest.Store, rt *cri.Manager) *Agent {
-	return newAgent(cfg, store, rt)
+// New builds an agent over the merge store and the runtime side, each part
+// passed explicitly so that none can be missing: events is the log the
+// runtime manager records into (the cri.Options.Recorder it was built
+// with), rt the runtime manager, which is handed the probes' verdicts here,
+// before anything syncs, and also runs the disk housekeeping of cfg.GC;
+// exec runs the exec probes (a handlers.Execer over the same runtime in
+// berth).
+func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, exec prober.Execer) *Agent {
+	cfg.Events = events
+	a := newAgent(cfg, store, rt, exec)
+	rt.SetContainerHealth(a.probes)
+	if cfg.GC != nil {
+		a.gc = newHousekeeper(rt, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
+			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
+	}
+	return a
 }
 
-func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
+// newAgent is New without the runtime manager's parts, for tests that
+// stand in for the runtime.
+func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Execer) *Agent {
 	cfg.setDefaults()
 	a := &Agent{
 		cfg:      cfg,
@@ -122,19 +137,11 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime) *Agent {
 		rejected: map[types.UID]bool{},
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
-	exec, _ := rt.(prober.Execer)
 	a.probes = prober.NewManager(prober.Options{
 		Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
 		// Lanes exist only once Run made a.workers, and so do probe workers.
 		OnChange: func(uid types.UID) { a.workers.wake(uid) },
 	})
-	if h, ok := rt.(interface{ SetContainerHealth(cri.ContainerHealth) }); ok {
-		h.SetContainerHealth(a.probes)
-	}
-	if g, ok := rt.(gcRuntime); ok && cfg.GC != nil {
-		a.gc = newHousekeeper(g, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
-			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
-	}
 	return a
 }
 

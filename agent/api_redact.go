@@ -2,6 +2,8 @@ package agent
 
 import (
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/manifest"
 )
 
 // redacted replaces every value --listen-pods=redacted hides.
@@ -10,9 +12,9 @@ const redacted = "<redacted>"
 // safeAnnotations are the annotations whose values berth writes itself and
 // that hold nothing secret; every other annotation keeps its key only.
 var safeAnnotations = map[string]bool{
-	"kubernetes.io/config.hash":   true,
-	"kubernetes.io/config.source": true,
-	"kubernetes.io/config.seen":   true,
+	manifest.AnnotationHash:   true,
+	manifest.AnnotationSource: true,
+	manifest.AnnotationSeen:   true,
 }
 
 // redactPod returns a copy of p for --listen-pods=redacted: what a

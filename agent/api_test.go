@@ -49,7 +49,7 @@ func newAPIBed(t testing.TB, configure ...func(*API)) *apiBed {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(Config{Clock: clk, Logger: log}, store, nil)
+	a := newAgent(Config{Clock: clk, Logger: log}, store, nil, nil)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
 	api := NewAPI(a, store, reg, log)
@@ -389,7 +389,7 @@ func TestAPISocket(t *testing.T) {
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := manifest.NewStore()
-	api := NewAPI(newAgent(Config{Logger: log}, store, nil), store, prometheus.NewRegistry(), log)
+	api := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log)
 	if err := api.Listen("", socket); err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -421,7 +421,7 @@ func TestAPISocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(socket, "keep"), nil, 0o644)
-	api2 := NewAPI(newAgent(Config{Logger: log}, store, nil), store, prometheus.NewRegistry(), log)
+	api2 := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log)
 	if err := api2.Listen("", socket); err == nil || !strings.Contains(err.Error(), socket) {
 		t.Errorf("Listen over a directory: %v, want an error naming it", err)
 	}

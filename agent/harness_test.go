@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -44,6 +45,7 @@ type harnessOpts struct {
 	sources []string
 	maxPods int
 	rt      *recordingRuntime // reuse a runtime (adoption); nil makes one
+	log     *slog.Logger      // nil discards (logs to t with -v)
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -61,6 +63,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
+	if o.log != nil {
+		log = o.log
+	}
 	events := NewEventLog(h.clock, log)
 	h.mgr = cri.NewManager(h.rt, h.img, cri.Options{
 		NodeName: testNode, RootDir: t.TempDir(), PodLogsDir: t.TempDir(), Clock: h.clock, Recorder: events,
@@ -68,7 +73,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	})
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
-	h.agent = newAgent(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Events: events, Metrics: h.reg}, h.store, h.mgr)
+	h.agent = New(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Metrics: h.reg}, h.store, events, h.mgr, handlers.NewExecer(h.rt))
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.done = make(chan error, 1)

@@ -44,7 +44,7 @@ func indexProblems(problems []manifest.Problem) problemIndex {
 			ix.unnamed[p.Origin] = append(ix.unnamed[p.Origin], p)
 			continue
 		}
-		key := p.Origin + "\x00" + fullName(p.Name, p.Namespace)
+		key := p.Origin + "\x00" + manifest.JoinFullName(p.Name, p.Namespace)
 		ix.named[key] = append(ix.named[key], p)
 	}
 	return ix
@@ -55,7 +55,7 @@ func indexProblems(problems []manifest.Problem) problemIndex {
 // is refused as a duplicate, which is that file's problem, not this pod's.
 func (ix problemIndex) of(pod *v1.Pod) []manifest.Problem {
 	origin := pod.Annotations[manifest.AnnotationOrigin]
-	named := ix.named[origin+"\x00"+fullName(pod.Name, pod.Namespace)]
+	named := ix.named[origin+"\x00"+manifest.JoinFullName(pod.Name, pod.Namespace)]
 	unnamed := ix.unnamed[origin]
 	if len(unnamed) == 0 {
 		return named

@@ -76,7 +76,7 @@ spec:
 			if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
 				t.Fatal(err)
 			}
-			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: testNode}, store, nil)
+			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: testNode}, store, nil, nil)
 			running := &cri.PodStatus{Containers: []*cri.ContainerStatus{{ID: "c1", Name: "app", State: cri.ContainerStateRunning, StartedAt: apiT0}}}
 			for _, p := range []*v1.Pod{web, other} {
 				running.UID = p.UID

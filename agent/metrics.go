@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
 )
 
 // metrics are the agent's Prometheus series, named like the kubelet's with
@@ -99,7 +100,7 @@ func (m *metrics) observeSync(pod *v1.Pod, res cri.SyncResult) {
 // observeStarted records the pod start latency from the config.seen
 // annotation the merge store stamped when the manifest was first read.
 func (m *metrics) observeStarted(pod *v1.Pod, now time.Time) {
-	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations["kubernetes.io/config.seen"])
+	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
 	if err != nil {
 		return
 	}

@@ -38,9 +38,11 @@ func newPLEG(rt podRuntime, clk clock.WithTicker, period time.Duration) *pleg {
 	return &pleg{rt: rt, clock: clk, period: period}
 }
 
-// run relists at once, then every period, until ctx is done. A turn that
-// finds the loop busy with the previous one is dropped (never queued), so a
-// slow loop is not flooded and always gets the newest state.
+// run relists at once, then every period, until ctx is done. Each relist
+// waits until the loop takes it, and the ticker drops the ticks that pass
+// meanwhile, so a slow loop is never flooded: it gets the relist made
+// before it got busy (as old as the loop's delay), then a fresh one within
+// a period.
 func (p *pleg) run(ctx context.Context, out chan<- relist) {
 	tick := p.clock.NewTicker(p.period)
 	defer tick.Stop()

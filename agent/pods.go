@@ -21,13 +21,13 @@ func (a *Agent) Pods() []*v1.Pod {
 	now := a.cfg.Clock.Now()
 	byName := make(map[string]bool, len(pods))
 	for _, p := range pods {
-		byName[fullName(p.Name, p.Namespace)] = true
+		byName[manifest.JoinFullName(p.Name, p.Namespace)] = true
 	}
 	for _, prob := range problems {
 		if prob.Name == "" {
 			continue
 		}
-		fn := fullName(prob.Name, prob.Namespace)
+		fn := manifest.JoinFullName(prob.Name, prob.Namespace)
 		if byName[fn] {
 			continue
 		}
@@ -68,7 +68,7 @@ func rejectedPod(prob manifest.Problem, nodeName string, now time.Time) *v1.Pod 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        prob.Name,
 			Namespace:   prob.Namespace,
-			Annotations: map[string]string{"kubernetes.io/config.source": prob.Source, "berth.io/config.origin": prob.Origin},
+			Annotations: map[string]string{manifest.AnnotationSource: prob.Source, manifest.AnnotationOrigin: prob.Origin},
 		},
 		Spec: v1.PodSpec{NodeName: nodeName},
 		Status: v1.PodStatus{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/manifest"
 )
 
 // workState is where a pod is in its life: syncing, then terminating, then
@@ -32,8 +33,9 @@ const (
 // podWorker is one pod UID's serialized lane. Only its goroutine calls the
 // runtime for this UID; updates meanwhile replace each other (latest wins).
 type podWorker struct {
-	uid      types.UID
-	fullName string
+	uid             types.UID
+	name, namespace string
+	fullName        string // name_namespace, the exclusivity key
 	// wake has room for one pending wake-up, so many updates between two
 	// runs coalesce into one run that sees the latest state.
 	wake chan struct{}
@@ -114,8 +116,6 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 	}
 }
 
-func fullName(name, namespace string) string { return name + "_" + namespace }
-
 // update delivers the latest desired version of a pod (ADD, UPDATE or
 // RECONCILE): it starts a lane for a new UID and wakes an existing one.
 func (p *podWorkers) update(pod *v1.Pod) {
@@ -123,7 +123,7 @@ func (p *podWorkers) update(pod *v1.Pod) {
 	defer p.mu.Unlock()
 	w, ok := p.workers[pod.UID]
 	if !ok {
-		p.startWorkerLocked(pod.UID, fullName(pod.Name, pod.Namespace), pod)
+		p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
 		return
 	}
 	if w.terminate {
@@ -161,7 +161,7 @@ func (p *podWorkers) terminateOrphan(status *cri.PodStatus) {
 	if _, ok := p.workers[status.UID]; ok {
 		return
 	}
-	w := p.startWorkerLocked(status.UID, fullName(status.Name, status.Namespace), nil)
+	w := p.startWorkerLocked(status.UID, status.Name, status.Namespace, nil)
 	w.terminate, w.remove, w.started = true, true, true
 	w.observed = status
 	// Until it is terminated, the orphan holds its full name like any pod:
@@ -205,7 +205,7 @@ func (p *podWorkers) syncAll() {
 func (p *podWorkers) hold(name, namespace string, uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gate.hold(fullName(name, namespace), uid)
+	p.gate.hold(manifest.JoinFullName(name, namespace), uid)
 }
 
 // known reports whether a lane exists for uid.
@@ -232,8 +232,8 @@ func (p *podWorkers) count() (all, active int) {
 // wait blocks until every lane's goroutine has returned after ctx is done.
 func (p *podWorkers) wait() { p.wg.Wait() }
 
-func (p *podWorkers) startWorkerLocked(uid types.UID, fullName string, pod *v1.Pod) *podWorker {
-	w := &podWorker{uid: uid, fullName: fullName, pod: pod, wake: make(chan struct{}, 1)}
+func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
+	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: manifest.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
 	p.workers[uid] = w
 	p.wg.Add(1)
 	go p.run(w)
@@ -367,8 +367,13 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 			status = fresh
 		}
 	}
-	if err := res.Error(); err != nil && p.ctx.Err() == nil {
+	// A failure the runtime manager made an event of (a crash-loop
+	// back-off, a failed pull or start) is logged with that event; only
+	// the others are logged here.
+	if err := res.UnrecordedError(); err != nil && p.ctx.Err() == nil {
 		warnUnlessUnreachable(log, "sync pod", err)
+	} else if err := res.Error(); err != nil {
+		log.Debug("sync pod", "err", err)
 	}
 	waiting := map[string]waitReason{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
@@ -417,7 +422,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 // back-off: a failed stop or removal, a start still in flight, or an
 // unreadable status never lets the next UID through.
 func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
-	log := p.log.With("uid", w.uid, "pod", w.fullName)
+	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	if p.probes != nil {
 		p.probes.RemovePod(w.uid)
 	}
@@ -496,7 +501,7 @@ func oneLine(err error) string {
 // finish removes a stopped pod's runtime objects and directory and closes
 // the lane. status may be nil when the caller has not just read it.
 func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
-	log := p.log.With("uid", w.uid, "pod", w.fullName)
+	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	var err error
 	if status == nil {
 		status, err = p.rt.PodStatus(p.ctx, w.uid)
@@ -522,7 +527,7 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	delete(p.workers, w.uid)
 	p.finished[w.uid] = p.clock.Now()
 	if readd := w.readd; readd != nil {
-		p.startWorkerLocked(readd.UID, fullName(readd.Name, readd.Namespace), readd)
+		p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)
 	}
 	p.mu.Unlock()
 	log.Info("pod removed")

@@ -149,8 +149,8 @@ func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 	w.mu.Lock()
 	gateState := len(w.gate.started) + len(w.gate.waiting)
 	w.mu.Unlock()
-	if gateState != 0 || w.status.len() != 0 {
-		t.Errorf("after %d add/remove cycles: gate entries %d, statuses %d; want 0", cycles, gateState, w.status.len())
+	if gateState != 0 || len(w.status.list()) != 0 {
+		t.Errorf("after %d add/remove cycles: gate entries %d, statuses %d; want 0", cycles, gateState, len(w.status.list()))
 	}
 	rt.mu.Lock()
 	live := len(rt.live)

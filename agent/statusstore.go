@@ -85,9 +85,3 @@ func (s *statusStore) list() []*v1.Pod {
 	manifest.SortPods(out)
 	return out
 }
-
-func (s *statusStore) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.pods)
-}

@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/handlers"
 )
 
 // Reasons of a failed lifecycle hook: ReasonPostStartHookError is the
@@ -40,7 +41,7 @@ var hookClient = &http.Client{
 		DisableKeepAlives: true,
 		Proxy:             nil,
 	},
-	CheckRedirect: SameHostRedirects,
+	CheckRedirect: handlers.SameHostRedirects,
 }
 
 // runHook runs one lifecycle handler against a container: exec in it,
@@ -51,7 +52,7 @@ var hookClient = &http.Client{
 func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID string, h *v1.LifecycleHandler, host string, timeout time.Duration) error {
 	switch {
 	case h.Exec != nil:
-		res, err := m.ExecSync(ctx, containerID, h.Exec.Command, timeout)
+		res, err := handlers.NewExecer(m.runtime).ExecSync(ctx, containerID, h.Exec.Command, timeout)
 		if err != nil {
 			return err
 		}
@@ -60,7 +61,7 @@ func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID stri
 		}
 		return nil
 	case h.HTTPGet != nil:
-		req, err := NewHTTPGetRequest(ctx, h.HTTPGet, c, host, LifecycleUserAgent)
+		req, err := handlers.NewHTTPGetRequest(ctx, h.HTTPGet, c, host, handlers.LifecycleUserAgent)
 		if err != nil {
 			return err
 		}
@@ -68,7 +69,7 @@ func (m *Manager) runHook(ctx context.Context, c *v1.Container, containerID stri
 		if err != nil {
 			return fmt.Errorf("http get %s: %w", req.URL, err)
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxExecOutput))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, handlers.MaxOutput))
 		return resp.Body.Close()
 	case h.Sleep != nil:
 		t := m.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
@@ -114,12 +115,13 @@ func (m *Manager) runPostStart(ctx context.Context, c *v1.Container, containerID
 // that makes the container wait with reason PostStartHookError.
 func (m *Manager) failedPostStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id, sandboxID string, labels, annotations map[string]string, hookErr error) error {
 	msg := truncate(hookErr.Error(), maxHookMessage)
-	slog.Warn("postStart hook failed; killing the container", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID,
+	// The FailedPostStartHook event is the WARN line; this adds the IDs.
+	m.log.Debug("postStart hook failed; killing the container", "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID,
 		"container", c.Name, "containerID", id, "err", hookErr)
 	m.event(pod, EventWarning, EventFailedPostStartHook, "PostStartHook failed: "+msg)
 	cs := &ContainerStatus{ID: id, SandboxID: sandboxID, Name: c.Name, State: ContainerStateRunning, Labels: labels, Annotations: annotations}
 	if err := m.KillContainer(ctx, pod, cs, KillReasonFailedPostStart, fmt.Sprintf("Container %s failed its postStart hook, will be killed", c.Name), nil); err != nil {
-		slog.Warn("kill container after its postStart hook failed", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID, "container", c.Name, "err", err)
+		m.log.Warn("kill container after its postStart hook failed", "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID, "container", c.Name, "err", err)
 	}
 	return &SyncError{Reason: ReasonPostStartHookError, Message: fmt.Sprintf("postStart hook of container %s failed: %s", c.Name, msg), Err: hookErr}
 }
@@ -130,12 +132,12 @@ func (m *Manager) failedPostStart(ctx context.Context, pod *v1.Pod, c *v1.Contai
 // grace is abandoned: its context is cancelled, which ends the exec or
 // request, and the kill goes on. Failures are FailedPreStopHook events.
 func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace time.Duration) {
-	spec, h := preStopHook(pod, c)
+	spec, h := m.preStopHook(pod, c)
 	if h == nil {
 		return
 	}
 	uid, name, namespace := podIdentity(pod, c.Labels)
-	log := slog.With("pod", namespace+"/"+name, "uid", uid, "container", c.Name, "containerID", c.ID)
+	log := m.log.With("pod", name, "namespace", namespace, "uid", uid, "container", c.Name, "containerID", c.ID)
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -157,7 +159,8 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *ContainerStatu
 		err = fmt.Errorf("did not finish within the grace period of %v and was abandoned", grace)
 	}
 	if err != nil {
-		log.Warn("preStop hook failed", "err", err)
+		// The FailedPreStopHook event is the WARN line.
+		log.Debug("preStop hook failed", "err", err)
 		m.opts.Recorder.Event(uid, name, namespace, EventWarning, EventFailedPreStopHook, "PreStopHook failed: "+truncate(err.Error(), maxHookMessage))
 		return
 	}
@@ -168,7 +171,7 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *ContainerStatu
 // container it runs against (for named ports): the spec's when the pod
 // has the container, else what berth recorded on the container when it
 // created it.
-func preStopHook(pod *v1.Pod, c *ContainerStatus) (*v1.Container, *v1.LifecycleHandler) {
+func (m *Manager) preStopHook(pod *v1.Pod, c *ContainerStatus) (*v1.Container, *v1.LifecycleHandler) {
 	if pod != nil {
 		if spec := findSpecContainer(pod, c.Name); spec != nil {
 			if spec.Lifecycle == nil {
@@ -183,7 +186,7 @@ func preStopHook(pod *v1.Pod, c *ContainerStatus) (*v1.Container, *v1.LifecycleH
 	}
 	var h v1.LifecycleHandler
 	if err := json.Unmarshal([]byte(raw), &h); err != nil {
-		slog.Warn("unreadable preStop hook annotation; container stopped without it", "container", c.Name, "containerID", c.ID, "err", err)
+		m.log.Warn("unreadable preStop hook annotation; container stopped without it", "pod", c.Labels[LabelPodName], "namespace", c.Labels[LabelPodNamespace], "uid", c.Labels[LabelPodUID], "container", c.Name, "containerID", c.ID, "err", err)
 		return nil, nil
 	}
 	spec := &v1.Container{Name: c.Name}

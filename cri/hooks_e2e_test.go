@@ -7,11 +7,13 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/berth-agent/berth/handlers"
 )
 
 // TestE2EExecSync runs commands in a real container the way exec probes
 // and hooks do: exit codes come back as results with their output, and a
-// command that outlives its timeout is ErrExecTimeout (so a hung exec
+// command that outlives its timeout is handlers.ErrExecTimeout (so a hung exec
 // probe counts as failed, not as a broken probe) and returns soon after
 // the timeout.
 func TestE2EExecSync(t *testing.T) {
@@ -24,24 +26,24 @@ func TestE2EExecSync(t *testing.T) {
 	})
 	id := p.containers["main"]
 
-	res, err := m.ExecSync(ctx, id, []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, 5*time.Second)
+	res, err := handlers.NewExecer(m.runtime).ExecSync(ctx, id, []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, 5*time.Second)
 	if err != nil || res.ExitCode != 3 || string(res.Output) != "out\nerr\n" {
 		t.Errorf("exit 3: %+v (%q), %v; want exit code 3 with stdout then stderr", res, res.Output, err)
 	}
-	if res, err := m.ExecSync(ctx, id, []string{"true"}, time.Second); err != nil || res.ExitCode != 0 {
+	if res, err := handlers.NewExecer(m.runtime).ExecSync(ctx, id, []string{"true"}, time.Second); err != nil || res.ExitCode != 0 {
 		t.Errorf("true: %+v, %v", res, err)
 	}
 	start := time.Now()
-	_, err = m.ExecSync(ctx, id, []string{"sleep", "30"}, time.Second)
+	_, err = handlers.NewExecer(m.runtime).ExecSync(ctx, id, []string{"sleep", "30"}, time.Second)
 	took := time.Since(start)
-	if !errors.Is(err, ErrExecTimeout) {
-		t.Errorf("sleep 30 with a 1s timeout: %v, want ErrExecTimeout", err)
+	if !errors.Is(err, handlers.ErrExecTimeout) {
+		t.Errorf("sleep 30 with a 1s timeout: %v, want handlers.ErrExecTimeout", err)
 	}
 	if took > 10*time.Second {
 		t.Errorf("a 1s exec timeout returned after %v", took)
 	}
 	t.Logf("exec timeout of 1s returned after %v: %v", took.Round(time.Millisecond), err)
-	if _, err := m.ExecSync(ctx, "no-such-container", []string{"true"}, time.Second); err == nil || errors.Is(err, ErrExecTimeout) {
+	if _, err := handlers.NewExecer(m.runtime).ExecSync(ctx, "no-such-container", []string{"true"}, time.Second); err == nil || errors.Is(err, handlers.ErrExecTimeout) {
 		t.Errorf("exec in a missing container: %v, want a plain error", err)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/berth-agent/berth/handlers"
 )
 
 // execRecorder is the fake runtime plus the exec calls it forgets, each
@@ -107,7 +109,7 @@ func TestPostStartHTTP(t *testing.T) {
 	if err := env.m.runPostStart(context.Background(), c, "c1", []string{u.Hostname()}); err != nil {
 		t.Fatal(err)
 	}
-	if got != "/warm "+LifecycleUserAgent {
+	if got != "/warm "+handlers.LifecycleUserAgent {
 		t.Errorf("server saw %q", got)
 	}
 	srv.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,7 +58,7 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 		grace = max(*gracePeriodOverride, 0)
 	}
 
-	slog.Debug("killing container", "pod", namespace+"/"+name, "uid", uid, "container", c.Name,
+	m.log.Debug("killing container", "pod", name, "namespace", namespace, "uid", uid, "container", c.Name,
 		"containerID", c.ID, "reason", reason, "gracePeriod", grace)
 	if err := m.runtime.StopContainer(ctx, c.ID, grace); err != nil && !isNotFound(err) {
 		return &SyncError{

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/cri/criclient"
 	"github.com/berth-agent/berth/e2e/testbed"
 )
 
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 // log directories; the connection closes when t ends.
 func newE2EManager(t *testing.T) *Manager {
 	t.Helper()
-	rs, is, err := Dial(testBed.Endpoint, "", 30*time.Second)
+	rs, is, err := criclient.Dial(testBed.Endpoint, "", 30*time.Second)
 	if err != nil {
 		t.Fatalf("dial the test bed: %v", err)
 	}

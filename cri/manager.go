@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -40,6 +41,8 @@ type Options struct {
 	Recorder Recorder
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
+	// Logger is berth's logger; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // EventType is Normal or Warning, as in Kubernetes events.
@@ -71,6 +74,7 @@ type Manager struct {
 	images  internalapi.ImageManagerService
 	opts    Options
 	clock   clock.Clock
+	log     *slog.Logger
 
 	// pullBackoff is keyed by image reference, crashBackoff by pod UID and
 	// container name; both guard themselves.
@@ -132,6 +136,9 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 	if opts.ImagePullBackoffMax == 0 {
 		opts.ImagePullBackoffMax = 5 * time.Minute
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = "/var/log/pods"
 	}
@@ -140,6 +147,7 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		images:       images,
 		opts:         opts,
 		clock:        opts.Clock,
+		log:          opts.Logger,
 		pullBackoff:  NewBackoff(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
 		crashBackoff: NewBackoff(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
 

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/cri/criclient"
 )
 
 // e2eContainer is one busybox container of an e2ePod, running script.
@@ -128,7 +130,7 @@ func totalOps(t *testing.T, reg *prometheus.Registry) float64 {
 func TestE2ERelistAndPodStatus(t *testing.T) {
 	base := newE2EManager(t)
 	reg := prometheus.NewRegistry()
-	rs, is := Instrument(base.runtime, base.images, reg)
+	rs, is := criclient.Instrument(base.runtime, base.images, reg)
 	opts := base.opts
 	opts.Clock = frozenClock()
 	m := NewManager(rs, is, opts)
@@ -221,7 +223,7 @@ func TestE2ERelistFiftyPods(t *testing.T) {
 	t.Logf("created %d pods in %v", n, time.Since(created))
 
 	reg := prometheus.NewRegistry()
-	rs, is := Instrument(setup.runtime, setup.images, reg)
+	rs, is := criclient.Instrument(setup.runtime, setup.images, reg)
 	opts := setup.opts
 	opts.Clock = frozenClock()
 	m := NewManager(rs, is, opts)

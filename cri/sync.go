@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	// Containers start from the history of those that ran: one that never
 	// started is no restart (PodActions.ContainersToRemove).
 	started, _ := splitNeverStarted(status)
-	slog.Debug("syncing pod", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID,
+	m.log.Debug("syncing pod", "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID,
 		"killPod", actions.KillPod, "createSandbox", actions.CreateSandbox, "attempt", actions.Attempt,
 		"toKill", len(actions.ContainersToKill), "toStart", len(actions.ContainersToStart),
 		"nextInit", actions.NextInitContainer != nil, "sidecars", len(actions.SidecarsToStart), "terminal", actions.Terminal)
@@ -70,6 +69,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	sandboxConfig, err := m.SandboxConfig(pod, actions.Attempt)
 	if err != nil {
 		result.add(ActionCreatePodSandbox, pod.Name, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: err}, 0)
+		result.Results[len(result.Results)-1].Recorded = true
 		m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 		return result
 	}
@@ -78,7 +78,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
 		result.add(ActionCreatePodSandbox, pod.Name, err, m.sandboxNameRetryAfter(pod.UID, err))
 		if err != nil {
-			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.(*SyncError).Message)
+			result.Results[len(result.Results)-1].Recorded = true
+			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+syncMessage(err))
 			return result
 		}
 		sandboxID, podIPs = id, ips
@@ -152,9 +153,11 @@ type startTarget struct {
 
 // startContainer starts one container unless it is in crash-loop back-off:
 // pull per policy, build the config, create, start. Each failure is a
-// *SyncError with the kubelet's reason, and a Failed event.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, t startTarget, action string) ActionResult {
-	res := ActionResult{Action: action, Target: c.Name}
+// *SyncError with the kubelet's reason, and an event (BackOff, Failed,
+// FailedPostStartHook, or EnsureImage's), so the result says Recorded.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, t startTarget, action string) (res ActionResult) {
+	res = ActionResult{Action: action, Target: c.Name}
+	defer func() { res.Recorded = res.Err != nil }()
 	if remaining, msg := m.crashLoopBackoff(pod, c, status); remaining > 0 {
 		m.event(pod, EventWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, podRef(pod)))
 		res.Err = &SyncError{Reason: ReasonCrashLoopBackOff, Message: msg}
@@ -170,19 +173,19 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	cfg, err := m.ContainerConfig(ctx, pod, c, restartCount, t.podIPs, imageRef)
 	if err != nil {
 		res.Err = err
-		m.event(pod, EventWarning, "Failed", "Error: "+err.(*SyncError).Message)
+		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(err))
 		return res
 	}
 	id, err := m.runtime.CreateContainer(ctx, t.sandboxID, cfg, t.sandboxConfig)
 	if err != nil {
 		res.Err = &SyncError{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("create container %s: %v", c.Name, err), Err: err}
-		m.event(pod, EventWarning, "Failed", "Error: "+res.Err.(*SyncError).Message)
+		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(res.Err))
 		return res
 	}
 	m.event(pod, EventNormal, "Created", "Created container "+c.Name)
 	if err := m.runtime.StartContainer(ctx, id); err != nil {
 		res.Err = &SyncError{Reason: ReasonRunContainerError, Message: fmt.Sprintf("start container %s (%s): %v", c.Name, id, err), Err: err}
-		m.event(pod, EventWarning, "Failed", "Error: "+res.Err.(*SyncError).Message)
+		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(res.Err))
 		return res
 	}
 	m.event(pod, EventNormal, "Started", "Started container "+c.Name)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/cri/criclient"
 )
 
 // syncE2EPod is a one-container busybox pod for the SyncPod e2e tests; it is
@@ -308,7 +310,7 @@ func TestE2ESyncPodRunAsNonRootRefused(t *testing.T) {
 func TestE2ESyncPodStartupFigures(t *testing.T) {
 	base := newE2EManager(t)
 	reg := prometheus.NewRegistry()
-	rs, is := Instrument(base.runtime, base.images, reg)
+	rs, is := criclient.Instrument(base.runtime, base.images, reg)
 	m := NewManager(rs, is, base.opts)
 	ctx := context.Background()
 	const pods = 20

@@ -1,5 +1,7 @@
 package cri
 
+import "errors"
+
 // SyncError is a failure with the kubelet's reason word, for container status
 // and events. The agent puts Reason into a waiting container's state reason
 // (ErrImagePull, CrashLoopBackOff, ...) and Message beside it, so a user
@@ -35,4 +37,13 @@ func (e *SyncError) Error() string {
 // codes or context cancellation through errors.Is/As.
 func (e *SyncError) Unwrap() error {
 	return e.Err
+}
+
+// syncMessage is the Message of the SyncError in err's chain, for an
+// event that must read like the kubelet's; err's own text if it has none.
+func syncMessage(err error) string {
+	if se, ok := errors.AsType[*SyncError](err); ok {
+		return se.Message
+	}
+	return err.Error()
 }

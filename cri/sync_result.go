@@ -27,6 +27,10 @@ type ActionResult struct {
 	// RetryAfter is, for a back-off (CrashLoopBackOff, ImagePullBackOff,
 	// ErrImagePull), how long until the step may succeed; 0 otherwise.
 	RetryAfter time.Duration
+	// Recorded says Err already became an event of the pod (every failure
+	// to create the sandbox or start a container does), so the agent does
+	// not log it a second time.
+	Recorded bool
 }
 
 // SyncResult is what one SyncPod did, step by step, and where the pod stands.
@@ -42,6 +46,18 @@ type SyncResult struct {
 // add records one step's outcome.
 func (r *SyncResult) add(action, target string, err error, retryAfter time.Duration) {
 	r.Results = append(r.Results, ActionResult{Action: action, Target: target, Err: err, RetryAfter: retryAfter})
+}
+
+// UnrecordedError is the errors of the failed steps that did not become an
+// event joined, nil when there are none: what the agent still has to log.
+func (r SyncResult) UnrecordedError() error {
+	var errs []error
+	for _, a := range r.Results {
+		if a.Err != nil && !a.Recorded {
+			errs = append(errs, a.Err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Error is every failed step's error joined, nil when all succeeded.

@@ -381,7 +381,7 @@ func (s *fileSource) read(p string, force bool) {
 	if !slices.Equal(prev.res.Problems, res.Problems) {
 		for _, pr := range res.Problems {
 			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
-				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)
+				"reason", pr.Reason, "pod", pr.Name, "namespace", pr.Namespace, "err", pr.Message)
 		}
 	}
 	s.files[p] = &fileState{info: info, sum: sum, res: res}

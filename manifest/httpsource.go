@@ -107,7 +107,7 @@ func (s *httpSource) poll(ctx context.Context) {
 	if !slices.Equal(s.last.Problems, res.Problems) {
 		for _, pr := range res.Problems {
 			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
-				"reason", pr.Reason, "pod", pr.Name, "err", pr.Message)
+				"reason", pr.Reason, "pod", pr.Name, "namespace", pr.Namespace, "err", pr.Message)
 		}
 	}
 	s.last = res

@@ -92,5 +92,12 @@ func contentUID(pod *v1.Pod, nodeName string, origin Origin) types.UID {
 
 // FullName is the pod's name_namespace, the key of static-pod exclusivity.
 func FullName(pod *v1.Pod) string {
-	return pod.Name + "_" + pod.Namespace
+	return JoinFullName(pod.Name, pod.Namespace)
+}
+
+// JoinFullName is the full name of the pod with the given name and
+// namespace: the one definition of the format, for what knows a pod by its
+// name only (a manifest problem, a runtime object's labels).
+func JoinFullName(name, namespace string) string {
+	return name + "_" + namespace
 }

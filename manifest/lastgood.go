@@ -34,7 +34,7 @@ func keepLastGood(prev, cur Result) Result {
 		if p.Name == "" {
 			keepAll = true
 		}
-		rejected.Insert(p.Name + "_" + p.Namespace)
+		rejected.Insert(JoinFullName(p.Name, p.Namespace))
 	}
 	out := Result{Pods: cur.Pods, Lines: cur.Lines}
 	kept := sets.New[string]()
@@ -51,7 +51,7 @@ func keepLastGood(prev, cur Result) Result {
 	// take effect and what is running instead.
 	for _, p := range cur.Problems {
 		switch {
-		case p.Name != "" && kept.Has(p.Name+"_"+p.Namespace):
+		case p.Name != "" && kept.Has(JoinFullName(p.Name, p.Namespace)):
 			p.Message += " (the last good version of this pod keeps running)"
 		case p.Name == "" && kept.Len() > 0:
 			p.Message += " (the pods this manifest defined before keep running)"

@@ -9,13 +9,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 )
 
-// Execer runs a command in a container: *cri.Manager in berth, a fake in
+// Execer runs a command in a container: a *handlers.Execer in berth, a fake in
 // tests.
 type Execer interface {
-	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (cri.ExecResult, error)
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (handlers.ExecResult, error)
 }
 
 // runExec is an exec probe: the command's exit status decides, a command
@@ -25,7 +25,7 @@ type Execer interface {
 func runExec(ctx context.Context, ex Execer, a *v1.ExecAction, containerID string, timeout time.Duration) (Result, string, error) {
 	res, err := ex.ExecSync(ctx, containerID, a.Command, timeout)
 	switch {
-	case errors.Is(err, cri.ErrExecTimeout):
+	case errors.Is(err, handlers.ErrExecTimeout):
 		return Failure, fmt.Sprintf("command %q timed out after %v", strings.Join(a.Command, " "), timeout), nil
 	case err != nil:
 		return Unknown, "", err

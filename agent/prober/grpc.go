@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 )
 
 // runGRPC is a grpc probe: the standard grpc.health.v1 Check, for the
@@ -26,7 +26,7 @@ func runGRPC(ctx context.Context, a *v1.GRPCAction, t target, timeout time.Durat
 	// passthrough: an IP needs no resolver goroutine.
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUserAgent(cri.ProbeUserAgent))
+		grpc.WithUserAgent(handlers.ProbeUserAgent))
 	if err != nil {
 		return Unknown, "", fmt.Errorf("grpc client for %s: %w", addr, err)
 	}

@@ -18,18 +18,18 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 )
 
 // fakeExec answers ExecSync with a fixed outcome and records the call.
 type fakeExec struct {
-	res     cri.ExecResult
+	res     handlers.ExecResult
 	err     error
 	cmd     []string
 	timeout time.Duration
 }
 
-func (f *fakeExec) ExecSync(_ context.Context, _ string, cmd []string, timeout time.Duration) (cri.ExecResult, error) {
+func (f *fakeExec) ExecSync(_ context.Context, _ string, cmd []string, timeout time.Duration) (handlers.ExecResult, error) {
 	f.cmd, f.timeout = cmd, timeout
 	return f.res, f.err
 }
@@ -37,16 +37,16 @@ func (f *fakeExec) ExecSync(_ context.Context, _ string, cmd []string, timeout t
 func TestRunExec(t *testing.T) {
 	tests := []struct {
 		name    string
-		res     cri.ExecResult
+		res     handlers.ExecResult
 		err     error
 		want    Result
 		output  string
 		wantErr bool
 	}{
-		{name: "exit 0", res: cri.ExecResult{Output: []byte("fine\n")}, want: Success, output: "fine"},
-		{name: "exit 1 with output", res: cri.ExecResult{Output: []byte("cat: no such file\n"), ExitCode: 1}, want: Failure, output: "cat: no such file"},
-		{name: "exit 2 without output", res: cri.ExecResult{ExitCode: 2}, want: Failure, output: `command "check" exited with 2`},
-		{name: "timeout fails", err: cri.ErrExecTimeout, want: Failure, output: `command "check" timed out after 3s`},
+		{name: "exit 0", res: handlers.ExecResult{Output: []byte("fine\n")}, want: Success, output: "fine"},
+		{name: "exit 1 with output", res: handlers.ExecResult{Output: []byte("cat: no such file\n"), ExitCode: 1}, want: Failure, output: "cat: no such file"},
+		{name: "exit 2 without output", res: handlers.ExecResult{ExitCode: 2}, want: Failure, output: `command "check" exited with 2`},
+		{name: "timeout fails", err: handlers.ErrExecTimeout, want: Failure, output: `command "check" timed out after 3s`},
 		{name: "runtime error is a broken probe", err: errors.New("container not found"), want: Unknown, wantErr: true},
 	}
 	for _, tt := range tests {

@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 )
 
 // maxBody bounds the part of a response body kept as the probe's output.
@@ -28,7 +28,7 @@ func newHTTPClient() *http.Client {
 			DisableCompression: true,
 			Proxy:              nil,
 		},
-		CheckRedirect: cri.SameHostRedirects,
+		CheckRedirect: handlers.SameHostRedirects,
 	}
 }
 
@@ -40,7 +40,7 @@ func newHTTPClient() *http.Client {
 func runHTTP(ctx context.Context, client *http.Client, a *v1.HTTPGetAction, t target, timeout time.Duration) (Result, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := cri.NewHTTPGetRequest(ctx, a, t.container, t.host, cri.ProbeUserAgent)
+	req, err := handlers.NewHTTPGetRequest(ctx, a, t.container, t.host, handlers.ProbeUserAgent)
 	if err != nil {
 		return Unknown, "", err
 	}

@@ -22,7 +22,7 @@ import (
 
 // Options are what the probe manager needs from the agent.
 type Options struct {
-	// Exec runs exec probes (the runtime manager).
+	// Exec runs exec probes (a handlers.Execer over the runtime).
 	Exec Execer
 	// Recorder takes Unhealthy events; nil drops them.
 	Recorder cri.Recorder
@@ -431,7 +431,7 @@ func (m *Manager) setResult(w *worker, containerID string, r Result) {
 	}
 	m.mu.Unlock()
 	if changed {
-		m.log.Debug("probe result changed", "pod", w.pod, "uid", w.uid, "container", w.container,
+		m.log.Debug("probe result changed", "pod", w.name, "namespace", w.namespace, "uid", w.uid, "container", w.container,
 			"probe", w.kind.label(), "from", prev.String(), "to", r.String())
 		if m.onChange != nil {
 			m.onChange(w.uid)
@@ -461,10 +461,10 @@ func (m *Manager) probe(w *worker, t target) (Result, error) {
 	m.metrics.observe(w, result, m.clock.Since(began))
 	switch {
 	case err != nil:
-		m.log.Warn("probe errored", "pod", w.pod, "uid", w.uid, "container", w.container, "probe", w.kind.label(), "err", err)
+		m.log.Warn("probe errored", "pod", w.name, "namespace", w.namespace, "uid", w.uid, "container", w.container, "probe", w.kind.label(), "err", err)
 		m.recorder.Event(w.uid, w.name, w.namespace, cri.EventWarning, "Unhealthy", fmt.Sprintf("%s probe errored: %v", w.kind, err))
 	case result == Failure:
-		m.log.Debug("probe failed", "pod", w.pod, "uid", w.uid, "container", w.container, "probe", w.kind.label(), "output", output)
+		m.log.Debug("probe failed", "pod", w.name, "namespace", w.namespace, "uid", w.uid, "container", w.container, "probe", w.kind.label(), "output", output)
 		m.recorder.Event(w.uid, w.name, w.namespace, cri.EventWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", w.kind, truncate(output, 512)))
 	}
 	return result, err

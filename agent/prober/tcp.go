@@ -8,13 +8,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/handlers"
 )
 
 // runTCP is a tcpSocket probe: a connection opened within the timeout
 // succeeds and is closed at once.
 func runTCP(ctx context.Context, a *v1.TCPSocketAction, t target, timeout time.Duration) (Result, string, error) {
-	port, err := cri.ResolvePort(a.Port, t.container)
+	port, err := handlers.ResolvePort(a.Port, t.container)
 	if err != nil {
 		return Unknown, "", err
 	}

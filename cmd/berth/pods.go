@@ -16,6 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/manifest"
 )
 
 // now is the clock of AGE columns; tests pin it so golden files hold.
@@ -178,9 +181,9 @@ func printPodTable(w io.Writer, pods []v1.Pod, wide bool, at time.Time) {
 		if withNS {
 			row = append(row, p.Namespace)
 		}
-		row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), at), orNone(p.Annotations["kubernetes.io/config.source"]))
+		row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), at), orNone(p.Annotations[manifest.AnnotationSource]))
 		if wide {
-			row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations["berth.io/config.origin"]))
+			row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations[manifest.AnnotationOrigin]))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -306,7 +309,7 @@ func summarize(pod *v1.Pod) podSummary {
 
 // conditionManifestValid is the daemon's agent.ConditionManifestValid: False
 // while the pod's manifest is broken and its last good version runs.
-const conditionManifestValid v1.PodConditionType = "berth.io/ManifestValid"
+const conditionManifestValid = agent.ConditionManifestValid
 
 // statusManifestInvalid is the STATUS of a pod that runs fine on its last
 // good version while its manifest is broken. kubectl shows one CamelCase
@@ -358,7 +361,7 @@ func podCreated(pod *v1.Pod) time.Time {
 	if !pod.CreationTimestamp.IsZero() {
 		return pod.CreationTimestamp.Time
 	}
-	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations["kubernetes.io/config.seen"]); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen]); err == nil {
 		return t
 	}
 	if pod.Status.StartTime != nil {

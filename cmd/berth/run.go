@@ -21,6 +21,8 @@ import (
 
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/criclient"
+	"github.com/berth-agent/berth/handlers"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -53,8 +55,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// run wires sources, store, runtime manager, agent and local API, and
-// returns when ctx ends (leaving pods running) or something fatal happens.
+// run wires berth in one order, each piece from the ones before it: the
+// CRI transport, the event log, the runtime manager (recording into the
+// event log), the sources and their merge store, the agent (over the store,
+// the event log, the runtime manager and an exec handler on the same
+// transport), and the local API. It returns when ctx ends (leaving pods
+// running) or something fatal happens.
 func run(ctx context.Context, s settings, log *slog.Logger) error {
 	nodeName, err := nodeName(s.HostnameOverride)
 	if err != nil {
@@ -70,16 +76,16 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	rs, is, err := cri.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
+	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
 	if err != nil {
 		return err
 	}
-	if v, err := cri.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
+	if v, err := criclient.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
 		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
 	} else {
 		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
 	}
-	rs, is = cri.Instrument(rs, is, reg)
+	rs, is = criclient.Instrument(rs, is, reg)
 
 	clk := clock.RealClock{}
 	events := agent.NewEventLog(clk, log)
@@ -94,6 +100,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		CrashLoopBackoffMax:     s.CrashLoopBackoffMax.Duration,
 		HostIP:                  hostIP,
 		Recorder:                events,
+		Logger:                  log,
 	})
 
 	srcCfg := manifest.SourceConfig{
@@ -115,11 +122,10 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		HostIP:        hostIP,
 		MaxPods:       s.MaxPods,
 		SyncFrequency: s.SyncFrequency.Duration,
-		Events:        events,
 		Metrics:       reg,
 		Logger:        log,
 		GC:            s.gcConfig(),
-	}, store, mgr)
+	}, store, events, mgr, handlers.NewExecer(rs))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

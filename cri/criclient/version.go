@@ -1,4 +1,4 @@
-package cri
+package criclient
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package cri
+// Package handlers runs the actions a container's probes and lifecycle
+// hooks share, the same way for both: exec in the container through the
+// runtime, and httpGet requests with the kubelet's port resolution,
+// headers and redirect policy. The probes (agent/prober) and the hooks
+// (cri) import it; it imports neither.
+package handlers
 
 import (
 	"context"
@@ -15,9 +20,10 @@ import (
 // timeout: an exec probe counts it as a failure, not as a broken probe.
 var ErrExecTimeout = errors.New("command timed out")
 
-// maxExecOutput bounds the output ExecSync keeps (the kubelet's 10 KiB), so
-// a chatty probe cannot grow berth's memory or its events.
-const maxExecOutput = 10 * 1024
+// MaxOutput bounds the output ExecSync keeps, and what a hook reads of an
+// HTTP response (the kubelet's 10 KiB), so a chatty probe or hook cannot
+// grow berth's memory or its events.
+const MaxOutput = 10 * 1024
 
 // ExecResult is what a command run in a container produced.
 type ExecResult struct {
@@ -27,16 +33,34 @@ type ExecResult struct {
 	ExitCode int
 }
 
+// ExecRuntime is the one CRI call an exec handler makes;
+// internalapi.RuntimeService has it. A seam this small keeps this package
+// free of everything else the runtime does.
+type ExecRuntime interface {
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
+}
+
+// Execer runs exec probes and exec hooks through the runtime, so both read
+// exit codes, timeouts and output the same way.
+type Execer struct {
+	runtime ExecRuntime
+}
+
+// NewExecer is the Execer over the given runtime.
+func NewExecer(runtime ExecRuntime) *Execer {
+	return &Execer{runtime: runtime}
+}
+
 // ExecSync runs cmd in a running container and waits for it, for exec
 // probes and hooks. A command that ran returns its exit code (non-zero is
 // not an error here: the caller decides what it means); timeout 0 bounds
 // the command by ctx only. A command that outlived timeout (or ctx's
 // deadline) is ErrExecTimeout; any other failure to run it is an error.
-func (m *Manager) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error) {
-	stdout, stderr, err := m.runtime.ExecSync(ctx, containerID, cmd, timeout)
+func (e *Execer) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error) {
+	stdout, stderr, err := e.runtime.ExecSync(ctx, containerID, cmd, timeout)
 	out := append(append([]byte{}, stdout...), stderr...)
-	if len(out) > maxExecOutput {
-		out = out[:maxExecOutput]
+	if len(out) > MaxOutput {
+		out = out[:MaxOutput]
 	}
 	var exit interface{ ExitStatus() int }
 	switch {

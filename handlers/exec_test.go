@@ -1,4 +1,4 @@
-package cri
+package handlers
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apitest "k8s.io/cri-api/pkg/apis/testing"
 	utilexec "k8s.io/utils/exec"
 )
 
@@ -27,11 +28,11 @@ func TestExecSync(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := newCRITestEnv(t)
+			rs := apitest.NewFakeRuntimeService()
 			if tt.err != nil {
-				env.rs.InjectError("ExecSync", tt.err)
+				rs.InjectError("ExecSync", tt.err)
 			}
-			res, err := env.m.ExecSync(context.Background(), "c1", []string{"check"}, time.Second)
+			res, err := NewExecer(rs).ExecSync(context.Background(), "c1", []string{"check"}, time.Second)
 			if res.ExitCode != tt.wantExit || (err != nil) != tt.wantErr || errors.Is(err, ErrExecTimeout) != tt.wantTimeout {
 				t.Errorf("= %+v, %v; want exit %d, error %v, timeout %v", res, err, tt.wantExit, tt.wantErr, tt.wantTimeout)
 			}

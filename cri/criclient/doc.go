@@ -1,0 +1,27 @@
+// Package criclient is berth's transport to a CRI runtime: it dials the
+// runtime and image services on their unix sockets, checks that the
+// runtime speaks CRI v1, and wraps both services with Prometheus series
+// per call. It knows nothing of pods: the cri package builds on the
+// internalapi.RuntimeService and ImageManagerService it returns.
+//
+// Why not k8s.io/cri-client, the kubelet's client? Measured with the
+// Makefile's flags (CGO_ENABLED=0, -trimpath, -tags grpcnotrace,
+// -ldflags '-s -w'), Go 1.26, cri-client v0.37.2:
+//
+//   - berth's binary with cri-client's runtime and image services linked in
+//     beside its own: 19.30 MB instead of 18.64 MB (+0.66 MB, +3.6%),
+//     for OpenTelemetry (26 packages), k8s.io/component-base and klog,
+//     none of which berth otherwise needs;
+//   - a throwaway program that dials and asks the runtime's version:
+//     8.89 MB with cri-client, 8.51 MB with this package (which carries
+//     the Prometheus client besides).
+//
+// Size is thus a modest reason; behaviour weighs more. cri-client asks
+// the runtime its version while it is built and fails when the runtime is
+// not up yet, where Dial never waits, so berth can start before containerd
+// and keeps its pods' status served meanwhile; calls here are not
+// wait-for-ready and fail at once with codes.Unavailable while the runtime
+// is down; the socket is retried every second at most (cri-client: 3 s);
+// and this package logs nothing itself (cri-client logs through klog),
+// leaving every message to berth's one logger.
+package criclient
