@@ -225,7 +225,13 @@ func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 		if w == nil || w.Reason != "CrashLoopBackOff" || !strings.Contains(w.Message, "back-off "+backoff.String()) {
 			t.Fatalf("exit %d: waiting %+v, want CrashLoopBackOff of %s", want+1, w, backoff)
 		}
+		// The lane's timer is armed for the back-off's end: not fired 1 ms
+		// before it, and a sync forced then refuses the restart too.
+		fired := h.timers.Load()
 		h.step(backoff - h.agent.cfg.RelistPeriod - time.Millisecond)
+		if h.timers.Load() != fired {
+			t.Fatalf("the lane's timer fired %s into a %s back-off", backoff-time.Millisecond, backoff)
+		}
 		synced := h.steps("sync")
 		h.agent.workers.wake(p.UID)
 		h.eventually("a sync 1 ms before the back-off ends", func() bool { return h.steps("sync") > synced })

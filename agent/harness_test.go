@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ type harness struct {
 	t      *testing.T
 	clock  *clocktesting.FakeClock
 	start  time.Time // when the agent's tickers were made
+	timers *atomic.Int64 // AfterFunc timers fired so far
 	rt     *recordingRuntime
 	img    *apitest.FakeImageService
 	mgr    *cri.Manager
@@ -63,7 +65,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(start), start: start, rt: o.rt}
-	clk := asyncClock{h.clock}
+	clk := newAsyncClock(h.clock)
+	h.timers = clk.fired
 	h.img = apitest.NewFakeImageService()
 	h.img.SetFakeImages([]string{"busybox:1.36"})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -95,11 +98,22 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // of their own, as the real clock runs them. The fake calls them inside
 // Step with its lock held, while a lane timer's callback takes the pod
 // workers' mutex, under which lanes read the clock: a deadlock the real
-// clock cannot have.
-type asyncClock struct{ *clocktesting.FakeClock }
+// clock cannot have. fired counts the timers fired, inside Step, so a test
+// knows right after a step whether a timer fired, before its callback ran.
+type asyncClock struct {
+	*clocktesting.FakeClock
+	fired *atomic.Int64
+}
+
+func newAsyncClock(c *clocktesting.FakeClock) asyncClock {
+	return asyncClock{FakeClock: c, fired: new(atomic.Int64)}
+}
 
 func (c asyncClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return c.FakeClock.AfterFunc(d, func() { go f() })
+	return c.FakeClock.AfterFunc(d, func() {
+		c.fired.Add(1)
+		go f()
+	})
 }
 
 // stop ends the agent and waits for every goroutine it started.

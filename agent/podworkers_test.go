@@ -84,7 +84,7 @@ func stubPod(uid types.UID, name, version string) *v1.Pod {
 }
 
 func newTestWorkers(ctx context.Context, rt podRuntime) *podWorkers {
-	clk := asyncClock{clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	clk := newAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	return newPodWorkers(ctx, rt, clk, newStatusStore(), "192.0.2.10", slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
@@ -193,9 +193,10 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 	w.update(stubPod("u1", "web", "1"))
 	for i := 1; i <= 3; i++ {
 		waitUntil(t, "the failed sync and its retry timer", func() bool { return rt.syncs() == i && clk.Waiters() == 1 })
+		fired := clk.fired.Load()
 		clk.Step(w.retryAfterError - time.Millisecond)
-		if n := rt.syncs(); n != i {
-			t.Fatalf("%d syncs %s after a failure, want the retry only at %s", n, w.retryAfterError-time.Millisecond, w.retryAfterError)
+		if clk.fired.Load() != fired || rt.syncs() != i {
+			t.Fatalf("the retry timer fired %s after a failure, want it only at %s", w.retryAfterError-time.Millisecond, w.retryAfterError)
 		}
 		clk.Step(time.Millisecond)
 		waitUntil(t, "the retry", func() bool { return rt.syncs() == i+1 })

@@ -144,9 +144,10 @@ func TestAgentEditWaitsForStartInFlight(t *testing.T) {
 			// that moment. Counts are exact, so a retry woken by anything
 			// else shows.
 			for i, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second} {
+				fired := h.timers.Load()
 				h.step(backoff - time.Millisecond)
-				if n := h.steps("terminate"); n != uint64(i+1) {
-					t.Fatalf("%d teardowns %s into a %s back-off, want %d", n, backoff-time.Millisecond, backoff, i+1)
+				if n := h.steps("terminate"); n != uint64(i+1) || h.timers.Load() != fired {
+					t.Fatalf("teardown retried (%d teardowns, timer fired %v) %s into a %s back-off", n, h.timers.Load() != fired, backoff-time.Millisecond, backoff)
 				}
 				h.step(time.Millisecond)
 				h.eventually(fmt.Sprintf("the retry when the %s back-off ends", backoff), func() bool { return h.steps("terminate") == uint64(i+2) })
