@@ -34,7 +34,7 @@ const testNode = "node1"
 type harness struct {
 	t      *testing.T
 	clock  *clocktesting.FakeClock
-	start  time.Time // when the agent's tickers were made
+	start  time.Time     // when the agent's tickers were made
 	timers *atomic.Int64 // AfterFunc timers fired so far
 	rt     *recordingRuntime
 	img    *apitest.FakeImageService
