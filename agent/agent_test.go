@@ -2,7 +2,9 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,9 +53,9 @@ func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
 	if st := h.status(old.UID); st == nil || st.DeletionTimestamp == nil || st.DeletionGracePeriodSeconds == nil || *st.DeletionGracePeriodSeconds != 30 {
 		t.Errorf("the old pod being stopped must carry a deletion timestamp and its grace period (Terminating): %+v", st)
 	}
-	for range 20 {
-		h.clock.Step(time.Second)
-	}
+	// A relist, a housekeeping and a resync pass later the old lane is
+	// still inside StopContainer, so nothing has released the name.
+	h.step(time.Minute)
 	if slices.Contains(h.rt.events(), "run:"+string(edited.UID)) {
 		t.Fatal("new pod's sandbox started while the old pod's containers were still being stopped")
 	}
@@ -102,13 +104,16 @@ spec:
 		b, _ := h.rt.running(fromHTTP.UID)
 		return a+b == 1
 	})
-	for range 30 {
-		h.clock.Step(time.Second)
-		a, _ := h.rt.running(fromFile.UID)
-		b, _ := h.rt.running(fromHTTP.UID)
-		if a+b > 1 {
-			t.Fatal("two UIDs of one full name run at once")
-		}
+	// Relists, housekeeping and a resync wake every lane; the one that
+	// waits for the name keeps waiting.
+	h.step(time.Minute)
+	a, _ := h.rt.running(fromFile.UID)
+	b, _ := h.rt.running(fromHTTP.UID)
+	if a+b != 1 {
+		t.Fatalf("%d pods of one full name run, want 1", a+b)
+	}
+	if v := h.rt.exclusivityViolations(); len(v) > 0 {
+		t.Errorf("two UIDs of one full name ran at once: %v", v)
 	}
 }
 
@@ -122,14 +127,18 @@ func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
 
 	h := newHarness(t, harnessOpts{rt: rt, sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
 	h.apply(manifest.SourceFile)
-	for range 30 {
-		h.clock.Step(time.Second)
-		time.Sleep(time.Millisecond)
+	// The first relist saw the unknown pod; a housekeeping pass looks at it
+	// again. Orphan cleanup starts a lane inside the pass, so once the pass
+	// is done a lane would exist.
+	h.step(h.agent.cfg.HousekeepingPeriod)
+	if h.agent.workers.known(gone.UID) {
+		t.Fatal("a pod unknown to the sources was taken for an orphan before every source had delivered")
 	}
 	if n, _ := rt.running(gone.UID); n != 1 {
 		t.Fatal("a pod unknown to the sources was stopped before every source had delivered")
 	}
 	h.apply(manifest.SourceHTTP)
+	h.step(h.agent.cfg.HousekeepingPeriod)
 	h.eventually("orphan removed once every source is ready", func() bool { return rt.objects(gone.UID) == 0 })
 }
 
@@ -140,9 +149,11 @@ func TestAgentLeavesForeignSandboxesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.apply(manifest.SourceFile)
-	for range 30 {
-		h.clock.Step(time.Second)
-		time.Sleep(time.Millisecond)
+	// Every source has delivered, and a relist and a housekeeping pass,
+	// which would start a lane for an orphan within the pass, have run.
+	h.step(h.agent.cfg.HousekeepingPeriod)
+	if all, _ := h.agent.workers.count(); all != 0 {
+		t.Errorf("%d lanes for no berth pod: the foreign sandbox was taken for an orphan", all)
 	}
 	h.rt.FakeRuntimeService.Lock()
 	s := h.rt.Sandboxes[foreign]
@@ -167,38 +178,72 @@ func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
 	h.apply(manifest.SourceFile, p)
 	h.eventually("ready", func() bool { return h.agent.Ready() == nil })
 	h.eventually("status Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
-	for range 5 {
-		h.clock.Step(time.Second)
-	}
+	// The periodic resync syncs the adopted pod once more.
+	synced := h.steps("sync")
+	h.step(h.agent.cfg.SyncFrequency)
+	h.eventually("the resync's sync", func() bool { return h.steps("sync") > synced })
 	if got := rt.calls("RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "StopPodSandbox"); len(got) > 0 {
 		t.Errorf("adopting a running pod changed the runtime: %v", got)
 	}
 }
 
+// TestAgentRestartsExitedContainerWithBackoff: the first exit restarts at
+// once; each later one waits for the crash-loop back-off, measured from
+// the exit, and not a millisecond less: a sync 1 ms early still refuses,
+// and the lane's own timer restarts the container right at the back-off.
 func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	p := simplePod(t, "crash", "exit 1")
 	h.apply(manifest.SourceFile, p)
 	h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
-
-	h.rt.exit(p.UID, 1, h.clock.Now())
-	h.eventually("restarted after the exit", func() bool {
-		st := h.status(p.UID)
-		return st != nil && st.Status.ContainerStatuses[0].RestartCount == 1 && st.Status.ContainerStatuses[0].State.Running != nil
-	})
-	h.rt.exit(p.UID, 1, h.clock.Now())
-	h.eventually("CrashLoopBackOff shown while backing off", func() bool {
-		st := h.status(p.UID)
-		if st == nil {
-			return false
+	container := func() v1.ContainerStatus {
+		if st := h.status(p.UID); st != nil && len(st.Status.ContainerStatuses) == 1 {
+			return st.Status.ContainerStatuses[0]
 		}
-		w := st.Status.ContainerStatuses[0].State.Waiting
-		return w != nil && w.Reason == "CrashLoopBackOff"
-	})
-	h.eventually("restarted again after the back-off", func() bool {
-		st := h.status(p.UID)
-		return st != nil && st.Status.ContainerStatuses[0].RestartCount == 2
-	})
+		return v1.ContainerStatus{}
+	}
+	restarted := func(n int32) func() bool {
+		return func() bool { c := container(); return c.RestartCount == n && c.State.Running != nil }
+	}
+	// exitSeen kills the container and steps to the relist that sees it,
+	// waiting for the sync that follows (and arms the lane's timer).
+	exitSeen := func() {
+		t.Helper()
+		synced := h.steps("sync")
+		h.rt.exit(p.UID, 1, h.clock.Now())
+		h.step(h.agent.cfg.RelistPeriod)
+		h.eventually("the sync after the exit", func() bool { return h.steps("sync") > synced })
+	}
+
+	exitSeen()
+	h.eventually("restarted at once after the first exit", restarted(1))
+
+	for i, backoff := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		want := int32(i + 1)
+		exitSeen()
+		w := container().State.Waiting
+		if w == nil || w.Reason != "CrashLoopBackOff" || !strings.Contains(w.Message, "back-off "+backoff.String()) {
+			t.Fatalf("exit %d: waiting %+v, want CrashLoopBackOff of %s", want+1, w, backoff)
+		}
+		// The lane's timer is armed for the back-off's end: not fired 1 ms
+		// before it, and a sync forced then refuses the restart too.
+		fired := h.timers.Load()
+		h.step(backoff - h.agent.cfg.RelistPeriod - time.Millisecond)
+		if h.timers.Load() != fired {
+			t.Fatalf("the lane's timer fired %s into a %s back-off", backoff-time.Millisecond, backoff)
+		}
+		synced := h.steps("sync")
+		h.agent.workers.wake(p.UID)
+		h.eventually("a sync 1 ms before the back-off ends", func() bool { return h.steps("sync") > synced })
+		if c := container(); c.RestartCount != want || c.State.Running != nil {
+			t.Fatalf("restarted %v after %s of a %s back-off", c.State.Running != nil, backoff-time.Millisecond, backoff)
+		}
+		h.step(time.Millisecond)
+		h.eventually(fmt.Sprintf("restarted when the %s back-off ends", backoff), restarted(want+1))
+	}
+	if got := h.rt.calls("CreateContainer")["CreateContainer"]; got != 4 {
+		t.Errorf("%d CreateContainer calls, want 4 (start and three restarts)", got)
+	}
 }
 
 func TestAgentCompletedPodIsTerminatedNotRestarted(t *testing.T) {
@@ -213,13 +258,13 @@ spec:
 	h.apply(manifest.SourceFile, p)
 	h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
 	h.rt.exit(p.UID, 0, h.clock.Now())
+	h.step(h.agent.cfg.RelistPeriod)
 	h.eventually("Succeeded and its sandbox stopped", func() bool {
 		_, sandboxes := h.rt.running(p.UID)
 		return h.phase(p.UID) == v1.PodSucceeded && sandboxes == 0
 	})
-	for range 20 {
-		h.clock.Step(time.Second)
-	}
+	// The resync wakes the terminated lane, whose step returns at once.
+	h.step(h.agent.cfg.SyncFrequency)
 	if got := h.rt.calls("CreateContainer")["CreateContainer"]; got != 1 {
 		t.Errorf("a completed pod under restartPolicy Never was restarted: %d CreateContainer calls", got)
 	}
@@ -254,8 +299,11 @@ func TestAgentRuntimeOutage(t *testing.T) {
 	for range 5 {
 		h.rt.InjectError("ListPodSandbox", down)
 	}
-	h.eventually("unhealthy while the runtime is down", func() bool { return h.agent.Healthy() != nil })
-	h.eventually("healthy once it answers again", func() bool { return h.agent.Healthy() == nil })
+	h.step(h.agent.cfg.RelistPeriod)
+	if err := h.agent.Healthy(); err == nil {
+		t.Fatal("healthy after a relist the runtime failed")
+	}
+	h.stepUntil("healthy once it answers again", h.agent.cfg.RelistPeriod, 10, func() bool { return h.agent.Healthy() == nil })
 	if n, s := h.rt.running(p.UID); n != 1 || s != 1 {
 		t.Errorf("after the outage: %d running containers, %d ready sandboxes; want 1 and 1", n, s)
 	}

@@ -7,16 +7,20 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
@@ -31,6 +35,8 @@ const testNode = "node1"
 type harness struct {
 	t      *testing.T
 	clock  *clocktesting.FakeClock
+	start  time.Time     // when the agent's tickers were made
+	timers *atomic.Int64 // AfterFunc timers fired so far
 	rt     *recordingRuntime
 	img    *apitest.FakeImageService
 	mgr    *cri.Manager
@@ -46,6 +52,9 @@ type harnessOpts struct {
 	maxPods int
 	rt      *recordingRuntime // reuse a runtime (adoption); nil makes one
 	log     *slog.Logger      // nil discards (logs to t with -v)
+	// relistPeriod replaces the agent's 1 s, for tests that must know
+	// what wakes a lane.
+	relistPeriod time.Duration
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -56,7 +65,10 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.rt == nil {
 		o.rt = newRecordingRuntime()
 	}
-	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)), rt: o.rt}
+	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(start), start: start, rt: o.rt}
+	clk := newAsyncClock(h.clock)
+	h.timers = clk.fired
 	h.img = apitest.NewFakeImageService()
 	h.img.SetFakeImages([]string{"busybox:1.36"})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -66,20 +78,47 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.log != nil {
 		log = o.log
 	}
-	events := NewEventLog(h.clock, log)
+	events := NewEventLog(clk, log)
 	h.mgr = cri.NewManager(h.rt, h.img, cri.Options{
-		NodeName: testNode, RootDir: t.TempDir(), PodLogsDir: t.TempDir(), Clock: h.clock, Recorder: events,
+		NodeName: testNode, RootDir: t.TempDir(), PodLogsDir: t.TempDir(), Clock: clk, Recorder: events,
 		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
 	})
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
-	h.agent = New(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: h.clock, Logger: log, Metrics: h.reg}, h.store, events, h.mgr, handlers.NewExecer(h.rt))
+	h.agent = New(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
+		RelistPeriod: o.relistPeriod}, h.store, events, h.mgr, handlers.NewExecer(h.rt))
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.done = make(chan error, 1)
 	go func() { h.done <- h.agent.Run(ctx) }()
 	t.Cleanup(h.stop)
+	// The loop makes its tickers before it takes the first relist, and the
+	// PLEG makes its own before that relist: from here on the clock's
+	// ticks fall where step expects them.
+	h.eventually("the first relist", func() bool { return h.passes("relist") > 0 })
 	return h
+}
+
+// asyncClock is the fake clock with AfterFunc callbacks run on a goroutine
+// of their own, as the real clock runs them. The fake calls them inside
+// Step with its lock held, while a lane timer's callback takes the pod
+// workers' mutex, under which lanes read the clock: a deadlock the real
+// clock cannot have. fired counts the timers fired, inside Step, so a test
+// knows right after a step whether a timer fired, before its callback ran.
+type asyncClock struct {
+	*clocktesting.FakeClock
+	fired *atomic.Int64
+}
+
+func newAsyncClock(c *clocktesting.FakeClock) asyncClock {
+	return asyncClock{FakeClock: c, fired: new(atomic.Int64)}
+}
+
+func (c asyncClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.FakeClock.AfterFunc(d, func() {
+		c.fired.Add(1)
+		go f()
+	})
 }
 
 // stop ends the agent and waits for every goroutine it started.
@@ -137,18 +176,76 @@ func (h *harness) apply(source string, pods ...*v1.Pod) {
 	}
 }
 
-// eventually steps the fake clock by a relist period at a time until cond
-// holds; the agent's goroutines run in between.
+// eventually waits until cond holds. It never moves the clock: tests step
+// it themselves, so they know how much fake time a behaviour took.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("timed out waiting for: %s", what)
 		}
-		h.clock.Step(100 * time.Millisecond)
-		time.Sleep(2 * time.Millisecond)
+		<-poll.C
 	}
+}
+
+// passes is how many sync loop iterations woken by trigger (relist,
+// housekeeping, resync, update) have finished.
+func (h *harness) passes(trigger string) int {
+	return int(testutil.ToFloat64(h.agent.metrics.loopIterations.WithLabelValues(trigger)))
+}
+
+// steps is how many pod worker steps of op (sync, terminate, remove) have
+// finished, in every lane; a lane arms its retry timer before its step
+// counts.
+func (h *harness) steps(op string) uint64 {
+	var m dto.Metric
+	if err := h.agent.metrics.workerDuration.WithLabelValues(op).(prometheus.Metric).Write(&m); err != nil {
+		h.t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// step moves the fake clock by d and waits until the sync loop has
+// finished the relist, housekeeping and resync passes whose tickers d
+// crosses, so whatever those passes hand to the lanes has been handed over
+// when it returns. A pass is due when d crosses a multiple of its period
+// counted from the harness's start, where the tickers were made. Tests
+// step only once the previous step's passes are done, so no earlier pass
+// is in flight to be mistaken for this one.
+func (h *harness) step(d time.Duration) {
+	h.t.Helper()
+	now := h.clock.Now()
+	before := map[string]int{}
+	for trigger, period := range map[string]time.Duration{
+		"relist": h.agent.cfg.RelistPeriod, "housekeeping": h.agent.cfg.HousekeepingPeriod, "resync": h.agent.cfg.SyncFrequency,
+	} {
+		if now.Add(d).Sub(h.start)/period > now.Sub(h.start)/period {
+			before[trigger] = h.passes(trigger)
+		}
+	}
+	h.clock.Step(d)
+	for trigger, n := range before {
+		h.eventually("the "+trigger+" pass after the step", func() bool { return h.passes(trigger) > n })
+	}
+}
+
+// stepUntil steps the clock by d until cond holds, for behaviours that
+// take an unknown number of ticks (probes start after a random delay);
+// at most max steps. Once it holds, cond must keep holding until the test
+// changes something: a step may come before the previous one's effect
+// is seen, so a passing state could be stepped over.
+func (h *harness) stepUntil(what string, d time.Duration, max int, cond func() bool) {
+	h.t.Helper()
+	for range max {
+		if cond() {
+			return
+		}
+		h.step(d)
+	}
+	h.eventually(what, cond)
 }
 
 func (h *harness) status(uid types.UID) *v1.Pod { return h.agent.status.get(uid) }

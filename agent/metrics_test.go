@@ -14,8 +14,10 @@ func TestAgentMetrics(t *testing.T) {
 	p := simplePod(t, "web", loop)
 	extra := simplePod(t, "extra", loop)
 	h.apply(manifest.SourceFile, p, extra)
+	// The lane counts its step once the sync, and the start it counted,
+	// are done.
 	h.eventually("pod started and counted", func() bool {
-		return testutil.ToFloat64(h.agent.metrics.startedContainers.WithLabelValues("container")) == 1
+		return testutil.ToFloat64(h.agent.metrics.startedContainers.WithLabelValues("container")) == 1 && h.steps("sync") > 0
 	})
 	want := `
 # HELP berth_running_pods Pods with a running container.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -25,6 +26,8 @@ type stubRuntime struct {
 	live    map[types.UID]bool
 	block   chan struct{}
 	entered chan struct{}
+	// syncErr is the error SyncPod reports, with no back-off of its own.
+	syncErr error
 }
 
 func newStubRuntime() *stubRuntime { return &stubRuntime{live: map[types.UID]bool{}} }
@@ -33,14 +36,23 @@ func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *cri.PodStatus) 
 	s.mu.Lock()
 	s.synced = append(s.synced, pod.ResourceVersion)
 	s.live[pod.UID] = true
-	block, entered := s.block, s.entered
+	block, entered, syncErr := s.block, s.entered, s.syncErr
 	s.block = nil
 	s.mu.Unlock()
 	if block != nil {
 		close(entered)
 		<-block
 	}
+	if syncErr != nil {
+		return cri.SyncResult{Results: []cri.ActionResult{{Action: cri.ActionStartContainer, Target: "app", Err: syncErr}}}
+	}
 	return cri.SyncResult{}
+}
+
+func (s *stubRuntime) syncs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.synced)
 }
 
 func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *cri.PodStatus, *int64) error { return nil }
@@ -72,7 +84,7 @@ func stubPod(uid types.UID, name, version string) *v1.Pod {
 }
 
 func newTestWorkers(ctx context.Context, rt podRuntime) *podWorkers {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	return newPodWorkers(ctx, rt, clk, newStatusStore(), "192.0.2.10", slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
@@ -161,6 +173,33 @@ func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 	w.forgetFinished(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 	if len(w.finished) != 0 {
 		t.Errorf("finished records not forgotten: %d", len(w.finished))
+	}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersRetryAfterErrorWaitsItsInterval: a sync that failed without
+// a back-off of its own is retried exactly retryAfterError later, on the
+// lane's timer: not 1 ms before, and at that moment. Without the sync loop
+// nothing else wakes the lane, and it armed its timer before its step
+// counted, so the clock's waiters say when it is idle.
+func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newStubRuntime()
+	rt.syncErr = errors.New("create container: boom")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	clk := w.clock.(asyncClock)
+	w.update(stubPod("u1", "web", "1"))
+	for i := 1; i <= 3; i++ {
+		waitUntil(t, "the failed sync and its retry timer", func() bool { return rt.syncs() == i && clk.Waiters() == 1 })
+		fired := clk.fired.Load()
+		clk.Step(w.retryAfterError - time.Millisecond)
+		if clk.fired.Load() != fired || rt.syncs() != i {
+			t.Fatalf("the retry timer fired %s after a failure, want it only at %s", w.retryAfterError-time.Millisecond, w.retryAfterError)
+		}
+		clk.Step(time.Millisecond)
+		waitUntil(t, "the retry", func() bool { return rt.syncs() == i+1 })
 	}
 	cancel()
 	w.wait()

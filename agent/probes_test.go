@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -60,10 +61,15 @@ func TestAgentReadinessProbe(t *testing.T) {
 			return st.Status.ContainerStatuses[0].Ready == want && cond == want
 		}
 	}
-	h.eventually("Ready", ready(true))
-	h.failExec(2)
-	h.eventually("not Ready after a failed probe", ready(false))
-	h.eventually("Ready again", ready(true))
+	// Each state below holds until the test changes what the probe
+	// answers, so stepping a probe period at a time cannot miss it.
+	h.stepUntil("Ready", time.Second, 30, ready(true))
+	h.failExec(1000)
+	h.stepUntil("not Ready after a failed probe", time.Second, 30, ready(false))
+	h.rt.FakeRuntimeService.Lock()
+	delete(h.rt.Errors, "ExecSync")
+	h.rt.FakeRuntimeService.Unlock()
+	h.stepUntil("Ready again", time.Second, 30, ready(true))
 	if rc := h.status(p.UID).Status.ContainerStatuses[0].RestartCount; rc != 0 {
 		t.Errorf("restartCount = %d, want 0: readiness never restarts", rc)
 	}
@@ -77,7 +83,7 @@ func TestAgentLivenessProbe(t *testing.T) {
 	h.apply(manifest.SourceFile, p)
 	h.eventually("Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
 	h.failExec(1)
-	h.eventually("restarted once", func() bool {
+	h.stepUntil("restarted once", time.Second, 30, func() bool {
 		st := h.status(p.UID)
 		return st != nil && len(st.Status.ContainerStatuses) == 1 && st.Status.ContainerStatuses[0].RestartCount == 1 &&
 			st.Status.ContainerStatuses[0].State.Running != nil

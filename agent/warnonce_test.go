@@ -68,12 +68,20 @@ func TestCrashLoopBackOffWarnsOnce(t *testing.T) {
 	p := simplePod(t, "crash", "exit 1")
 	h.apply(manifest.SourceFile, p)
 	h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
-	h.rt.exit(p.UID, 1, h.clock.Now())
+	// exitSeen kills the container and steps to the relist that sees it.
+	exitSeen := func() {
+		t.Helper()
+		synced := h.steps("sync")
+		h.rt.exit(p.UID, 1, h.clock.Now())
+		h.step(h.agent.cfg.RelistPeriod)
+		h.eventually("the sync after the exit", func() bool { return h.steps("sync") > synced })
+	}
+	exitSeen()
 	h.eventually("restarted after the exit", func() bool {
 		st := h.status(p.UID)
 		return st != nil && st.Status.ContainerStatuses[0].RestartCount == 1 && st.Status.ContainerStatuses[0].State.Running != nil
 	})
-	h.rt.exit(p.UID, 1, h.clock.Now())
+	exitSeen()
 	h.eventually("CrashLoopBackOff shown while backing off", func() bool {
 		st := h.status(p.UID)
 		if st == nil {

@@ -34,7 +34,7 @@ type httpSource struct {
 	period   time.Duration
 	timeout  time.Duration
 	client   *http.Client
-	clock    clock.WithTicker
+	clock    clock.WithTickerAndDelayedExecution
 	store    *Store
 	log      *slog.Logger
 
@@ -129,11 +129,18 @@ func reasonOf(err error) string {
 	return ReasonUnreachable
 }
 
+// errTimedOut cancels a request that did not complete within the timeout.
+var errTimedOut = errors.New("timed out")
+
 // fetch makes one conditional GET. changed is false when the server says
-// the manifests are as last time (304).
+// the manifests are as last time (304). The timeout runs on the source's
+// clock, like the polls, so a test decides exactly when a slow server is
+// given up on.
 func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := s.clock.AfterFunc(s.timeout, func() { cancel(errTimedOut) })
+	defer timer.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return Result{}, false, err
@@ -153,6 +160,9 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		if context.Cause(ctx) == errTimedOut {
+			return Result{}, false, s.timedOut()
+		}
 		reason := ReasonUnreachable
 		var re *redirectError
 		if errors.As(err, &re) {
@@ -169,6 +179,9 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
 	if err != nil {
+		if context.Cause(ctx) == errTimedOut {
+			return Result{}, false, s.timedOut()
+		}
 		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: reading the body: %w", s.origin.Path, stripURL(err))}
 	}
 	if int64(len(data)) > s.maxBytes {
@@ -182,6 +195,12 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	s.etag = resp.Header.Get("ETag")
 	s.lastModified = resp.Header.Get("Last-Modified")
 	return ParseLimited(data, s.origin, s.nodeName, s.maxPods), true, nil
+}
+
+// timedOut is the error of a request the timeout cancelled: the client
+// itself only says "context canceled".
+func (s *httpSource) timedOut() error {
+	return &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: no complete answer within %s", s.origin.Path, s.timeout)}
 }
 
 // stripURL drops the URL from a *url.Error: callers name the redacted URL

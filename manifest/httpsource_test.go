@@ -86,33 +86,82 @@ func podList(pods ...string) string {
 	return b.String()
 }
 
+// RoundTrip serves r in process, as a fake transport: no network and no
+// server goroutine decide when an answer arrives, and a hanging answer
+// returns only once the request's context ends.
+func (f *fakeServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	f.ServeHTTP(rec, r)
+	if err := r.Context().Err(); err != nil {
+		return nil, err
+	}
+	return rec.Result(), nil
+}
+
+// noUpdate checks the store emitted nothing. It does not wait: callers
+// first wait for the store to have merged the snapshot in question
+// (Store.applied), and Apply queues its updates before it returns.
+func noUpdate(t *testing.T, s *Store) {
+	t.Helper()
+	select {
+	case u := <-s.Updates():
+		t.Fatalf("unexpected update %s %v", u.Op, u.Pods[0].Name)
+	default:
+	}
+}
+
+// TestHTTPSource walks one source through every kind of answer. Each poll
+// is made by stepping the fake clock to the next tick and waits until the
+// store has merged that poll's own snapshot, so every assertion is about
+// the answer the case set up, not the one before. The slow server is given
+// up on exactly at the timeout, on the fake clock.
 func TestHTTPSource(t *testing.T) {
+	const timeout = 10 * time.Second
 	fake := &fakeServer{status: http.StatusInternalServerError}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
 	clk := clocktesting.NewFakeClock(time.Now())
 	store := watchedSource(t, SourceConfig{
-		URL: srv.URL + "/pods", URLHeader: http.Header{"X-Token": {"secret"}},
-		HTTPCheckFrequency: time.Minute, HTTPTimeout: 100 * time.Millisecond, MaxBytes: 4096,
-		HTTPClient: srv.Client(), Clock: clk,
+		URL: "http://manifests.example/pods", URLHeader: http.Header{"X-Token": {"secret"}},
+		HTTPCheckFrequency: time.Minute, HTTPTimeout: timeout, MaxBytes: 4096,
+		HTTPClient: &http.Client{Transport: fake}, Clock: clk,
 	})
 	polls := 0
-	poll := func() {
+	// start makes the source poll once more: the first poll runs at once,
+	// the next ones on the ticker. The previous poll's snapshot is merged,
+	// so the source waits on the ticker and nothing else on the clock.
+	start := func() {
 		t.Helper()
 		if polls > 0 {
-			eventually(t, "the poll ticker", clk.HasWaiters)
 			clk.Step(time.Minute)
 		}
 		polls++
-		eventually(t, "the poll", func() bool { return fake.count() == polls })
+		eventually(t, "the poll's request", func() bool { return fake.count() == polls })
 	}
-	reported := func(want string) {
+	// merged waits until the store has merged the current poll's snapshot.
+	merged := func() {
 		t.Helper()
-		eventually(t, "problem "+want, func() bool { return problemsOf(store) == want })
+		eventually(t, "the poll's snapshot", func() bool { return store.applied.Load() == int64(polls) })
+	}
+	poll := func() {
+		t.Helper()
+		start()
+		merged()
+	}
+	lastGood := func(what string) {
+		t.Helper()
+		noUpdate(t, store)
+		var got []string
+		for _, p := range store.Pods() {
+			got = append(got, p.Name+" "+p.Spec.Containers[0].Image)
+		}
+		if strings.Join(got, ",") != "a-node1 img:1,b-node1 img:1" {
+			t.Fatalf("%s: pods %v, want the last good a and b", what, got)
+		}
 	}
 
 	poll()
-	reported("Unreachable pods ")
+	if got := problemsOf(store); got != "Unreachable pods " {
+		t.Fatalf("problems = %q before the server ever answered", got)
+	}
 	if store.SourcesReady() {
 		t.Fatal("ready before the server ever answered")
 	}
@@ -125,7 +174,9 @@ func TestHTTPSource(t *testing.T) {
 	if got := next(t, store); got != "ADD a-node1 img:1\nADD b-node1 img:1" {
 		t.Fatalf("first answer: %q", got)
 	}
-	reported("")
+	if got := problemsOf(store); got != "" {
+		t.Fatalf("problems = %q after the server answered", got)
+	}
 	if !store.SourcesReady() {
 		t.Fatal("not ready after the server answered")
 	}
@@ -134,7 +185,7 @@ func TestHTTPSource(t *testing.T) {
 	if got := fake.last().Header.Get("If-None-Match"); got != `"v1"` {
 		t.Errorf("If-None-Match = %q", got)
 	}
-	quiet(t, store)
+	lastGood("304 to If-None-Match")
 
 	// Servers without ETags are asked with If-Modified-Since.
 	fake.set(http.StatusOK, "", podList(podManifest("a", "img:1"), podManifest("b", "img:1")), false)
@@ -146,32 +197,47 @@ func TestHTTPSource(t *testing.T) {
 	if got := fake.last().Header.Get("If-Modified-Since"); got != "Sat, 21 Nov 2026 10:00:00 GMT" {
 		t.Errorf("If-Modified-Since = %q", got)
 	}
-	quiet(t, store)
+	lastGood("304 to If-Modified-Since")
 	fake.mu.Lock()
 	fake.modified = ""
 	fake.mu.Unlock()
 
+	// Every failure keeps the last good pods. Each case's problem message
+	// differs from the one before it, so seeing it proves this case's
+	// answer was judged.
 	for _, tt := range []struct {
 		name   string
 		status int
 		body   string
 		hang   bool
-		want   string
+		reason string
+		msg    string
 	}{
-		{"server error", http.StatusServiceUnavailable, "", false, "Unreachable pods "},
-		{"slow", http.StatusOK, "", true, "Unreachable pods "},
-		{"too large", http.StatusOK, strings.Repeat("#", 5000), false, "TooLarge pods "},
-		{"empty", http.StatusOK, "\n", false, "Empty pods "},
-		{"syntax error", http.StatusOK, "items: [", false, "DecodeError pods "},
+		{"server error", http.StatusServiceUnavailable, "", false, ReasonUnreachable, "server answered 503"},
+		{"slow", http.StatusOK, "", true, ReasonUnreachable, "no complete answer within 10s"},
+		{"too large", http.StatusOK, strings.Repeat("#", 5000), false, ReasonTooLarge, "larger than the limit of 4096 bytes"},
+		{"empty", http.StatusOK, "\n", false, ReasonEmpty, "empty body"},
+		{"syntax error", http.StatusOK, "items: [", false, ReasonDecodeError, "invalid YAML"},
 	} {
-		fake.set(http.StatusOK, "", "", false)
 		fake.set(tt.status, "", tt.body, tt.hang)
-		poll()
-		reported(tt.want)
-		quiet(t, store)
-		if n := len(store.Pods()); n != 2 {
-			t.Fatalf("%s: %d pods left, want the last good 2", tt.name, n)
+		if tt.hang {
+			start()
+			// The request is in flight until the timeout, not a moment
+			// less: nothing but the timeout can end it.
+			clk.Step(timeout - time.Millisecond)
+			if store.applied.Load() == int64(polls) {
+				t.Fatalf("%s: gave up on the server before the timeout", tt.name)
+			}
+			clk.Step(time.Millisecond)
+			merged()
+		} else {
+			poll()
 		}
+		ps := store.Problems()
+		if len(ps) != 1 || ps[0].Reason != tt.reason || !strings.Contains(ps[0].Message, tt.msg) {
+			t.Fatalf("%s: problems %+v, want one %s saying %q", tt.name, ps, tt.reason, tt.msg)
+		}
+		lastGood(tt.name)
 	}
 
 	// One item broken: it keeps its last good version, its sibling moves on.
@@ -183,7 +249,9 @@ func TestHTTPSource(t *testing.T) {
 	if got := next(t, store); got != "ADD a-node1 img:2" {
 		t.Fatalf("partial: %q", got)
 	}
-	reported("Invalid pods items[1].spec.restartPolicy")
+	if got := problemsOf(store); got != "Invalid pods items[1].spec.restartPolicy" {
+		t.Fatalf("partial: problems %q", got)
+	}
 
 	// An empty PodList is how a server says "no pods".
 	fake.set(http.StatusOK, "", "apiVersion: v1\nkind: PodList\nitems: []\n", false)
@@ -191,7 +259,9 @@ func TestHTTPSource(t *testing.T) {
 	if got := next(t, store); got != "REMOVE a-node1 img:2\nREMOVE b-node1 img:1" {
 		t.Fatalf("empty list: %q", got)
 	}
-	reported("")
+	if got := problemsOf(store); got != "" {
+		t.Fatalf("empty list: problems %q", got)
+	}
 }
 
 // TestHTTPSourceVerifiesTLS checks https is verified by default: a server

@@ -53,8 +53,9 @@ type SourceConfig struct {
 	// StateDir keeps each source entry's last good manifest across
 	// restarts (<root-dir>/manifests); "" keeps it in memory only.
 	StateDir string
-	// Clock drives the periodic rescans and polls; nil is the real clock.
-	Clock clock.WithTicker
+	// Clock drives the periodic rescans, the polls and their timeout; nil
+	// is the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 	// Logger receives the sources' logs; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -149,7 +150,7 @@ func (cfg SourceConfig) httpTimeout() time.Duration {
 	return DefaultHTTPTimeout
 }
 
-func (cfg SourceConfig) clock() clock.WithTicker {
+func (cfg SourceConfig) clock() clock.WithTickerAndDelayedExecution {
 	if cfg.Clock != nil {
 		return cfg.Clock
 	}

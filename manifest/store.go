@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -67,6 +68,11 @@ type Store struct {
 	// on every merge.
 	conflicts []Problem
 	pending   []PodUpdate // merged, not yet handed to the channel
+
+	// applied counts the Apply calls that returned: a test waits on it to
+	// know a source's snapshot was merged and its updates queued, before
+	// it asserts that nothing changed.
+	applied atomic.Int64
 }
 
 // NewStore returns a store whose SourcesReady waits for every named source
@@ -142,6 +148,7 @@ func (s *Store) Pods() []*v1.Pod {
 // waiting for room in the channel. It returns ctx.Err() if ctx ends first;
 // the unsent updates stay queued for the next Apply.
 func (s *Store) Apply(ctx context.Context, snap Snapshot) error {
+	defer s.applied.Add(1)
 	s.mu.Lock()
 	s.merge(snap)
 	s.mu.Unlock()
