@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -432,14 +432,14 @@ func (s settings) containerLogMaxSize() (int64, error) {
 func (s settings) gcConfig() *agent.GCConfig {
 	maxSize, _ := s.containerLogMaxSize() // validated
 	return &agent.GCConfig{
-		Containers: cri.GCPolicy{
+		Containers: gc.Policy{
 			MinAge:             s.MinimumContainerTTLDuration.Duration,
 			MaxPerPodContainer: s.MaximumDeadContainersPerContainer,
 			MaxContainers:      s.MaximumDeadContainers,
 		},
-		Logs:               cri.LogRotationPolicy{MaxSize: maxSize, MaxFiles: s.ContainerLogMaxFiles, Workers: s.ContainerLogMaxWorkers},
+		Logs:               gc.LogRotationPolicy{MaxSize: maxSize, MaxFiles: s.ContainerLogMaxFiles, Workers: s.ContainerLogMaxWorkers},
 		LogMonitorInterval: s.ContainerLogMonitorInterval.Duration,
-		Images: cri.ImageGCPolicy{
+		Images: gc.ImagePolicy{
 			HighThresholdPercent: s.ImageGCHighThresholdPercent,
 			LowThresholdPercent:  s.ImageGCLowThresholdPercent,
 			MinAge:               s.ImageMinimumGCAge.Duration,
