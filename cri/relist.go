@@ -40,7 +40,7 @@ type cachedContainer struct {
 	status  ContainerStatus
 	logPath string // for removing the log file with the container
 	// termPath is the host file mounted as the container's termination
-	// message, removed with the container by GC (gc.go).
+	// message, removed with the container by GC (cri/gc).
 	termPath string
 }
 

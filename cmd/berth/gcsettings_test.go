@@ -11,7 +11,7 @@ import (
 	"github.com/berth-agent/berth/cri/gc"
 )
 
-// TestGCSettings covers the housekeeping flags and config fields: the
+// TestGCSettings covers the garbage collection flags and config fields: the
 // kubelet's defaults, the kubelet's flag names, a config file, and what
 // the agent gets.
 func TestGCSettings(t *testing.T) {
