@@ -87,7 +87,7 @@ bench: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthbench ./bench/cmd/berthbench
 	bin/berthbench $(BENCH_FLAGS)
 
-# The housekeeping soak (issue 9): 20 crash-looping and 20 chatty pods on a
+# The GC soak (issue 9): 20 crash-looping and 20 chatty pods on a
 # private test bed for 10 minutes; prints disk used under berth's log and
 # root directories, its RSS and goroutines at the start and the end.
 # SOAK_FLAGS passes flags through, e.g. SOAK_FLAGS='-duration 2m'.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -41,7 +42,8 @@ type Config struct {
 	// Metrics is where the agent registers its series; nil keeps them
 	// private.
 	Metrics prometheus.Registerer
-	// GC is the disk housekeeping (gc.go); nil runs none.
+	// GC configures the garbage collection passes (gcloop.go); nil runs
+	// none.
 	GC     *GCConfig
 	Clock  clock.WithTickerAndDelayedExecution
 	Logger *slog.Logger
@@ -88,7 +90,7 @@ type Agent struct {
 	events  *EventLog
 	pleg    *pleg
 	metrics *metrics
-	gc      *housekeeper // nil without Config.GC
+	gc      *gcLoop // nil without Config.GC
 	// probes runs liveness, readiness and startup probes; the pod lanes
 	// feed it and the runtime manager consults it.
 	probes *prober.Manager
@@ -106,15 +108,15 @@ type Agent struct {
 // passed explicitly so that none can be missing: events is the log the
 // runtime manager records into (the cri.Options.Recorder it was built
 // with), rt the runtime manager, which is handed the probes' verdicts here,
-// before anything syncs, and also runs the disk housekeeping of cfg.GC;
-// exec runs the exec probes (a handlers.Execer over the same runtime in
-// berth).
-func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, exec prober.Execer) *Agent {
+// before anything syncs; exec runs the exec probes (a handlers.Execer over
+// the same runtime in berth); collector runs the garbage collection passes
+// cfg.GC configures (a gc.Collector over the same runtime manager).
+func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	rt.SetContainerHealth(a.probes)
 	if cfg.GC != nil {
-		a.gc = newHousekeeper(rt, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
+		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
 			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
 	}
 	return a

@@ -24,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/handlers"
 	"github.com/berth-agent/berth/manifest"
 )
@@ -79,14 +80,16 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		log = o.log
 	}
 	events := NewEventLog(clk, log)
+	root, logs := t.TempDir(), t.TempDir()
 	h.mgr = cri.NewManager(h.rt, h.img, cri.Options{
-		NodeName: testNode, RootDir: t.TempDir(), PodLogsDir: t.TempDir(), Clock: clk, Recorder: events,
+		NodeName: testNode, RootDir: root, PodLogsDir: logs, Clock: clk, Recorder: events,
 		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
 	})
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
 	h.agent = New(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
-		RelistPeriod: o.relistPeriod}, h.store, events, h.mgr, handlers.NewExecer(h.rt))
+		RelistPeriod: o.relistPeriod}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
+		gc.New(h.rt, h.img, h.mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.done = make(chan error, 1)

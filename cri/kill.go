@@ -38,7 +38,7 @@ type preStopFunc func(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grac
 // event. A container that is already gone counts as stopped. Failures are
 // *SyncError with ReasonKillContainerError.
 func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerStatus, reason, message string, gracePeriodOverride *int64) error {
-	if !owned(c.Labels) {
+	if !Owned(c.Labels) {
 		return fmt.Errorf("refusing to stop container %q (%s): it is not managed by berth", c.ID, c.Name)
 	}
 	uid, name, namespace := podIdentity(pod, c.Labels)
@@ -86,7 +86,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 		errs []error
 	)
 	for _, c := range status.Containers {
-		if !owned(c.Labels) {
+		if !Owned(c.Labels) {
 			continue
 		}
 		var kill func() error
@@ -108,7 +108,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 	}
 	wg.Wait()
 	for _, s := range status.Sandboxes {
-		if !owned(s.Labels) {
+		if !Owned(s.Labels) {
 			continue
 		}
 		if err := m.runtime.StopPodSandbox(ctx, s.ID); err != nil && !isNotFound(err) {

@@ -99,13 +99,6 @@ type Manager struct {
 	// SyncPod's ComputePodActions; nil until SetContainerHealth.
 	health ContainerHealth
 
-	// Housekeeping (gc.go, logrotate.go, imagegc.go): rotated log files
-	// waiting for compression, what image GC remembers of each image, and
-	// the back-off of removals that failed; all guard themselves.
-	logs       logRotator
-	imageUse   imageTracker
-	gcFailures removalBackoff
-
 	// Pod-to-config translation (resources.go, env.go): the machine's
 	// figures, probed once on first use. probeNode nil means the real
 	// machine; tests set it.

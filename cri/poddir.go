@@ -23,10 +23,10 @@ const (
 	emptyDirPluginDir = "kubernetes.io~empty-dir"
 )
 
-// podDir is the pod's state directory under RootDir. The UID comes from a
+// PodDir is the pod's state directory under RootDir. The UID comes from a
 // manifest or from a runtime's label: one that is not a single safe path
 // element is an error, so the directory can never be outside RootDir/pods.
-func (m *Manager) podDir(uid types.UID) (string, error) {
+func (m *Manager) PodDir(uid types.UID) (string, error) {
 	dir, err := podpath.Within(m.opts.RootDir, "pods", string(uid))
 	if err != nil {
 		return "", fmt.Errorf("pod directory of uid %q: %w", uid, err)
@@ -38,7 +38,7 @@ func (m *Manager) podDir(uid types.UID) (string, error) {
 // checked to be a single path element (container and volume names come
 // from the manifest).
 func (m *Manager) podSubdir(uid types.UID, elem ...string) (string, error) {
-	dir, err := m.podDir(uid)
+	dir, err := m.PodDir(uid)
 	if err != nil {
 		return "", err
 	}
@@ -76,7 +76,7 @@ func (m *Manager) CleanupPodDir(uid types.UID) error {
 	if uid == "" {
 		return errors.New("cleanup pod directory: empty pod UID")
 	}
-	dir, err := m.podDir(uid)
+	dir, err := m.PodDir(uid)
 	if err != nil {
 		return fmt.Errorf("cleanup pod directory: %w", err)
 	}

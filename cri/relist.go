@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ type cachedContainer struct {
 	status  ContainerStatus
 	logPath string // for removing the log file with the container
 	// termPath is the host file mounted as the container's termination
-	// message, removed with the container by GC (gc.go).
+	// message, removed with the container by GC (cri/gc).
 	termPath string
 }
 
@@ -144,9 +145,9 @@ func managedSelector(uid types.UID) map[string]string {
 	return sel
 }
 
-// owned reports whether an object carries berth's ownership label; berth
+// Owned reports whether an object carries berth's ownership label; berth
 // never stops or removes anything else.
-func owned(labels map[string]string) bool {
+func Owned(labels map[string]string) bool {
 	return labels[LabelManaged] == "true"
 }
 
@@ -259,7 +260,7 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 		return p
 	}
 	for _, s := range sandboxes {
-		if !owned(s.Labels) || s.Labels[LabelPodUID] == "" {
+		if !Owned(s.Labels) || s.Labels[LabelPodUID] == "" {
 			continue
 		}
 		ss, err := m.sandboxStatus(ctx, s)
@@ -272,7 +273,7 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 		}
 	}
 	for _, c := range containers {
-		if !owned(c.Labels) || c.Labels[LabelPodUID] == "" {
+		if !Owned(c.Labels) || c.Labels[LabelPodUID] == "" {
 			continue
 		}
 		cs, err := m.containerStatus(ctx, c)
@@ -446,4 +447,42 @@ func sandboxState(s runtimeapi.PodSandboxState) SandboxState {
 		return SandboxStateReady
 	}
 	return SandboxStateNotReady
+}
+
+// terminationMessageHostPath finds, among a container's mounts, the host
+// file mounted at its termination-message path, but only one under berth's
+// own pod directories layout (<pod dir>/containers/<name>/<file>), so a
+// hostPath a manifest mounts there is never taken for it.
+func terminationMessageHostPath(st *runtimeapi.ContainerStatus) string {
+	want := st.GetAnnotations()[AnnotationTerminationMessagePath]
+	if want == "" {
+		return ""
+	}
+	for _, mnt := range st.GetMounts() {
+		if mnt.GetContainerPath() != want {
+			continue
+		}
+		host := mnt.GetHostPath()
+		if filepath.Base(filepath.Dir(filepath.Dir(host))) == "containers" && filepath.Base(filepath.Dir(host)) == st.GetMetadata().GetName() {
+			return host
+		}
+	}
+	return ""
+}
+
+// containerTermPath is the host path of a cached container's
+// termination-message file, "" when it has none or is not cached.
+func (c *statusCache) containerTermPath(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.containers[id].termPath
+}
+
+// knowsSandbox reports whether the sandbox is cached, that is, seen by the
+// latest relist and not removed since.
+func (c *statusCache) knowsSandbox(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.sandboxes[id]
+	return ok
 }

@@ -536,3 +536,31 @@ func asGRPCNotFound(err error) error {
 	}
 	return err
 }
+
+func TestTerminationMessageHostPath(t *testing.T) {
+	status := func(annotation string, mounts ...*runtimeapi.Mount) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{
+			Metadata:    &runtimeapi.ContainerMetadata{Name: "app"},
+			Annotations: map[string]string{AnnotationTerminationMessagePath: annotation},
+			Mounts:      mounts,
+		}
+	}
+	own := &runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/berth/pods/u/containers/app/1a2b3c4d"}
+	tests := []struct {
+		name string
+		st   *runtimeapi.ContainerStatus
+		want string
+	}{
+		{"berth's file", status("/dev/termination-log", &runtimeapi.Mount{ContainerPath: "/data", HostPath: "/srv"}, own), own.HostPath},
+		{"no termination message path", status("", own), ""},
+		{"a hostPath the manifest mounts there", status("/dev/termination-log",
+			&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: "/srv/important"}), ""},
+		{"another container's directory", status("/dev/termination-log",
+			&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/berth/pods/u/containers/other/1a2b"}), ""},
+	}
+	for _, tc := range tests {
+		if got := terminationMessageHostPath(tc.st); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

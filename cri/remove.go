@@ -35,7 +35,7 @@ func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("remove container %q: status: %w", id, err)
 		}
-		if !owned(resp.Status.Labels) {
+		if !Owned(resp.Status.Labels) {
 			return fmt.Errorf("refusing to remove container %q: it is not managed by berth", id)
 		}
 		logPath = m.ownedLogPath(resp.Status.LogPath)
@@ -62,7 +62,7 @@ func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
 func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	var errs []error
 	for _, c := range status.Containers {
-		if !owned(c.Labels) {
+		if !Owned(c.Labels) {
 			continue
 		}
 		if err := m.RemoveContainer(ctx, c.ID); err != nil {
@@ -71,7 +71,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	}
 	var removed []string
 	for _, s := range status.Sandboxes {
-		if !owned(s.Labels) {
+		if !Owned(s.Labels) {
 			continue
 		}
 		if err := m.runtime.RemovePodSandbox(ctx, s.ID); err != nil && !isNotFound(err) {
@@ -84,7 +84,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if dir := m.podLogDirOf(status); dir != "" {
+	if dir := m.PodLogDir(status); dir != "" {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("remove logs of pod %s/%s: %w", status.Namespace, status.Name, err)
 		}
@@ -92,12 +92,12 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	return nil
 }
 
-// podLogDirOf is the pod's directory in the CRI log layout
+// PodLogDir is the pod's directory in the CRI log layout
 // (<PodLogsDir>/<namespace>_<name>_<uid>), "" when the status lacks the
 // identity to name it safely. The identity comes from the runtime's labels:
 // one that would name a directory anywhere else (a '/', "..", a '_') is no
 // pod berth ever made a directory for, so there is nothing to remove.
-func (m *Manager) podLogDirOf(status *PodStatus) string {
+func (m *Manager) PodLogDir(status *PodStatus) string {
 	if m.opts.PodLogsDir == "" {
 		return ""
 	}
@@ -125,4 +125,29 @@ func (m *Manager) ownedTermPath(path string) string {
 		return ""
 	}
 	return filepath.Clean(path)
+}
+
+// ContainerFiles are the log and termination-message files of a container
+// the latest relist saw, for container GC (cri/gc), which removes them with
+// the container: each is "" unless it lies under berth's own roots. known
+// is false once the container was removed since the relist.
+func (m *Manager) ContainerFiles(id string) (logPath, termPath string, known bool) {
+	logPath, known = m.statusCache.containerLogPath(id)
+	if !known {
+		return "", "", false
+	}
+	return logPath, m.ownedTermPath(m.statusCache.containerTermPath(id)), true
+}
+
+// KnowsSandbox reports whether the latest relist saw the sandbox and
+// nothing removed it since, so container GC (cri/gc) skips, without a
+// runtime call, a sandbox a pod worker already removed.
+func (m *Manager) KnowsSandbox(id string) bool {
+	return m.statusCache.knowsSandbox(id)
+}
+
+// Forget drops objects container GC (cri/gc) removed from the status cache,
+// so the next pass over the same snapshot does not try them again.
+func (m *Manager) Forget(containerIDs, sandboxIDs []string) {
+	m.statusCache.forget(containerIDs, sandboxIDs)
 }

@@ -112,7 +112,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 		err := fmt.Errorf(format, args...)
 		return "", nil, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: errors.Unwrap(err)}
 	}
-	podDir, err := m.podDir(pod.UID)
+	podDir, err := m.PodDir(pod.UID)
 	if err != nil {
 		return fail("%w", err)
 	}

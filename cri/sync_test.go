@@ -136,7 +136,7 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if _, err := os.Stat(mustPath(t)(f.m.podLogDir(pod))); err != nil {
 		t.Errorf("log directory not created: %v", err)
 	}
-	if _, err := os.Stat(mustPath(t)(f.m.podDir(pod.UID))); err != nil {
+	if _, err := os.Stat(mustPath(t)(f.m.PodDir(pod.UID))); err != nil {
 		t.Errorf("pod directory not created: %v", err)
 	}
 	var ctr *fakeri.FakeContainer

@@ -1,11 +1,11 @@
 // Command soak runs berth against a private containerd with pods that
-// stress its disk housekeeping, and reports whether what berth leaves on
+// stress its disk garbage collection, and reports whether what berth leaves on
 // disk and in memory stays flat: 20 crash-looping pods (a dead container
 // every back-off) and 20 chatty pods (logs rotated all the time) for ten
 // minutes by default. It prints the disk used under berth's log and root
 // directories, berth's RSS and goroutine count, and the runtime's container
 // count, at the start (once every pod has started) and at the end, with the
-// housekeeping counters.
+// GC counters.
 //
 //	make soak                      # 10 minutes
 //	make soak SOAK_FLAGS='-duration 2m'

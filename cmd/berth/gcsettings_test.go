@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 )
 
-// TestGCSettings covers the housekeeping flags and config fields: the
+// TestGCSettings covers the garbage collection flags and config fields: the
 // kubelet's defaults, the kubelet's flag names, a config file, and what
 // the agent gets.
 func TestGCSettings(t *testing.T) {
 	defaults := &agent.GCConfig{
-		Containers:         cri.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1},
-		Logs:               cri.LogRotationPolicy{MaxSize: 10 << 20, MaxFiles: 5, Workers: 1},
+		Containers:         gc.Policy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1},
+		Logs:               gc.LogRotationPolicy{MaxSize: 10 << 20, MaxFiles: 5, Workers: 1},
 		LogMonitorInterval: 10 * time.Second,
-		Images:             cri.ImageGCPolicy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute},
+		Images:             gc.ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute},
 	}
 	config := writeConfig(t, `kind: BerthConfiguration
 minimumContainerTTLDuration: 1m
@@ -34,10 +34,10 @@ imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 10m
 `)
 	fromFile := &agent.GCConfig{
-		Containers:         cri.GCPolicy{MinAge: time.Minute, MaxPerPodContainer: 0, MaxContainers: 100},
-		Logs:               cri.LogRotationPolicy{MaxSize: 512 << 10, MaxFiles: 3, Workers: 2},
+		Containers:         gc.Policy{MinAge: time.Minute, MaxPerPodContainer: 0, MaxContainers: 100},
+		Logs:               gc.LogRotationPolicy{MaxSize: 512 << 10, MaxFiles: 3, Workers: 2},
 		LogMonitorInterval: 30 * time.Second,
-		Images:             cri.ImageGCPolicy{HighThresholdPercent: 90, LowThresholdPercent: 70, MinAge: 10 * time.Minute},
+		Images:             gc.ImagePolicy{HighThresholdPercent: 90, LowThresholdPercent: 70, MinAge: 10 * time.Minute},
 	}
 	tests := []struct {
 		name string

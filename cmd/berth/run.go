@@ -22,6 +22,7 @@ import (
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/cri"
 	"github.com/berth-agent/berth/cri/criclient"
+	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/handlers"
 	"github.com/berth-agent/berth/manifest"
 )
@@ -102,6 +103,8 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Recorder:                events,
 		Logger:                  log,
 	})
+	// The collector removes what the manager's relists saw die.
+	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
 
 	srcCfg := manifest.SourceConfig{
 		NodeName:           nodeName,
@@ -125,7 +128,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Metrics:       reg,
 		Logger:        log,
 		GC:            s.gcConfig(),
-	}, store, events, mgr, handlers.NewExecer(rs))
+	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -51,7 +51,8 @@ type settings struct {
 	CrashLoopBackoffMax      metav1.Duration     `json:"crashLoopBackoffMax,omitempty"`
 	LogLevel                 string              `json:"logLevel,omitempty"`
 
-	// Disk housekeeping (agent/gc.go), named like the kubelet's.
+	// Disk garbage collection (cri/gc, scheduled by agent/gcloop.go),
+	// named like the kubelet's.
 	MinimumContainerTTLDuration       metav1.Duration `json:"minimumContainerTTLDuration"`
 	MaximumDeadContainersPerContainer int             `json:"maximumDeadContainersPerContainer"`
 	MaximumDeadContainers             int             `json:"maximumDeadContainers"`
@@ -387,7 +388,7 @@ func parseLogLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// validateGC checks the housekeeping settings as the kubelet does.
+// validateGC checks the garbage collection settings as the kubelet does.
 func (s settings) validateGC() []error {
 	var errs []error
 	if _, err := s.containerLogMaxSize(); err != nil {
@@ -428,18 +429,18 @@ func (s settings) containerLogMaxSize() (int64, error) {
 	return q.Value(), nil
 }
 
-// gcConfig is the agent's housekeeping configuration from the settings.
+// gcConfig is the agent's garbage collection configuration from the settings.
 func (s settings) gcConfig() *agent.GCConfig {
 	maxSize, _ := s.containerLogMaxSize() // validated
 	return &agent.GCConfig{
-		Containers: cri.GCPolicy{
+		Containers: gc.Policy{
 			MinAge:             s.MinimumContainerTTLDuration.Duration,
 			MaxPerPodContainer: s.MaximumDeadContainersPerContainer,
 			MaxContainers:      s.MaximumDeadContainers,
 		},
-		Logs:               cri.LogRotationPolicy{MaxSize: maxSize, MaxFiles: s.ContainerLogMaxFiles, Workers: s.ContainerLogMaxWorkers},
+		Logs:               gc.LogRotationPolicy{MaxSize: maxSize, MaxFiles: s.ContainerLogMaxFiles, Workers: s.ContainerLogMaxWorkers},
 		LogMonitorInterval: s.ContainerLogMonitorInterval.Duration,
-		Images: cri.ImageGCPolicy{
+		Images: gc.ImagePolicy{
 			HighThresholdPercent: s.ImageGCHighThresholdPercent,
 			LowThresholdPercent:  s.ImageGCLowThresholdPercent,
 			MinAge:               s.ImageMinimumGCAge.Duration,

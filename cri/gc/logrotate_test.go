@@ -1,4 +1,4 @@
-package cri
+package gc
 
 import (
 	"compress/gzip"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 )
@@ -19,20 +20,20 @@ import (
 // rotateEnv is a fake runtime with one running container whose log file
 // lives in a temporary directory.
 type rotateEnv struct {
-	*criTestEnv
+	*gcTestEnv
 	id, log string
 }
 
 func newRotateEnv(t *testing.T) *rotateEnv {
 	t.Helper()
-	env := newCRITestEnv(t)
-	dir := filepath.Join(env.m.opts.PodLogsDir, "default_a-node_a", "app")
+	env := newGCTestEnv(t)
+	dir := filepath.Join(env.logs, "default_a-node_a", "app")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e := &rotateEnv{criTestEnv: env, id: "c-a", log: filepath.Join(dir, "0.log")}
+	e := &rotateEnv{gcTestEnv: env, id: "c-a", log: filepath.Join(dir, "0.log")}
 	labels := podLabels("a", "a-node")
-	labels[LabelContainerName] = "app"
+	labels[cri.LabelContainerName] = "app"
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{fakeSandbox("s-a", "a", 0)})
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{{ContainerStatus: runtimeapi.ContainerStatus{
 		Id: e.id, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING,
@@ -97,7 +98,7 @@ func TestRotateLogs(t *testing.T) {
 
 	// Under the limit: one stat, no runtime call, nothing changes.
 	e.write(t, strings.Repeat("a", 99))
-	res := e.m.RotateLogs(ctx, []string{e.id}, policy)
+	res := e.gc.RotateLogs(ctx, []string{e.id}, policy)
 	if len(res.Rotated) != 0 || len(res.Errors) != 0 {
 		t.Fatalf("under the limit: %+v", res)
 	}
@@ -107,7 +108,7 @@ func TestRotateLogs(t *testing.T) {
 
 	// At the limit: renamed with the kubelet's timestamp and reopened.
 	e.write(t, "a")
-	res = e.m.RotateLogs(ctx, []string{e.id}, policy)
+	res = e.gc.RotateLogs(ctx, []string{e.id}, policy)
 	if !slices.Equal(res.Rotated, []string{e.log}) || len(res.Errors) != 0 {
 		t.Fatalf("at the limit: %+v", res)
 	}
@@ -122,7 +123,7 @@ func TestRotateLogs(t *testing.T) {
 	// The next pass compresses the rotated file (the runtime has moved
 	// on to the reopened one) without rotating again.
 	e.write(t, "b\n")
-	res = e.m.RotateLogs(ctx, []string{e.id}, policy)
+	res = e.gc.RotateLogs(ctx, []string{e.id}, policy)
 	if res.Compressed != 1 || len(res.Rotated) != 0 || len(res.Errors) != 0 {
 		t.Fatalf("compress pass: %+v", res)
 	}
@@ -137,7 +138,7 @@ func TestRotateLogs(t *testing.T) {
 	for i := range 3 {
 		e.clock.Step(time.Minute)
 		e.write(t, strings.Repeat(string(rune('c'+i)), 100))
-		if res := e.m.RotateLogs(ctx, []string{e.id}, policy); len(res.Errors) != 0 {
+		if res := e.gc.RotateLogs(ctx, []string{e.id}, policy); len(res.Errors) != 0 {
 			t.Fatal(res.Errors)
 		}
 	}
@@ -156,7 +157,7 @@ func TestRotateLogsReopenFailsKeepsTheFile(t *testing.T) {
 	e := newRotateEnv(t)
 	e.write(t, strings.Repeat("a", 200))
 	e.rs.InjectError("ReopenContainerLog", errors.New("container not running"))
-	res := e.m.RotateLogs(context.Background(), []string{e.id}, LogRotationPolicy{MaxSize: 100, MaxFiles: 5, Workers: 1})
+	res := e.gc.RotateLogs(context.Background(), []string{e.id}, LogRotationPolicy{MaxSize: 100, MaxFiles: 5, Workers: 1})
 	if len(res.Errors) != 1 || len(res.Rotated) != 0 {
 		t.Fatalf("result %+v, want one error", res)
 	}
@@ -179,7 +180,7 @@ func TestRotateLogsCleansInterruptedCompression(t *testing.T) {
 		}
 	}
 	e.write(t, strings.Repeat("a", 200))
-	res := e.m.RotateLogs(context.Background(), []string{e.id}, LogRotationPolicy{MaxSize: 100, MaxFiles: 4, Workers: 1})
+	res := e.gc.RotateLogs(context.Background(), []string{e.id}, LogRotationPolicy{MaxSize: 100, MaxFiles: 4, Workers: 1})
 	if len(res.Errors) != 0 {
 		t.Fatal(res.Errors)
 	}
@@ -195,16 +196,16 @@ func TestRotateLogsCompressesWhenTheContainerStops(t *testing.T) {
 	ctx := context.Background()
 	policy := LogRotationPolicy{MaxSize: 10, MaxFiles: 5, Workers: 1}
 	e.write(t, strings.Repeat("a", 20))
-	if res := e.m.RotateLogs(ctx, []string{e.id}, policy); len(res.Rotated) != 1 {
+	if res := e.gc.RotateLogs(ctx, []string{e.id}, policy); len(res.Rotated) != 1 {
 		t.Fatalf("no rotation: %+v", res)
 	}
 	// The container is no longer running: its rotated file is compressed
 	// and forgotten.
-	res := e.m.RotateLogs(ctx, nil, policy)
+	res := e.gc.RotateLogs(ctx, nil, policy)
 	if res.Compressed != 1 {
 		t.Errorf("compressed %d, want 1", res.Compressed)
 	}
-	if n := len(e.m.logs.pending); n != 0 {
+	if n := len(e.gc.logs.pending); n != 0 {
 		t.Errorf("%d pending files remembered", n)
 	}
 }

@@ -1,4 +1,4 @@
-package cri
+package gc
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func TestBytesToFree(t *testing.T) {
-	policy := ImageGCPolicy{HighThresholdPercent: 85, LowThresholdPercent: 80}
+	policy := ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80}
 	tests := []struct {
 		name      string
 		fss       []imageFs
@@ -51,11 +52,11 @@ func TestImageCandidates(t *testing.T) {
 	}
 	var tr imageTracker
 	use := func(at time.Time, refs ...string) {
-		p := &PodStatus{UID: "u"}
+		p := &cri.PodStatus{UID: "u"}
 		for _, r := range refs {
-			p.Containers = append(p.Containers, &ContainerStatus{ImageRef: r})
+			p.Containers = append(p.Containers, &cri.ContainerStatus{ImageRef: r})
 		}
-		tr.observe(map[types.UID]*PodStatus{"u": p}, at)
+		tr.observe(map[types.UID]*cri.PodStatus{"u": p}, at)
 	}
 	// Everything but brand-new is first seen an hour ago.
 	if _, err := tr.candidates(images[:6], "sha256:pause", 0, now.Add(-time.Hour)); err != nil {
@@ -87,7 +88,7 @@ func TestImageCandidates(t *testing.T) {
 // machine's real filesystem: disabled at 100%, a single ImageFsInfo call
 // when below the threshold, and removal of unused images only when above.
 func TestImageGarbageCollect(t *testing.T) {
-	env := newCRITestEnv(t)
+	env := newGCTestEnv(t)
 	ctx := context.Background()
 	env.is.SetFakeImages([]string{"busybox:old", "app:in-use"})
 	env.is.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: t.TempDir()}}})
@@ -101,7 +102,7 @@ func TestImageGarbageCollect(t *testing.T) {
 			inUse = i.Id
 		}
 	}
-	snap := map[types.UID]*PodStatus{"u": {UID: "u", Containers: []*ContainerStatus{{ImageRef: inUse, State: ContainerStateExited}}}}
+	snap := map[types.UID]*cri.PodStatus{"u": {UID: "u", Containers: []*cri.ContainerStatus{{ImageRef: inUse, State: cri.ContainerStateExited}}}}
 	imageCalls := func() []string {
 		env.is.Lock()
 		defer env.is.Unlock()
@@ -111,7 +112,7 @@ func TestImageGarbageCollect(t *testing.T) {
 	}
 	imageCalls()
 
-	if res := env.m.ImageGarbageCollect(ctx, ImageGCPolicy{HighThresholdPercent: 100}, snap); len(res.Removed) != 0 {
+	if res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 100}, snap); len(res.Removed) != 0 {
 		t.Errorf("disabled: removed %v", res.Removed)
 	}
 	if calls := imageCalls(); len(calls) != 0 {
@@ -119,7 +120,7 @@ func TestImageGarbageCollect(t *testing.T) {
 	}
 
 	// A threshold this machine's disk is below.
-	res := env.m.ImageGarbageCollect(ctx, ImageGCPolicy{HighThresholdPercent: 99, LowThresholdPercent: 98}, snap)
+	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 99, LowThresholdPercent: 98}, snap)
 	if res.UsagePercent >= 99 {
 		t.Skipf("the test machine's disk is %d%% full", res.UsagePercent)
 	}
@@ -131,7 +132,7 @@ func TestImageGarbageCollect(t *testing.T) {
 	}
 
 	// Any usage is over a 0% threshold: every unused image goes.
-	res = env.m.ImageGarbageCollect(ctx, ImageGCPolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap)
+	res = env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap)
 	if len(res.Errors) != 0 {
 		t.Fatal(res.Errors)
 	}
@@ -149,8 +150,8 @@ func TestImageGarbageCollect(t *testing.T) {
 func TestImageTrackerForgets(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var tr imageTracker
-	old := map[types.UID]*PodStatus{"u": {UID: "u", Containers: []*ContainerStatus{{ImageRef: "sha256:old"}}}}
-	current := map[types.UID]*PodStatus{"u": {UID: "u", Containers: []*ContainerStatus{{ImageRef: "sha256:new"}}}}
+	old := map[types.UID]*cri.PodStatus{"u": {UID: "u", Containers: []*cri.ContainerStatus{{ImageRef: "sha256:old"}}}}
+	current := map[types.UID]*cri.PodStatus{"u": {UID: "u", Containers: []*cri.ContainerStatus{{ImageRef: "sha256:new"}}}}
 	tr.observe(old, now)
 	tr.observe(current, now.Add(imageUseMemory))
 	if _, ok := tr.lastUsed["sha256:old"]; !ok {

@@ -18,23 +18,24 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 )
 
-// fakeGCRuntime records housekeeping's calls and answers from its fields;
+// fakeGCRuntime records the GC loop's calls and answers from its fields;
 // each call is also sent on calls so tests wait without sleeping.
 type fakeGCRuntime struct {
 	calls chan string
 
 	mu         sync.Mutex // guards the fields below
-	gcInputs   []cri.GCInput
-	gcResult   cri.GCResult
+	gcInputs   []gc.Input
+	gcResult   gc.Result
 	sweepKeep  func(types.UID) bool
-	sweepOut   []cri.GCRemoval
+	sweepOut   []gc.Removal
 	rotatedIDs [][]string
 	imagePods  []map[types.UID]*cri.PodStatus
 }
 
-func (f *fakeGCRuntime) GarbageCollect(_ context.Context, in cri.GCInput) cri.GCResult {
+func (f *fakeGCRuntime) GarbageCollect(_ context.Context, in gc.Input) gc.Result {
 	f.mu.Lock()
 	f.gcInputs = append(f.gcInputs, in)
 	res := f.gcResult
@@ -43,7 +44,7 @@ func (f *fakeGCRuntime) GarbageCollect(_ context.Context, in cri.GCInput) cri.GC
 	return res
 }
 
-func (f *fakeGCRuntime) SweepPodDirs(keep func(types.UID) bool) ([]cri.GCRemoval, error) {
+func (f *fakeGCRuntime) SweepPodDirs(keep func(types.UID) bool) ([]gc.Removal, error) {
 	f.mu.Lock()
 	f.sweepKeep = keep
 	out := f.sweepOut
@@ -52,20 +53,20 @@ func (f *fakeGCRuntime) SweepPodDirs(keep func(types.UID) bool) ([]cri.GCRemoval
 	return out, nil
 }
 
-func (f *fakeGCRuntime) RotateLogs(_ context.Context, ids []string, _ cri.LogRotationPolicy) cri.LogRotationResult {
+func (f *fakeGCRuntime) RotateLogs(_ context.Context, ids []string, _ gc.LogRotationPolicy) gc.LogRotationResult {
 	f.mu.Lock()
 	f.rotatedIDs = append(f.rotatedIDs, ids)
 	f.mu.Unlock()
 	f.calls <- "RotateLogs"
-	return cri.LogRotationResult{Rotated: []string{"/logs/0.log"}}
+	return gc.LogRotationResult{Rotated: []string{"/logs/0.log"}}
 }
 
-func (f *fakeGCRuntime) ImageGarbageCollect(_ context.Context, _ cri.ImageGCPolicy, pods map[types.UID]*cri.PodStatus) cri.ImageGCResult {
+func (f *fakeGCRuntime) ImageGarbageCollect(_ context.Context, _ gc.ImagePolicy, pods map[types.UID]*cri.PodStatus) gc.ImageResult {
 	f.mu.Lock()
 	f.imagePods = append(f.imagePods, pods)
 	f.mu.Unlock()
 	f.calls <- "ImageGarbageCollect"
-	return cri.ImageGCResult{UsagePercent: 90, Removed: []cri.RemovedImage{{ID: "sha256:old", Size: 100}}, Freed: 100}
+	return gc.ImageResult{UsagePercent: 90, Removed: []gc.RemovedImage{{ID: "sha256:old", Size: 100}}, Freed: 100}
 }
 
 // next waits for the next call (a runaway test fails instead of hanging).
@@ -75,7 +76,7 @@ func (f *fakeGCRuntime) next(t *testing.T) string {
 	case c := <-f.calls:
 		return c
 	case <-time.After(10 * time.Second):
-		t.Fatal("no housekeeping call")
+		t.Fatal("no GC call")
 		return ""
 	}
 }
@@ -85,7 +86,7 @@ type gcEnv struct {
 	clock  *clocktesting.FakeClock
 	events *EventLog
 	reg    *prometheus.Registry
-	h      *housekeeper
+	h      *gcLoop
 	ready  bool
 	mu     sync.Mutex // guards ready and pods
 	pods   []*v1.Pod
@@ -102,7 +103,7 @@ func newGCEnv(t *testing.T) *gcEnv {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.events = NewEventLog(e.clock, log)
-	e.h = newHousekeeper(e.rt, GCConfig{Containers: cri.DefaultGCPolicy, LogMonitorInterval: 10 * time.Second, ImagePeriod: 5 * time.Minute},
+	e.h = newGCLoop(e.rt, GCConfig{Containers: gc.DefaultPolicy, LogMonitorInterval: 10 * time.Second, ImagePeriod: 5 * time.Minute},
 		gcPods{
 			sourcesReady: func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.ready },
 			desired:      func() []*v1.Pod { e.mu.Lock(); defer e.mu.Unlock(); return e.pods },
@@ -111,7 +112,7 @@ func newGCEnv(t *testing.T) *gcEnv {
 	return e
 }
 
-// start runs the housekeeper until the test ends, then checks that its
+// start runs the GC loop until the test ends, then checks that its
 // goroutines are gone.
 func (e *gcEnv) start(t *testing.T) {
 	before := goleak.IgnoreCurrent()
@@ -128,17 +129,17 @@ func (e *gcEnv) start(t *testing.T) {
 	})
 }
 
-func TestHousekeeperCollectsOnOffer(t *testing.T) {
+func TestGCLoopCollectsOnOffer(t *testing.T) {
 	e := newGCEnv(t)
 	web := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "web", Name: "web-node", Namespace: "default"},
 		Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "setup"}}}}
 	e.pods = []*v1.Pod{web}
 	e.lanes["stopping"] = true
-	e.rt.gcResult = cri.GCResult{Removed: []cri.GCRemoval{
-		{Kind: cri.GCKindContainer, UID: "web", Pod: "web-node", Namespace: "default", Container: "app", ID: "c1", Reason: cri.GCReasonPerUnitCap, PodExists: true},
-		{Kind: cri.GCKindContainer, UID: "web", Pod: "web-node", Namespace: "default", Container: "app", ID: "c2", Reason: cri.GCReasonPerUnitCap, PodExists: true},
-		{Kind: cri.GCKindContainer, UID: "gone", Pod: "gone-node", Namespace: "default", Container: "app", ID: "g1", Reason: cri.GCReasonDeletedPod},
-		{Kind: cri.GCKindSandbox, UID: "gone", Pod: "gone-node", Namespace: "default", ID: "s1", Reason: cri.GCReasonDeletedPod},
+	e.rt.gcResult = gc.Result{Removed: []gc.Removal{
+		{Kind: gc.KindContainer, UID: "web", Pod: "web-node", Namespace: "default", Container: "app", ID: "c1", Reason: gc.ReasonPerUnitCap, PodExists: true},
+		{Kind: gc.KindContainer, UID: "web", Pod: "web-node", Namespace: "default", Container: "app", ID: "c2", Reason: gc.ReasonPerUnitCap, PodExists: true},
+		{Kind: gc.KindContainer, UID: "gone", Pod: "gone-node", Namespace: "default", Container: "app", ID: "g1", Reason: gc.ReasonDeletedPod},
+		{Kind: gc.KindSandbox, UID: "gone", Pod: "gone-node", Namespace: "default", ID: "s1", Reason: gc.ReasonDeletedPod},
 	}}
 	e.start(t)
 
@@ -161,7 +162,7 @@ func TestHousekeeperCollectsOnOffer(t *testing.T) {
 			t.Errorf("PodDeleted(%s) = %v, want %v", uid, got, want)
 		}
 	}
-	if in.Policy != cri.DefaultGCPolicy {
+	if in.Policy != gc.DefaultPolicy {
 		t.Errorf("policy %+v", in.Policy)
 	}
 
@@ -171,7 +172,7 @@ func TestHousekeeperCollectsOnOffer(t *testing.T) {
 	e.ready = true
 	e.mu.Unlock()
 	e.rt.mu.Lock()
-	e.rt.gcResult = cri.GCResult{}
+	e.rt.gcResult = gc.Result{}
 	e.rt.mu.Unlock()
 	e.h.offer(e.clock.Now(), snap)
 	if c := e.rt.next(t); c != "GarbageCollect" {
@@ -185,7 +186,7 @@ func TestHousekeeperCollectsOnOffer(t *testing.T) {
 	// The web pod shows one event for its two removed runs; the deleted
 	// pod none (it is gone); every removal is counted.
 	evs := e.events.list("web")
-	if len(evs) != 1 || evs[0].Reason != "ContainerGC" || evs[0].Message != "Removed 2 dead runs of container app ("+cri.GCReasonPerUnitCap+")" {
+	if len(evs) != 1 || evs[0].Reason != "ContainerGC" || evs[0].Message != "Removed 2 dead runs of container app ("+gc.ReasonPerUnitCap+")" {
 		t.Errorf("events %+v", evs)
 	}
 	if evs := e.events.list("gone"); len(evs) != 0 {
@@ -218,7 +219,7 @@ func TestHousekeeperCollectsOnOffer(t *testing.T) {
 	}
 }
 
-func TestHousekeeperRotatesAndCollectsImagesOnTheirPeriods(t *testing.T) {
+func TestGCLoopRotatesAndCollectsImagesOnTheirPeriods(t *testing.T) {
 	e := newGCEnv(t)
 	e.start(t)
 	snap := map[types.UID]*cri.PodStatus{"web": {UID: "web", Containers: []*cri.ContainerStatus{

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package cri
+package gc
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -22,12 +23,13 @@ import (
 // older run and the old sandbox; once deleted it loses everything, its
 // sandbox as soon as it is stopped, and its log directory.
 func TestE2EGarbageCollect(t *testing.T) {
-	m := newE2EManager(t)
+	env := newE2EEnv(t)
+	m := env.m
 	ctx := context.Background()
 	uid := types.UID(fmt.Sprintf("gc-%d", time.Now().UnixNano()))
 	name := "gc-e2e"
-	logDir := filepath.Join(m.opts.PodLogsDir, "default_"+name+"_"+string(uid))
-	labels := map[string]string{LabelPodName: name, LabelPodNamespace: "default", LabelPodUID: string(uid), LabelManaged: "true"}
+	logDir := filepath.Join(env.logs, "default_"+name+"_"+string(uid))
+	labels := map[string]string{cri.LabelPodName: name, cri.LabelPodNamespace: "default", cri.LabelPodUID: string(uid), cri.LabelManaged: "true"}
 	sandbox := func(attempt uint32) (string, *runtimeapi.PodSandboxConfig) {
 		t.Helper()
 		cfg := &runtimeapi.PodSandboxConfig{
@@ -38,45 +40,45 @@ func TestE2EGarbageCollect(t *testing.T) {
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER},
 			}},
 		}
-		id, err := m.runtime.RunPodSandbox(ctx, cfg, "")
+		id, err := env.rs.RunPodSandbox(ctx, cfg, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			_ = m.runtime.StopPodSandbox(context.Background(), id)
-			_ = m.runtime.RemovePodSandbox(context.Background(), id)
+			_ = env.rs.StopPodSandbox(context.Background(), id)
+			_ = env.rs.RemovePodSandbox(context.Background(), id)
 		})
 		return id, cfg
 	}
 	old, _ := sandbox(0)
-	if err := m.runtime.StopPodSandbox(ctx, old); err != nil {
+	if err := env.rs.StopPodSandbox(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	current, cfg := sandbox(1)
 	var runs []string
 	for i := range 2 {
-		cl := map[string]string{LabelContainerName: "app"}
+		cl := map[string]string{cri.LabelContainerName: "app"}
 		for k, v := range labels {
 			cl[k] = v
 		}
-		id, err := m.runtime.CreateContainer(ctx, current, &runtimeapi.ContainerConfig{
+		id, err := env.rs.CreateContainer(ctx, current, &runtimeapi.ContainerConfig{
 			Metadata:    &runtimeapi.ContainerMetadata{Name: "app", Attempt: uint32(i)},
 			Image:       &runtimeapi.ImageSpec{Image: testBed.BusyboxImage},
 			Command:     []string{"sh", "-c", "echo run; exit 1"},
 			LogPath:     fmt.Sprintf("app/%d.log", i),
 			Labels:      cl,
-			Annotations: map[string]string{AnnotationContainerRestartCount: fmt.Sprint(i)},
+			Annotations: map[string]string{cri.AnnotationContainerRestartCount: fmt.Sprint(i)},
 		}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.runtime.StartContainer(ctx, id); err != nil {
+		if err := env.rs.StartContainer(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		runs = append(runs, id)
-		waitPodStatus(ctx, t, m, uid, "run exited", func(s *PodStatus) bool {
+		waitPodStatus(ctx, t, m, uid, "run exited", func(s *cri.PodStatus) bool {
 			c := s.FindContainer("app")
-			return c != nil && c.ID == id && c.State == ContainerStateExited
+			return c != nil && c.ID == id && c.State == cri.ContainerStateExited
 		})
 	}
 
@@ -86,8 +88,8 @@ func TestE2EGarbageCollect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := m.GarbageCollect(ctx, GCInput{
-			Pods: snap, Policy: DefaultGCPolicy, AllSourcesReady: true, Now: time.Now(),
+		res := env.gc.GarbageCollect(ctx, Input{
+			Pods: snap, Policy: DefaultPolicy, AllSourcesReady: true, Now: time.Now(),
 			PodDeleted: func(u types.UID) bool { return deleted && u == uid },
 		})
 		if len(res.Errors) > 0 {
@@ -113,7 +115,7 @@ func TestE2EGarbageCollect(t *testing.T) {
 	if got, want := pass(true), []string{"container:" + runs[1]}; !slices.Equal(got, want) {
 		t.Errorf("pass over the deleted pod removed %v, want %v", got, want)
 	}
-	if err := m.runtime.StopPodSandbox(ctx, current); err != nil {
+	if err := env.rs.StopPodSandbox(ctx, current); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := pass(true), []string{"sandbox:" + current, "pod_log_dir:" + filepath.Base(logDir)}; !slices.Equal(got, want) {

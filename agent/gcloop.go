@@ -15,21 +15,23 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/gc"
 )
 
-// GCConfig is the housekeeping that keeps a device's disk from filling up:
+// GCConfig is the garbage collection that keeps a device's disk from
+// filling up (cri/gc):
 // container and sandbox GC, log rotation, image GC and the sweep of
 // leftover pod directories.
 type GCConfig struct {
 	// Containers is the kubelet's container GC policy.
-	Containers cri.GCPolicy
+	Containers gc.Policy
 	// Logs is the container log rotation policy; LogMonitorInterval is how
 	// often current log files are checked (kubelet: 10s).
-	Logs               cri.LogRotationPolicy
+	Logs               gc.LogRotationPolicy
 	LogMonitorInterval time.Duration
 	// Images is the image GC policy; ImagePeriod is how often the image
 	// filesystem is checked (kubelet: 5m).
-	Images      cri.ImageGCPolicy
+	Images      gc.ImagePolicy
 	ImagePeriod time.Duration
 	// DirSweepPeriod is how often the pod directories are swept for pods
 	// that no longer exist; the first sweep runs once all sources are
@@ -61,19 +63,18 @@ func (c *GCConfig) setDefaults() {
 	}
 }
 
-// gcRuntime is what housekeeping needs of the runtime manager; *cri.Manager
-// implements it.
+// gcRuntime is what the GC loop calls; *gc.Collector implements it.
 type gcRuntime interface {
-	GarbageCollect(ctx context.Context, in cri.GCInput) cri.GCResult
-	SweepPodDirs(keep func(types.UID) bool) ([]cri.GCRemoval, error)
-	RotateLogs(ctx context.Context, containerIDs []string, policy cri.LogRotationPolicy) cri.LogRotationResult
-	ImageGarbageCollect(ctx context.Context, policy cri.ImageGCPolicy, pods map[types.UID]*cri.PodStatus) cri.ImageGCResult
+	GarbageCollect(ctx context.Context, in gc.Input) gc.Result
+	SweepPodDirs(keep func(types.UID) bool) ([]gc.Removal, error)
+	RotateLogs(ctx context.Context, containerIDs []string, policy gc.LogRotationPolicy) gc.LogRotationResult
+	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*cri.PodStatus) gc.ImageResult
 }
 
-var _ gcRuntime = (*cri.Manager)(nil)
+var _ gcRuntime = (*gc.Collector)(nil)
 
-// gcPods is what housekeeping asks the agent about pods; every function
-// must be safe to call from housekeeping's goroutines.
+// gcPods is what the GC loop asks the agent about pods; every function
+// must be safe to call from the GC loop's goroutines.
 type gcPods struct {
 	sourcesReady func() bool
 	desired      func() []*v1.Pod
@@ -88,11 +89,11 @@ type snapshot struct {
 	pods map[types.UID]*cri.PodStatus
 }
 
-// housekeeper runs berth's disk housekeeping in goroutines of its own, off
+// gcLoop schedules berth's garbage collection in goroutines of its own, off
 // the sync loop, which must never wait on the runtime. It calls the runtime
 // only to remove or rotate something: what exists comes from the sync
 // loop's latest relist (offer), not from lists of its own.
-type housekeeper struct {
+type gcLoop struct {
 	rt      gcRuntime
 	cfg     GCConfig
 	pods    gcPods
@@ -110,9 +111,9 @@ type housekeeper struct {
 	lastSweep time.Time
 }
 
-func newHousekeeper(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *housekeeper {
+func newGCLoop(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *gcLoop {
 	cfg.setDefaults()
-	return &housekeeper{
+	return &gcLoop{
 		rt: rt, cfg: cfg, pods: pods, clock: clk, log: log.With("component", "gc"), events: events,
 		metrics: newGCMetrics(reg),
 		wake:    make(chan struct{}, 1),
@@ -120,8 +121,8 @@ func newHousekeeper(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicke
 }
 
 // offer hands over the sync loop's latest relist and wakes a container GC
-// pass; it never blocks. A nil housekeeper ignores it.
-func (h *housekeeper) offer(at time.Time, pods map[types.UID]*cri.PodStatus) {
+// pass; it never blocks. A nil gcLoop ignores it.
+func (h *gcLoop) offer(at time.Time, pods map[types.UID]*cri.PodStatus) {
 	if h == nil || pods == nil {
 		return
 	}
@@ -134,7 +135,7 @@ func (h *housekeeper) offer(at time.Time, pods map[types.UID]*cri.PodStatus) {
 	}
 }
 
-func (h *housekeeper) snapshot() *snapshot {
+func (h *gcLoop) snapshot() *snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.latest
@@ -143,7 +144,7 @@ func (h *housekeeper) snapshot() *snapshot {
 // run collects on every offer and rotates logs and collects images on
 // their periods, until ctx is done. Log rotation has a goroutine of its
 // own so that a slow removal never delays a rotation.
-func (h *housekeeper) run(ctx context.Context) {
+func (h *gcLoop) run(ctx context.Context) {
 	// Both tickers exist before the first pass, so a pass's end marks
 	// the point from which every period counts.
 	images := h.clock.NewTicker(h.cfg.ImagePeriod)
@@ -173,7 +174,7 @@ func (h *housekeeper) run(ctx context.Context) {
 	}
 }
 
-func (h *housekeeper) runLogRotation(ctx context.Context, tick <-chan time.Time) {
+func (h *gcLoop) runLogRotation(ctx context.Context, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,7 +190,7 @@ func (h *housekeeper) runLogRotation(ctx context.Context, tick <-chan time.Time)
 // collect runs one container and sandbox GC pass over s, then, once all
 // sources are ready, sweeps pod directories at start and every
 // DirSweepPeriod.
-func (h *housekeeper) collect(ctx context.Context, s *snapshot) {
+func (h *gcLoop) collect(ctx context.Context, s *snapshot) {
 	began := h.clock.Now()
 	ready := h.pods.sourcesReady()
 	desired := map[types.UID]*v1.Pod{}
@@ -204,7 +205,7 @@ func (h *housekeeper) collect(ctx context.Context, s *snapshot) {
 		_, ok := desired[uid]
 		return ok || h.pods.hasWorker(uid)
 	}
-	res := h.rt.GarbageCollect(ctx, cri.GCInput{
+	res := h.rt.GarbageCollect(ctx, gc.Input{
 		Pods: s.pods, Policy: h.cfg.Containers, AllSourcesReady: ready, Now: began,
 		PodDeleted:     func(uid types.UID) bool { return !exists(uid) },
 		InitContainers: initContainers,
@@ -232,7 +233,7 @@ func (h *housekeeper) collect(ctx context.Context, s *snapshot) {
 // container and reason on pods that still exist, so `berth describe`
 // shows what was collected. A repeat of the same message bumps the
 // event's count instead of taking a slot of the pod's event ring.
-func (h *housekeeper) report(removed []cri.GCRemoval, errs []error) {
+func (h *gcLoop) report(removed []gc.Removal, errs []error) {
 	type group struct {
 		uid            types.UID
 		pod, namespace string
@@ -264,7 +265,7 @@ func (h *housekeeper) report(removed []cri.GCRemoval, errs []error) {
 		n := counts[g]
 		var msg string
 		switch g.kind {
-		case cri.GCKindContainer:
+		case gc.KindContainer:
 			msg = fmt.Sprintf("Removed %d dead %s of container %s (%s)", n, plural(n, "run"), g.what, g.reason)
 		default:
 			msg = fmt.Sprintf("Removed %d %s (%s)", n, plural(n, "old sandbox"), g.reason)
@@ -288,7 +289,7 @@ func plural(n int, word string) string {
 }
 
 // rotateLogs checks the log files of the running containers of s.
-func (h *housekeeper) rotateLogs(ctx context.Context, s *snapshot) {
+func (h *gcLoop) rotateLogs(ctx context.Context, s *snapshot) {
 	var ids []string
 	for _, p := range s.pods {
 		for _, c := range p.Containers {
@@ -314,7 +315,7 @@ func (h *housekeeper) rotateLogs(ctx context.Context, s *snapshot) {
 
 // collectImages runs one image GC pass, with s telling which images are in
 // use.
-func (h *housekeeper) collectImages(ctx context.Context, s *snapshot) {
+func (h *gcLoop) collectImages(ctx context.Context, s *snapshot) {
 	res := h.rt.ImageGarbageCollect(ctx, h.cfg.Images, s.pods)
 	if res.UsagePercent >= 0 {
 		h.metrics.imageFsUsage.Set(float64(res.UsagePercent))
@@ -330,7 +331,7 @@ func (h *housekeeper) collectImages(ctx context.Context, s *snapshot) {
 	}
 }
 
-// gcMetrics are housekeeping's Prometheus series.
+// gcMetrics are the GC loop's Prometheus series.
 type gcMetrics struct {
 	removed         *prometheus.CounterVec
 	errors          prometheus.Counter
@@ -369,7 +370,7 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 			Name: "berth_image_fs_usage_percent", Help: "Use of the image filesystem at the last image GC check.",
 		}),
 	}
-	for _, kind := range []string{cri.GCKindContainer, cri.GCKindSandbox, cri.GCKindPodLogDir, cri.GCKindPodDir} {
+	for _, kind := range []string{gc.KindContainer, gc.KindSandbox, gc.KindPodLogDir, gc.KindPodDir} {
 		m.removed.WithLabelValues(kind)
 	}
 	reg.MustRegister(m.removed, m.errors, m.duration, m.rotations, m.rotationErrors, m.imagesRemoved, m.imageBytesFreed, m.imageFsUsage)

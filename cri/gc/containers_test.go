@@ -1,4 +1,4 @@
-package cri
+package gc
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
@@ -23,36 +24,36 @@ var gcNow = time.Unix(1_700_000_000, 0)
 type gcC struct {
 	name  string
 	id    string
-	state ContainerState
+	state cri.ContainerState
 	age   time.Duration
 }
 
 // gcPod builds a pod status with one sandbox and the given containers,
 // sorted newest first as Relist does.
-func gcPod(uid string, cs ...gcC) *PodStatus {
-	p := &PodStatus{UID: types.UID(uid), Name: uid + "-node", Namespace: "default",
-		Sandboxes: []*SandboxStatus{{ID: "s-" + uid, State: SandboxStateReady, Labels: podLabels(uid, uid)}}}
+func gcPod(uid string, cs ...gcC) *cri.PodStatus {
+	p := &cri.PodStatus{UID: types.UID(uid), Name: uid + "-node", Namespace: "default",
+		Sandboxes: []*cri.SandboxStatus{{ID: "s-" + uid, State: cri.SandboxStateReady, Labels: podLabels(uid, uid)}}}
 	for _, c := range cs {
-		p.Containers = append(p.Containers, &ContainerStatus{
+		p.Containers = append(p.Containers, &cri.ContainerStatus{
 			ID: c.id, SandboxID: "s-" + uid, Name: c.name, State: c.state, CreatedAt: gcNow.Add(-c.age),
 			Labels: podLabels(uid, uid),
 		})
 	}
-	slices.SortFunc(p.Containers, func(a, b *ContainerStatus) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortFunc(p.Containers, func(a, b *cri.ContainerStatus) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return p
 }
 
 // dead is an exited container created age ago.
 func dead(name, id string, age time.Duration) gcC {
-	return gcC{name: name, id: id, state: ContainerStateExited, age: age}
+	return gcC{name: name, id: id, state: cri.ContainerStateExited, age: age}
 }
 
 func running(name, id string, age time.Duration) gcC {
-	return gcC{name: name, id: id, state: ContainerStateRunning, age: age}
+	return gcC{name: name, id: id, state: cri.ContainerStateRunning, age: age}
 }
 
-func pods(ps ...*PodStatus) map[types.UID]*PodStatus {
-	out := map[types.UID]*PodStatus{}
+func pods(ps ...*cri.PodStatus) map[types.UID]*cri.PodStatus {
+	out := map[types.UID]*cri.PodStatus{}
 	for _, p := range ps {
 		out[p.UID] = p
 	}
@@ -66,8 +67,8 @@ func TestPlanContainerGC(t *testing.T) {
 	m := time.Minute
 	tests := []struct {
 		name         string
-		pods         map[types.UID]*PodStatus
-		policy       GCPolicy
+		pods         map[types.UID]*cri.PodStatus
+		policy       Policy
 		sourcesReady bool
 		deleted      []types.UID
 		init         map[types.UID][]string
@@ -76,40 +77,40 @@ func TestPlanContainerGC(t *testing.T) {
 		{
 			name:   "no dead containers",
 			pods:   pods(gcPod("a", running("app", "a0", m))),
-			policy: DefaultGCPolicy,
+			policy: DefaultPolicy,
 		},
 		{
 			name:   "running containers are never candidates",
 			pods:   pods(gcPod("a", running("app", "a0", m), running("app", "a1", 2*m))),
-			policy: GCPolicy{MaxPerPodContainer: 0, MaxContainers: 0},
+			policy: Policy{MaxPerPodContainer: 0, MaxContainers: 0},
 		},
 		{
 			name:   "per-unit cap keeps the newest, removes oldest first",
 			pods:   pods(gcPod("a", running("app", "a0", 0), dead("app", "a1", 1*m), dead("app", "a2", 2*m), dead("app", "a3", 3*m), dead("app", "a4", 4*m))),
-			policy: GCPolicy{MaxPerPodContainer: 2, MaxContainers: -1},
+			policy: Policy{MaxPerPodContainer: 2, MaxContainers: -1},
 			want:   []string{"a4", "a3"},
 		},
 		{
 			name:   "default policy keeps one dead per unit",
 			pods:   pods(gcPod("a", dead("app", "a1", 1*m), dead("app", "a2", 2*m), dead("side", "b1", 1*m), dead("side", "b2", 2*m))),
-			policy: DefaultGCPolicy,
+			policy: DefaultPolicy,
 			want:   []string{"a2", "b2"},
 		},
 		{
 			name:   "per-unit cap 0 still keeps the newest dead of an existing pod",
 			pods:   pods(gcPod("a", dead("app", "a1", 1*m), dead("app", "a2", 2*m))),
-			policy: GCPolicy{MaxPerPodContainer: 0, MaxContainers: -1},
+			policy: Policy{MaxPerPodContainer: 0, MaxContainers: -1},
 			want:   []string{"a2"},
 		},
 		{
 			name:   "no per-unit cap",
 			pods:   pods(gcPod("a", dead("app", "a1", 1*m), dead("app", "a2", 2*m), dead("app", "a3", 3*m))),
-			policy: GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1},
+			policy: Policy{MaxPerPodContainer: -1, MaxContainers: -1},
 		},
 		{
 			name:   "min age protects young dead containers",
 			pods:   pods(gcPod("a", dead("app", "a1", 1*m), dead("app", "a2", 2*m), dead("app", "a3", 3*m), dead("app", "a4", 4*m))),
-			policy: GCPolicy{MinAge: 150 * time.Second, MaxPerPodContainer: 0, MaxContainers: -1},
+			policy: Policy{MinAge: 150 * time.Second, MaxPerPodContainer: 0, MaxContainers: -1},
 			// a1, a2 are too young to be candidates; a3 and a4 are old
 			// enough, and the newest dead (a1) is not among them.
 			want: []string{"a4", "a3"},
@@ -120,7 +121,7 @@ func TestPlanContainerGC(t *testing.T) {
 				gcPod("a", dead("app", "a1", 1*m), dead("app", "a2", 2*m), dead("app", "a3", 3*m), dead("app", "a4", 4*m)),
 				gcPod("b", dead("app", "b1", 1*m), dead("app", "b2", 2*m), dead("app", "b3", 3*m), dead("app", "b4", 4*m)),
 			),
-			policy: GCPolicy{MaxPerPodContainer: -1, MaxContainers: 4},
+			policy: Policy{MaxPerPodContainer: -1, MaxContainers: 4},
 			want:   []string{"a4", "a3", "b4", "b3"},
 		},
 		{
@@ -130,7 +131,7 @@ func TestPlanContainerGC(t *testing.T) {
 				gcPod("b", dead("app", "b1", 5*m), dead("app", "b2", 6*m)),
 				gcPod("c", dead("app", "c1", 3*m)),
 			),
-			policy: GCPolicy{MaxPerPodContainer: -1, MaxContainers: 1},
+			policy: Policy{MaxPerPodContainer: -1, MaxContainers: 1},
 			// One per unit leaves a1, b1, c1; all three are their unit's
 			// newest of an existing pod, so none goes further.
 			want: []string{"a2", "b2"},
@@ -141,7 +142,7 @@ func TestPlanContainerGC(t *testing.T) {
 				gcPod("a", dead("app", "a1", 1*m), dead("app", "a2", 2*m), dead("app", "a3", 3*m)),
 				gcPod("b", dead("app", "b1", 4*m), dead("app", "b2", 5*m), dead("app", "b3", 6*m)),
 			),
-			policy: GCPolicy{MaxPerPodContainer: -1, MaxContainers: 3},
+			policy: Policy{MaxPerPodContainer: -1, MaxContainers: 3},
 			// Share is 1 per unit: a1 and b1 stay, 2 under the cap.
 			want: []string{"a3", "a2", "b3", "b2"},
 		},
@@ -152,7 +153,7 @@ func TestPlanContainerGC(t *testing.T) {
 				gcPod("b", dead("app", "b1", 1*m)),
 				gcPod("c", dead("app", "c1", 1*m)),
 			),
-			policy: GCPolicy{MaxPerPodContainer: -1, MaxContainers: 6},
+			policy: Policy{MaxPerPodContainer: -1, MaxContainers: 6},
 			want:   []string{"a5", "a4", "a3"},
 		},
 		{
@@ -161,7 +162,7 @@ func TestPlanContainerGC(t *testing.T) {
 				gcPod("gone", dead("app", "g1", 1*m), dead("app", "g2", 2*m)),
 				gcPod("kept", dead("app", "k1", 1*m)),
 			),
-			policy:       DefaultGCPolicy,
+			policy:       DefaultPolicy,
 			sourcesReady: true,
 			deleted:      []types.UID{"gone"},
 			want:         []string{"g2", "g1"},
@@ -171,13 +172,13 @@ func TestPlanContainerGC(t *testing.T) {
 			pods: pods(
 				gcPod("gone", dead("app", "g1", 1*m), dead("app", "g2", 2*m)),
 			),
-			policy:  GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1},
+			policy:  Policy{MaxPerPodContainer: -1, MaxContainers: -1},
 			deleted: []types.UID{"gone"},
 		},
 		{
 			name:         "deleted pod keeps its running container",
 			pods:         pods(gcPod("gone", running("app", "g0", 0), dead("app", "g1", 1*m))),
-			policy:       DefaultGCPolicy,
+			policy:       DefaultPolicy,
 			sourcesReady: true,
 			deleted:      []types.UID{"gone"},
 			want:         []string{"g1"},
@@ -185,40 +186,40 @@ func TestPlanContainerGC(t *testing.T) {
 		{
 			name:   "init containers keep only their newest run",
 			pods:   pods(gcPod("a", dead("init", "i1", 1*m), dead("init", "i2", 2*m), dead("init", "i3", 3*m), running("app", "a0", 0))),
-			policy: GCPolicy{MaxPerPodContainer: 5, MaxContainers: -1},
+			policy: Policy{MaxPerPodContainer: 5, MaxContainers: -1},
 			init:   map[types.UID][]string{"a": {"init"}},
 			want:   []string{"i3", "i2"},
 		},
 		{
 			name:   "init container's last run survives the global cap",
 			pods:   pods(gcPod("a", dead("init", "i1", 10*m), running("app", "a0", 0), dead("app", "a1", 1*m), dead("app", "a2", 2*m))),
-			policy: GCPolicy{MaxPerPodContainer: -1, MaxContainers: 1},
+			policy: Policy{MaxPerPodContainer: -1, MaxContainers: 1},
 			init:   map[types.UID][]string{"a": {"init"}},
 			want:   []string{"a2"},
 		},
 		{
 			name:   "a container created but not started is left to its worker",
-			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: ContainerStateCreated, age: time.Second}, dead("app", "a1", 1*m), dead("app", "a2", 2*m))),
-			policy: DefaultGCPolicy,
+			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: cri.ContainerStateCreated, age: time.Second}, dead("app", "a1", 1*m), dead("app", "a2", 2*m))),
+			policy: DefaultPolicy,
 			want:   []string{"a2"},
 		},
 		{
 			name:   "a container created long ago and never started is dead",
-			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: ContainerStateCreated, age: 2 * m}, dead("app", "a1", 3*m))),
-			policy: DefaultGCPolicy,
+			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: cri.ContainerStateCreated, age: 2 * m}, dead("app", "a1", 3*m))),
+			policy: DefaultPolicy,
 			want:   []string{"a1"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := PlanContainerGC(GCInput{
+			plan := PlanContainers(Input{
 				Pods: tc.pods, Policy: tc.policy, AllSourcesReady: tc.sourcesReady, Now: gcNow,
 				PodDeleted:     func(uid types.UID) bool { return slices.Contains(tc.deleted, uid) },
 				InitContainers: tc.init,
 			})
 			var got []string
 			for _, r := range plan {
-				if r.Kind != GCKindContainer {
+				if r.Kind != KindContainer {
 					t.Errorf("planned a %s", r.Kind)
 				}
 				got = append(got, r.ID)
@@ -232,43 +233,43 @@ func TestPlanContainerGC(t *testing.T) {
 
 func TestPlanContainerGCSkipsForeignContainers(t *testing.T) {
 	p := gcPod("a", dead("app", "a1", time.Minute), dead("app", "a2", 2*time.Minute))
-	delete(p.Containers[1].Labels, LabelManaged)
-	p.Containers[1].Labels = map[string]string{LabelPodUID: "a"}
-	plan := PlanContainerGC(GCInput{Pods: pods(p), Policy: GCPolicy{MaxPerPodContainer: 0, MaxContainers: 0}, Now: gcNow})
+	delete(p.Containers[1].Labels, cri.LabelManaged)
+	p.Containers[1].Labels = map[string]string{cri.LabelPodUID: "a"}
+	plan := PlanContainers(Input{Pods: pods(p), Policy: Policy{MaxPerPodContainer: 0, MaxContainers: 0}, Now: gcNow})
 	if len(plan) != 0 {
 		t.Errorf("planned %+v for a container without berth's label", plan)
 	}
 }
 
 func TestPlanSandboxGC(t *testing.T) {
-	sb := func(id string, state SandboxState) *SandboxStatus {
-		return &SandboxStatus{ID: id, State: state, Labels: podLabels("a", "a")}
+	sb := func(id string, state cri.SandboxState) *cri.SandboxStatus {
+		return &cri.SandboxStatus{ID: id, State: state, Labels: podLabels("a", "a")}
 	}
-	withSandboxes := func(p *PodStatus, ss ...*SandboxStatus) *PodStatus {
+	withSandboxes := func(p *cri.PodStatus, ss ...*cri.SandboxStatus) *cri.PodStatus {
 		p.Sandboxes = ss
 		return p
 	}
 	tests := []struct {
 		name    string
-		pod     *PodStatus
+		pod     *cri.PodStatus
 		removed []string // containers removed in this pass
 		deleted bool
 		want    []string
 	}{
 		{
 			name: "existing pod keeps its newest sandbox even not ready",
-			pod:  withSandboxes(gcPod("a"), sb("s3", SandboxStateNotReady), sb("s2", SandboxStateNotReady), sb("s1", SandboxStateNotReady)),
+			pod:  withSandboxes(gcPod("a"), sb("s3", cri.SandboxStateNotReady), sb("s2", cri.SandboxStateNotReady), sb("s1", cri.SandboxStateNotReady)),
 			want: []string{"s1", "s2"},
 		},
 		{
 			name: "ready sandboxes are never removed",
-			pod:  withSandboxes(gcPod("a"), sb("s2", SandboxStateReady), sb("s1", SandboxStateReady)),
+			pod:  withSandboxes(gcPod("a"), sb("s2", cri.SandboxStateReady), sb("s1", cri.SandboxStateReady)),
 		},
 		{
 			name: "a sandbox holding a container stays until the container goes",
-			pod: func() *PodStatus {
+			pod: func() *cri.PodStatus {
 				p := withSandboxes(gcPod("a", dead("app", "a1", time.Minute), dead("app", "a2", 2*time.Minute)),
-					sb("s2", SandboxStateReady), sb("s1", SandboxStateNotReady), sb("s0", SandboxStateNotReady))
+					sb("s2", cri.SandboxStateReady), sb("s1", cri.SandboxStateNotReady), sb("s0", cri.SandboxStateNotReady))
 				p.Containers[0].SandboxID, p.Containers[1].SandboxID = "s1", "s0"
 				return p
 			}(),
@@ -277,19 +278,19 @@ func TestPlanSandboxGC(t *testing.T) {
 		},
 		{
 			name:    "deleted pod loses every sandbox once empty",
-			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", SandboxStateNotReady), sb("s0", SandboxStateNotReady)),
+			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", cri.SandboxStateNotReady), sb("s0", cri.SandboxStateNotReady)),
 			removed: []string{"a1"},
 			deleted: true,
 			want:    []string{"s0", "s-a"},
 		},
 		{
 			name:    "deleted pod keeps a sandbox whose container could not be removed",
-			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", SandboxStateNotReady)),
+			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", cri.SandboxStateNotReady)),
 			deleted: true,
 		},
 		{
 			name: "foreign sandboxes are never removed",
-			pod:  withSandboxes(gcPod("a"), sb("s2", SandboxStateNotReady), &SandboxStatus{ID: "s1", State: SandboxStateNotReady}),
+			pod:  withSandboxes(gcPod("a"), sb("s2", cri.SandboxStateNotReady), &cri.SandboxStatus{ID: "s1", State: cri.SandboxStateNotReady}),
 		},
 	}
 	for _, tc := range tests {
@@ -298,7 +299,7 @@ func TestPlanSandboxGC(t *testing.T) {
 			for _, id := range tc.removed {
 				removed[id] = true
 			}
-			plan := PlanSandboxGC(GCInput{
+			plan := PlanSandboxes(Input{
 				Pods: pods(tc.pod), AllSourcesReady: true, Now: gcNow,
 				PodDeleted: func(types.UID) bool { return tc.deleted },
 			}, removed)
@@ -315,9 +316,9 @@ func TestPlanSandboxGC(t *testing.T) {
 
 // gcFakeContainer is an exited container of pod uid on the fake runtime,
 // with a log file and two rotations of it.
-func gcFakeContainer(t *testing.T, env *criTestEnv, uid, sandbox, id string, created time.Duration) string {
+func gcFakeContainer(t *testing.T, env *gcTestEnv, uid, sandbox, id string, created time.Duration) string {
 	t.Helper()
-	logDir := filepath.Join(env.m.opts.PodLogsDir, "default_"+uid+"-node_"+uid, "app")
+	logDir := filepath.Join(env.logs, "default_"+uid+"-node_"+uid, "app")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func gcFakeContainer(t *testing.T, env *criTestEnv, uid, sandbox, id string, cre
 			t.Fatal(err)
 		}
 	}
-	termPath := filepath.Join(mustPath(t)(env.m.podDir(types.UID(uid))), "containers", "app", id+"-msg")
+	termPath := filepath.Join(mustPath(t)(env.m.PodDir(types.UID(uid))), "containers", "app", id+"-msg")
 	if err := os.MkdirAll(filepath.Dir(termPath), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -335,12 +336,12 @@ func gcFakeContainer(t *testing.T, env *criTestEnv, uid, sandbox, id string, cre
 		t.Fatal(err)
 	}
 	labels := podLabels(uid, uid+"-node")
-	labels[LabelContainerName] = "app"
+	labels[cri.LabelContainerName] = "app"
 	env.rs.SetFakeContainers(append(fakeContainers(env), &fakeapi.FakeContainer{ContainerStatus: runtimeapi.ContainerStatus{
 		Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
 		CreatedAt: baseTime.Add(created).UnixNano(), FinishedAt: baseTime.Add(created + time.Second).UnixNano(),
 		Labels: labels, LogPath: logPath,
-		Annotations: map[string]string{AnnotationTerminationMessagePath: "/dev/termination-log"},
+		Annotations: map[string]string{cri.AnnotationTerminationMessagePath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/data", HostPath: "/srv/data"},
 			{ContainerPath: "/dev/termination-log", HostPath: termPath},
@@ -349,7 +350,7 @@ func gcFakeContainer(t *testing.T, env *criTestEnv, uid, sandbox, id string, cre
 	return logPath
 }
 
-func fakeContainers(env *criTestEnv) []*fakeapi.FakeContainer {
+func fakeContainers(env *gcTestEnv) []*fakeapi.FakeContainer {
 	env.rs.Lock()
 	defer env.rs.Unlock()
 	var out []*fakeapi.FakeContainer
@@ -363,8 +364,7 @@ func fakeContainers(env *criTestEnv) []*fakeapi.FakeContainer {
 // with their rotated logs, a repeat pass over the same snapshot makes no
 // runtime call, and a deleted pod leaves nothing behind.
 func TestGarbageCollect(t *testing.T) {
-	env := newCRITestEnv(t)
-	env.m.opts.RootDir = t.TempDir()
+	env := newGCTestEnv(t)
 	ctx := context.Background()
 	sandbox := fakeSandbox("s-a", "a", 0)
 	sandbox.Labels = podLabels("a", "a-node")
@@ -375,7 +375,7 @@ func TestGarbageCollect(t *testing.T) {
 	for i := range 3 {
 		logs = append(logs, gcFakeContainer(t, env, "a", "s-a", fmt.Sprintf("c%d", i), time.Duration(i)*time.Minute))
 	}
-	if err := os.MkdirAll(mustPath(t)(env.m.podDir("a")), 0o750); err != nil {
+	if err := os.MkdirAll(mustPath(t)(env.m.PodDir("a")), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := env.m.Relist(ctx)
@@ -384,9 +384,9 @@ func TestGarbageCollect(t *testing.T) {
 	}
 	env.calls()
 
-	in := GCInput{Pods: snap, Policy: DefaultGCPolicy, AllSourcesReady: true, Now: baseTime.Add(time.Hour),
+	in := Input{Pods: snap, Policy: DefaultPolicy, AllSourcesReady: true, Now: baseTime.Add(time.Hour),
 		PodDeleted: func(types.UID) bool { return false }}
-	res := env.m.GarbageCollect(ctx, in)
+	res := env.gc.GarbageCollect(ctx, in)
 	if len(res.Errors) > 0 {
 		t.Fatal(res.Errors)
 	}
@@ -402,12 +402,12 @@ func TestGarbageCollect(t *testing.T) {
 			t.Errorf("log files of c%d: %v, want %d", i, matches, want)
 		}
 	}
-	if msgs, _ := filepath.Glob(filepath.Join(mustPath(t)(env.m.podDir("a")), "containers", "app", "*")); len(msgs) != 1 || filepath.Base(msgs[0]) != "c2-msg" {
+	if msgs, _ := filepath.Glob(filepath.Join(mustPath(t)(env.m.PodDir("a")), "containers", "app", "*")); len(msgs) != 1 || filepath.Base(msgs[0]) != "c2-msg" {
 		t.Errorf("termination-message files left: %v, want c2's only", msgs)
 	}
 
 	// The same (now stale) snapshot again: nothing left to do, no call.
-	res = env.m.GarbageCollect(ctx, in)
+	res = env.gc.GarbageCollect(ctx, in)
 	if len(res.Removed) != 0 || len(res.Errors) != 0 {
 		t.Errorf("second pass over a stale snapshot: %+v", res)
 	}
@@ -422,7 +422,7 @@ func TestGarbageCollect(t *testing.T) {
 	}
 	in.Pods = snap
 	in.PodDeleted = func(uid types.UID) bool { return uid == "a" }
-	res = env.m.GarbageCollect(ctx, in)
+	res = env.gc.GarbageCollect(ctx, in)
 	if len(res.Errors) > 0 {
 		t.Fatal(res.Errors)
 	}
@@ -430,11 +430,11 @@ func TestGarbageCollect(t *testing.T) {
 	for _, r := range res.Removed {
 		kinds = append(kinds, r.Kind+":"+r.Reason)
 	}
-	want := []string{"container:" + GCReasonDeletedPod, "sandbox:" + GCReasonDeletedPod, "pod_log_dir:" + GCReasonLeftoverDir, "pod_dir:" + GCReasonLeftoverDir}
+	want := []string{"container:" + ReasonDeletedPod, "sandbox:" + ReasonDeletedPod, "pod_log_dir:" + ReasonLeftoverDir, "pod_dir:" + ReasonLeftoverDir}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("removed %v, want %v", kinds, want)
 	}
-	for _, dir := range []string{filepath.Dir(filepath.Dir(logs[0])), mustPath(t)(env.m.podDir("a"))} {
+	for _, dir := range []string{filepath.Dir(filepath.Dir(logs[0])), mustPath(t)(env.m.PodDir("a"))} {
 		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s left behind: %v", dir, err)
 		}
@@ -444,7 +444,7 @@ func TestGarbageCollect(t *testing.T) {
 	}
 }
 
-func removedIDs(res GCResult) []string {
+func removedIDs(res Result) []string {
 	var out []string
 	for _, r := range res.Removed {
 		out = append(out, r.ID)
@@ -453,19 +453,18 @@ func removedIDs(res GCResult) []string {
 }
 
 func TestSweepPodDirs(t *testing.T) {
-	env := newCRITestEnv(t)
-	env.m.opts.RootDir = t.TempDir()
+	env := newGCTestEnv(t)
 	for _, uid := range []types.UID{"keep", "gone", "gone-nologs"} {
-		if err := os.MkdirAll(filepath.Join(mustPath(t)(env.m.podDir(uid)), "volumes"), 0o750); err != nil {
+		if err := os.MkdirAll(filepath.Join(mustPath(t)(env.m.PodDir(uid)), "volumes"), 0o750); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, d := range []string{"default_keep-node_keep", "default_gone-node_gone", "default_other-node_other"} {
-		if err := os.MkdirAll(filepath.Join(env.m.opts.PodLogsDir, d, "app"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(env.logs, d, "app"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	removed, err := env.m.SweepPodDirs(func(uid types.UID) bool { return uid == "keep" })
+	removed, err := env.gc.SweepPodDirs(func(uid types.UID) bool { return uid == "keep" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,8 +477,8 @@ func TestSweepPodDirs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
-	for _, keep := range []string{mustPath(t)(env.m.podDir("keep")), filepath.Join(env.m.opts.PodLogsDir, "default_keep-node_keep"),
-		filepath.Join(env.m.opts.PodLogsDir, "default_other-node_other")} {
+	for _, keep := range []string{mustPath(t)(env.m.PodDir("keep")), filepath.Join(env.logs, "default_keep-node_keep"),
+		filepath.Join(env.logs, "default_other-node_other")} {
 		if _, err := os.Stat(keep); err != nil {
 			t.Errorf("%s: %v", keep, err)
 		}
@@ -489,8 +488,7 @@ func TestSweepPodDirs(t *testing.T) {
 // TestGarbageCollectBacksOffFailedRemovals: a container the runtime
 // refuses to remove is retried after a back-off, not on every pass.
 func TestGarbageCollectBacksOffFailedRemovals(t *testing.T) {
-	env := newCRITestEnv(t)
-	env.m.opts.RootDir = t.TempDir()
+	env := newGCTestEnv(t)
 	ctx := context.Background()
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{fakeSandbox("s-a", "a", 0)})
 	for i := range 2 {
@@ -501,50 +499,22 @@ func TestGarbageCollectBacksOffFailedRemovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.calls()
-	in := GCInput{Pods: snap, Policy: DefaultGCPolicy, Now: baseTime.Add(time.Hour)}
+	in := Input{Pods: snap, Policy: DefaultPolicy, Now: baseTime.Add(time.Hour)}
 
 	env.rs.InjectError("RemoveContainer", errors.New("device or resource busy"))
-	if res := env.m.GarbageCollect(ctx, in); len(res.Errors) != 1 || len(res.Removed) != 0 {
+	if res := env.gc.GarbageCollect(ctx, in); len(res.Errors) != 1 || len(res.Removed) != 0 {
 		t.Fatalf("first pass: %+v", res)
 	}
 	env.calls()
-	if res := env.m.GarbageCollect(ctx, in); len(res.Errors) != 0 || len(res.Removed) != 0 {
+	if res := env.gc.GarbageCollect(ctx, in); len(res.Errors) != 0 || len(res.Removed) != 0 {
 		t.Errorf("pass within the back-off: %+v", res)
 	}
 	if calls := env.calls(); len(calls) != 0 {
 		t.Errorf("pass within the back-off called %v", calls)
 	}
 	env.clock.Step(11 * time.Second)
-	if res := env.m.GarbageCollect(ctx, in); len(res.Errors) != 0 || !slices.Equal(removedIDs(res), []string{"c0"}) {
+	if res := env.gc.GarbageCollect(ctx, in); len(res.Errors) != 0 || !slices.Equal(removedIDs(res), []string{"c0"}) {
 		t.Errorf("pass after the back-off: %+v", res)
-	}
-}
-
-func TestTerminationMessageHostPath(t *testing.T) {
-	status := func(annotation string, mounts ...*runtimeapi.Mount) *runtimeapi.ContainerStatus {
-		return &runtimeapi.ContainerStatus{
-			Metadata:    &runtimeapi.ContainerMetadata{Name: "app"},
-			Annotations: map[string]string{AnnotationTerminationMessagePath: annotation},
-			Mounts:      mounts,
-		}
-	}
-	own := &runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/berth/pods/u/containers/app/1a2b3c4d"}
-	tests := []struct {
-		name string
-		st   *runtimeapi.ContainerStatus
-		want string
-	}{
-		{"berth's file", status("/dev/termination-log", &runtimeapi.Mount{ContainerPath: "/data", HostPath: "/srv"}, own), own.HostPath},
-		{"no termination message path", status("", own), ""},
-		{"a hostPath the manifest mounts there", status("/dev/termination-log",
-			&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: "/srv/important"}), ""},
-		{"another container's directory", status("/dev/termination-log",
-			&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: "/var/lib/berth/pods/u/containers/other/1a2b"}), ""},
-	}
-	for _, tc := range tests {
-		if got := terminationMessageHostPath(tc.st); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }
 
@@ -555,22 +525,21 @@ func TestTerminationMessageHostPath(t *testing.T) {
 // and nothing outside the roots is touched.
 func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
 	b := newVictimBed(t)
-	env := newCRITestEnv(t)
-	env.m.opts.RootDir, env.m.opts.PodLogsDir = b.root, b.logs
+	env := newGCTestEnvIn(t, b.root, b.logs)
 	ctx := context.Background()
 	const uid = "../../victim"
 	sandbox := fakeSandbox("s-evil", uid, 0)
 	sandbox.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	sandbox.Labels[LabelPodNamespace] = ".."
+	sandbox.Labels[cri.LabelPodNamespace] = ".."
 	sandbox.Metadata.Namespace = ".."
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{sandbox})
 	labels := podLabels(uid, "web-node")
-	labels[LabelContainerName] = "app"
+	labels[cri.LabelContainerName] = "app"
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{{SandboxID: "s-evil", ContainerStatus: runtimeapi.ContainerStatus{
 		Id: "c-evil", Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
 		CreatedAt: baseTime.UnixNano(), FinishedAt: baseTime.Add(time.Second).UnixNano(),
 		Labels: labels, LogPath: filepath.Join(b.logs, "..", "victim", "keep"),
-		Annotations: map[string]string{AnnotationTerminationMessagePath: "/dev/termination-log"},
+		Annotations: map[string]string{cri.AnnotationTerminationMessagePath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(b.root, "pods", "..", "..", "victim", "containers", "app", "msg")},
 		},
@@ -579,9 +548,9 @@ func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := GCInput{Pods: snap, Policy: DefaultGCPolicy, AllSourcesReady: true, Now: baseTime.Add(time.Hour),
+	in := Input{Pods: snap, Policy: DefaultPolicy, AllSourcesReady: true, Now: baseTime.Add(time.Hour),
 		PodDeleted: func(types.UID) bool { return true }}
-	res := env.m.GarbageCollect(ctx, in)
+	res := env.gc.GarbageCollect(ctx, in)
 	if len(res.Errors) > 0 {
 		t.Fatal(res.Errors)
 	}
@@ -598,8 +567,7 @@ func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
 // directory of its own, such as a link planted there to a victim.
 func TestSweepPodDirsLeavesLinks(t *testing.T) {
 	b := newVictimBed(t)
-	env := newCRITestEnv(t)
-	env.m.opts.RootDir, env.m.opts.PodLogsDir = b.root, b.logs
+	env := newGCTestEnvIn(t, b.root, b.logs)
 	if err := os.MkdirAll(filepath.Join(b.root, "pods", "gone"), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +580,7 @@ func TestSweepPodDirsLeavesLinks(t *testing.T) {
 	if err := os.Symlink(b.victim, filepath.Join(b.logs, "default_web-node_gone")); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := env.m.SweepPodDirs(func(types.UID) bool { return false })
+	removed, err := env.gc.SweepPodDirs(func(types.UID) bool { return false })
 	if err != nil {
 		t.Fatal(err)
 	}

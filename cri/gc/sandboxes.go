@@ -1,8 +1,10 @@
-package cri
+package gc
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/berth-agent/berth/cri"
 )
 
 // PlanSandboxGC decides which sandboxes to remove once the containers in
@@ -12,8 +14,8 @@ import (
 // sandbox whatever its state (the pod worker decides whether to replace
 // it); a deleted pod, once all sources are ready, loses all of them. Only
 // berth-owned sandboxes are ever planned.
-func PlanSandboxGC(in GCInput, removedContainers map[string]bool) []GCRemoval {
-	var out []GCRemoval
+func PlanSandboxes(in Input, removedContainers map[string]bool) []Removal {
+	var out []Removal
 	for _, uid := range sortedUIDs(in.Pods) {
 		p := in.Pods[uid]
 		deleted := in.AllSourcesReady && in.PodDeleted != nil && in.PodDeleted(uid)
@@ -26,14 +28,14 @@ func PlanSandboxGC(in GCInput, removedContainers map[string]bool) []GCRemoval {
 		// p.Sandboxes is newest first; remove from the oldest.
 		for i := len(p.Sandboxes) - 1; i >= 0; i-- {
 			s := p.Sandboxes[i]
-			if !owned(s.Labels) || s.State == SandboxStateReady || holds[s.ID] || (i == 0 && !deleted) {
+			if !cri.Owned(s.Labels) || s.State == cri.SandboxStateReady || holds[s.ID] || (i == 0 && !deleted) {
 				continue
 			}
-			reason := GCReasonOldSandbox
+			reason := ReasonOldSandbox
 			if deleted {
-				reason = GCReasonDeletedPod
+				reason = ReasonDeletedPod
 			}
-			out = append(out, GCRemoval{Kind: GCKindSandbox, UID: uid, Pod: p.Name, Namespace: p.Namespace, ID: s.ID, Reason: reason, PodExists: !deleted})
+			out = append(out, Removal{Kind: KindSandbox, UID: uid, Pod: p.Name, Namespace: p.Namespace, ID: s.ID, Reason: reason, PodExists: !deleted})
 		}
 	}
 	return out
@@ -43,23 +45,14 @@ func PlanSandboxGC(in GCInput, removedContainers map[string]bool) []GCRemoval {
 // removeDeadContainer it reports false without a runtime call when the
 // status cache has forgotten it (removed since), and false when the
 // runtime no longer knows it.
-func (m *Manager) removeDeadSandbox(ctx context.Context, id string) (bool, error) {
-	if !m.statusCache.knowsSandbox(id) {
+func (c *Collector) removeDeadSandbox(ctx context.Context, id string) (bool, error) {
+	if !c.manager.KnowsSandbox(id) {
 		return false, nil
 	}
-	err := m.runtime.RemovePodSandbox(ctx, id)
+	err := c.runtime.RemovePodSandbox(ctx, id)
 	if err != nil && !isNotFound(err) {
 		return false, fmt.Errorf("remove sandbox %q: %w", id, err)
 	}
-	m.statusCache.forget(nil, []string{id})
+	c.manager.Forget(nil, []string{id})
 	return err == nil, nil
-}
-
-// knowsSandbox reports whether the sandbox is cached, that is, seen by the
-// latest relist and not removed since.
-func (c *statusCache) knowsSandbox(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.sandboxes[id]
-	return ok
 }

@@ -1,4 +1,4 @@
-package cri
+package gc
 
 import (
 	"compress/gzip"
@@ -67,7 +67,7 @@ type logRotator struct {
 // (ReopenContainerLog). A container under the limit costs one stat and no
 // runtime call; its path comes from the status cache the relist keeps. At
 // most policy.Workers containers are worked on at once.
-func (m *Manager) RotateLogs(ctx context.Context, containerIDs []string, policy LogRotationPolicy) LogRotationResult {
+func (c *Collector) RotateLogs(ctx context.Context, containerIDs []string, policy LogRotationPolicy) LogRotationResult {
 	var (
 		mu  sync.Mutex // guards res
 		res LogRotationResult
@@ -76,13 +76,13 @@ func (m *Manager) RotateLogs(ctx context.Context, containerIDs []string, policy 
 	current := map[string]bool{}
 	var work [][2]string
 	for _, id := range containerIDs {
-		if path, known := m.statusCache.containerLogPath(id); known && path != "" {
+		if path, _, known := c.manager.ContainerFiles(id); known && path != "" {
 			current[path] = true
 			work = append(work, [2]string{id, path})
 		}
 	}
 	// Files rotated before their container stopped are written no more.
-	for _, f := range m.logs.takeOrphaned(current) {
+	for _, f := range c.logs.takeOrphaned(current) {
 		if err := compressLog(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			res.Errors = append(res.Errors, err)
 		} else if err == nil {
@@ -102,7 +102,7 @@ func (m *Manager) RotateLogs(ctx context.Context, containerIDs []string, policy 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r := m.rotateOne(ctx, id, path, policy)
+			r := c.rotateOne(ctx, id, path, policy)
 			mu.Lock()
 			defer mu.Unlock()
 			res.Rotated = append(res.Rotated, r.Rotated...)
@@ -118,13 +118,13 @@ func (m *Manager) RotateLogs(ctx context.Context, containerIDs []string, policy 
 
 // rotateOne handles one container's log: compress what an earlier pass
 // rotated, then rotate the current file if it is over the limit.
-func (m *Manager) rotateOne(ctx context.Context, id, path string, policy LogRotationPolicy) LogRotationResult {
+func (c *Collector) rotateOne(ctx context.Context, id, path string, policy LogRotationPolicy) LogRotationResult {
 	var res LogRotationResult
 	fail := func(err error) LogRotationResult {
 		res.Errors = append(res.Errors, fmt.Errorf("rotate log of container %q: %w", id, err))
 		return res
 	}
-	for _, f := range m.logs.takePending(path) {
+	for _, f := range c.logs.takePending(path) {
 		if err := compressLog(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fail(err)
 		}
@@ -162,7 +162,7 @@ func (m *Manager) rotateOne(ctx context.Context, id, path string, policy LogRota
 		}
 		res.Compressed++
 	}
-	target := path + "." + m.clock.Now().Format(rotateTimestampFormat)
+	target := path + "." + c.clock.Now().Format(rotateTimestampFormat)
 	if _, err := os.Lstat(target); err == nil {
 		// Rotated twice within a second: the next pass does it.
 		return res
@@ -170,14 +170,14 @@ func (m *Manager) rotateOne(ctx context.Context, id, path string, policy LogRota
 	if err := os.Rename(path, target); err != nil {
 		return fail(err)
 	}
-	if err := m.runtime.ReopenContainerLog(ctx, id); err != nil {
+	if err := c.runtime.ReopenContainerLog(ctx, id); err != nil {
 		// Put the file back so nothing is lost and the next pass retries.
 		if rerr := os.Rename(target, path); rerr != nil {
 			return fail(fmt.Errorf("reopen: %w; and the rotated file %s could not be renamed back: %v", err, target, rerr))
 		}
 		return fail(fmt.Errorf("reopen: %w", err))
 	}
-	m.logs.addPending(path, target)
+	c.logs.addPending(path, target)
 	res.Rotated = append(res.Rotated, path)
 	return res
 }

@@ -1,4 +1,4 @@
-package cri
+package gc
 
 import (
 	"cmp"
@@ -10,14 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ImageGCPolicy is --image-gc-high-threshold, --image-gc-low-threshold and
+// ImagePolicy is --image-gc-high-threshold, --image-gc-low-threshold and
 // --minimum-image-gc-age, with the kubelet's meaning.
-type ImageGCPolicy struct {
+type ImagePolicy struct {
 	// HighThresholdPercent of the image filesystem in use starts a
 	// collection; 100 disables image GC.
 	HighThresholdPercent int
@@ -45,7 +46,7 @@ const imageUseMemory = 7 * 24 * time.Hour
 
 // observe records the images the containers of a relist snapshot use, at
 // now. Dead containers count: their image cannot go while they exist.
-func (t *imageTracker) observe(pods map[types.UID]*PodStatus, now time.Time) {
+func (t *imageTracker) observe(pods map[types.UID]*cri.PodStatus, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.lastUsed == nil {
@@ -72,8 +73,8 @@ type RemovedImage struct {
 	Size uint64
 }
 
-// ImageGCResult is what one ImageGarbageCollect pass found and did.
-type ImageGCResult struct {
+// ImageResult is what one ImageGarbageCollect pass found and did.
+type ImageResult struct {
 	// UsagePercent is the image filesystem's use before the pass; -1 when
 	// the runtime reported no filesystem berth could measure.
 	UsagePercent int
@@ -91,14 +92,14 @@ type ImageGCResult struct {
 // refers to it. The sandbox (pause) image is never removed, nor an image
 // the runtime pins, nor one known for less than MinAge. Below the threshold
 // the pass costs one ImageFsInfo call.
-func (m *Manager) ImageGarbageCollect(ctx context.Context, policy ImageGCPolicy, pods map[types.UID]*PodStatus) ImageGCResult {
-	res := ImageGCResult{UsagePercent: -1}
-	now := m.clock.Now()
-	m.imageUse.observe(pods, now)
+func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy, pods map[types.UID]*cri.PodStatus) ImageResult {
+	res := ImageResult{UsagePercent: -1}
+	now := c.clock.Now()
+	c.imageUse.observe(pods, now)
 	if policy.HighThresholdPercent >= 100 {
 		return res
 	}
-	fsInfo, err := m.imageFsInfo(ctx)
+	fsInfo, err := c.imageFsInfo(ctx)
 	if err != nil {
 		res.Errors = append(res.Errors, err)
 		return res
@@ -108,16 +109,16 @@ func (m *Manager) ImageGarbageCollect(ctx context.Context, policy ImageGCPolicy,
 	if toFree <= 0 {
 		return res
 	}
-	images, err := m.images.ListImages(ctx, nil)
+	images, err := c.images.ListImages(ctx, nil)
 	if err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("image GC: list images: %w", err))
 		return res
 	}
-	sandboxImage, err := m.sandboxImageID(ctx)
+	sandboxImage, err := c.sandboxImageID(ctx)
 	if err != nil {
 		res.Errors = append(res.Errors, err)
 	}
-	candidates, err := m.imageUse.candidates(images, sandboxImage, policy.MinAge, now)
+	candidates, err := c.imageUse.candidates(images, sandboxImage, policy.MinAge, now)
 	if err != nil {
 		res.Errors = append(res.Errors, err)
 		return res
@@ -126,7 +127,7 @@ func (m *Manager) ImageGarbageCollect(ctx context.Context, policy ImageGCPolicy,
 		if int64(res.Freed) >= toFree {
 			break
 		}
-		if err := m.images.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: img.Id}); err != nil && !isNotFound(err) {
+		if err := c.images.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: img.Id}); err != nil && !isNotFound(err) {
 			res.Errors = append(res.Errors, fmt.Errorf("image GC: remove image %s: %w", img.Id, err))
 			continue
 		}
@@ -203,7 +204,7 @@ func (t *imageTracker) candidates(images []*runtimeapi.Image, sandboxImage strin
 // bytesToFree is the kubelet's image GC arithmetic over the measured image
 // filesystems: the highest usage percent, and, when a filesystem is at or
 // above the high threshold, the bytes that bring it to the low one.
-func bytesToFree(fss []imageFs, policy ImageGCPolicy) (usagePercent int, toFree int64) {
+func bytesToFree(fss []imageFs, policy ImagePolicy) (usagePercent int, toFree int64) {
 	usagePercent = -1
 	for _, fs := range fss {
 		if fs.capacity == 0 {
@@ -227,8 +228,8 @@ type imageFs struct {
 // imageFsInfo measures the filesystems the runtime keeps images on. CRI
 // reports only what the images use, so capacity and free space come from
 // statfs of the reported mountpoint, as the kubelet gets them from cadvisor.
-func (m *Manager) imageFsInfo(ctx context.Context) ([]imageFs, error) {
-	resp, err := m.images.ImageFsInfo(ctx)
+func (c *Collector) imageFsInfo(ctx context.Context) ([]imageFs, error) {
+	resp, err := c.images.ImageFsInfo(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("image GC: image filesystem info: %w", err)
 	}
@@ -253,8 +254,8 @@ func (m *Manager) imageFsInfo(ctx context.Context) ([]imageFs, error) {
 // the configuration the runtime reports in its verbose status (containerd:
 // info.config.sandboxImage). "" when the runtime does not say; pinned images
 // are still protected then.
-func (m *Manager) sandboxImageID(ctx context.Context) (string, error) {
-	st, err := m.runtime.Status(ctx, true)
+func (c *Collector) sandboxImageID(ctx context.Context) (string, error) {
+	st, err := c.runtime.Status(ctx, true)
 	if err != nil {
 		return "", fmt.Errorf("image GC: runtime status: %w", err)
 	}
@@ -269,7 +270,7 @@ func (m *Manager) sandboxImageID(ctx context.Context) (string, error) {
 	if cfg.SandboxImage == "" {
 		return "", nil
 	}
-	resp, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: cfg.SandboxImage}, false)
+	resp, err := c.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: cfg.SandboxImage}, false)
 	if err != nil {
 		return "", fmt.Errorf("image GC: status of the sandbox image %s: %w", cfg.SandboxImage, err)
 	}

@@ -1,12 +1,13 @@
 //go:build e2e
 
-package cri
+package gc
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -16,28 +17,28 @@ import (
 // measured, the sandbox image is found from the runtime's configuration,
 // and neither it nor an image a container uses is ever a candidate.
 func TestE2EImageGCProtections(t *testing.T) {
-	m := newE2EManager(t)
+	env := newE2EEnv(t)
 	ctx := context.Background()
 
-	fss, err := m.imageFsInfo(ctx)
+	fss, err := env.gc.imageFsInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(fss) == 0 || fss[0].capacity == 0 || fss[0].available > fss[0].capacity {
 		t.Fatalf("image filesystems %+v", fss)
 	}
-	usage, _ := bytesToFree(fss, ImageGCPolicy{HighThresholdPercent: 85, LowThresholdPercent: 80})
+	usage, _ := bytesToFree(fss, ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80})
 	t.Logf("image filesystem %s: %d%% used", fss[0].mountpoint, usage)
 
-	pause, err := m.sandboxImageID(ctx)
+	pause, err := env.gc.sandboxImageID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	busybox, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testBed.BusyboxImage}, false)
+	busybox, err := env.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testBed.BusyboxImage}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testBed.PauseImage}, false)
+	want, err := env.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testBed.PauseImage}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,22 +48,22 @@ func TestE2EImageGCProtections(t *testing.T) {
 
 	// A container of the busybox image, as a relist reports it: the
 	// runtime's ImageRef is a repo digest or the ID.
-	p := startE2EPod(ctx, t, m, "imagegc", true, e2eContainer{"app", "exec sleep 3600"})
-	snap, err := m.Relist(ctx)
+	uid := startE2EPod(ctx, t, env, "imagegc", "exec sleep 3600")
+	snap, err := env.m.Relist(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := snap[p.uid]
+	st := snap[uid]
 	if st == nil || len(st.Containers) != 1 {
 		t.Fatalf("relist: %+v", st)
 	}
 	now := time.Now()
-	m.imageUse.observe(map[types.UID]*PodStatus{p.uid: st}, now)
-	images, err := m.images.ListImages(ctx, nil)
+	env.gc.imageUse.observe(map[types.UID]*cri.PodStatus{uid: st}, now)
+	images, err := env.is.ListImages(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands, err := m.imageUse.candidates(images, pause, 0, now)
+	cands, err := env.gc.imageUse.candidates(images, pause, 0, now)
 	if err != nil {
 		t.Fatal(err)
 	}

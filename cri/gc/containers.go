@@ -1,4 +1,4 @@
-package cri
+package gc
 
 import (
 	"cmp"
@@ -10,18 +10,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/berth-agent/berth/cri"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 )
 
-// GCPolicy is the kubelet's container GC policy (ContainerGCPolicy), from
+// Policy is the kubelet's container GC policy (ContainerGCPolicy), from
 // --minimum-container-ttl-duration, --maximum-dead-containers-per-container
 // and --maximum-dead-containers.
-type GCPolicy struct {
+type Policy struct {
 	// MinAge is how long after its creation a dead container is left alone;
 	// zero for no limit.
 	MinAge time.Duration
@@ -33,9 +33,9 @@ type GCPolicy struct {
 	MaxContainers int
 }
 
-// DefaultGCPolicy is the kubelet's default policy: no minimum age, one dead
+// DefaultPolicy is the kubelet's default policy: no minimum age, one dead
 // container per evict unit, no global cap.
-var DefaultGCPolicy = GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
+var DefaultPolicy = Policy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
 
 // createdGrace is how long a container that was created but never started
 // is left alone in a pod that still exists: its pod worker may be between
@@ -44,28 +44,28 @@ const createdGrace = time.Minute
 
 // GC removal kinds, the label of berth_container_gc_removed_total.
 const (
-	GCKindContainer = "container"
-	GCKindSandbox   = "sandbox"
-	GCKindPodLogDir = "pod_log_dir"
-	GCKindPodDir    = "pod_dir"
+	KindContainer = "container"
+	KindSandbox   = "sandbox"
+	KindPodLogDir = "pod_log_dir"
+	KindPodDir    = "pod_dir"
 )
 
 // Why a container or sandbox is collected, for logs and events.
 const (
-	GCReasonDeletedPod  = "pod deleted"
-	GCReasonPerUnitCap  = "maximum-dead-containers-per-container"
-	GCReasonGlobalCap   = "maximum-dead-containers"
-	GCReasonInitPruned  = "older run of an init container"
-	GCReasonOldSandbox  = "not the newest sandbox"
-	GCReasonLeftoverDir = "pod no longer exists"
+	ReasonDeletedPod  = "pod deleted"
+	ReasonPerUnitCap  = "maximum-dead-containers-per-container"
+	ReasonGlobalCap   = "maximum-dead-containers"
+	ReasonInitPruned  = "older run of an init container"
+	ReasonOldSandbox  = "not the newest sandbox"
+	ReasonLeftoverDir = "pod no longer exists"
 )
 
-// GCInput is what one container GC pass decides on: the agent's latest
+// Input is what one container GC pass decides on: the agent's latest
 // relist snapshot and what it knows of each pod.
-type GCInput struct {
+type Input struct {
 	// Pods is a relist result (Manager.Relist); it is not modified.
-	Pods   map[types.UID]*PodStatus
-	Policy GCPolicy
+	Pods   map[types.UID]*cri.PodStatus
+	Policy Policy
 	// AllSourcesReady is set once every pod source has delivered: before
 	// that a pod no source mentions may simply not have been read yet, so
 	// no pod counts as deleted.
@@ -80,8 +80,8 @@ type GCInput struct {
 	InitContainers map[types.UID][]string
 }
 
-// GCRemoval is one object a GC pass removed (or, in a plan, will remove).
-type GCRemoval struct {
+// Removal is one object a GC pass removed (or, in a plan, will remove).
+type Removal struct {
 	Kind      string // GCKind*
 	UID       types.UID
 	Pod       string // pod name
@@ -97,8 +97,8 @@ type GCRemoval struct {
 
 // gcCandidate is one dead container in an evict unit.
 type gcCandidate struct {
-	status    *ContainerStatus
-	pod       *PodStatus
+	status    *cri.ContainerStatus
+	pod       *cri.PodStatus
 	protected bool // the unit's newest run, kept for logs --previous
 }
 
@@ -122,7 +122,7 @@ type evictUnit struct {
 // that was created but never started is left for createdGrace, since its
 // worker may be about to start it. The result is ordered for removal:
 // oldest first within each reason.
-func PlanContainerGC(in GCInput) []GCRemoval {
+func PlanContainers(in Input) []Removal {
 	units := map[evictUnit][]gcCandidate{}
 	newestGC := in.Now.Add(-in.Policy.MinAge)
 	for uid, p := range in.Pods {
@@ -131,10 +131,10 @@ func PlanContainerGC(in GCInput) []GCRemoval {
 		// name is the one to protect.
 		seen := map[string]bool{}
 		for _, c := range p.Containers {
-			if c.State == ContainerStateRunning || !owned(c.Labels) {
+			if c.State == cri.ContainerStateRunning || !cri.Owned(c.Labels) {
 				continue
 			}
-			if !deleted && c.State == ContainerStateCreated && in.Now.Sub(c.CreatedAt) < createdGrace {
+			if !deleted && c.State == cri.ContainerStateCreated && in.Now.Sub(c.CreatedAt) < createdGrace {
 				continue
 			}
 			first := !seen[c.Name]
@@ -150,12 +150,12 @@ func PlanContainerGC(in GCInput) []GCRemoval {
 		sortNewestFirst(u)
 	}
 
-	var out []GCRemoval
+	var out []Removal
 	remove := func(cands []gcCandidate, reason string) {
 		for _, c := range cands {
-			out = append(out, GCRemoval{
-				Kind: GCKindContainer, UID: c.pod.UID, Pod: c.pod.Name, Namespace: c.pod.Namespace,
-				Container: c.status.Name, ID: c.status.ID, Reason: reason, PodExists: reason != GCReasonDeletedPod,
+			out = append(out, Removal{
+				Kind: KindContainer, UID: c.pod.UID, Pod: c.pod.Name, Namespace: c.pod.Namespace,
+				Container: c.status.Name, ID: c.status.ID, Reason: reason, PodExists: reason != ReasonDeletedPod,
 			})
 		}
 	}
@@ -163,7 +163,7 @@ func PlanContainerGC(in GCInput) []GCRemoval {
 	// every time.
 	for _, key := range sortedUnits(units) {
 		if in.AllSourcesReady && in.PodDeleted != nil && in.PodDeleted(key.uid) {
-			remove(oldestFirst(units[key]), GCReasonDeletedPod)
+			remove(oldestFirst(units[key]), ReasonDeletedPod)
 			delete(units, key)
 		}
 	}
@@ -172,14 +172,14 @@ func PlanContainerGC(in GCInput) []GCRemoval {
 		if slices.Contains(in.InitContainers[key.uid], key.name) {
 			var gone []gcCandidate
 			units[key], gone = keepNewest(units[key], 1)
-			remove(gone, GCReasonInitPruned)
+			remove(gone, ReasonInitPruned)
 		}
 	}
 	if in.Policy.MaxPerPodContainer >= 0 {
 		for _, key := range sortedUnits(units) {
 			var gone []gcCandidate
 			units[key], gone = keepNewest(units[key], in.Policy.MaxPerPodContainer)
-			remove(gone, GCReasonPerUnitCap)
+			remove(gone, ReasonPerUnitCap)
 		}
 	}
 	if in.Policy.MaxContainers >= 0 && countCandidates(units) > in.Policy.MaxContainers {
@@ -187,7 +187,7 @@ func PlanContainerGC(in GCInput) []GCRemoval {
 		for _, key := range sortedUnits(units) {
 			var gone []gcCandidate
 			units[key], gone = keepNewest(units[key], perUnit)
-			remove(gone, GCReasonGlobalCap)
+			remove(gone, ReasonGlobalCap)
 		}
 		if n := countCandidates(units); n > in.Policy.MaxContainers {
 			var flat []gcCandidate
@@ -196,7 +196,7 @@ func PlanContainerGC(in GCInput) []GCRemoval {
 			}
 			sortNewestFirst(flat)
 			_, gone := keepNewest(flat, len(flat)-(n-in.Policy.MaxContainers))
-			remove(gone, GCReasonGlobalCap)
+			remove(gone, ReasonGlobalCap)
 		}
 	}
 	return out
@@ -255,30 +255,30 @@ func sortedUnits(units map[evictUnit][]gcCandidate) []evictUnit {
 	return keys
 }
 
-// GCResult is what one GarbageCollect pass did.
-type GCResult struct {
-	Removed []GCRemoval
+// Result is what one GarbageCollect pass did.
+type Result struct {
+	Removed []Removal
 	// Errors are the removals that failed; the next pass retries them.
 	Errors []error
 }
 
 // GarbageCollect runs one container and sandbox GC pass over the agent's
-// snapshot: it removes the dead containers PlanContainerGC picks, then the
-// sandboxes PlanSandboxGC picks given what is left, and, for a deleted pod
+// snapshot: it removes the dead containers PlanContainers picks, then the
+// sandboxes PlanSandboxes picks given what is left, and, for a deleted pod
 // left with no runtime object at all, its log and state directories. It
 // makes no list call: the snapshot says what exists, and an object the
 // status cache no longer knows was removed since (by a pod worker or an
 // earlier pass), so it is skipped without a runtime call.
-func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
-	var res GCResult
-	failures := m.gcFailures.get(m.clock)
+func (c *Collector) GarbageCollect(ctx context.Context, in Input) Result {
+	var res Result
+	failures := c.failures
 	failures.GC()
 	removedContainers := map[string]bool{}
-	for _, r := range PlanContainerGC(in) {
+	for _, r := range PlanContainers(in) {
 		if failures.RemainingSinceLast(r.ID) > 0 {
 			continue
 		}
-		done, err := m.removeDeadContainer(ctx, r.ID)
+		done, err := c.removeDeadContainer(ctx, r.ID)
 		if err != nil {
 			failures.Next(r.ID)
 			res.Errors = append(res.Errors, err)
@@ -291,11 +291,11 @@ func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
 		}
 	}
 	removedSandboxes := map[string]bool{}
-	for _, r := range PlanSandboxGC(in, removedContainers) {
+	for _, r := range PlanSandboxes(in, removedContainers) {
 		if failures.RemainingSinceLast(r.ID) > 0 {
 			continue
 		}
-		done, err := m.removeDeadSandbox(ctx, r.ID)
+		done, err := c.removeDeadSandbox(ctx, r.ID)
 		if err != nil {
 			failures.Next(r.ID)
 			res.Errors = append(res.Errors, err)
@@ -315,7 +315,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
 		if !in.PodDeleted(uid) || !allGone(p, removedContainers, removedSandboxes) {
 			continue
 		}
-		removed, err := m.removePodDirs(uid, m.podLogDirOf(p))
+		removed, err := c.removePodDirs(uid, c.manager.PodLogDir(p))
 		res.Removed = append(res.Removed, removed...)
 		if err != nil {
 			res.Errors = append(res.Errors, err)
@@ -324,21 +324,8 @@ func (m *Manager) GarbageCollect(ctx context.Context, in GCInput) GCResult {
 	return res
 }
 
-// removalBackoff holds off retrying a container or sandbox whose removal
-// failed (10s doubling to 5m), so one the runtime refuses to remove costs
-// neither a runtime call nor a warning every pass. Its zero value is ready.
-type removalBackoff struct {
-	once sync.Once
-	b    *Backoff
-}
-
-func (r *removalBackoff) get(c clock.PassiveClock) *Backoff {
-	r.once.Do(func() { r.b = NewBackoff(c, 10*time.Second, 5*time.Minute) })
-	return r.b
-}
-
 // allGone reports whether every object of p was removed in this pass.
-func allGone(p *PodStatus, containers, sandboxes map[string]bool) bool {
+func allGone(p *cri.PodStatus, containers, sandboxes map[string]bool) bool {
 	for _, c := range p.Containers {
 		if !containers[c.ID] {
 			return false
@@ -352,7 +339,7 @@ func allGone(p *PodStatus, containers, sandboxes map[string]bool) bool {
 	return true
 }
 
-func sortedUIDs(pods map[types.UID]*PodStatus) []types.UID {
+func sortedUIDs(pods map[types.UID]*cri.PodStatus) []types.UID {
 	uids := make([]types.UID, 0, len(pods))
 	for uid := range pods {
 		uids = append(uids, uid)
@@ -366,23 +353,22 @@ func sortedUIDs(pods map[types.UID]*PodStatus) []types.UID {
 // runtime call, when the status cache has forgotten the container (it was
 // removed since the snapshot), and false when the runtime no longer knows
 // it either.
-func (m *Manager) removeDeadContainer(ctx context.Context, id string) (bool, error) {
-	logPath, known := m.statusCache.containerLogPath(id)
+func (c *Collector) removeDeadContainer(ctx context.Context, id string) (bool, error) {
+	logPath, termPath, known := c.manager.ContainerFiles(id)
 	if !known {
 		return false, nil
 	}
-	termPath := m.statusCache.containerTermPath(id)
-	err := m.runtime.RemoveContainer(ctx, id)
+	err := c.runtime.RemoveContainer(ctx, id)
 	if err != nil && !isNotFound(err) {
 		return false, fmt.Errorf("remove container %q: %w", id, err)
 	}
-	m.statusCache.forget([]string{id}, nil)
+	c.manager.Forget([]string{id}, nil)
 	if err := removeLogFiles(logPath); err != nil {
 		return false, fmt.Errorf("remove logs of container %q: %w", id, err)
 	}
 	// Each run gets a termination-message file of its own under the pod
 	// directory; a crash loop would otherwise leave one per restart.
-	if termPath := m.ownedTermPath(termPath); termPath != "" {
+	if termPath != "" {
 		if err := os.Remove(termPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("remove the termination-message file of container %q: %w", id, err)
 		}
@@ -390,33 +376,10 @@ func (m *Manager) removeDeadContainer(ctx context.Context, id string) (bool, err
 	return err == nil, nil
 }
 
-// containerTermPath is the host path of a cached container's
-// termination-message file, "" when it has none or is not cached.
-func (c *statusCache) containerTermPath(id string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.containers[id].termPath
-}
-
-// terminationMessageHostPath finds, among a container's mounts, the host
-// file mounted at its termination-message path, but only one under berth's
-// own pod directories layout (<pod dir>/containers/<name>/<file>), so a
-// hostPath a manifest mounts there is never taken for it.
-func terminationMessageHostPath(st *runtimeapi.ContainerStatus) string {
-	want := st.GetAnnotations()[AnnotationTerminationMessagePath]
-	if want == "" {
-		return ""
-	}
-	for _, mnt := range st.GetMounts() {
-		if mnt.GetContainerPath() != want {
-			continue
-		}
-		host := mnt.GetHostPath()
-		if filepath.Base(filepath.Dir(filepath.Dir(host))) == "containers" && filepath.Base(filepath.Dir(host)) == st.GetMetadata().GetName() {
-			return host
-		}
-	}
-	return ""
+// isNotFound reports whether the runtime said the object does not exist:
+// removing what is already gone is success.
+func isNotFound(err error) bool {
+	return status.Code(err) == codes.NotFound
 }
 
 // removeLogFiles removes a container's log file and its rotations
@@ -451,76 +414,4 @@ func globEscape(path string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// removePodDirs removes the log directory (when known) and the state
-// directory of a pod that no longer exists, reporting what was there.
-func (m *Manager) removePodDirs(uid types.UID, logDir string) ([]GCRemoval, error) {
-	var out []GCRemoval
-	var errs []error
-	if logDir != "" {
-		if _, err := os.Lstat(logDir); err == nil {
-			if err := os.RemoveAll(logDir); err != nil {
-				errs = append(errs, fmt.Errorf("remove pod log directory: %w", err))
-			} else {
-				out = append(out, GCRemoval{Kind: GCKindPodLogDir, UID: uid, ID: logDir, Reason: GCReasonLeftoverDir})
-			}
-		}
-	}
-	dir, err := m.podDir(uid)
-	if err != nil {
-		// A UID that is no single path element (from a runtime's label)
-		// never got a directory from berth: nothing to remove.
-		return out, errors.Join(errs...)
-	}
-	if _, err := os.Lstat(dir); err == nil {
-		if err := m.CleanupPodDir(uid); err != nil {
-			errs = append(errs, err)
-		} else {
-			out = append(out, GCRemoval{Kind: GCKindPodDir, UID: uid, ID: dir, Reason: GCReasonLeftoverDir})
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
-// SweepPodDirs removes the state directories under RootDir/pods of pods
-// for which keep is false, with their log directories under PodLogsDir: the
-// leftovers of pods removed while berth was down or that a crash
-// interrupted. A log directory is only ever removed together with a state
-// directory of the same UID, which berth alone creates, so the logs of pods
-// another agent runs on the same host are never touched. The agent calls
-// it once all sources are ready, with keep true for every pod a source asks
-// for, a pod worker handles or the runtime still has.
-func (m *Manager) SweepPodDirs(keep func(types.UID) bool) ([]GCRemoval, error) {
-	entries, err := os.ReadDir(filepath.Join(m.opts.RootDir, "pods"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sweep pod directories: %w", err)
-	}
-	var out []GCRemoval
-	var errs []error
-	for _, e := range entries {
-		uid := types.UID(e.Name())
-		if !e.IsDir() || keep(uid) {
-			continue
-		}
-		logDirs, err := filepath.Glob(filepath.Join(globEscape(m.opts.PodLogsDir), "*_"+globEscape(string(uid))))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, d := range logDirs {
-			removed, err := m.removePodDirs(uid, d)
-			out = append(out, removed...)
-			errs = append(errs, err)
-		}
-		if len(logDirs) == 0 {
-			removed, err := m.removePodDirs(uid, "")
-			out = append(out, removed...)
-			errs = append(errs, err)
-		}
-	}
-	return out, errors.Join(errs...)
 }
