@@ -55,6 +55,7 @@ TESTBED_FLAGS ?=
 
 testbed:
 	@sh e2e/testbed/install.sh
+	@sh e2e/systemdbed/install.sh
 
 testbed-up: testbed
 	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR) $(TESTBED_FLAGS)
