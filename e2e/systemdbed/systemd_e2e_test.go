@@ -563,6 +563,40 @@ spec:
 	if pods := berthPods(t); !strings.Contains(pods, "missing-"+Machine) {
 		t.Errorf("`berth pods` (over the socket) lacks the refused pod:\n%s", pods)
 	}
+
+	// Log rotation: files renamed and gzipped by berth under the
+	// hardening, with a small size limit set in berth.yaml.
+	conf := filepath.Join(bed.Root, "etc/berth/berth.yaml")
+	orig, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := strings.NewReplacer("#containerLogMaxSize: 10Mi", "containerLogMaxSize: 16Ki",
+		"#containerLogMonitorInterval: 10s", "containerLogMonitorInterval: 1s").Replace(string(orig))
+	if err := bed.WriteFile("/etc/berth/berth.yaml", []byte(small), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		removeManifest(t, "chatty")
+		if err := bed.WriteFile("/etc/berth/berth.yaml", orig, 0o600); err != nil {
+			t.Error(err)
+		}
+		sh(t, "systemctl restart berth")
+	})
+	sh(t, "systemctl restart berth")
+	writeManifest(t, "chatty", `apiVersion: v1
+kind: Pod
+metadata: {name: chatty}
+spec:
+  containers:
+  - name: main
+    image: docker.io/library/busybox:1.36
+    command: [sh, -c, "trap 'exit 0' TERM; while :; do echo 0123456789012345678901234567890123456789; usleep 1000; done"]
+`)
+	waitFor(t, "a rotated, gzipped log of the chatty pod", 60*time.Second, func() (bool, string) {
+		out, _ := bed.Exec("sh", "-c", "ls /var/log/pods/default_chatty-"+Machine+"_*/main/")
+		return strings.Contains(out, ".gz"), out
+	})
 }
 
 // TestReboot: the machine is rebooted with berth's pods running and
