@@ -5,7 +5,8 @@
 #
 # BINARY is a built berth (make build), VERSION its version (git describe),
 # OUTDIR where berth_<version>_<arch>.deb is written; its path is printed.
-# DEB_ARCH overrides the architecture (default: dpkg --print-architecture).
+# DEB_ARCH overrides the architecture (default: dpkg --print-architecture),
+# DEB_COMPRESSION dpkg-deb's compressor (default xz; tests use none).
 set -eu
 if [ $# -ne 3 ]; then
 	echo "usage: $0 BINARY VERSION OUTDIR" >&2
@@ -122,5 +123,5 @@ chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
 
 mkdir -p "$outdir"
 deb="$outdir/berth_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-xz}" --build "$root" "$deb" >/dev/null
 echo "$deb"
