@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,8 +59,8 @@ func Rootfs(cache string, logf func(format string, args ...any)) (string, error)
 	old, _ := filepath.Glob(filepath.Join(cache, "systemdbed-rootfs-*"))
 	for _, d := range append(stale, old...) {
 		if d != final {
-			if err := os.RemoveAll(d); err != nil {
-				return "", fmt.Errorf("remove stale rootfs %s: %w", d, err)
+			if err := removeBuild(d); err != nil {
+				return "", fmt.Errorf("remove stale rootfs: %w", err)
 			}
 		}
 	}
@@ -66,11 +68,14 @@ func Rootfs(cache string, logf func(format string, args ...any)) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("create rootfs build dir: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer removeBuild(tmp)
 	mirror := aptMirror()
 	started := time.Now()
 	logf("systemdbed: building Debian bookworm rootfs with debootstrap from %s (about 2 minutes, cached in %s)", mirror, final)
 	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+strings.Join(rootfsPackages, ","), "bookworm", filepath.Join(tmp, "rootfs"), mirror)
+	// A test binary killed mid-build takes debootstrap along (its
+	// subshells and chrooted dpkg live on: see killBuilders).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("debootstrap: %w\n%s", err, tail(string(out), 20))
 	}
@@ -79,6 +84,38 @@ func Rootfs(cache string, logf func(format string, args ...any)) (string, error)
 	}
 	logf("systemdbed: rootfs built in %s", time.Since(started).Round(time.Second))
 	return final, nil
+}
+
+// removeBuild removes a build directory, even one a killed debootstrap
+// left with processes still working in it and /proc or /sys mounted in it.
+func removeBuild(dir string) error {
+	killBuilders(dir)
+	if err := unmountBelow(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// killBuilders SIGKILLs what is left of a killed build in dir:
+// debootstrap's subshells (dir is in their command line) and the dpkg
+// they run chrooted into it (their root is below dir), so removing the
+// directory does not race them.
+func killBuilders(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		root, _ := os.Readlink("/proc/" + e.Name() + "/root")
+		if strings.Contains(string(cmdline), dir) || root == dir || strings.HasPrefix(root, dir+"/") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // aptMirror returns the Debian mirror the host's apt already uses (the
