@@ -33,7 +33,6 @@ package systemdbed
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -111,9 +110,9 @@ func Start(logf func(format string, args ...any)) (*Bed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build test images: %w", err)
 	}
-	dir, err := os.MkdirTemp("", dirPrefix)
+	dir, err := newOwnedDir()
 	if err != nil {
-		return nil, fmt.Errorf("create bed dir: %w", err)
+		return nil, err
 	}
 	b := &Bed{Dir: dir, Root: filepath.Join(dir, "root"), logf: logf, ids: map[string]bool{}}
 	if err := b.setUp(rootfs, archive); err != nil {
@@ -125,17 +124,9 @@ func Start(logf func(format string, args ...any)) (*Bed, error) {
 	return b, nil
 }
 
-// setUp writes the owner file, mounts the overlay, configures the machine
+// setUp mounts the overlay, configures the machine
 // and boots it.
 func (b *Bed) setUp(rootfs, archive string) error {
-	start, err := procStartTime(os.Getpid())
-	if err != nil {
-		return err
-	}
-	owner, _ := json.Marshal(ownerFile{PID: os.Getpid(), Start: start})
-	if err := os.WriteFile(filepath.Join(b.Dir, "owner.json"), owner, 0o644); err != nil {
-		return fmt.Errorf("write owner file: %w", err)
-	}
 	for _, d := range []string{"upper", "work", "root", "containerd"} {
 		if err := os.Mkdir(filepath.Join(b.Dir, d), 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
@@ -288,11 +279,12 @@ func (b *Bed) boot() error {
 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	// Until systemd has set up its bus, systemctl cannot even ask.
+	// Until systemd has set up /run/systemd/system and its bus, systemctl
+	// answers "offline" or cannot even ask, without waiting.
 	var out string
 	for {
 		out, err = b.ExecContext(ctx, "systemctl", "is-system-running", "--wait")
-		if !strings.Contains(out, "Failed to connect to bus") || ctx.Err() != nil {
+		if !(strings.Contains(out, "Failed to connect to bus") || strings.HasPrefix(out, "offline")) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

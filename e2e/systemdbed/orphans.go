@@ -15,10 +15,33 @@ import (
 // start time, so a recycled PID is not taken for it) and, once booted,
 // the machine's PID 1 and nspawn's PID.
 type ownerFile struct {
-	PID    int    `json:"pid"`
-	Start  uint64 `json:"start"`
-	PID1   int    `json:"pid1,omitempty"`
-	NSpawn int    `json:"nspawn,omitempty"`
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+	PID1  int    `json:"pid1,omitempty"`
+	// PID1Start identifies PID1 (its root, read from outside its mount
+	// namespace, shows as "/": no use).
+	PID1Start uint64 `json:"pid1Start,omitempty"`
+	NSpawn    int    `json:"nspawn,omitempty"`
+}
+
+// newOwnedDir creates a directory in os.TempDir() named with dirPrefix
+// and owned by this process (its owner file), so the next Start removes
+// it should this process die without removing it.
+func newOwnedDir() (string, error) {
+	start, err := procStartTime(os.Getpid())
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		return "", fmt.Errorf("create bed dir: %w", err)
+	}
+	owner, _ := json.Marshal(ownerFile{PID: os.Getpid(), Start: start})
+	if err := os.WriteFile(filepath.Join(dir, "owner.json"), owner, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("write owner file: %w", err)
+	}
+	return dir, nil
 }
 
 // saveState records the running machine in the owner file.
@@ -35,6 +58,9 @@ func (b *Bed) saveState() error {
 	b.mu.Lock()
 	o.PID1, o.NSpawn = b.pid1, b.nspawn.Process.Pid
 	b.mu.Unlock()
+	if o.PID1Start, err = procStartTime(o.PID1); err != nil {
+		return err
+	}
 	data, _ = json.Marshal(o)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("write owner file: %w", err)
@@ -43,8 +69,8 @@ func (b *Bed) saveState() error {
 }
 
 // reapOrphans tears down the beds whose owner is gone (a test binary
-// killed by -timeout): their machine is killed (checked to be theirs by
-// its root directory, so a recycled PID is never signalled), their overlay
+// killed by -timeout): their machine is killed (its PID 1 known by its
+// start time, so a recycled PID is never signalled), their overlay
 // unmounted, their directory removed. Their pods' host cgroups are left:
 // their IDs died with the owner.
 func reapOrphans(logf func(format string, args ...any)) {
@@ -61,10 +87,10 @@ func reapOrphans(logf func(format string, args ...any)) {
 		if start, err := procStartTime(o.PID); err == nil && start == o.Start {
 			continue // its owner still runs
 		}
-		logf("systemdbed: tearing down the bed of dead process %d in %s", o.PID, dir)
+		logf("systemdbed: removing %s of dead process %d", dir, o.PID)
 		root := filepath.Join(dir, "root")
 		if o.PID1 != 0 {
-			if r, err := os.Readlink("/proc/" + strconv.Itoa(o.PID1) + "/root"); err == nil && r == root {
+			if start, err := procStartTime(o.PID1); err == nil && start == o.PID1Start {
 				_ = syscall.Kill(o.PID1, syscall.SIGKILL)
 			}
 		}

@@ -41,7 +41,7 @@ func run(m *testing.M) int {
 		return m.Run() // each test skips
 	}
 	started := time.Now()
-	tmp, err := os.MkdirTemp("", "berth-sdbed-bin-")
+	tmp, err := newOwnedDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "systemdbed:", err)
 		return 1
