@@ -541,8 +541,16 @@ spec:
 		removeManifest(t, "volumes")
 		removeManifest(t, "missing")
 		waitStatus(t, "2 pods running, 0 pending, 0 failed")
+		// The pod's end unmounts its tmpfs (umount2 under the filter).
+		waitFor(t, "the emptyDir tmpfs unmounted", 30*time.Second, func() (bool, string) {
+			out, _ := bed.Exec("grep", "/var/lib/berth/", "/proc/1/mounts")
+			return strings.TrimSpace(out) == "", out
+		})
 	})
 	waitRunning(t, "volumes")
+	if out, _ := bed.Exec("grep", "/var/lib/berth/", "/proc/1/mounts"); !strings.HasPrefix(out, "tmpfs ") {
+		t.Errorf("PID 1's mount table lacks the emptyDir's tmpfs berth mounted: %q", out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := bed.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
