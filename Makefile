@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e/testbed/...
+PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time).
 FUZZTIME  ?= 10s
@@ -56,6 +56,7 @@ TESTBED_FLAGS ?=
 
 testbed:
 	@sh e2e/testbed/install.sh
+	@sh e2e/systemdbed/install.sh
 
 testbed-up: testbed
 	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR) $(TESTBED_FLAGS)

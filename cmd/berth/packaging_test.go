@@ -67,6 +67,7 @@ func TestSystemdUnit(t *testing.T) {
 		"ExecStart=/usr/bin/berth run --config /etc/berth/berth.yaml",
 		"RuntimeDirectory=berth", "StateDirectory=berth", "LogsDirectory=pods",
 		"RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+		"CapabilityBoundingSet=", "SystemCallFilter=@system-service @mount",
 	} {
 		if !strings.Contains(unit, want+"\n") && !strings.Contains(unit, want) {
 			t.Errorf("berth.service lacks %q", want)

@@ -5,7 +5,8 @@
 #
 # BINARY is a built berth (make build), VERSION its version (git describe),
 # OUTDIR where berth_<version>_<arch>.deb is written; its path is printed.
-# DEB_ARCH overrides the architecture (default: dpkg --print-architecture).
+# DEB_ARCH overrides the architecture (default: dpkg --print-architecture),
+# DEB_COMPRESSION dpkg-deb's compressor (default xz; tests use none).
 set -eu
 if [ $# -ne 3 ]; then
 	echo "usage: $0 BINARY VERSION OUTDIR" >&2
@@ -93,12 +94,28 @@ exit 0
 SCRIPT
 cat >"$root/DEBIAN/postrm" <<'SCRIPT'
 #!/bin/sh
+# purge removes berth's configuration and state but stops no pod: the pods
+# are the runtime's, and berth is gone. The running pods' directories
+# (their emptyDir volumes and /etc/hosts, bind-mounted into them) stay in
+# /var/lib/berth/pods, and their logs in /var/log/pods, until the admin
+# stops the pods.
 set -e
 if [ -d /run/systemd/system ]; then
 	systemctl --system daemon-reload >/dev/null || true
 fi
-if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null; then
-	deb-systemd-helper purge berth.service >/dev/null || true
+if [ "$1" = purge ]; then
+	if command -v deb-systemd-helper >/dev/null; then
+		deb-systemd-helper purge berth.service >/dev/null || true
+	fi
+	rm -rf /etc/berth /run/berth
+	if [ -d /var/lib/berth ]; then
+		find /var/lib/berth -mindepth 1 -maxdepth 1 ! -name pods -exec rm -rf {} +
+		if [ -n "$(ls -A /var/lib/berth/pods 2>/dev/null)" ]; then
+			echo "berth: pods berth started keep running: purge stops none. Their volumes stay in /var/lib/berth/pods and their logs in /var/log/pods; stop them (crictl pods --label io.berth.managed=true; crictl stopp/rmp), then remove those directories." >&2
+		else
+			rm -rf /var/lib/berth
+		fi
+	fi
 fi
 exit 0
 SCRIPT
@@ -106,5 +123,5 @@ chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
 
 mkdir -p "$outdir"
 deb="$outdir/berth_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-xz}" --build "$root" "$deb" >/dev/null
 echo "$deb"
