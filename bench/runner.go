@@ -153,7 +153,7 @@ func newRunner(bed *testbed.Bed, opts Options) (*runner, error) {
 	}
 	r := &runner{
 		opts: opts, plan: fullPlan, bed: bed, rt: bed.Runtime(), log: opts.Log,
-		res: &Results{Agent: opts.Template, BerthAPI: opts.BerthAPI, Quick: opts.Quick, Started: time.Now()},
+		res: &Results{Agent: opts.Template, Runtime: bed.ContainerdVersion, BerthAPI: opts.BerthAPI, Quick: opts.Quick, Started: time.Now()},
 		dir: dir, manifests: filepath.Join(dir, "manifests"), node: node,
 	}
 	if opts.Quick {
