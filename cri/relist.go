@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -164,6 +165,11 @@ type sandboxListing struct {
 	containers string     // fingerprint of the container listing it goes with
 	sandboxes  []*runtimeapi.PodSandbox
 	listedAt   time.Time
+	// stale is set by a container event (events.go), which may be about a
+	// sandbox alone: the next Relist lists sandboxes whatever the
+	// container listing says. Atomic: set without the mutex, from the
+	// event stream's goroutine.
+	stale atomic.Bool
 }
 
 // Relist returns the status of every berth-owned pod on the runtime, by
@@ -184,10 +190,14 @@ func (m *Manager) Relist(ctx context.Context) (map[types.UID]*PodStatus, error) 
 	last := &m.lastSandboxes
 	fp := containerListingFingerprint(containers)
 	sandboxes := last.sandboxes
-	if sandboxes == nil || fp != last.containers || m.clock.Since(last.listedAt) >= sandboxRelistPeriod {
+	stale := last.stale.Swap(false)
+	if sandboxes == nil || stale || fp != last.containers || m.clock.Since(last.listedAt) >= sandboxRelistPeriod {
 		listedAt := m.clock.Now()
 		sandboxes, err = m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector("")})
 		if err != nil {
+			if stale {
+				last.stale.Store(true)
+			}
 			return nil, fmt.Errorf("list sandboxes: %w", err)
 		}
 		last.containers, last.sandboxes, last.listedAt = fp, sandboxes, listedAt
