@@ -17,10 +17,11 @@ import (
 
 // AnnotationContainerImage, when a container carries it, is the image as the
 // manifest named it (busybox:1.36). Containers are created from the resolved
-// image ID, and containerd 1.6 neither echoes ImageSpec.UserSpecifiedImage
-// nor reports the spec's name (it reports docker.io/library/busybox:1.36), so
-// this annotation is the only way to give ContainerStatus.Image back exactly
-// as written.
+// image ID, and containerd (1.6, 1.7 and 2.1 alike) neither echoes
+// ImageSpec.UserSpecifiedImage in ContainerStatus nor reports the spec's name
+// (it reports docker.io/library/busybox:1.36), so this annotation is the only
+// way to give ContainerStatus.Image back exactly as written
+// (TestE2EImageNameEcho).
 const AnnotationContainerImage = "io.berth.container.image"
 
 // statusCache keeps, per runtime object, what only a status call tells (exit
