@@ -139,6 +139,7 @@ func (w *runtimeWatch) trust(session uint64) {
 
 // event records one event; the first proves the stream works.
 func (w *runtimeWatch) event(ev cri.ContainerEvent) {
+	w.log.Debug("container event", "containerID", ev.ContainerID, "sandboxID", ev.SandboxID, "type", ev.Type.String(), "at", ev.At)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ev.At.After(w.newest) {
