@@ -188,6 +188,9 @@ func buildContainerd(release, cache string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build containerd %s: %w\n%s", release, err, out)
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp's 0700 would hide it from other users' beds
+		return "", fmt.Errorf("install containerd %s: %w", release, err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", fmt.Errorf("install containerd %s: %w", release, err)
 	}
