@@ -14,7 +14,16 @@ FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ \
 	FuzzParseLogOptions:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/
 
-.PHONY: all build test vet unit e2e fuzz testbed testbed-up testbed-down bench soak clean
+.PHONY: all build test vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
+
+# CONTAINERD is the test bed's containerd for e2e, bench, soak, demo and
+# testbed-up: 1.6 (Debian's package), 1.7 or 2.1 (built from their Go
+# modules on first use, about 2 minutes each, and cached with the test
+# images), or an exact 1.7.x / 2.x.y release. E2E_CONTAINERDS are the
+# versions `make test` runs the end-to-end suite on, one after the other.
+CONTAINERD      ?= $(if $(BERTH_CONTAINERD),$(BERTH_CONTAINERD),1.6)
+E2E_CONTAINERDS ?= 1.6 2.1
+export BERTH_CONTAINERD := $(CONTAINERD)
 
 all: build
 
@@ -33,6 +42,12 @@ unit:
 e2e: build testbed
 	$(GO) test -race -count=1 -tags e2e -timeout 25m ./cri/... ./e2e/...
 
+e2e-all: build testbed
+	@set -e; for v in $(E2E_CONTAINERDS); do \
+		echo "e2e on containerd $$v"; \
+		BERTH_CONTAINERD=$$v $(GO) test -race -count=1 -tags e2e -timeout 25m ./cri/... ./e2e/...; \
+	done
+
 # A bounded run of every fuzz target over input berth does not control:
 # manifests (issue 3), CRI log files, log queries, config files,
 # resolv.conf and mount paths (issue 13).
@@ -44,13 +59,14 @@ fuzz:
 
 # testbed first: some unit tests (test images, packaging) skip without the
 # packages it installs, and a fresh CI machine must not skip them silently.
-test: testbed vet unit fuzz e2e
+test: testbed vet unit fuzz e2e-all
 
 # The real-containerd test bed (e2e/testbed): `testbed` installs what it
 # needs with apt when missing; `testbed-up` starts a private containerd in
 # $(TESTBED_DIR) that stays up (its endpoint is printed and kept in
 # $(TESTBED_DIR)/bed.json), `testbed-down` tears it all down.
-# TESTBED_FLAGS=-registry adds a local registry serving busybox.
+# TESTBED_FLAGS=-registry adds a local registry serving busybox; the bed
+# runs $(CONTAINERD).
 TESTBED_DIR   ?= .testbed
 TESTBED_FLAGS ?=
 

@@ -33,6 +33,10 @@ type Config struct {
 	// RelistPeriod is how often the runtime is relisted for out-of-band
 	// changes (kubelet's PLEG: 1s).
 	RelistPeriod time.Duration
+	// EventedRelistPeriod is the relist period while the runtime's
+	// container event stream is up (a safety net for lost events; the
+	// kubelet's Evented PLEG: 5m); negative never subscribes.
+	EventedRelistPeriod time.Duration
 	// HousekeepingPeriod is how often orphans are looked for and the
 	// sd_notify status refreshed (kubelet: 2s).
 	HousekeepingPeriod time.Duration
@@ -58,6 +62,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RelistPeriod == 0 {
 		c.RelistPeriod = time.Second
+	}
+	if c.EventedRelistPeriod == 0 {
+		c.EventedRelistPeriod = 30 * time.Second
 	}
 	if c.HousekeepingPeriod == 0 {
 		c.HousekeepingPeriod = 2 * time.Second
@@ -137,6 +144,9 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Exec
 		events:   cfg.Events,
 		pleg:     newPLEG(rt, cfg.Clock, cfg.RelistPeriod),
 		rejected: map[types.UID]bool{},
+	}
+	if src, ok := rt.(runtimeEvents); ok && cfg.EventedRelistPeriod > 0 {
+		a.pleg.watchEvents(src, cfg.Clock, cfg.Logger, cfg.EventedRelistPeriod)
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
 	a.probes = prober.NewManager(prober.Options{

@@ -138,6 +138,11 @@ func (r *runner) addIdle(n int, c idleCost) {
 		cpuTarget = &Target{Text: "< 0.5%", Limit: 0.5}
 		rssTarget = &Target{Text: "< 30 MB", Limit: 30e6 / (1 << 20)}
 		callsTarget = &Target{Text: "< 118/min (1/5)", Limit: 9.8 * 60 / 5}
+		if r.bed.ContainerdAtLeast(1, 7) {
+			// The runtime streams container events: the relist is only
+			// a safety net (issue 16).
+			callsTarget = &Target{Text: "<= 10/min (events)", Limit: 10, AtMost: true}
+		}
 		cpuRef, rssRef, callsRef = "2.45%", "111 MiB, growing", "588/min"
 	}
 	p := fmt.Sprintf("idle %d pods: ", n)

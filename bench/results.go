@@ -46,6 +46,7 @@ type Row struct {
 // results.json.
 type Results struct {
 	Agent    string    `json:"agent"`
+	Runtime  string    `json:"runtime"` // the containerd measured on, as it reports its version
 	BerthAPI bool      `json:"berth_api"`
 	Quick    bool      `json:"quick"`
 	Started  time.Time `json:"started"`
@@ -85,6 +86,9 @@ func (r *Results) note(format string, args ...any) {
 
 // Print writes the aligned table and the notes.
 func (r *Results) Print(w io.Writer) error {
+	if r.Runtime != "" {
+		fmt.Fprintf(w, "runtime: containerd %s\n", r.Runtime)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tunit\tn\tmin\tmedian\tp95\tmax\tmean\ttarget\tmet\tkubelet\t")
 	for _, row := range r.Rows {

@@ -35,7 +35,7 @@ type Options struct {
 
 // Figures are the figure groups in the order they run; -only selects
 // among them.
-var Figures = []string{"binary", "onepod", "add", "remove", "edit", "burst", "idle", "adopt", "probes", "http", "gobench"}
+var Figures = []string{"binary", "onepod", "add", "remove", "edit", "restart", "burst", "idle", "adopt", "probes", "http", "gobench"}
 
 // plan is how much of each figure a run does: the full set for `make
 // bench`, a small one for -quick.
@@ -117,7 +117,7 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 	defer r.close(ctx)
 	funcs := map[string]func(context.Context) error{
 		"binary": r.figBinary, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
-		"burst": r.figBurst, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
+		"restart": r.figRestart, "burst": r.figBurst, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
 	}
 	for _, name := range Figures {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, name) {
@@ -153,7 +153,7 @@ func newRunner(bed *testbed.Bed, opts Options) (*runner, error) {
 	}
 	r := &runner{
 		opts: opts, plan: fullPlan, bed: bed, rt: bed.Runtime(), log: opts.Log,
-		res: &Results{Agent: opts.Template, BerthAPI: opts.BerthAPI, Quick: opts.Quick, Started: time.Now()},
+		res: &Results{Agent: opts.Template, Runtime: bed.ContainerdVersion, BerthAPI: opts.BerthAPI, Quick: opts.Quick, Started: time.Now()},
 		dir: dir, manifests: filepath.Join(dir, "manifests"), node: node,
 	}
 	if opts.Quick {

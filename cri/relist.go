@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -17,10 +18,11 @@ import (
 
 // AnnotationContainerImage, when a container carries it, is the image as the
 // manifest named it (busybox:1.36). Containers are created from the resolved
-// image ID, and containerd 1.6 neither echoes ImageSpec.UserSpecifiedImage
-// nor reports the spec's name (it reports docker.io/library/busybox:1.36), so
-// this annotation is the only way to give ContainerStatus.Image back exactly
-// as written.
+// image ID, and containerd (1.6, 1.7 and 2.1 alike) neither echoes
+// ImageSpec.UserSpecifiedImage in ContainerStatus nor reports the spec's name
+// (it reports docker.io/library/busybox:1.36), so this annotation is the only
+// way to give ContainerStatus.Image back exactly as written
+// (TestE2EImageNameEcho).
 const AnnotationContainerImage = "io.berth.container.image"
 
 // statusCache keeps, per runtime object, what only a status call tells (exit
@@ -165,6 +167,11 @@ type sandboxListing struct {
 	containers string     // fingerprint of the container listing it goes with
 	sandboxes  []*runtimeapi.PodSandbox
 	listedAt   time.Time
+	// stale is set by a container event (events.go), which may be about a
+	// sandbox alone: the next Relist lists sandboxes whatever the
+	// container listing says. Atomic: set without the mutex, from the
+	// event stream's goroutine.
+	stale atomic.Bool
 }
 
 // Relist returns the status of every berth-owned pod on the runtime, by
@@ -185,10 +192,14 @@ func (m *Manager) Relist(ctx context.Context) (map[types.UID]*PodStatus, error) 
 	last := &m.lastSandboxes
 	fp := containerListingFingerprint(containers)
 	sandboxes := last.sandboxes
-	if sandboxes == nil || fp != last.containers || m.clock.Since(last.listedAt) >= sandboxRelistPeriod {
+	stale := last.stale.Swap(false)
+	if sandboxes == nil || stale || fp != last.containers || m.clock.Since(last.listedAt) >= sandboxRelistPeriod {
 		listedAt := m.clock.Now()
 		sandboxes, err = m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector("")})
 		if err != nil {
+			if stale {
+				last.stale.Store(true)
+			}
 			return nil, fmt.Errorf("list sandboxes: %w", err)
 		}
 		last.containers, last.sandboxes, last.listedAt = fp, sandboxes, listedAt

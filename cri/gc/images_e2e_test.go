@@ -14,8 +14,11 @@ import (
 
 // TestE2EImageGCProtections checks image GC's view of the real containerd
 // without removing anything the other tests share: the image filesystem is
-// measured, the sandbox image is found from the runtime's configuration,
-// and neither it nor an image a container uses is ever a candidate.
+// measured, the sandbox image is found from the runtime's configuration
+// (containerd 1.x reports sandbox_image there) or pinned by the runtime
+// itself (2.x: pinned_images.sandbox, reported as Image.Pinned, with no
+// sandboxImage in its verbose status), and neither it nor an image a
+// container uses is ever a candidate.
 func TestE2EImageGCProtections(t *testing.T) {
 	env := newE2EEnv(t)
 	ctx := context.Background()
@@ -42,8 +45,13 @@ func TestE2EImageGCProtections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pause == "" || pause != want.GetImage().GetId() {
-		t.Fatalf("sandbox image ID %q, want %q (%s)", pause, want.GetImage().GetId(), testBed.PauseImage)
+	switch {
+	case testBed.ContainerdAtLeast(2, 0):
+		if pause != "" || !want.GetImage().GetPinned() {
+			t.Fatalf("containerd %s: sandbox image ID %q pinned %v, want none reported and %s pinned", testBed.ContainerdVersion, pause, want.GetImage().GetPinned(), testBed.PauseImage)
+		}
+	case pause == "" || pause != want.GetImage().GetId():
+		t.Fatalf("containerd %s: sandbox image ID %q, want %q (%s)", testBed.ContainerdVersion, pause, want.GetImage().GetId(), testBed.PauseImage)
 	}
 
 	// A container of the busybox image, as a relist reports it: the
@@ -68,7 +76,7 @@ func TestE2EImageGCProtections(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range cands {
-		if c.Id == pause || c.Id == busybox.GetImage().GetId() {
+		if c.Id == want.GetImage().GetId() || c.Id == busybox.GetImage().GetId() {
 			t.Errorf("candidate %s %v is protected", c.Id, c.RepoTags)
 		}
 	}

@@ -17,6 +17,11 @@
 //	// run berth with --container-runtime-endpoint b.Endpoint, or talk CRI:
 //	resp, err := b.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 //
+// The containerd version is a parameter (Options.Containerd, else
+// $BERTH_CONTAINERD): Debian's 1.6 by default, or 1.7 / 2.x built from
+// their Go modules into the cache directory on first use and run with
+// their own shim and a config in their own format (config.go).
+//
 // It needs root and the packages `make testbed` installs. Known quirk of
 // containerd 1.6: a host-network sandbox must not set a hostname (runc
 // refuses it without a private UTS namespace), as the kubelet does not.
@@ -57,6 +62,11 @@ type Options struct {
 	// Dir, when set, is the bed's root instead of a fresh temp dir. It is
 	// created if missing and must not hold another bed. `testbed up` uses it.
 	Dir string
+	// Containerd is the containerd version to run: "1.6" (Debian's
+	// package), "1.7", "2.1" or an exact 1.7.x/2.x.y release, built from
+	// its Go module on first use and cached. Empty means $BERTH_CONTAINERD,
+	// else "1.6".
+	Containerd string
 }
 
 // Bed is a running private containerd and what belongs to it. Its exported
@@ -72,7 +82,11 @@ type Bed struct {
 	RegistryBusyboxImage string // Registry + "/library/busybox:1.36", only in the registry, NOT imported
 	Bridge               string // the CNI bridge name
 	Subnet               string // the pod subnet, e.g. "10.231.17.0/24"
+	// ContainerdVersion is what the runtime reports as its version through
+	// CRI, e.g. "1.6.20~ds1" (Debian's) or "v2.1.9".
+	ContainerdVersion string
 
+	version     runtimeVersion
 	network     network
 	snapshotter string
 	owner       *owner           // set for a temporary bed: see reapOrphans
@@ -125,7 +139,15 @@ func start(opts Options) (*Bed, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the test bed runs containerd and CNI: it needs root")
 	}
-	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")} {
+	name := opts.Containerd
+	if name == "" {
+		name = os.Getenv(EnvContainerd)
+	}
+	version, err := resolveContainerd(name, cacheDir())
+	if err != nil {
+		return nil, err
+	}
+	for _, bin := range []string{version.bin("containerd"), version.bin("containerd-shim-runc-v2"), "runc", version.bin("ctr"), "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s not found (run `make testbed`): %w", bin, err)
 		}
@@ -177,6 +199,7 @@ func start(opts Options) (*Bed, error) {
 		BusyboxImage: BusyboxRef,
 		PauseImage:   PauseRef,
 		owner:        own,
+		version:      version,
 	}
 	b.Endpoint = "unix://" + b.Socket
 	if err := b.setUp(opts, archive); err != nil {
@@ -238,6 +261,8 @@ func (b *Bed) setUp(opts Options, archive string) error {
 		RegistryDir: b.path("certs.d"),
 		Snapshotter: b.snapshotter,
 		SandboxImg:  PauseRef,
+		Version:     b.version.configVersion(),
+		DisableNRI:  b.version.hasNRI(),
 	}.render()
 	if err != nil {
 		return err
@@ -266,6 +291,13 @@ func (b *Bed) setUp(opts Options, archive string) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := b.Runtime().Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return fmt.Errorf("containerd version: %w", err)
+	}
+	b.ContainerdVersion = v.GetRuntimeVersion()
 	return b.saveState()
 }
 
@@ -295,7 +327,7 @@ func (b *Bed) startContainerdLocked() error {
 	if b.containerd.alive() {
 		return nil
 	}
-	p, err := startProcess(b.path("containerd.log"), "containerd", "--config", b.configPath())
+	p, err := startProcess(b.path("containerd.log"), b.version.env(), b.version.bin("containerd"), "--config", b.configPath())
 	if err != nil {
 		return fmt.Errorf("start containerd: %w", err)
 	}
@@ -414,7 +446,7 @@ func (b *Bed) Images() runtimeapi.ImageServiceClient {
 // Ctr runs `ctr --address SOCKET -n k8s.io ARGS...` and returns its
 // combined output.
 func (b *Bed) Ctr(args ...string) ([]byte, error) {
-	cmd := exec.Command("ctr", append([]string{"--address", b.Socket, "-n", "k8s.io"}, args...)...)
+	cmd := exec.Command(b.version.bin("ctr"), append([]string{"--address", b.Socket, "-n", "k8s.io"}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+b.path("tmp"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -423,7 +455,26 @@ func (b *Bed) Ctr(args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// cacheDir is where built image archives are kept between runs:
+// ContainerdAtLeast reports whether the bed's containerd is release
+// major.minor or newer, for tests asserting what differs between versions.
+func (b *Bed) ContainerdAtLeast(major, minor int) bool {
+	release := b.version.Release
+	if release == "" {
+		release = "1.6.0" // Debian's package
+	}
+	var maj, min int
+	if _, err := fmt.Sscanf(release, "%d.%d", &maj, &min); err != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
+}
+
+// ContainerdName is the containerd version the bed was asked to run:
+// "1.6", "1.7", "2.1" or an exact release.
+func (b *Bed) ContainerdName() string { return b.version.Name }
+
+// cacheDir is where built image archives and containerd binaries are kept
+// between runs:
 // $BERTH_TESTBED_CACHE, else the user's cache dir.
 func cacheDir() string {
 	if d := os.Getenv("BERTH_TESTBED_CACHE"); d != "" {

@@ -27,9 +27,15 @@ type containerdConfig struct {
 	RegistryDir string // config_path: one hosts.toml per registry host
 	Snapshotter string // "overlayfs", or "native" where overlay cannot mount
 	SandboxImg  string
+	// Version is the config format: 2 for containerd 1.x, 3 for 2.x.
+	Version int
+	// DisableNRI turns the NRI plugin off (containerd 1.7 on have it):
+	// its socket, /var/run/nri/nri.sock, is fixed and so would be shared.
+	DisableNRI bool
 }
 
-// containerdTemplate is a version 2 config for containerd 1.6. Notes:
+// containerdTemplate is a version 2 config for containerd 1.6 and 1.7.
+// Notes:
 //   - restrict_oom_score_adj: these machines lack CAP_SYS_RESOURCE, and
 //     without it every sandbox fails with "can't get final child's PID
 //     from pipe: EOF".
@@ -54,7 +60,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.internal.v1.opt"]
   path = {{q .OptDir}}
-
+{{if .DisableNRI}}
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+{{end}}
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = {{q .SandboxImg}}
   restrict_oom_score_adj = true
@@ -80,10 +89,72 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     config_path = {{q .RegistryDir}}
 `))
 
-// render produces config.toml.
+// containerdV3Template is the version 3 config of containerd 2.x, the same
+// settings as containerdTemplate in the places 2.x moved them to: the CRI
+// plugin is split into io.containerd.cri.v1.images (snapshotter, registry,
+// the sandbox image as pinned_images.sandbox) and io.containerd.cri.v1.runtime
+// (runtimes, CNI with bin_dirs, restrict_oom_score_adj, still needed), while
+// the stream server stays with io.containerd.grpc.v1.cri.
+var containerdV3Template = template.Must(template.New("config.toml").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`version = 3
+root = {{q .Root}}
+state = {{q .State}}
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]
+
+[grpc]
+  address = {{q .Socket}}
+
+[ttrpc]
+  address = {{q (printf "%s.ttrpc" .Socket)}}
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {{q .OptDir}}
+{{if .DisableNRI}}
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+{{end}}
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = {{q .Snapshotter}}
+
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = {{q .SandboxImg}}
+
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = {{q .RegistryDir}}
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      snapshotter = {{q .Snapshotter}}
+
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        Root = {{q .RuncRoot}}
+
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [{{q .CNIBinDir}}]
+    conf_dir = {{q .CNIConfDir}}
+    max_conf_num = 1
+`))
+
+// render produces config.toml in the format of c.Version (2 when unset).
 func (c containerdConfig) render() ([]byte, error) {
+	tmpl := containerdTemplate
+	if c.Version == 3 {
+		tmpl = containerdV3Template
+	}
 	var buf bytes.Buffer
-	if err := containerdTemplate.Execute(&buf, c); err != nil {
+	if err := tmpl.Execute(&buf, c); err != nil {
 		return nil, fmt.Errorf("render containerd config: %w", err)
 	}
 	return buf.Bytes(), nil

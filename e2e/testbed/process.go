@@ -25,9 +25,10 @@ type process struct {
 
 // startProcess starts name with args in a session of its own (so it
 // survives the starting process, as `testbed up` needs), with stdout and
-// stderr appended to logPath. The last argument is the marker: for our
-// daemons it is the path of their config file, inside the bed's Dir.
-func startProcess(logPath, name string, args ...string) (*process, error) {
+// stderr appended to logPath and env as its environment (nil: ours). The
+// last argument is the marker: for our daemons it is the path of their
+// config file, inside the bed's Dir.
+func startProcess(logPath string, env []string, name string, args ...string) (*process, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
@@ -35,6 +36,7 @@ func startProcess(logPath, name string, args ...string) (*process, error) {
 	defer log.Close()
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -50,7 +50,7 @@ func (b *Bed) startRegistry(archive string) error {
 	if err := os.WriteFile(b.path("certs.d", host, "hosts.toml"), registryHostsTOML(host), 0o644); err != nil {
 		return fmt.Errorf("write registry hosts.toml: %w", err)
 	}
-	p, err := startProcess(b.path("registry.log"), "docker-registry", "serve", b.registryConfigPath())
+	p, err := startProcess(b.path("registry.log"), nil, "docker-registry", "serve", b.registryConfigPath())
 	if err != nil {
 		return fmt.Errorf("start registry: %w", err)
 	}

@@ -17,12 +17,16 @@ const stateFile = "bed.json"
 
 // bedState is the content of stateFile.
 type bedState struct {
-	Socket        string  `json:"socket"`
-	Network       network `json:"network"`
-	Snapshotter   string  `json:"snapshotter"`
-	Registry      string  `json:"registry,omitempty"`
-	ContainerdPID int     `json:"containerdPID,omitempty"`
-	RegistryPID   int     `json:"registryPID,omitempty"`
+	Socket      string  `json:"socket"`
+	Network     network `json:"network"`
+	Snapshotter string  `json:"snapshotter"`
+	Registry    string  `json:"registry,omitempty"`
+	// Containerd is the containerd version the bed runs, so a restart
+	// after Attach runs the same binaries.
+	Containerd        runtimeVersion `json:"containerd"`
+	ContainerdVersion string         `json:"containerdVersion,omitempty"`
+	ContainerdPID     int            `json:"containerdPID,omitempty"`
+	RegistryPID       int            `json:"registryPID,omitempty"`
 	// Owner is the process a temporary bed dies with; nil for a bed in a
 	// chosen Dir (`testbed up`), which is meant to outlive its starter.
 	Owner *owner `json:"owner,omitempty"`
@@ -44,6 +48,9 @@ func (b *Bed) saveStateLocked() error {
 		Snapshotter: b.snapshotter,
 		Registry:    b.Registry,
 		Owner:       b.owner,
+		Containerd:  b.version,
+
+		ContainerdVersion: b.ContainerdVersion,
 	}
 	if b.containerd != nil {
 		st.ContainerdPID = b.containerd.PID
@@ -106,6 +113,9 @@ func attach(dir, state string) (*Bed, error) {
 		network:      st.Network,
 		snapshotter:  st.Snapshotter,
 		owner:        st.Owner,
+		version:      st.Containerd,
+
+		ContainerdVersion: st.ContainerdVersion,
 	}
 	if st.Registry != "" {
 		b.RegistryBusyboxImage = st.Registry + "/library/busybox:1.36"

@@ -7,6 +7,7 @@
 //
 //	berthbench                          # the full set, about 10 minutes
 //	berthbench -quick -only add,remove  # a developer's quick look
+//	berthbench -containerd 2.1          # on containerd 2.1 (built and cached on first use)
 //	berthbench -agent 'kubelet --pod-manifest-path={manifests} --manifest-url={url}
 //	    --http-check-frequency={http_check} --container-runtime-endpoint={endpoint}
 //	    --root-dir={root} --hostname-override={node} ...'
@@ -51,6 +52,7 @@ func run() error {
 	jsonPath := flag.String("json", "bench/results.json", "where to write the results as JSON (\"\": nowhere)")
 	flag.BoolVar(&opts.Keep, "keep", false, "keep the work dir (manifests, agent log) and print where it is")
 	verbose := flag.Bool("v", false, "debug logging")
+	containerd := flag.String("containerd", os.Getenv(testbed.EnvContainerd), "the test bed's containerd: 1.6 (Debian's), 1.7, 2.1 or an exact release (default $"+testbed.EnvContainerd+", else 1.6)")
 	flag.Parse()
 
 	given := map[string]bool{}
@@ -84,10 +86,11 @@ func run() error {
 	defer stop()
 	started := time.Now()
 	opts.Log.Info("starting a private test bed")
-	bed, err := testbed.Start(testbed.Options{})
+	bed, err := testbed.Start(testbed.Options{Containerd: *containerd})
 	if err != nil {
 		return fmt.Errorf("test bed: %w", err)
 	}
+	opts.Log.Info("test bed up", "containerd", bed.ContainerdVersion)
 	res, runErr := bench.Run(ctx, bed, opts)
 	if ctx.Err() != nil {
 		opts.Log.Warn("interrupted: cleaning up, please wait")

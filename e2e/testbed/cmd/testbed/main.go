@@ -2,7 +2,7 @@
 // with offline test images) that outlives the command, for `make
 // testbed-up` / `make testbed-down` and running berth by hand:
 //
-//	testbed up -dir DIR [-registry]   # prints the CRI endpoint; a no-op when up
+//	testbed up -dir DIR [-registry] [-containerd 1.6|1.7|2.1]   # prints the CRI endpoint; a no-op when up
 //	testbed down -dir DIR             # a no-op when down
 package main
 
@@ -32,6 +32,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("testbed "+args[0], flag.ContinueOnError)
 	dir := fs.String("dir", ".testbed", "the bed's directory")
 	registry := fs.Bool("registry", false, "also start a local registry serving busybox (up only)")
+	containerd := fs.String("containerd", os.Getenv(testbed.EnvContainerd), "containerd version: 1.6 (Debian's), 1.7, 2.1 or an exact release, built and cached on first use (up only; default $"+testbed.EnvContainerd+", else 1.6)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func run(args []string) error {
 			cancel()
 			if verr == nil {
 				fmt.Println(b.Endpoint)
-				fmt.Fprintf(os.Stderr, "test bed already up in %s\n", b.Dir)
+				fmt.Fprintf(os.Stderr, "test bed already up in %s (containerd %s)\n", b.Dir, b.ContainerdVersion)
 				return nil
 			}
 			fmt.Fprintf(os.Stderr, "test bed in %s does not answer (%v): replacing it\n", b.Dir, verr)
@@ -51,7 +52,7 @@ func run(args []string) error {
 				return fmt.Errorf("tear down the stale bed: %w", err)
 			}
 		}
-		b, err := testbed.Start(testbed.Options{Dir: *dir, Registry: *registry})
+		b, err := testbed.Start(testbed.Options{Dir: *dir, Registry: *registry, Containerd: *containerd})
 		if err != nil {
 			return err
 		}
@@ -59,7 +60,7 @@ func run(args []string) error {
 		if b.Registry != "" {
 			fmt.Fprintln(os.Stderr, "registry:", b.Registry, "image:", b.RegistryBusyboxImage)
 		}
-		fmt.Fprintf(os.Stderr, "test bed up in %s (bridge %s, subnet %s); take it down with: testbed down -dir %s\n", b.Dir, b.Bridge, b.Subnet, *dir)
+		fmt.Fprintf(os.Stderr, "test bed up in %s (containerd %s, bridge %s, subnet %s); take it down with: testbed down -dir %s\n", b.Dir, b.ContainerdVersion, b.Bridge, b.Subnet, *dir)
 		return nil
 	case "down":
 		if _, err := os.Stat(*dir); os.IsNotExist(err) {
