@@ -109,5 +109,5 @@ func eventOwned(ev *runtimeapi.ContainerEventResponse) bool {
 	if sb == nil {
 		return true
 	}
-	return owned(sb.GetLabels())
+	return Owned(sb.GetLabels())
 }

@@ -9,7 +9,7 @@ import (
 // SIGKILL) and that killing it again, or a nil process, is a no-op.
 func TestProcessKill(t *testing.T) {
 	// The unique argument is the marker that identifies the process.
-	p, err := startProcess(filepath.Join(t.TempDir(), "sleep.log"), "sleep", "3600.5")
+	p, err := startProcess(filepath.Join(t.TempDir(), "sleep.log"), nil, "sleep", "3600.5")
 	if err != nil {
 		t.Fatal(err)
 	}
