@@ -100,7 +100,7 @@ func (s *fileSource) run(ctx context.Context) {
 		}
 	}
 	s.restoreLastGood()
-	s.ensureWatches()
+	s.ensureWatches(false)
 	s.rescan(true)
 	if s.send(ctx) != nil {
 		return
@@ -108,8 +108,7 @@ func (s *fileSource) run(ctx context.Context) {
 	ticker := s.clock.NewTicker(s.period)
 	defer ticker.Stop()
 
-	pending := map[string]bool{} // manifest files to re-read
-	scan := false                // something other than a manifest changed
+	b := newBurst()
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	var first time.Time // of the burst being debounced
@@ -119,7 +118,7 @@ func (s *fileSource) run(ctx context.Context) {
 			debounce.Stop()
 			return
 		case ev := <-events:
-			if !s.classify(ev, pending, &scan) {
+			if !s.classify(ev, b) {
 				continue
 			}
 			now := time.Now()
@@ -132,28 +131,19 @@ func (s *fileSource) run(ctx context.Context) {
 			}
 			debounce.Reset(wait)
 		case err := <-errs:
+			// Lost events may include the directory's deletion, so its
+			// watch is renewed too.
 			s.log.Warn("manifest watch error; rescanning", "path", s.path, "err", err)
-			scan = true
+			b.scan, b.rewatch = true, true
 			debounce.Reset(0)
 		case <-debounce.C:
 			first = time.Time{}
-			if scan {
-				s.ensureWatches()
-				s.rescan(false)
-			}
-			// Read named files even after a rescan: mtimes are only as
-			// fine as the kernel's tick, so a same-size rewrite within it
-			// looks unchanged to stat.
-			for p := range pending {
-				s.readOne(p)
-			}
-			clear(pending)
-			scan = false
+			s.settle(b)
 			if s.send(ctx) != nil {
 				return
 			}
 		case <-ticker.C():
-			s.ensureWatches()
+			s.ensureWatches(false)
 			s.rescan(true)
 			if s.send(ctx) != nil {
 				return
@@ -162,43 +152,79 @@ func (s *fileSource) run(ctx context.Context) {
 	}
 }
 
+// burst is what a run of events asks for, gathered until the debounce
+// fires.
+type burst struct {
+	pending map[string]bool // manifest files to re-read
+	scan    bool            // something other than a manifest changed
+	// rewatch: the path itself changed, so the directory's watch may follow
+	// a deleted inode whose number the re-created directory reuses (ext4
+	// does), which the inode comparison alone cannot tell.
+	rewatch bool
+}
+
+func newBurst() *burst { return &burst{pending: map[string]bool{}} }
+
 // classify decides what an event means: a manifest file to re-read, or a
 // change of the directory itself or of a non-manifest entry (a ..data
 // symlink swap, a subdirectory) that needs a rescan. It reports whether the
 // event matters at all. A chmod or chown counts: a manifest made writable by
 // others must be refused at once, and one fixed must be read again.
-func (s *fileSource) classify(ev fsnotify.Event, pending map[string]bool, scan *bool) bool {
+func (s *fileSource) classify(ev fsnotify.Event, b *burst) bool {
 	if ev.Name == s.path {
-		*scan = true // the path itself appeared, vanished or was replaced
+		// The path itself appeared, vanished or was replaced.
+		b.scan, b.rewatch = true, true
 		return true
 	}
 	if filepath.Dir(ev.Name) != s.path || s.dirInfo == nil {
 		return false // an unrelated entry of the parent directory
 	}
 	if isManifestName(filepath.Base(ev.Name)) {
-		pending[ev.Name] = true
+		b.pending[ev.Name] = true
 	} else {
-		*scan = true
+		b.scan = true
 	}
 	return true
 }
 
+// settle acts on a debounced burst and empties it. The watches are renewed
+// before the rescan, so a file created before the new watch is found by the
+// listing and one created after by an event.
+func (s *fileSource) settle(b *burst) {
+	if b.scan {
+		s.ensureWatches(b.rewatch)
+		s.rescan(false)
+	}
+	// Read named files even after a rescan: mtimes are only as fine as the
+	// kernel's tick, so a same-size rewrite within it looks unchanged to
+	// stat.
+	for p := range b.pending {
+		s.readOne(p)
+	}
+	clear(b.pending)
+	b.scan, b.rewatch = false, false
+}
+
 // ensureWatches watches the parent (to see the path appear, vanish or be
-// replaced) and the directory itself when the path is one. Failures are
-// retried on the next rescan.
-func (s *fileSource) ensureWatches() {
+// replaced) and the directory itself when the path is one. With renew the
+// directory's watch is replaced even if it looks current; a watch fsnotify
+// dropped (the inode it followed was deleted) is replaced always. Failures
+// are retried on the next rescan.
+func (s *fileSource) ensureWatches(renew bool) {
 	if s.watcher == nil {
 		return
 	}
 	parent := filepath.Dir(s.path)
-	if !slices.Contains(s.watcher.WatchList(), parent) {
+	watched := s.watcher.WatchList()
+	if !slices.Contains(watched, parent) {
 		if err := s.watcher.Add(parent); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("cannot watch the manifest path's parent", "path", parent, "err", err)
 		}
 	}
 	info, err := os.Stat(s.path)
 	isDir := err == nil && info.IsDir()
-	if s.dirInfo != nil && (!isDir || !os.SameFile(s.dirInfo, info)) {
+	stale := renew || !slices.Contains(watched, s.path)
+	if s.dirInfo != nil && (stale || !isDir || !os.SameFile(s.dirInfo, info)) {
 		// Gone or replaced: the old watch follows the old inode.
 		_ = s.watcher.Remove(s.path)
 		s.dirInfo = nil

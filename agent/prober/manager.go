@@ -409,7 +409,10 @@ func (m *Manager) snapshot(w *worker) (snapshot, bool) {
 
 // setResult records a worker's result for a container run and, when it
 // changed, tells the pod's lane; a startup probe that passed wakes the
-// container's other workers, which it held back.
+// container's other workers, which it held back. A failed liveness or
+// startup probe has the run killed: why is recorded under the same lock, so
+// the lane that kills it on this news finds the reason for its terminated
+// state in every status it builds.
 func (m *Manager) setResult(w *worker, containerID string, r Result) {
 	m.mu.Lock()
 	key := resultKey{containerID: containerID, kind: w.kind}
@@ -419,6 +422,11 @@ func (m *Manager) setResult(w *worker, containerID string, r Result) {
 		return
 	}
 	m.results[key] = r
+	if r == Failure && (w.kind == Liveness || w.kind == Startup) {
+		if pp := m.pods[w.uid]; pp != nil {
+			pp.killed[containerID] = fmt.Sprintf("Container %s failed %s probe", w.container, strings.ToLower(w.kind.String()))
+		}
+	}
 	changed := !had || prev != r
 	if changed && w.kind == Startup && r == Success {
 		if pp := m.pods[w.uid]; pp != nil {
@@ -436,16 +444,6 @@ func (m *Manager) setResult(w *worker, containerID string, r Result) {
 		if m.onChange != nil {
 			m.onChange(w.uid)
 		}
-	}
-}
-
-// recordKill remembers why a failed liveness or startup probe has a
-// container run killed, for its terminated state.
-func (m *Manager) recordKill(w *worker, containerID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if pp := m.pods[w.uid]; pp != nil {
-		pp.killed[containerID] = fmt.Sprintf("Container %s failed %s probe", w.container, strings.ToLower(w.kind.String()))
 	}
 }
 

@@ -149,7 +149,6 @@ func (w *worker) doProbe() bool {
 	if result == Failure && (w.kind == Liveness || w.kind == Startup) {
 		// The container is about to be killed; probing it meanwhile
 		// would only race the kill. Hold until its next run.
-		w.m.recordKill(w, run.id)
 		w.onHold = true
 		w.resultRun = 0
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -399,6 +400,39 @@ func TestAnnotateStatus(t *testing.T) {
 	env.m.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d kill records kept for containers the runtime no longer has", n)
+	}
+}
+
+// TestKillReasonBeforeKill: the lane told of a failed liveness probe kills
+// the container and may build the pod's status at once, so the reason for
+// the kill must be recorded by the time the lane is told.
+func TestKillReasonBeforeKill(t *testing.T) {
+	for _, k := range []Kind{Liveness, Startup} {
+		t.Run(k.String(), func(t *testing.T) {
+			env := newTestEnv(t)
+			pod := probePod(nil, nil, nil)
+			spec := execProbe(1, 1)
+			if k == Liveness {
+				pod.Spec.Containers[0].LivenessProbe = spec
+			} else {
+				pod.Spec.Containers[0].StartupProbe = spec
+			}
+			w := env.handWorker(pod, k)
+			env.m.UpdatePod(pod, running(pod, "c1", t0), "")
+			var msgs []string
+			env.m.onChange = func(uid types.UID) {
+				st := v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "app",
+					State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ContainerID: "containerd://c1"}}}}}
+				env.m.AnnotateStatus(uid, &st)
+				msgs = append(msgs, st.ContainerStatuses[0].State.Terminated.Message)
+			}
+			env.probe.results = []Result{Failure}
+			w.doProbe()
+			want := fmt.Sprintf("Container app failed %s probe", strings.ToLower(k.String()))
+			if len(msgs) != 1 || msgs[0] != want {
+				t.Errorf("terminated messages seen by the lane = %q, want [%q]", msgs, want)
+			}
+		})
 	}
 }
 
