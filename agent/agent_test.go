@@ -221,6 +221,14 @@ func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 	for i, backoff := range []time.Duration{10 * time.Second, 20 * time.Second} {
 		want := int32(i + 1)
 		exitSeen()
+		// The sync counted by exitSeen may be one that began before the
+		// exit (finishing the previous restart); the one that sees the
+		// exit shows the back-off. Its timer is armed for the back-off's
+		// absolute end, whenever it is armed.
+		h.eventually(fmt.Sprintf("exit %d shown as CrashLoopBackOff", want+1), func() bool {
+			w := container().State.Waiting
+			return w != nil && w.Reason == "CrashLoopBackOff"
+		})
 		w := container().State.Waiting
 		if w == nil || w.Reason != "CrashLoopBackOff" || !strings.Contains(w.Message, "back-off "+backoff.String()) {
 			t.Fatalf("exit %d: waiting %+v, want CrashLoopBackOff of %s", want+1, w, backoff)
