@@ -567,7 +567,9 @@ spec:
 	}
 	waitFor(t, "the missing hostPath reported", 30*time.Second, func() (bool, string) {
 		j := sh(t, "journalctl -u berth --no-pager -o cat -n 200")
-		return strings.Contains(j, `CreateContainerConfigError: hostPath \"/srv/berth-missing\" for volume \"gone\": does not exist`), tail(j, 5)
+		// Logged once, as the pod's Failed event (the worker does not log
+		// a failure that became an event again).
+		return strings.Contains(j, `hostPath \"/srv/berth-missing\" for volume \"gone\": does not exist`), tail(j, 5)
 	})
 	if pods := berthPods(t); !strings.Contains(pods, "missing-"+Machine) {
 		t.Errorf("`berth pods` (over the socket) lacks the refused pod:\n%s", pods)
