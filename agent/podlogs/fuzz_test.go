@@ -124,10 +124,24 @@ func FuzzCopy(f *testing.F) {
 		if len(gotLines) > len(allLines) {
 			t.Fatalf("tail %d wrote %d lines, the whole log %d", tail, len(gotLines), len(allLines))
 		}
-		if len(gotLines) > 1 {
+		// A joined partial record is written when its full record comes,
+		// after the lines of other streams (or malformed ones) in between:
+		// with partial records the order of the lines is the writer's,
+		// not the file's, and a tail need not end like the whole log.
+		if len(gotLines) > 1 && !hasPartial(data) {
 			if want := allLines[len(allLines)-len(gotLines)+1:]; strings.Join(gotLines[1:], "") != strings.Join(want, "") {
 				t.Fatalf("tail %d: %q is not the end of %q", tail, got, all)
 			}
 		}
 	})
+}
+
+// hasPartial reports whether any line of data is a partial CRI record.
+func hasPartial(data []byte) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if e, err := ParseLine(line); err == nil && e.Partial {
+			return true
+		}
+	}
+	return false
 }
