@@ -756,25 +756,44 @@ func restartCountAnnotation(c *runtimeapi.Container) (int, error) {
 
 // cleanRuntime stops and removes every berth-owned sandbox (and container)
 // of the bed, so the next test starts from an empty runtime. Leftovers are
-// reported: they mean berth (or the test) left something behind.
+// reported: they mean berth (or the test) left something behind. A
+// container whose start is still in flight in the runtime (a berth stopped
+// mid-StartContainer) cannot be removed until the start ends: the pass is
+// repeated for up to 30 s while the runtime says so.
 func cleanRuntime(t *testing.T, when string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	deadline := time.Now().Add(30 * time.Second)
+	for first := true; ; first = false {
+		err := cleanRuntimePass(ctx, t, when, first)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "starting state") || time.Now().After(deadline) {
+			t.Errorf("clean runtime %s: %v", when, err)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cleanRuntimePass is one pass of cleanRuntime; it logs what it removes on
+// the first pass.
+func cleanRuntimePass(ctx context.Context, t *testing.T, when string, first bool) error {
+	t.Helper()
 	rt := bed.Runtime()
 	managed := map[string]string{labelManaged: "true"}
 	sbResp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: managed}})
 	if err != nil {
-		t.Errorf("clean runtime %s: ListPodSandbox: %v", when, err)
-		return
+		return fmt.Errorf("ListPodSandbox: %w", err)
 	}
 	cResp, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: managed}})
 	if err != nil {
-		t.Errorf("clean runtime %s: ListContainers: %v", when, err)
-		return
+		return fmt.Errorf("ListContainers: %w", err)
 	}
 	sbs, cs := sbResp.Items, cResp.Containers
-	if len(sbs)+len(cs) > 0 {
+	if first && len(sbs)+len(cs) > 0 {
 		t.Logf("clean runtime %s: removing %d berth-owned sandboxes and %d containers", when, len(sbs), len(cs))
 	}
 	var errs []error
@@ -794,9 +813,7 @@ func cleanRuntime(t *testing.T, when string) {
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", shortID(s.Id), err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		t.Errorf("clean runtime %s: %v", when, err)
-	}
+	return errors.Join(errs...)
 }
 
 // criLogLines parses a CRI log file ("TIME STREAM TAG CONTENT" lines) into
