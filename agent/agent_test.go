@@ -187,6 +187,42 @@ func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
 	}
 }
 
+// TestAgentResyncReadsNothingForUnchangedPod: once a pod runs, the periodic
+// resync syncs it from the lane's last observation (its own read, or a
+// relist since): the only runtime reads over a resync are the relists
+// themselves. An adopted pod is the case that matters: the first relist
+// saw it before its lane existed, so the lane's own first read is all it
+// has, and reading each pod again every resync was most of an idle node's
+// CRI calls (issue 16).
+func TestAgentResyncReadsNothingForUnchangedPod(t *testing.T) {
+	rt := newRecordingRuntime()
+	first := newHarness(t, harnessOpts{rt: rt})
+	p := simplePod(t, "web", loop)
+	first.apply(manifest.SourceFile, p)
+	first.eventually("pod running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
+	first.stop()
+
+	h := newHarness(t, harnessOpts{rt: rt})
+	h.apply(manifest.SourceFile, p)
+	h.eventually("status Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
+	for range 3 {
+		reads := func() int { return rt.calls("ListPodSandbox")["ListPodSandbox"] }
+		lists, relists, synced := reads(), h.passes("relist"), h.steps("sync")
+		h.step(h.agent.cfg.SyncFrequency)
+		h.eventually("the resync's sync", func() bool { return h.steps("sync") > synced })
+		if got, want := reads()-lists, h.passes("relist")-relists; got != want {
+			t.Fatalf("a resync of an unchanged pod listed sandboxes %d times over %d relists; want only the relists'", got, want)
+		}
+	}
+
+	// A container that dies is seen by the next relist, which hands the
+	// lane a newer observation: it is restarted from that.
+	starts := rt.calls("StartContainer")["StartContainer"]
+	rt.exit(p.UID, 1, h.clock.Now())
+	h.step(h.agent.cfg.RelistPeriod)
+	h.eventually("the container restarted", func() bool { return rt.calls("StartContainer")["StartContainer"] > starts })
+}
+
 // TestAgentRestartsExitedContainerWithBackoff: the first exit restarts at
 // once; each later one waits for the crash-loop back-off, measured from
 // the exit, and not a millisecond less: a sync 1 ms early still refuses,

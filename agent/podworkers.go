@@ -44,14 +44,17 @@ type podWorker struct {
 	pod        *v1.Pod // latest desired pod; nil for an orphan
 	observed   *cri.PodStatus
 	observedAt time.Time
-	state      workState
-	terminate  bool   // termination requested
-	remove     bool   // remove runtime objects once stopped
-	grace      *int64 // grace period override for the kill
-	started    bool   // passed the full-name gate
-	startTime  time.Time
-	readd      *v1.Pod // same UID added again while being removed
-	timer      clock.Timer
+	// observedOwn says observed is the lane's own read, not the PLEG's: on
+	// a tie with lastActed only an own read is known to follow the action.
+	observedOwn bool
+	state       workState
+	terminate   bool   // termination requested
+	remove      bool   // remove runtime objects once stopped
+	grace       *int64 // grace period override for the kill
+	started     bool   // passed the full-name gate
+	startTime   time.Time
+	readd       *v1.Pod // same UID added again while being removed
+	timer       clock.Timer
 	// holding says what of a terminating pod still runs, and why berth
 	// could not stop it, while the lane keeps its full name; "" otherwise.
 	holding string
@@ -178,9 +181,31 @@ func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time)
 	if !ok {
 		return false
 	}
-	w.observed, w.observedAt = status, at
+	p.recordLocked(w, status, at, false)
 	p.wakeLocked(w)
 	return true
+}
+
+// record keeps status, read by the lane's own goroutine at at, as the
+// lane's observation: the next sync (a resync, a probe's wake-up) then
+// needs no runtime call of its own while nothing changed, and the PLEG
+// delivers a newer observation when something does.
+func (p *podWorkers) record(w *podWorker, status *cri.PodStatus, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recordLocked(w, status, at, true)
+}
+
+// recordLocked replaces the lane's observation only with a newer one: a
+// relist that began before the worker's own read but arrives after it must
+// not put back what the worker has since changed. On a tie (a fake or
+// coarse clock) the worker's own read wins, since it was taken after
+// whatever the worker did at that instant.
+func (p *podWorkers) recordLocked(w *podWorker, status *cri.PodStatus, at time.Time, own bool) {
+	if w.observed != nil && !at.After(w.observedAt) && !(own && at.Equal(w.observedAt)) {
+		return
+	}
+	w.observed, w.observedAt, w.observedOwn = status, at, own
 }
 
 // wake wakes the lane of uid, if any: a probe result of its pod changed.
@@ -290,7 +315,7 @@ func (p *podWorkers) step(w *podWorker) bool {
 		w.state = stateTerminating
 	}
 	state, pod, remove, grace := w.state, w.pod, w.remove, w.grace
-	obs, obsAt := w.observed, w.observedAt
+	obs, obsAt, obsOwn := w.observed, w.observedAt, w.observedOwn
 	if state == stateSyncing && !w.started {
 		if !p.gate.tryStart(w.fullName, w.uid) {
 			holder, _ := p.gate.holder(w.fullName)
@@ -311,7 +336,7 @@ func (p *podWorkers) step(w *podWorker) bool {
 	began := p.clock.Now()
 	switch state {
 	case stateSyncing:
-		p.sync(w, pod, obs, obsAt, startTime)
+		p.sync(w, pod, obs, obsAt, obsOwn, startTime)
 		p.observeStep("sync", began)
 		return false
 	case stateTerminating:
@@ -347,10 +372,14 @@ func (p *podWorkers) observeStep(op string, began time.Time) {
 }
 
 // sync brings a desired pod to its spec and records its status.
-func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt time.Time, startTime time.Time) {
+// obs is the lane's latest observation, taken at obsAt, by the lane itself
+// when obsOwn; it is used instead of a runtime call when it is known to
+// follow the worker's last change of the runtime.
+func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
 	log := p.log.With("pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 	status := obs
-	if status == nil || !obsAt.After(w.lastActed) {
+	if status == nil || !(obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
+		readAt := p.clock.Now()
 		var err error
 		if status, err = p.rt.PodStatus(p.ctx, w.uid); err != nil {
 			if p.ctx.Err() == nil {
@@ -359,12 +388,14 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 			}
 			return
 		}
+		p.record(w, status, readAt)
 	}
 	res := p.rt.SyncPod(p.ctx, pod, status)
 	if len(res.Results) > 0 {
 		w.lastActed = p.clock.Now()
 		if fresh, err := p.rt.PodStatus(p.ctx, w.uid); err == nil {
 			status = fresh
+			p.record(w, fresh, w.lastActed)
 		}
 	}
 	// A failure the runtime manager made an event of (a crash-loop

@@ -204,3 +204,37 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 	cancel()
 	w.wait()
 }
+
+// TestPodWorkersObservationOnlyNewer: a relist that began before the
+// lane's own read must not replace it when it arrives later, and on a tie
+// the lane's own read (taken after its action) wins.
+func TestPodWorkersObservationOnlyNewer(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	relist, own := &cri.PodStatus{Name: "relist"}, &cri.PodStatus{Name: "own"}
+	for _, tc := range []struct {
+		name    string
+		first   *cri.PodStatus
+		firstAt time.Time
+		next    *cri.PodStatus
+		nextAt  time.Time
+		want    string
+	}{
+		{"newer relist replaces own read", own, t0, relist, t0.Add(time.Millisecond), "relist"},
+		{"older relist keeps own read", own, t0, relist, t0.Add(-time.Millisecond), "own"},
+		{"relist tying own read keeps it", own, t0, relist, t0, "own"},
+		{"own read tying relist replaces it", relist, t0, own, t0, "own"},
+		{"older own read keeps relist", relist, t0, own, t0.Add(-time.Millisecond), "relist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, w := &podWorkers{}, &podWorker{}
+			p.recordLocked(w, tc.first, tc.firstAt, tc.first == own)
+			p.recordLocked(w, tc.next, tc.nextAt, tc.next == own)
+			if w.observed.Name != tc.want {
+				t.Errorf("observation = %s, want %s", w.observed.Name, tc.want)
+			}
+			if w.observedOwn != (tc.want == "own") {
+				t.Errorf("observedOwn = %v for the %s observation", w.observedOwn, tc.want)
+			}
+		})
+	}
+}
