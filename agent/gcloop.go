@@ -109,6 +109,9 @@ type gcLoop struct {
 
 	// Owned by the GC goroutine.
 	lastSweep time.Time
+	// imagesChecked says an image pass ran: the first one follows the
+	// first offer once every source is ready, the rest ImagePeriod apart.
+	imagesChecked bool
 }
 
 func newGCLoop(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *gcLoop {
@@ -163,8 +166,18 @@ func (h *gcLoop) run(ctx context.Context) {
 			wg.Wait()
 			return
 		case <-h.wake:
-			if s := h.snapshot(); s != nil {
-				h.collect(ctx, s)
+			s := h.snapshot()
+			if s == nil {
+				continue
+			}
+			ready := h.collect(ctx, s)
+			// The kubelet checks the image filesystem when it starts, not
+			// one period later: a device that boots with a full disk must
+			// not wait five minutes. Images are aged from when this berth
+			// first saw them, so a fresh start removes nothing younger
+			// than the minimum age.
+			if ready && !h.imagesChecked {
+				h.collectImages(ctx, s)
 			}
 		case <-images.C():
 			if s := h.snapshot(); s != nil {
@@ -189,8 +202,8 @@ func (h *gcLoop) runLogRotation(ctx context.Context, tick <-chan time.Time) {
 
 // collect runs one container and sandbox GC pass over s, then, once all
 // sources are ready, sweeps pod directories at start and every
-// DirSweepPeriod.
-func (h *gcLoop) collect(ctx context.Context, s *snapshot) {
+// DirSweepPeriod. It reports whether the pass saw every source ready.
+func (h *gcLoop) collect(ctx context.Context, s *snapshot) bool {
 	began := h.clock.Now()
 	ready := h.pods.sourcesReady()
 	desired := map[types.UID]*v1.Pod{}
@@ -227,6 +240,7 @@ func (h *gcLoop) collect(ctx context.Context, s *snapshot) {
 	if len(res.Removed) > 0 || len(res.Errors) > 0 {
 		h.metrics.duration.Observe(h.clock.Since(began).Seconds())
 	}
+	return ready
 }
 
 // report counts removals, logs each, and records one event per pod,
@@ -316,6 +330,7 @@ func (h *gcLoop) rotateLogs(ctx context.Context, s *snapshot) {
 // collectImages runs one image GC pass, with s telling which images are in
 // use.
 func (h *gcLoop) collectImages(ctx context.Context, s *snapshot) {
+	h.imagesChecked = true
 	res := h.rt.ImageGarbageCollect(ctx, h.cfg.Images, s.pods)
 	if res.UsagePercent >= 0 {
 		h.metrics.imageFsUsage.Set(float64(res.UsagePercent))

@@ -181,6 +181,11 @@ func TestGCLoopCollectsOnOffer(t *testing.T) {
 	if c := e.rt.next(t); c != "SweepPodDirs" {
 		t.Fatalf("call %s, want the sweep", c)
 	}
+	// The first pass with every source ready checks the image filesystem
+	// too, as the kubelet does at start; later ones wait for its period.
+	if c := e.rt.next(t); c != "ImageGarbageCollect" {
+		t.Fatalf("call %s, want the first image pass", c)
+	}
 
 	// By now the first pass has reported (one goroutine does both).
 	// The web pod shows one event for its two removed runs; the deleted
@@ -207,7 +212,8 @@ func TestGCLoopCollectsOnOffer(t *testing.T) {
 			t.Errorf("sweep keep(%s) = %v, want %v", uid, got, want)
 		}
 	}
-	// The next pass within the sweep period does not sweep again.
+	// The next pass within the sweep period does not sweep again, nor
+	// check images before their period.
 	e.h.offer(e.clock.Now(), snap)
 	if c := e.rt.next(t); c != "GarbageCollect" {
 		t.Fatalf("call %s", c)

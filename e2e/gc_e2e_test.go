@@ -20,6 +20,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // TestGCCrashLoopKeepsAllowedDeadContainers runs a pod whose container
@@ -380,4 +382,59 @@ func diffOps(before, after map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestGCRemovesUnusedImages: with the image filesystem above the high
+// threshold, berth's first image pass comes once every source is ready,
+// not a period (5 minutes) later, and removes an image nothing uses while
+// it keeps the image of a running pod, adopted across a restart of berth,
+// and the sandbox image. The removal is logged and counted in /metrics.
+func TestGCRemovesUnusedImages(t *testing.T) {
+	const victim = "docker.io/library/berth-gc-victim:1"
+	archive, err := testbed.ScratchImageArchive(t.TempDir(), victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBerth(t, berthOptions{})
+	b.waitReady()
+	b.writeManifest("keeper.yaml", podManifest(newPod("keeper", shContainer("app", "trap 'exit 0' TERM; sleep 100000 & wait"))))
+	b.waitRunning(podName("keeper"))
+	if err := bed.ImportImage(archive, victim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = bed.Ctr("images", "rm", victim) })
+
+	// Every image is a candidate at once (no minimum age) and any use of
+	// the disk is too much: only images in use or pinned survive.
+	b.stop()
+	b.args = append(b.args, "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0s")
+	b.start()
+	b.waitReady()
+	b.waitFor("the unused image removed", waitTimeout, func() (bool, string) {
+		n, _ := b.metric("berth_image_gc_removed_total")
+		return imageExists(t, victim) == "" && n >= 1, fmt.Sprintf("%g images removed", n)
+	})
+	if !b.logContains(`msg="image garbage collected"`) || !b.logContains(victim) {
+		t.Error("berth's log does not name the collected image")
+	}
+	for _, ref := range []string{testbed.BusyboxRef, testbed.PauseRef} {
+		if imageExists(t, ref) == "" {
+			t.Errorf("image GC removed %s, which a running pod uses", ref)
+		}
+	}
+	if cs, err := containersOf(podName("keeper")); err != nil || len(runningContainers(cs)) != 1 {
+		t.Errorf("the keeper pod's container after the pass: %v %v", cs, err)
+	}
+}
+
+// imageExists returns the ID CRI gives ref, or "" if it has no such image.
+func imageExists(t *testing.T, ref string) string {
+	t.Helper()
+	ctx, cancel := criCtx()
+	defer cancel()
+	resp, err := bed.Images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		t.Fatalf("image status of %s: %v", ref, err)
+	}
+	return resp.GetImage().GetId()
 }

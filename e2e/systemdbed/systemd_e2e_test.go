@@ -16,6 +16,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // The tests of this file run in order on one booted machine: each leaves
@@ -575,17 +577,35 @@ spec:
 		t.Errorf("`berth pods` (over the socket) lacks the refused pod:\n%s", pods)
 	}
 
-	// Log rotation: files renamed and gzipped by berth under the
-	// hardening, with a small size limit set in berth.yaml. (Image GC is
-	// not exercised: its period is a fixed 5 minutes, and it is CRI calls
-	// only, which no directive of the unit restricts.)
+	// Log rotation and image GC under the hardening, set in berth.yaml:
+	// log files renamed and gzipped past a small size limit; an image
+	// nothing uses removed by the image pass berth runs once its sources
+	// are ready, while the pods' busybox and the sandbox image stay.
+	const victim = "docker.io/library/berth-gc-victim:1"
+	archive, err := testbed.ScratchImageArchive(t.TempDir(), victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.WriteFile("/root/victim.tar", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bed.Exec("ctr", "-n", "k8s.io", "images", "import", "/root/victim.tar"); err != nil {
+		t.Fatalf("import %s: %v\n%s", victim, err, out)
+	}
 	conf := filepath.Join(bed.Root, "etc/berth/berth.yaml")
 	orig, err := os.ReadFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	small := strings.NewReplacer("#containerLogMaxSize: 10Mi", "containerLogMaxSize: 16Ki",
-		"#containerLogMonitorInterval: 10s", "containerLogMonitorInterval: 1s").Replace(string(orig))
+		"#containerLogMonitorInterval: 10s", "containerLogMonitorInterval: 1s",
+		"#imageGCHighThresholdPercent: 85", "imageGCHighThresholdPercent: 1",
+		"#imageGCLowThresholdPercent: 80", "imageGCLowThresholdPercent: 0",
+		"#imageMinimumGCAge: 2m0s", "imageMinimumGCAge: 0s").Replace(string(orig))
 	if err := bed.WriteFile("/etc/berth/berth.yaml", []byte(small), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -610,6 +630,19 @@ spec:
 		out, _ := bed.Exec("sh", "-c", "ls /var/log/pods/default_chatty-"+Machine+"_*/main/")
 		return strings.Contains(out, ".gz"), out
 	})
+	waitFor(t, "the unused image collected", 60*time.Second, func() (bool, string) {
+		j := sh(t, "journalctl -u berth --no-pager -o cat -n 300")
+		return strings.Contains(j, "image garbage collected") && strings.Contains(j, victim), tail(j, 5)
+	})
+	images := sh(t, "ctr -n k8s.io images ls -q")
+	if strings.Contains(images, victim) {
+		t.Errorf("%s still listed after berth logged its removal:\n%s", victim, images)
+	}
+	for _, ref := range []string{testbed.BusyboxRef, testbed.PauseRef} {
+		if !strings.Contains(images, ref) {
+			t.Errorf("image GC removed %s, which pods use:\n%s", ref, images)
+		}
+	}
 }
 
 // TestReboot: the machine is rebooted with berth's pods running and

@@ -407,8 +407,7 @@ func (b *Bed) KillContainerd() error {
 }
 
 // importImages imports the image archive into the k8s.io namespace,
-// unpacked for the CRI snapshotter, and waits until CRI sees both images
-// (its image store follows containerd's events, asynchronously).
+// unpacked for the CRI snapshotter, and waits until CRI sees both images.
 func (b *Bed) importImages(archive string) error {
 	if out, err := b.Ctr("images", "import", "--snapshotter", b.snapshotter, archive); err != nil {
 		return fmt.Errorf("import test images: %w: %s", err, out)
@@ -416,16 +415,8 @@ func (b *Bed) importImages(archive string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, ref := range []string{BusyboxRef, PauseRef} {
-		for {
-			resp, err := b.Images().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
-			if err == nil && resp.GetImage() != nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("image %s imported but not seen by CRI: %v", ref, err)
-			case <-time.After(20 * time.Millisecond):
-			}
+		if err := b.waitImage(ctx, ref); err != nil {
+			return err
 		}
 	}
 	return nil
