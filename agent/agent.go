@@ -224,6 +224,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-housekeeping.C():
 			trigger, began = "housekeeping", a.cfg.Clock.Now()
 			a.housekeeping()
+		case <-a.status.phases:
+			// systemctl status follows a pod's phase within a loop turn,
+			// not a housekeeping period later: just after a restart,
+			// adopted pods would show as pending for up to 2 s.
+			trigger, began = "status", a.cfg.Clock.Now()
+			a.notify.status(a.summary())
 		}
 		a.checkReady(updates)
 		a.metrics.loopIterations.WithLabelValues(trigger).Inc()

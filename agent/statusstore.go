@@ -21,6 +21,10 @@ type statusStore struct {
 	// on every later status of the pod, as an API server's
 	// deletionTimestamp, so readers show it Terminating.
 	deleting map[types.UID]deletion
+	// phases has room for one pending signal that some pod's phase
+	// changed, or a pod came or went: the sync loop then refreshes the
+	// STATUS= line at once instead of at its next housekeeping tick.
+	phases chan struct{}
 }
 
 type deletion struct {
@@ -29,7 +33,7 @@ type deletion struct {
 }
 
 func newStatusStore() *statusStore {
-	return &statusStore{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}}
+	return &statusStore{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}, phases: make(chan struct{}, 1)}
 }
 
 // set records pod with st as its status. The desired pod itself is shared
@@ -41,8 +45,20 @@ func (s *statusStore) set(pod *v1.Pod, st v1.PodStatus) {
 	if d, ok := s.deleting[pod.UID]; ok {
 		cp.DeletionTimestamp, cp.DeletionGracePeriodSeconds = &d.at, d.grace
 	}
+	old, ok := s.pods[pod.UID]
 	s.pods[pod.UID] = &cp
 	s.mu.Unlock()
+	if !ok || old.Status.Phase != st.Phase {
+		s.phaseChanged()
+	}
+}
+
+// phaseChanged signals the sync loop without ever blocking a worker.
+func (s *statusStore) phaseChanged() {
+	select {
+	case s.phases <- struct{}{}:
+	default:
+	}
 }
 
 // markDeleting records that the pod of uid is being stopped because its
@@ -68,9 +84,13 @@ func (s *statusStore) get(uid types.UID) *v1.Pod {
 
 func (s *statusStore) delete(uid types.UID) {
 	s.mu.Lock()
+	_, ok := s.pods[uid]
 	delete(s.pods, uid)
 	delete(s.deleting, uid)
 	s.mu.Unlock()
+	if ok {
+		s.phaseChanged()
+	}
 }
 
 // list returns every pod sorted by namespace and name, then UID, so output
