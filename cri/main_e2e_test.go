@@ -4,7 +4,6 @@ package cri
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -17,20 +16,7 @@ import (
 // with the local registry up (images_e2e_test.go pulls from it).
 var testBed *testbed.Bed
 
-func TestMain(m *testing.M) {
-	bed, err := testbed.Start(testbed.Options{Registry: true})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
-		os.Exit(1)
-	}
-	testBed = bed
-	code := m.Run()
-	if err := bed.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "close test bed: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m, testbed.Options{Registry: true}, &testBed)) }
 
 // newE2EManager is a Manager dialed to the test bed, with its own root and
 // log directories; the connection closes when t ends.

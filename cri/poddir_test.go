@@ -2,14 +2,11 @@ package cri
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 
+	"github.com/berth-agent/berth/cri/podpath/podpathtest"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -146,71 +143,6 @@ func TestMemoryVolumeSize(t *testing.T) {
 	}
 }
 
-// victimBed is a temporary directory holding berth's root and log
-// directories and, next to them, a victim directory with a few files: what
-// a hostile pod field must never reach.
-type victimBed struct {
-	base, root, logs, victim string
-	want                     []string // the victim's tree, as victimTree lists it
-}
-
-func newVictimBed(t *testing.T) *victimBed {
-	t.Helper()
-	base := t.TempDir()
-	b := &victimBed{base: base, root: filepath.Join(base, "root"), logs: filepath.Join(base, "logs"), victim: filepath.Join(base, "victim")}
-	for _, d := range []string{b.root, b.logs, filepath.Join(b.victim, "containers", "app")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"keep", "containers/app/msg"} {
-		if err := os.WriteFile(filepath.Join(b.victim, f), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.want = b.victimTree(t)
-	return b
-}
-
-// victimTree lists every entry of the victim directory with its mode.
-func (b *victimBed) victimTree(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(b.victim, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		out = append(out, fmt.Sprintf("%s %v", strings.TrimPrefix(path, b.base), fi.Mode()))
-		return nil
-	})
-	if err != nil {
-		t.Errorf("victim directory: %v", err)
-	}
-	return out
-}
-
-// check fails the test when anything but root, logs and victim appeared
-// next to them, or anything in victim changed.
-func (b *victimBed) check(t *testing.T) {
-	t.Helper()
-	entries, err := os.ReadDir(b.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if n := e.Name(); n != "root" && n != "logs" && n != "victim" {
-			t.Errorf("%s created next to the roots", n)
-		}
-	}
-	if got := b.victimTree(t); !slices.Equal(got, b.want) {
-		t.Errorf("victim directory changed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(b.want, "\n"))
-	}
-}
-
 // TestHostilePodFieldsStayInsideRoots feeds every function that builds a
 // path from a pod field with fields that climb out of the roots, as a pod
 // that got past validation (or a runtime's labels) could carry them:
@@ -238,8 +170,8 @@ func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newVictimBed(t)
-			m, _, _ := newCfgManager(t, Options{RootDir: b.root, PodLogsDir: b.logs})
+			b := podpathtest.NewVictimBed(t)
+			m, _, _ := newCfgManager(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
 			p := tt.pod
 			p.Spec.Containers[0].Name = tt.container
 			badUID := p.UID != "u"
@@ -266,7 +198,7 @@ func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 			if err := m.RemovePod(context.Background(), &PodStatus{UID: p.UID, Name: p.Name, Namespace: p.Namespace}); err != nil {
 				t.Errorf("RemovePod: %v", err)
 			}
-			b.check(t)
+			b.Check(t)
 		})
 	}
 }
@@ -277,8 +209,8 @@ func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 // create them), and in the pod's log directory. Creating refuses to go
 // through them; removing unlinks them and leaves the victim alone.
 func TestPlantedLinksAreNotFollowed(t *testing.T) {
-	b := newVictimBed(t)
-	m, _, _ := newCfgManager(t, Options{RootDir: b.root, PodLogsDir: b.logs})
+	b := podpathtest.NewVictimBed(t)
+	m, _, _ := newCfgManager(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
 	pod := ccPod()
 	podDir := mustPath(t)(m.PodDir(pod.UID))
 	data := mustPath(t)(m.emptyDirPath(pod.UID, "data"))
@@ -293,7 +225,7 @@ func TestPlantedLinksAreNotFollowed(t *testing.T) {
 		filepath.Join(data, "escape"),
 		filepath.Join(logDir, "app"),
 	} {
-		if err := os.Symlink(b.victim, link); err != nil {
+		if err := os.Symlink(b.Victim, link); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,16 +235,16 @@ func TestPlantedLinksAreNotFollowed(t *testing.T) {
 	if err := os.Remove(filepath.Join(podDir, "volumes", emptyDirPluginDir, "data", "escape")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(b.victim, filepath.Join(podDir, "volumes", emptyDirPluginDir, "other")); err != nil {
+	if err := os.Symlink(b.Victim, filepath.Join(podDir, "volumes", emptyDirPluginDir, "other")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.ensureEmptyDir(pod, "other", &v1.EmptyDirVolumeSource{}); err == nil {
 		t.Error("ensureEmptyDir accepted a link as the volume's directory")
 	}
-	if err := os.Symlink(b.victim, filepath.Join(data, "escape")); err != nil {
+	if err := os.Symlink(b.Victim, filepath.Join(data, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	b.check(t)
+	b.Check(t)
 
 	if err := m.RemovePod(context.Background(), &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}); err != nil {
 		t.Fatal(err)
@@ -325,5 +257,5 @@ func TestPlantedLinksAreNotFollowed(t *testing.T) {
 			t.Errorf("%s left behind: %v", d, err)
 		}
 	}
-	b.check(t)
+	b.Check(t)
 }

@@ -3,7 +3,6 @@
 package criclient
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -13,17 +12,4 @@ import (
 // testBed is the real containerd the e2e tests of this package share.
 var testBed *testbed.Bed
 
-func TestMain(m *testing.M) {
-	bed, err := testbed.Start(testbed.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
-		os.Exit(1)
-	}
-	testBed = bed
-	code := m.Run()
-	if err := bed.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "close test bed: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m, testbed.Options{}, &testBed)) }

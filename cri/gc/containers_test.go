@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/podpath/podpathtest"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
@@ -524,8 +525,8 @@ func TestGarbageCollectBacksOffFailedRemovals(t *testing.T) {
 // runtime object, or one a second berth made) are removed from the runtime,
 // and nothing outside the roots is touched.
 func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
-	b := newVictimBed(t)
-	env := newGCTestEnvIn(t, b.root, b.logs)
+	b := podpathtest.NewVictimBed(t)
+	env := newGCTestEnvIn(t, b.Root, b.Logs)
 	ctx := context.Background()
 	const uid = "../../victim"
 	sandbox := fakeSandbox("s-evil", uid, 0)
@@ -538,10 +539,10 @@ func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{{SandboxID: "s-evil", ContainerStatus: runtimeapi.ContainerStatus{
 		Id: "c-evil", Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
 		CreatedAt: baseTime.UnixNano(), FinishedAt: baseTime.Add(time.Second).UnixNano(),
-		Labels: labels, LogPath: filepath.Join(b.logs, "..", "victim", "keep"),
+		Labels: labels, LogPath: filepath.Join(b.Logs, "..", "victim", "keep"),
 		Annotations: map[string]string{cri.AnnotationTerminationMessagePath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{
-			{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(b.root, "pods", "..", "..", "victim", "containers", "app", "msg")},
+			{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(b.Root, "pods", "..", "..", "victim", "containers", "app", "msg")},
 		},
 	}}})
 	snap, err := env.m.Relist(ctx)
@@ -560,24 +561,24 @@ func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
 	if snap, _ := env.m.Relist(ctx); len(snap) != 0 {
 		t.Errorf("runtime still has %v", snap)
 	}
-	b.check(t)
+	b.Check(t)
 }
 
 // TestSweepPodDirsLeavesLinks: the sweep of RootDir/pods skips what is no
 // directory of its own, such as a link planted there to a victim.
 func TestSweepPodDirsLeavesLinks(t *testing.T) {
-	b := newVictimBed(t)
-	env := newGCTestEnvIn(t, b.root, b.logs)
-	if err := os.MkdirAll(filepath.Join(b.root, "pods", "gone"), 0o750); err != nil {
+	b := podpathtest.NewVictimBed(t)
+	env := newGCTestEnvIn(t, b.Root, b.Logs)
+	if err := os.MkdirAll(filepath.Join(b.Root, "pods", "gone"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(b.victim, filepath.Join(b.root, "pods", "gone", "volumes")); err != nil {
+	if err := os.Symlink(b.Victim, filepath.Join(b.Root, "pods", "gone", "volumes")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(b.victim, filepath.Join(b.root, "pods", "link")); err != nil {
+	if err := os.Symlink(b.Victim, filepath.Join(b.Root, "pods", "link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(b.victim, filepath.Join(b.logs, "default_web-node_gone")); err != nil {
+	if err := os.Symlink(b.Victim, filepath.Join(b.Logs, "default_web-node_gone")); err != nil {
 		t.Fatal(err)
 	}
 	removed, err := env.gc.SweepPodDirs(func(types.UID) bool { return false })
@@ -591,5 +592,5 @@ func TestSweepPodDirsLeavesLinks(t *testing.T) {
 	if want := []string{"pod_log_dir:default_web-node_gone", "pod_dir:gone"}; !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
-	b.check(t)
+	b.Check(t)
 }

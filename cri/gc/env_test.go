@@ -1,12 +1,6 @@
 package gc
 
 import (
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -91,70 +85,5 @@ func mustPath(t *testing.T) func(string, error) string {
 			t.Fatal(err)
 		}
 		return p
-	}
-}
-
-// victimBed is a temporary directory holding berth's root and log
-// directories and, next to them, a victim directory with a few files: what
-// a hostile runtime object must never make GC reach.
-type victimBed struct {
-	base, root, logs, victim string
-	want                     []string // the victim's tree, as victimTree lists it
-}
-
-func newVictimBed(t *testing.T) *victimBed {
-	t.Helper()
-	base := t.TempDir()
-	b := &victimBed{base: base, root: filepath.Join(base, "root"), logs: filepath.Join(base, "logs"), victim: filepath.Join(base, "victim")}
-	for _, d := range []string{b.root, b.logs, filepath.Join(b.victim, "containers", "app")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"keep", "containers/app/msg"} {
-		if err := os.WriteFile(filepath.Join(b.victim, f), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.want = b.victimTree(t)
-	return b
-}
-
-// victimTree lists every entry of the victim directory with its mode.
-func (b *victimBed) victimTree(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(b.victim, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		out = append(out, fmt.Sprintf("%s %v", strings.TrimPrefix(path, b.base), fi.Mode()))
-		return nil
-	})
-	if err != nil {
-		t.Errorf("victim directory: %v", err)
-	}
-	return out
-}
-
-// check fails the test when anything but root, logs and victim appeared
-// next to them, or anything in victim changed.
-func (b *victimBed) check(t *testing.T) {
-	t.Helper()
-	entries, err := os.ReadDir(b.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if n := e.Name(); n != "root" && n != "logs" && n != "victim" {
-			t.Errorf("%s created next to the roots", n)
-		}
-	}
-	if got := b.victimTree(t); !slices.Equal(got, b.want) {
-		t.Errorf("victim directory changed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(b.want, "\n"))
 	}
 }

@@ -22,20 +22,7 @@ import (
 // testBed is the real containerd every e2e test of this package shares.
 var testBed *testbed.Bed
 
-func TestMain(m *testing.M) {
-	bed, err := testbed.Start(testbed.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
-		os.Exit(1)
-	}
-	testBed = bed
-	code := m.Run()
-	if err := bed.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "close test bed: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m, testbed.Options{}, &testBed)) }
 
 // e2eEnv is a runtime manager and a collector dialed to the test bed, with
 // their own root and log directories.

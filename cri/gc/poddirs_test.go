@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/podpath/podpathtest"
 )
 
 // TestRemovePodDirsStaysInsideRoots: removing the directories of a pod
@@ -21,13 +22,13 @@ func TestRemovePodDirsStaysInsideRoots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newVictimBed(t)
-			env := newGCTestEnvIn(t, b.root, b.logs)
+			b := podpathtest.NewVictimBed(t)
+			env := newGCTestEnvIn(t, b.Root, b.Logs)
 			uid := types.UID(tt.uid)
 			if _, err := env.gc.removePodDirs(uid, env.m.PodLogDir(&cri.PodStatus{UID: uid, Name: tt.pod, Namespace: tt.namespace})); err != nil {
 				t.Errorf("removePodDirs: %v", err)
 			}
-			b.check(t)
+			b.Check(t)
 		})
 	}
 }

@@ -476,3 +476,22 @@ func cacheDir() string {
 	}
 	return filepath.Join(os.TempDir(), "berth-testbed-cache")
 }
+
+// Main runs a test package's tests against one bed started with opts,
+// stored in *bed before the first test runs, and closes the bed after the
+// last; it returns the exit code for os.Exit. A bed that fails to start or
+// to close fails the run.
+func Main(m *testing.M, opts Options, bed **Bed) int {
+	b, err := Start(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start test bed: %v\n", err)
+		return 1
+	}
+	*bed = b
+	code := m.Run()
+	if err := b.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close test bed: %v\n", err)
+		code = 1
+	}
+	return code
+}

@@ -34,21 +34,10 @@ type containerdConfig struct {
 	DisableNRI bool
 }
 
-// containerdTemplate is a version 2 config for containerd 1.6 and 1.7.
-// Notes:
-//   - restrict_oom_score_adj: these machines lack CAP_SYS_RESOURCE, and
-//     without it every sandbox fails with "can't get final child's PID
-//     from pipe: EOF".
-//   - stream_server_port 0: the default, 10010, would collide between
-//     concurrent beds.
-//   - the runc options' Root keeps runc's state in the bed, so teardown can
-//     find (and force-delete) every container of this bed alone.
-//   - unused snapshotters are disabled to keep containerd.log readable.
-var containerdTemplate = template.Must(template.New("config.toml").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`version = 2
-root = {{q .Root}}
-state = {{q .State}}
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
-
+// commonConfig is what both config versions say alike, after their
+// top-level keys: the bed's sockets, no metrics listener, the opt
+// directory, and NRI off where asked.
+const commonConfig = `{{define "common"}}
 [grpc]
   address = {{q .Socket}}
 
@@ -63,7 +52,28 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 {{if .DisableNRI}}
 [plugins."io.containerd.nri.v1.nri"]
   disable = true
-{{end}}
+{{end}}{{end}}`
+
+// configTemplate parses one config version's template with commonConfig.
+func configTemplate(text string) *template.Template {
+	return template.Must(template.Must(template.New("config.toml").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(commonConfig)).Parse(text))
+}
+
+// containerdTemplate is a version 2 config for containerd 1.6 and 1.7.
+// Notes:
+//   - restrict_oom_score_adj: these machines lack CAP_SYS_RESOURCE, and
+//     without it every sandbox fails with "can't get final child's PID
+//     from pipe: EOF".
+//   - stream_server_port 0: the default, 10010, would collide between
+//     concurrent beds.
+//   - the runc options' Root keeps runc's state in the bed, so teardown can
+//     find (and force-delete) every container of this bed alone.
+//   - unused snapshotters are disabled to keep containerd.log readable.
+var containerdTemplate = configTemplate(`version = 2
+root = {{q .Root}}
+state = {{q .State}}
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
+{{template "common" .}}
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = {{q .SandboxImg}}
   restrict_oom_score_adj = true
@@ -87,7 +97,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = {{q .RegistryDir}}
-`))
+`)
 
 // containerdV3Template is the version 3 config of containerd 2.x, the same
 // settings as containerdTemplate in the places 2.x moved them to: the CRI
@@ -95,26 +105,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 // the sandbox image as pinned_images.sandbox) and io.containerd.cri.v1.runtime
 // (runtimes, CNI with bin_dirs, restrict_oom_score_adj, still needed), while
 // the stream server stays with io.containerd.grpc.v1.cri.
-var containerdV3Template = template.Must(template.New("config.toml").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`version = 3
+var containerdV3Template = configTemplate(`version = 3
 root = {{q .Root}}
 state = {{q .State}}
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]
-
-[grpc]
-  address = {{q .Socket}}
-
-[ttrpc]
-  address = {{q (printf "%s.ttrpc" .Socket)}}
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = {{q .OptDir}}
-{{if .DisableNRI}}
-[plugins."io.containerd.nri.v1.nri"]
-  disable = true
-{{end}}
+{{template "common" .}}
 [plugins."io.containerd.grpc.v1.cri"]
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
@@ -145,7 +140,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dirs = [{{q .CNIBinDir}}]
     conf_dir = {{q .CNIConfDir}}
     max_conf_num = 1
-`))
+`)
 
 // render produces config.toml in the format of c.Version (2 when unset).
 func (c containerdConfig) render() ([]byte, error) {

@@ -7,12 +7,22 @@
 # The packages' own services (a system containerd, a registry on :5000) are
 # kept from starting through policy-rc.d while installing; were they
 # running anyway, beds use their own sockets and ports and do not mind.
+#
+# Other test beds install through it: `install.sh LABEL PACKAGE...`
+# installs those packages instead, naming LABEL in its messages.
 set -eu
 
 pkgs="containerd runc containernetworking-plugins busybox-static docker-registry skopeo iptables iproute2"
 
+label=testbed
+if [ $# -gt 0 ]; then
+	label=$1
+	shift
+	pkgs="$*"
+fi
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
-	echo "testbed: dpkg-query not found: the test bed installs with apt (Debian/Ubuntu)" >&2
+	echo "$label: dpkg-query not found: the test bed installs with apt (Debian/Ubuntu)" >&2
 	exit 1
 fi
 missing=""
@@ -24,10 +34,10 @@ done
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then
-	echo "testbed: missing packages:$missing (run as root to install them)" >&2
+	echo "$label: missing packages:$missing (run as root to install them)" >&2
 	exit 1
 fi
-echo "testbed: installing:$missing" >&2
+echo "$label: installing:$missing" >&2
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then
 	printf '#!/bin/sh\nexit 101\n' >"$policy"
