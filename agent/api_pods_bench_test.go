@@ -3,12 +3,11 @@ package agent
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/bench/heapsample"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,28 +29,7 @@ func BenchmarkAPIPodsConcurrent(b *testing.B) {
 		st.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(apiT0)}}
 		bed.agent.status.set(pod, st)
 	}
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var m runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak.Load() {
-				peak.Store(m.HeapInuse)
-			}
-		}
-	}()
-	b.ResetTimer()
+	report := heapsample.Start(b, 5*time.Millisecond)
 	for range b.N {
 		var wg sync.WaitGroup
 		for range clients {
@@ -69,9 +47,5 @@ func BenchmarkAPIPodsConcurrent(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	b.StopTimer()
-	close(stop)
-	<-sampled
-	b.ReportMetric(float64(base.HeapInuse)/(1<<20), "base-heap-MB")
-	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+	report()
 }

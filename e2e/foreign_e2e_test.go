@@ -80,17 +80,40 @@ func TestForeignSandboxUntouched(t *testing.T) {
 // labelled with labels only, and removes it when the test ends.
 func runForeignPod(t *testing.T, name string, labels map[string]string) runtimePod {
 	t.Helper()
-	ctx, cancel := criCtx()
-	defer cancel()
-	rt := bed.Runtime()
 	logDir, err := os.MkdirTemp("", "berth-e2e-foreign-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid := labels[labelPodUID]
+	pod := runCRIPod(t, name, "foreign", logDir, labels)
+	t.Cleanup(func() {
+		ctx, cancel := criCtx()
+		defer cancel()
+		rt := bed.Runtime()
+		id := pod.sandbox.Id
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Errorf("clean up foreign sandbox %s: %v", name, err)
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Errorf("clean up foreign sandbox %s: %v", name, err)
+		}
+		os.RemoveAll(logDir)
+	})
+	return pod
+}
+
+// runCRIPod runs, straight through CRI and not through berth, a sandbox
+// named name in namespace default with one busybox container "main",
+// both labelled with labels (the container with its name label too), the
+// sandbox's pod UID being labels' and its logs under logDir. A pod that
+// berth did not make, or made to look like berth's.
+func runCRIPod(t *testing.T, name, hostname, logDir string, labels map[string]string) runtimePod {
+	t.Helper()
+	ctx, cancel := criCtx()
+	defer cancel()
+	rt := bed.Runtime()
 	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: uid},
-		Hostname:     "foreign",
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: labels[labelPodUID]},
+		Hostname:     hostname,
 		LogDirectory: logDir,
 		Labels:       labels,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
@@ -101,17 +124,6 @@ func runForeignPod(t *testing.T, name string, labels map[string]string) runtimeP
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := criCtx()
-		defer cancel()
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.PodSandboxId}); err != nil {
-			t.Errorf("clean up foreign sandbox %s: %v", name, err)
-		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId}); err != nil {
-			t.Errorf("clean up foreign sandbox %s: %v", name, err)
-		}
-		os.RemoveAll(logDir)
-	})
 	cLabels := map[string]string{labelContainerName: "main"}
 	for k, v := range labels {
 		cLabels[k] = v

@@ -87,45 +87,8 @@ func TestHostileUIDStaysInsideRoots(t *testing.T) {
 // to remove it; what is left is the harness's cleanRuntime's job.
 func runHostileOrphan(t *testing.T, uid, logDir string) string {
 	t.Helper()
-	ctx, cancel := criCtx()
-	defer cancel()
-	rt := bed.Runtime()
 	labels := map[string]string{labelPodName: "orphan", labelPodNamespace: "default", labelPodUID: uid, labelManaged: "true"}
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "orphan", Namespace: "default", Uid: uid},
-		Hostname:     "orphan",
-		LogDirectory: logDir,
-		Labels:       labels,
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
-		}},
-	}
-	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	if err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	cLabels := map[string]string{labelContainerName: "main"}
-	for k, v := range labels {
-		cLabels[k] = v
-	}
-	c, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: sb.PodSandboxId,
-		Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-			Image:    &runtimeapi.ImageSpec{Image: bed.BusyboxImage},
-			Command:  []string{"sh", "-c", sleepForever},
-			Labels:   cLabels,
-			LogPath:  "main/0.log",
-		},
-		SandboxConfig: cfg,
-	})
-	if err != nil {
-		t.Fatalf("CreateContainer: %v", err)
-	}
-	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId}); err != nil {
-		t.Fatalf("StartContainer: %v", err)
-	}
-	return sb.PodSandboxId
+	return runCRIPod(t, "orphan", "orphan", logDir, labels).sandbox.Id
 }
 
 // treeOf lists every entry below dir with its type and permissions.

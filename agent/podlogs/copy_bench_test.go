@@ -5,12 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/berth-agent/berth/bench/heapsample"
 )
 
 // BenchmarkCopyUnfinishedLine: 10 readers of a log holding 16 MiB of P
@@ -30,27 +30,7 @@ func BenchmarkCopyUnfinishedLine(b *testing.B) {
 		f.WriteString(record)
 	}
 	f.Close()
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var m runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak.Load() {
-				peak.Store(m.HeapInuse)
-			}
-		}
-	}()
-	b.ResetTimer()
+	report := heapsample.Start(b, 2*time.Millisecond)
 	for range b.N {
 		var wg sync.WaitGroup
 		for range readers {
@@ -64,9 +44,5 @@ func BenchmarkCopyUnfinishedLine(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	b.StopTimer()
-	close(stop)
-	<-sampled
-	b.ReportMetric(float64(base.HeapInuse)/(1<<20), "base-heap-MB")
-	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+	report()
 }
