@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/bench/heapsample"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/bench/heapsample"
 )
 
 // BenchmarkAPIPodsConcurrent: 16 clients read /pods at once with 10,000
@@ -48,4 +49,24 @@ func BenchmarkAPIPodsConcurrent(b *testing.B) {
 		wg.Wait()
 	}
 	report()
+}
+
+// BenchmarkAgentPodOfMany: one pod looked up by name among 10,000, as
+// `berth logs -f` does every 100 ms while it follows a container.
+func BenchmarkAgentPodOfMany(b *testing.B) {
+	const pods = 10000
+	bed := newAPIBed(b)
+	for i := range pods {
+		pod, st := webPod()
+		pod.Name = fmt.Sprintf("web%05d-node1", i)
+		pod.UID = types.UID(fmt.Sprintf("uid-%05d", i))
+		bed.agent.status.set(pod, st)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if bed.agent.Pod("default", "web05000-node1") == nil {
+			b.Fatal("pod not found")
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
@@ -131,4 +133,33 @@ func condition(p *v1.Pod, typ v1.PodConditionType) *v1.PodCondition {
 		}
 	}
 	return nil
+}
+
+// TestPodIsPodsFirstOfItsName: Pod, which reads only the pods of one name,
+// returns what Pods lists first under that name: a running pod, the older
+// of two UIDs sharing a name, a refused manifest, each with its
+// condition; nil for a name nobody has.
+func TestPodIsPodsFirstOfItsName(t *testing.T) {
+	b := newAPIBed(t)
+	for _, p := range []struct{ uid, name, ns string }{{"uid-b", "web-node1", "default"}, {"uid-a", "web-node1", "default"}, {"uid-c", "web-node1", "other"}, {"uid-d", "db-node1", "default"}} {
+		pod := stubPod(types.UID(p.uid), p.name, "1")
+		pod.Namespace = p.ns
+		b.agent.status.set(pod, v1.PodStatus{Phase: v1.PodRunning})
+	}
+	all := b.agent.Pods()
+	for _, q := range []struct{ ns, name string }{{"default", "web-node1"}, {"other", "web-node1"}, {"default", "db-node1"}, {"default", "bad-node1"}, {"default", "nobody"}} {
+		var want *v1.Pod
+		for _, p := range all {
+			if p.Namespace == q.ns && p.Name == q.name {
+				want = p
+				break
+			}
+		}
+		if got := b.agent.Pod(q.ns, q.name); !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("Pod(%s, %s) = %+v, want %+v", q.ns, q.name, got, want)
+		}
+	}
+	if got := b.agent.Pod("default", "web-node1"); got == nil || got.UID != "uid-a" {
+		t.Errorf("Pod(default, web-node1) = %v, want the pod of uid-a, first by UID", got)
+	}
 }

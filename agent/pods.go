@@ -36,27 +36,45 @@ func (a *Agent) Pods() []*v1.Pod {
 	}
 	ix := indexProblems(problems)
 	for i, p := range pods {
-		// The status store's pods are shared with every reader: never
-		// write into them, set the type and the condition on a copy.
-		cp := *p
-		cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
-		if probs := ix.of(p); len(probs) > 0 {
-			cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
-		}
-		pods[i] = &cp
+		pods[i] = decorate(p, ix, now)
 	}
 	manifest.SortPods(pods)
 	return pods
 }
 
-// Pod returns the pod namespace/name, or nil.
+// decorate returns a copy of p as readers see it: typed, with its
+// manifest's problems as a condition. The status store's pods are shared
+// with every reader, so they are never written into.
+func decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
+	cp := *p
+	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	if probs := ix.of(p); len(probs) > 0 {
+		cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
+	}
+	return &cp
+}
+
+// Pod returns the pod namespace/name as Pods lists it first (an old UID
+// still terminating and its replacement share the name), or nil. It
+// copies and sorts only that name's pods: `berth logs -f` asks every
+// 100 ms, whatever the number of pods.
 func (a *Agent) Pod(namespace, name string) *v1.Pod {
-	for _, p := range a.Pods() {
-		if p.Namespace == namespace && p.Name == name {
-			return p
+	pods := a.status.named(namespace, name)
+	problems := a.store.Problems()
+	now := a.cfg.Clock.Now()
+	if len(pods) == 0 {
+		for _, prob := range problems {
+			if prob.Name == name && prob.Namespace == namespace {
+				pods = append(pods, rejectedPod(prob, a.cfg.NodeName, now))
+				break
+			}
 		}
 	}
-	return nil
+	if len(pods) == 0 {
+		return nil
+	}
+	manifest.SortPods(pods)
+	return decorate(pods[0], indexProblems(problems), now)
 }
 
 // Events returns the recent events of the pod uid, oldest first.

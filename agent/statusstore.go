@@ -93,6 +93,19 @@ func (s *statusStore) delete(uid types.UID) {
 	}
 }
 
+// named returns the pods of namespace/name, in no order.
+func (s *statusStore) named(namespace, name string) []*v1.Pod {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*v1.Pod
+	for _, p := range s.pods {
+		if p.Name == name && p.Namespace == namespace {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // list returns every pod sorted by namespace and name, then UID, so output
 // is stable.
 func (s *statusStore) list() []*v1.Pod {
