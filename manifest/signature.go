@@ -340,7 +340,7 @@ func (o *signedOrigin) check(origin string, body, sig []byte, now time.Time) err
 	signer, serial, reason, err := o.verify(origin, body, sig, now)
 	if err != nil {
 		o.metrics.failed(o.source, reason)
-		return &fetchError{reason, fmt.Errorf("%s: %w", origin, err)}
+		return &fetchError{reason, fmt.Errorf("signed manifest refused: %w", err)}
 	}
 	if prev, ok := o.accepted[origin]; !ok || prev != serial {
 		if o.accepted == nil {

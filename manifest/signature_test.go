@@ -240,18 +240,20 @@ func TestSSHKeygenCommands(t *testing.T) {
 	}
 	for _, typ := range []string{"ed25519", "ecdsa", "rsa"} {
 		t.Run(typ, func(t *testing.T) {
-			name := "pods-" + typ + ".yaml"
-			if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			// As in the README: sign, then verify as a device would.
-			run(nil, "ssh-keygen", "-Y", "sign", "-f", "fleet-"+typ, "-n", "berth-manifest", name)
-			run(body, "ssh-keygen", "-Y", "verify", "-f", "allowed_signers", "-I", "fleet@example.com",
-				"-n", "berth-manifest", "-s", name+".sig")
-			sig, err := os.ReadFile(filepath.Join(dir, name+".sig"))
+			// As in the README: sign from stdin to stdout (signing a file
+			// asks before overwriting an older .sig), then verify as a
+			// device would.
+			cmd := exec.Command("ssh-keygen", "-Y", "sign", "-f", "fleet-"+typ, "-n", "berth-manifest")
+			cmd.Dir, cmd.Stdin = dir, bytes.NewReader(body)
+			sig, err := cmd.Output()
 			if err != nil {
+				t.Fatalf("ssh-keygen -Y sign: %v", err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "pods.yaml.sig"), sig, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			run(body, "ssh-keygen", "-Y", "verify", "-f", "allowed_signers", "-I", "fleet@example.com",
+				"-n", "berth-manifest", "-s", "pods.yaml.sig")
 			signer, err := signers.Verify(body, sig, time.Now())
 			if err != nil || signer != "fleet@example.com" {
 				t.Fatalf("Verify = %q, %v", signer, err)
