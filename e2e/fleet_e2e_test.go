@@ -23,6 +23,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // TestSignedFleetURL runs berth as one device of a fleet: Debian's nginx
@@ -90,6 +91,7 @@ func TestSignedFleetURL(t *testing.T) {
 		return err == nil && len(ps) == 0, fmt.Sprint(ps, err)
 	})
 	before := b.waitRuntime(podName("fleet-b"), "main", bPod.UID)
+	fleet.logLatency(t, b, "/"+mine, "serial=2", before.container.Id)
 
 	// Replay of serial 1, body and signature as they were served.
 	fleet.put(t, mine+".sig", string(v1Sig))
@@ -209,7 +211,8 @@ pid %[1]s/nginx.pid;
 error_log %[1]s/error.log;
 events { worker_connections 64; }
 http {
-	access_log %[1]s/access.log;
+	log_format fleet '$msec $status "$request"';
+	access_log %[1]s/access.log fleet;
 	client_body_temp_path %[1]s/nginx-tmp/body;
 	proxy_temp_path %[1]s/nginx-tmp/proxy;
 	fastcgi_temp_path %[1]s/nginx-tmp/fastcgi;
@@ -300,6 +303,47 @@ func (f *fleetServer) read(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// logLatency logs what a new signed body takes to run on a device once
+// polled: from nginx's answer to the last 200 GET of path before container
+// id started, to berth's log line with accepted (body and signature
+// fetched and checked, serial persisted), and to that start. Figures, not
+// assertions: the machine is shared.
+func (f *fleetServer) logLatency(t *testing.T, b *berth, path, accepted, id string) {
+	t.Helper()
+	ctx, cancel := criCtx()
+	defer cancel()
+	st, err := bed.Runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Unix(0, st.GetStatus().GetStartedAt())
+	var got time.Time
+	for _, line := range strings.Split(string(f.read(t, "../access.log")), "\n") {
+		var sec float64
+		var status int
+		var method, uri string
+		if _, err := fmt.Sscanf(line, "%f %d \"%s %s", &sec, &status, &method, &uri); err != nil || status != 200 || uri != path {
+			continue
+		}
+		if at := time.Unix(0, int64(sec*1e9)); at.Before(started) {
+			got = at
+		}
+	}
+	if got.IsZero() {
+		t.Fatalf("no GET %s before the container started at %s in nginx's access log", path, started)
+	}
+	var acceptedAt time.Time
+	log, _ := os.ReadFile(b.logFile)
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, `msg="signed manifest accepted"`) && strings.Contains(line, accepted) {
+			ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			acceptedAt, _ = time.Parse(time.RFC3339Nano, ts)
+		}
+	}
+	t.Logf("figure: GET of the new signed body at nginx -> accepted by berth %s -> its new container started %s (poll period aside)",
+		acceptedAt.Sub(got).Round(time.Millisecond), started.Sub(got).Round(time.Millisecond))
 }
 
 // writeTLS writes a private CA (ca.pem) and a server certificate for
