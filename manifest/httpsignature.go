@@ -11,11 +11,11 @@ import (
 
 // newSignedOrigin returns the signature check of a source, or nil when no
 // signers are configured and bodies need no signature.
-func newSignedOrigin(cfg SourceConfig, source string, log *slog.Logger) *signedOrigin {
-	if cfg.URLSigners == nil {
+func newSignedOrigin(signers *Signers, cfg SourceConfig, source string, log *slog.Logger) *signedOrigin {
+	if signers == nil {
 		return nil
 	}
-	return &signedOrigin{signers: cfg.URLSigners, source: source, log: log,
+	return &signedOrigin{signers: signers, source: source, log: log,
 		serials: newSerialState(cfg, source, log), metrics: cfg.SignatureMetrics}
 }
 

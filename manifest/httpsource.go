@@ -62,7 +62,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		store:    store,
 		log:      log,
 		state:    newLastGoodState(cfg, SourceHTTP, log),
-		signed:   newSignedOrigin(cfg, SourceHTTP, log),
+		signed:   newSignedOrigin(cfg.URLSigners, cfg, SourceHTTP, log),
 	}
 }
 

@@ -45,6 +45,9 @@ type SourceConfig struct {
 	// URLSigners, when set, are the keys the URL's bodies must be signed
 	// with (--manifest-url-allowed-signers); nil accepts unsigned bodies.
 	URLSigners *Signers
+	// FileSigners, when set, are the keys each manifest file must be
+	// signed with, in <file>.sig beside it (--pod-manifest-allowed-signers).
+	FileSigners *Signers
 	// SignatureMetrics counts refused signed bodies; nil counts nothing.
 	SignatureMetrics *SignatureMetrics
 	// MaxBytes limits one manifest file or HTTP body (DefaultMaxBytes).

@@ -75,14 +75,19 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--manifest-url: %w", err)
 	}
-	var signers *manifest.Signers
+	var signers, fileSigners *manifest.Signers
 	if s.ManifestURLSigners != "" {
 		if signers, err = manifest.LoadAllowedSigners(s.ManifestURLSigners); err != nil {
 			return fmt.Errorf("--manifest-url-allowed-signers: %w", err)
 		}
 	}
+	if s.PodManifestSigners != "" {
+		if fileSigners, err = manifest.LoadAllowedSigners(s.PodManifestSigners); err != nil {
+			return fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
+		}
+	}
 	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
-		"manifests", s.PodManifestPath, "url", manifest.RedactURL(manifestURL), "signed", signers != nil, "runtime", s.ContainerRuntimeEndpoint)
+		"manifests", s.PodManifestPath, "url", manifest.RedactURL(manifestURL), "signedURL", signers != nil, "signedFiles", fileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -119,6 +124,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	srcCfg := manifest.SourceConfig{
 		NodeName:           nodeName,
 		ManifestPath:       s.PodManifestPath,
+		FileSigners:        fileSigners,
 		FileCheckFrequency: s.FileCheckFrequency.Duration,
 		URL:                manifestURL,
 		URLHeader:          s.manifestHeaders(),

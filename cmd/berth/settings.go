@@ -28,6 +28,7 @@ import (
 // file's static-pod fields carry over unchanged.
 type settings struct {
 	PodManifestPath          string              `json:"staticPodPath,omitempty"`
+	PodManifestSigners       string              `json:"podManifestAllowedSigners,omitempty"`
 	ManifestURL              string              `json:"staticPodURL,omitempty"`
 	ManifestURLHeader        map[string][]string `json:"staticPodURLHeader,omitempty"`
 	ManifestURLCA            string              `json:"manifestURLCA,omitempty"`
@@ -109,6 +110,7 @@ func defaultSettings() settings {
 func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.StringVar(configPath, "config", "", "config file (berth's own, or a kubelet KubeletConfiguration whose static-pod fields are used)")
 	fs.StringVar(&s.PodManifestPath, "pod-manifest-path", s.PodManifestPath, "directory (or single file) of static pod manifests; \"\" disables the file source")
+	fs.StringVar(&s.PodManifestSigners, "pod-manifest-allowed-signers", s.PodManifestSigners, "allowed signers file, as --manifest-url-allowed-signers: each manifest file then runs only with a valid <file>.sig beside it")
 	fs.StringVar(&s.ManifestURL, "manifest-url", s.ManifestURL, "URL serving a Pod, PodList or multi-document YAML of pods; {node}, {arch} and {label.KEY} (the config file's labels) are replaced")
 	fs.Var(headerFlag{&s.ManifestURLHeader}, "manifest-url-header", "HTTP header for --manifest-url as Key:Value (repeatable)")
 	fs.StringVar(&s.ManifestURLCA, "manifest-url-ca", s.ManifestURLCA, "PEM file of the CAs --manifest-url's certificate must chain to, instead of the system's")
@@ -203,6 +205,9 @@ func (s settings) validate() error {
 	}
 	if s.ManifestURLSigners != "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("--manifest-url-allowed-signers needs a --manifest-url"))
+	}
+	if s.PodManifestSigners != "" && s.PodManifestPath == "" {
+		errs = append(errs, errors.New("--pod-manifest-allowed-signers needs a --pod-manifest-path"))
 	}
 	errs = append(errs, validateLabels(s.Labels)...)
 	if _, err := s.manifestURL("node"); err != nil {
@@ -315,7 +320,7 @@ func unknownFields(data []byte) []string {
 func fullSettingsForKeys() settings {
 	s := defaultSettings()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
-	s.ManifestURLCA, s.ManifestURLSigners = "x", "x"
+	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners = "x", "x", "x"
 	s.Labels = map[string]string{"x": "x"}
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}
