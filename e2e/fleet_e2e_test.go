@@ -77,7 +77,7 @@ func TestSignedFleetURL(t *testing.T) {
 	// Tampered: a pod added to the body, the signature unchanged.
 	fleet.put(t, mine, strings.Replace(v1Body, "items:\n", "items:\n"+indentItem(podManifest(sleeper("evil")))+"\n", 1))
 	b.waitProblem("BadSignature", filepath.Base(mine))
-	assertSignatureFailures(t, b, "BadSignature")
+	assertSignatureFailures(t, b, "http", "BadSignature")
 	out := berthPods(t, b)
 	if !strings.Contains(out, "does not match the body") {
 		t.Errorf("berth pods does not show the bad signature:\n%s", out)
@@ -97,7 +97,7 @@ func TestSignedFleetURL(t *testing.T) {
 	fleet.put(t, mine+".sig", string(v1Sig))
 	fleet.put(t, mine, v1Body)
 	b.waitProblem("Replayed", filepath.Base(mine))
-	assertSignatureFailures(t, b, "Replayed")
+	assertSignatureFailures(t, b, "http", "Replayed")
 
 	// A restart with the replay still served: the persisted serial
 	// refuses it, the running pods are adopted as they run.
@@ -142,11 +142,12 @@ func indentItem(manifest string) string {
 	return strings.Join(lines, "\n")
 }
 
-// assertSignatureFailures checks /metrics counts refused bodies of reason.
-func assertSignatureFailures(t *testing.T, b *berth, reason string) {
+// assertSignatureFailures checks /metrics counts refused bodies of source
+// and reason.
+func assertSignatureFailures(t *testing.T, b *berth, source, reason string) {
 	t.Helper()
 	code, body := b.status("/metrics")
-	want := `berth_manifest_signature_failures_total{reason="` + reason + `",source="http"} `
+	want := `berth_manifest_signature_failures_total{reason="` + reason + `",source="` + source + `"} `
 	if code != http.StatusOK || !strings.Contains(body, want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
@@ -393,5 +394,37 @@ func writeTLS(t *testing.T, dir string) {
 		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSignedManifestFiles runs berth with --pod-manifest-allowed-signers:
+// a manifest file signed with ssh-keygen (web.yaml.sig beside it) runs, an
+// unsigned one is a problem and never starts.
+func TestSignedManifestFiles(t *testing.T) {
+	dir := t.TempDir()
+	keygen(t, dir, nil, "-q", "-t", "ed25519", "-N", "", "-C", "fleet", "-f", "fleet_key")
+	pub, err := os.ReadFile(filepath.Join(dir, "fleet_key.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signers := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(signers, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := signedPods(1, sleeper("signed-file"))
+	b := newBerth(t, berthOptions{
+		args: []string{"--pod-manifest-allowed-signers", signers},
+		manifests: map[string]string{
+			"signed.yaml":     body,
+			"signed.yaml.sig": string(keygen(t, dir, []byte(body), "-Y", "sign", "-f", "fleet_key", "-n", "berth-manifest")),
+			"unsigned.yaml":   podManifest(sleeper("unsigned-file")),
+		},
+	})
+	b.waitReady()
+	b.waitRunning(podName("signed-file"))
+	b.waitProblem("Unsigned", "unsigned.yaml")
+	assertSignatureFailures(t, b, "file", "Unsigned")
+	if sbs, err := sandboxesOf(podName("unsigned-file")); err != nil || len(sbs) > 0 {
+		t.Errorf("the unsigned manifest's pod has sandboxes %v (%v)", sbs, err)
 	}
 }
