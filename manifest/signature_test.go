@@ -3,6 +3,9 @@ package manifest
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha512"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +102,43 @@ func TestSignersVerify(t *testing.T) {
 				t.Fatalf("Verify = %v, want an error containing %q", err, tt.err)
 			}
 		})
+	}
+}
+
+// TestSignersRefuseSHA1RSA checks an RSA signature made with SHA-1
+// ("ssh-rsa"), which the SSHSIG protocol forbids and ssh-keygen -Y verify
+// refuses, is refused although the key and the signature are otherwise
+// valid.
+func TestSignersRefuseSHA1RSA(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("# berth.io/serial: 1\n")
+	sum := sha512.Sum512(body)
+	// The SSHSIG signed data: magic, then namespace, reserved, hash
+	// algorithm and hash as SSH strings.
+	signed := append([]byte("SSHSIG"), ssh.Marshal(struct{ Namespace, Reserved, HashAlgorithm, Hash string }{
+		SignatureNamespace, "", "sha512", string(sum[:])})...)
+	for _, tt := range []struct {
+		algo string
+		ok   bool
+	}{{ssh.KeyAlgoRSA, false}, {ssh.KeyAlgoRSASHA256, true}, {ssh.KeyAlgoRSASHA512, true}} {
+		sig, err := signer.(ssh.AlgorithmSigner).SignWithAlgorithm(rand.Reader, signed, tt.algo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		armored := sshsig.Armor(&sshsig.Signature{Version: 1, PublicKey: signer.PublicKey(), Namespace: SignatureNamespace,
+			HashAlgorithm: sshsig.HashSHA512, Signature: sig})
+		pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+		_, err = mustSigners(t, pub).Verify(body, armored, time.Now())
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Verify = %v, want ok %v", tt.algo, err, tt.ok)
+		}
 	}
 }
 
