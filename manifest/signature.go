@@ -204,12 +204,6 @@ func (s *Signers) Verify(body, sig []byte, now time.Time) (string, error) {
 			parsed.Namespace, SignatureNamespace, SignatureNamespace)
 	}
 	fp := ssh.FingerprintSHA256(parsed.PublicKey)
-	if parsed.PublicKey.Type() == ssh.KeyAlgoRSA && parsed.Signature.Format != ssh.KeyAlgoRSASHA256 &&
-		parsed.Signature.Format != ssh.KeyAlgoRSASHA512 {
-		// The SSHSIG protocol allows only SHA-2 RSA signatures, as
-		// ssh-keygen -Y verify does; x/crypto would take SHA-1 too.
-		return "", fmt.Errorf("RSA signature by %s uses %q: only rsa-sha2-256 and rsa-sha2-512 are accepted", fp, parsed.Signature.Format)
-	}
 	want := parsed.PublicKey.Marshal()
 	var refused error
 	for _, k := range s.keys {

@@ -108,7 +108,7 @@ func TestSignersVerify(t *testing.T) {
 // TestSignersRefuseSHA1RSA checks an RSA signature made with SHA-1
 // ("ssh-rsa"), which the SSHSIG protocol forbids and ssh-keygen -Y verify
 // refuses, is refused although the key and the signature are otherwise
-// valid.
+// valid (sshsig's parser refuses it; x/crypto alone would verify it).
 func TestSignersRefuseSHA1RSA(t *testing.T) {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
