@@ -76,8 +76,8 @@ func (st *serialState) serialName(origin string) string {
 
 // accept records n as the serial of origin unless it is below the last
 // one accepted, which it then returns with errOlderSerial. An equal serial
-// is the same version served again (by another node's URL, after a 304 the
-// server forgot): accepted without a write.
+// is the same version fetched again (a server that ignores conditional
+// requests, a signature published anew): accepted without a write.
 func (st *serialState) accept(origin string, n uint64) (uint64, error) {
 	last, known := st.last[origin]
 	if !known {
