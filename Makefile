@@ -10,6 +10,7 @@ PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e
 # (go test -fuzz runs one target of one package at a time).
 FUZZTIME  ?= 10s
 FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ \
+	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/

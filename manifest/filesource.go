@@ -53,6 +53,7 @@ type fileSource struct {
 	watcher *fsnotify.Watcher
 	dirInfo os.FileInfo    // the directory being watched, to notice replacement
 	state   *lastGoodState // files' last good pods across restarts
+	signed  *signedOrigin  // nil: manifests need no signature
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
@@ -81,6 +82,7 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		files:    map[string]*fileState{},
 		warned:   map[string]string{},
 		state:    newLastGoodState(cfg, SourceFile, log),
+		signed:   newSignedOrigin(cfg.FileSigners, cfg, SourceFile, log),
 	}
 }
 
@@ -181,6 +183,8 @@ func (s *fileSource) classify(ev fsnotify.Event, b *burst) bool {
 	}
 	if isManifestName(filepath.Base(ev.Name)) {
 		b.pending[ev.Name] = true
+	} else if m := signatureFileOf(ev.Name); m != "" && s.signed != nil {
+		b.pending[m] = true
 	} else {
 		b.scan = true
 	}
@@ -368,8 +372,13 @@ func (s *fileSource) read(p string, force bool) {
 		return
 	}
 	var m openedManifest
+	var sig []byte
+	var sigErr error
 	if err == nil {
 		m, err = readManifestFile(p, s.maxBytes)
+	}
+	if err == nil && s.signed != nil {
+		sig, sigErr = readSignatureFile(p)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		delete(s.files, p)
@@ -394,12 +403,16 @@ func (s *fileSource) read(p string, force bool) {
 	case int64(len(data)) > s.maxBytes:
 		res = tooLarge(p, s.maxBytes)
 	default:
-		sum = sha256.Sum256(data)
-		if prev.info != nil && sum == prev.sum {
+		sum = signedSum(data, sig)
+		if prev.info != nil && sum == prev.sum && sigErr == nil {
 			// Same bytes as last time (a touch, the periodic re-read):
 			// the same pods, without parsing again.
 			prev.info = info
 			return
+		}
+		if refused := s.checkSignedFile(p, data, sig, sigErr); refused != nil {
+			res = *refused
+			break
 		}
 		res = ParseLimited(data, Origin{Source: SourceFile, Path: p}, s.nodeName, s.maxPods)
 	}

@@ -43,6 +43,7 @@ type httpSource struct {
 	answered           bool   // the server has answered with manifests at least once
 	problem            *Problem
 	state              *lastGoodState // last good body's pods across restarts
+	signed             *signedOrigin  // nil: bodies need no signature
 }
 
 func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Store) *httpSource {
@@ -61,6 +62,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		store:    store,
 		log:      log,
 		state:    newLastGoodState(cfg, SourceHTTP, log),
+		signed:   newSignedOrigin(cfg.URLSigners, cfg, SourceHTTP, log),
 	}
 }
 
@@ -191,6 +193,9 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 		// Servers in trouble answer 200 with nothing; an empty PodList
 		// is how to say "no pods".
 		return Result{}, false, &fetchError{ReasonEmpty, fmt.Errorf("GET %s: empty body; serve an empty PodList to remove all pods", s.origin.Path)}
+	}
+	if err := s.verifySignature(ctx, data); err != nil {
+		return Result{}, false, err
 	}
 	s.etag = resp.Header.Get("ETag")
 	s.lastModified = resp.Header.Get("Last-Modified")

@@ -42,6 +42,14 @@ type SourceConfig struct {
 	// URLCAFile is a PEM bundle of the CAs the URL's server certificate
 	// must chain to, instead of the system's (--manifest-url-ca).
 	URLCAFile string
+	// URLSigners, when set, are the keys the URL's bodies must be signed
+	// with (--manifest-url-allowed-signers); nil accepts unsigned bodies.
+	URLSigners *Signers
+	// FileSigners, when set, are the keys each manifest file must be
+	// signed with, in <file>.sig beside it (--pod-manifest-allowed-signers).
+	FileSigners *Signers
+	// SignatureMetrics counts refused signed bodies; nil counts nothing.
+	SignatureMetrics *SignatureMetrics
 	// MaxBytes limits one manifest file or HTTP body (DefaultMaxBytes).
 	MaxBytes int64
 	// MaxPods is --max-pods; one manifest may hold MaxDocuments(MaxPods)

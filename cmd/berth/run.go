@@ -71,8 +71,23 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	if hostIP == "" {
 		hostIP = firstGlobalIP()
 	}
+	manifestURL, err := s.manifestURL(nodeName)
+	if err != nil {
+		return fmt.Errorf("--manifest-url: %w", err)
+	}
+	var signers, fileSigners *manifest.Signers
+	if s.ManifestURLSigners != "" {
+		if signers, err = manifest.LoadAllowedSigners(s.ManifestURLSigners); err != nil {
+			return fmt.Errorf("--manifest-url-allowed-signers: %w", err)
+		}
+	}
+	if s.PodManifestSigners != "" {
+		if fileSigners, err = manifest.LoadAllowedSigners(s.PodManifestSigners); err != nil {
+			return fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
+		}
+	}
 	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
-		"manifests", s.PodManifestPath, "url", manifest.RedactURL(s.ManifestURL), "runtime", s.ContainerRuntimeEndpoint)
+		"manifests", s.PodManifestPath, "url", manifest.RedactURL(manifestURL), "signedURL", signers != nil, "signedFiles", fileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -109,10 +124,13 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	srcCfg := manifest.SourceConfig{
 		NodeName:           nodeName,
 		ManifestPath:       s.PodManifestPath,
+		FileSigners:        fileSigners,
 		FileCheckFrequency: s.FileCheckFrequency.Duration,
-		URL:                s.ManifestURL,
+		URL:                manifestURL,
 		URLHeader:          s.manifestHeaders(),
 		URLCAFile:          s.ManifestURLCA,
+		URLSigners:         signers,
+		SignatureMetrics:   manifest.NewSignatureMetrics(reg),
 		MaxPods:            s.MaxPods,
 		Permissions:        manifest.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/agent"
@@ -26,9 +28,11 @@ import (
 // file's static-pod fields carry over unchanged.
 type settings struct {
 	PodManifestPath          string              `json:"staticPodPath,omitempty"`
+	PodManifestSigners       string              `json:"podManifestAllowedSigners,omitempty"`
 	ManifestURL              string              `json:"staticPodURL,omitempty"`
 	ManifestURLHeader        map[string][]string `json:"staticPodURLHeader,omitempty"`
 	ManifestURLCA            string              `json:"manifestURLCA,omitempty"`
+	ManifestURLSigners       string              `json:"manifestURLAllowedSigners,omitempty"`
 	ManifestPermissions      string              `json:"manifestPermissions,omitempty"`
 	ContainerRuntimeEndpoint string              `json:"containerRuntimeEndpoint,omitempty"`
 	ImageServiceEndpoint     string              `json:"imageServiceEndpoint,omitempty"`
@@ -50,6 +54,9 @@ type settings struct {
 	CrashLoopBackoffInitial  metav1.Duration     `json:"crashLoopBackoffInitial,omitempty"`
 	CrashLoopBackoffMax      metav1.Duration     `json:"crashLoopBackoffMax,omitempty"`
 	LogLevel                 string              `json:"logLevel,omitempty"`
+	// Labels are this node's labels: config file only, for the {label.KEY}
+	// placeholders of --manifest-url.
+	Labels map[string]string `json:"labels,omitempty"`
 
 	// Disk garbage collection (cri/gc, scheduled by agent/gcloop.go),
 	// named like the kubelet's.
@@ -103,9 +110,11 @@ func defaultSettings() settings {
 func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.StringVar(configPath, "config", "", "config file (berth's own, or a kubelet KubeletConfiguration whose static-pod fields are used)")
 	fs.StringVar(&s.PodManifestPath, "pod-manifest-path", s.PodManifestPath, "directory (or single file) of static pod manifests; \"\" disables the file source")
-	fs.StringVar(&s.ManifestURL, "manifest-url", s.ManifestURL, "URL serving a Pod, PodList or multi-document YAML of pods")
+	fs.StringVar(&s.PodManifestSigners, "pod-manifest-allowed-signers", s.PodManifestSigners, "allowed signers file, as --manifest-url-allowed-signers: each manifest file then runs only with a valid <file>.sig beside it")
+	fs.StringVar(&s.ManifestURL, "manifest-url", s.ManifestURL, "URL serving a Pod, PodList or multi-document YAML of pods; {node}, {arch} and {label.KEY} (the config file's labels) are replaced")
 	fs.Var(headerFlag{&s.ManifestURLHeader}, "manifest-url-header", "HTTP header for --manifest-url as Key:Value (repeatable)")
 	fs.StringVar(&s.ManifestURLCA, "manifest-url-ca", s.ManifestURLCA, "PEM file of the CAs --manifest-url's certificate must chain to, instead of the system's")
+	fs.StringVar(&s.ManifestURLSigners, "manifest-url-allowed-signers", s.ManifestURLSigners, "allowed signers file (ssh-keygen's format, or public keys one a line): --manifest-url then runs only bodies signed by one of them, in namespace berth-manifest, with a serial no older than the last accepted")
 	fs.StringVar(&s.ManifestPermissions, "manifest-permissions", s.ManifestPermissions, "strict: refuse manifests (and their directories) not owned by root or writable by group or others; warn: log them and read them anyway")
 	fs.StringVar(&s.ContainerRuntimeEndpoint, "container-runtime-endpoint", s.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix socket)")
 	fs.StringVar(&s.ImageServiceEndpoint, "image-service-endpoint", s.ImageServiceEndpoint, "CRI image endpoint (default: the runtime endpoint)")
@@ -193,6 +202,16 @@ func (s settings) validate() error {
 	}
 	if s.ManifestURLCA != "" && !strings.HasPrefix(strings.ToLower(s.ManifestURL), "https://") {
 		errs = append(errs, errors.New("--manifest-url-ca needs an https:// --manifest-url"))
+	}
+	if s.ManifestURLSigners != "" && s.ManifestURL == "" {
+		errs = append(errs, errors.New("--manifest-url-allowed-signers needs a --manifest-url"))
+	}
+	if s.PodManifestSigners != "" && s.PodManifestPath == "" {
+		errs = append(errs, errors.New("--pod-manifest-allowed-signers needs a --pod-manifest-path"))
+	}
+	errs = append(errs, validateLabels(s.Labels)...)
+	if _, err := s.manifestURL("node"); err != nil {
+		errs = append(errs, fmt.Errorf("--manifest-url: %w", err))
 	}
 	if s.ContainerRuntimeEndpoint == "" {
 		errs = append(errs, errors.New("--container-runtime-endpoint must not be empty"))
@@ -301,10 +320,40 @@ func unknownFields(data []byte) []string {
 func fullSettingsForKeys() settings {
 	s := defaultSettings()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
-	s.ManifestURLCA = "x"
+	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners = "x", "x", "x"
+	s.Labels = map[string]string{"x": "x"}
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}
 	return s
+}
+
+// validateLabels checks the config file's labels as the API server checks
+// a node's: qualified names for keys, label values for values.
+func validateLabels(labels map[string]string) []error {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, fmt.Errorf("labels: key %q: %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			errs = append(errs, fmt.Errorf("labels: %s: value %q: %s", k, labels[k], msg))
+		}
+	}
+	return errs
+}
+
+// manifestURL is --manifest-url with its placeholders replaced for this
+// node.
+func (s settings) manifestURL(nodeName string) (string, error) {
+	if s.ManifestURL == "" {
+		return "", nil
+	}
+	return manifest.ExpandURL(s.ManifestURL, manifest.URLVars{Node: nodeName, Arch: runtime.GOARCH, Labels: s.Labels})
 }
 
 // manifestHeaders converts the configured headers for the HTTP source.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,20 @@ crashLoopBackoffMax: 30s
 				t.Errorf("got maxPods=%d dns=%v path=%q", s.MaxPods, s.ClusterDNS, s.PodManifestPath)
 			}
 		}},
+		{"labels and URL placeholders", []string{"--config", writeConfig(t, `staticPodURL: https://m.example/{label.site}/{arch}/{node}.yaml
+manifestURLAllowedSigners: /etc/berth/allowed_signers
+labels:
+  site: lyon
+  example.com/ring: canary
+`)}, func(t *testing.T, s settings) {
+			if s.ManifestURLSigners != "/etc/berth/allowed_signers" || s.Labels["example.com/ring"] != "canary" {
+				t.Errorf("got %+v", s)
+			}
+			got, err := s.manifestURL("edge-7")
+			if want := "https://m.example/lyon/" + runtime.GOARCH + "/edge-7.yaml"; err != nil || got != want {
+				t.Errorf("manifestURL = %q, %v; want %q", got, err, want)
+			}
+		}},
 		{"berth config", []string{"--config", berth}, func(t *testing.T, s settings) {
 			if s.PodManifestPath != "/opt/pods" || s.Listen != "" || s.CrashLoopBackoffMax.Duration != 30*time.Second {
 				t.Errorf("got %+v", s)
@@ -122,6 +137,11 @@ func TestParseSettingsErrors(t *testing.T) {
 		{"manifest permissions", []string{"--manifest-permissions", "lax"}, "--manifest-permissions: want strict or warn"},
 		{"CA for plain http", []string{"--manifest-url", "http://h/p", "--manifest-url-ca", "/ca.pem"}, "--manifest-url-ca needs an https://"},
 		{"log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"signers without URL", []string{"--manifest-url-allowed-signers", "/etc/berth/allowed_signers"}, "--manifest-url-allowed-signers needs a --manifest-url"},
+		{"unknown placeholder", []string{"--manifest-url", "https://h/{host}.yaml"}, "--manifest-url: URL \"https://h/%7Bhost%7D.yaml\": placeholder {host}: unknown"},
+		{"missing label", []string{"--manifest-url", "https://h/{label.site}.yaml"}, `no label "site"`},
+		{"bad label key", []string{"--config", writeConfig(t, "labels: {\"-site\": a}\n")}, `labels: key "-site": name part must consist of alphanumeric`},
+		{"bad label value", []string{"--config", writeConfig(t, "labels: {site: \"lyon/3\"}\n")}, `labels: site: value "lyon/3": a valid label must be`},
 		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},
 		{"unknown field in berth config", []string{"--config", writeConfig(t, "staticPodPath: /x\nstaticPodPaht: /y\n")}, `unknown field "staticPodPaht"`},
 		{"foreign kind", []string{"--config", writeConfig(t, "kind: Pod\n")}, `kind "Pod"`},
