@@ -43,6 +43,9 @@ func (a *Agent) Pods() []*v1.Pod {
 		if probs := ix.of(p); len(probs) > 0 {
 			cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
 		}
+		if c, ok := a.rollback.condition(p); ok {
+			cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
+		}
 		pods[i] = &cp
 	}
 	manifest.SortPods(pods)
