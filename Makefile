@@ -11,7 +11,7 @@ PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e
 FUZZTIME  ?= 10s
 FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
-	FuzzParseLogOptions:./agent/ FuzzConfigFile:./cmd/berth/ \
+	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/
 
 .PHONY: all build test vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
