@@ -95,6 +95,10 @@ type trial struct {
 	ready      bool
 	readySince time.Time
 	status     v1.PodStatus
+	// restarts is the sum of the containers' restart counts last seen: a
+	// container restarted within one sync (the first restart is
+	// immediate) is never seen unready, yet it was not Ready throughout.
+	restarts int32
 }
 
 // rollbackAction is a decided rollback for the sync loop: stop bad, run
@@ -218,12 +222,15 @@ func (r *rollbacks) observe(pod *v1.Pod, st v1.PodStatus, start time.Time) {
 		delete(r.trials, pod.UID)
 		return
 	}
+	restarts := restartSum(st)
 	tr.ready = podReady(st)
-	if !tr.ready {
+	switch {
+	case !tr.ready:
 		tr.readySince = time.Time{}
-	} else if tr.readySince.IsZero() {
+	case tr.readySince.IsZero() || restarts > tr.restarts:
 		tr.readySince = now
 	}
+	tr.restarts = restarts
 	r.judgeLocked(tr, now)
 }
 
@@ -403,6 +410,15 @@ func splitFullName(fn string) (name, namespace string) {
 		}
 	}
 	return fn, ""
+}
+
+// restartSum adds up the restart counts of every container of the pod.
+func restartSum(st v1.PodStatus) int32 {
+	var n int32
+	for _, cs := range append(append([]v1.ContainerStatus{}, st.InitContainerStatuses...), st.ContainerStatuses...) {
+		n += cs.RestartCount
+	}
+	return n
 }
 
 // podReady reports the pod's Ready condition.

@@ -59,6 +59,7 @@ func TestRollbackDecisions(t *testing.T) {
 	}{
 		{name: "ready for min-ready is the last ready version", steps: accepted, lastReady: "a"},
 		{name: "ready for less than min-ready is not", steps: []obs{{pod: "a", ready: true}, {after: minReady - time.Second, pod: "a"}, {after: 2 * time.Second, pod: ""}}},
+		{name: "a restart seen only by its count restarts the count", steps: []obs{{pod: "a", ready: true}, {after: 5 * time.Second, pod: "a", ready: true, restarts: 1}, {after: 9 * time.Second, pod: ""}}},
 		{name: "readiness regained restarts the count", steps: []obs{{pod: "a", ready: true}, {after: 5 * time.Second, pod: "a"}, {pod: "a", ready: true}, {after: 9 * time.Second, pod: ""}}},
 		{name: "crash loop rolls back", steps: append(slices.Clone(accepted), obs{pod: "b"}, obs{after: time.Second, pod: "b", restarts: crashLoopRestarts}),
 			lastReady: "a", rolledBack: true, reason: ReasonRolledBack, why: `container "app" restarted 3 times`},
