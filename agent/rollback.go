@@ -448,6 +448,14 @@ func (r *rollbacks) retain(keep func(fullName string) bool) {
 	}
 }
 
+// remembers reports whether any full name has a record, so housekeeping
+// copies the store's pods only when there is something to forget.
+func (r *rollbacks) remembers() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.records) > 0
+}
+
 // applyRollbacks carries out the rollbacks the lanes decided: the bad
 // version's lane is told to stop and remove its pod, and the last Ready
 // version gets a lane, which waits at the full-name gate until the bad one
@@ -485,7 +493,7 @@ func (a *Agent) removeRollback(pod *v1.Pod) {
 // forgetRemovedNames drops the records of full names no source serves,
 // once every source has delivered.
 func (a *Agent) forgetRemovedNames() {
-	if !a.store.SourcesReady() {
+	if !a.store.SourcesReady() || !a.rollback.remembers() {
 		return
 	}
 	served := map[string]bool{}

@@ -297,6 +297,17 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 	if runs != 2 {
 		t.Errorf("the good version's sandbox ran %d times, want 2 (before the edit, and once for the rollback)", runs)
 	}
+
+	// Removing the manifest stops the version running in its place and
+	// forgets the pod's versions, on disk too.
+	h2.apply(manifest.SourceFile)
+	h2.eventually("the good version removed", func() bool { return h2.rt.objects(good.UID) == 0 })
+	if h2.lastReady(good) != "" || len(h2.agent.problems()) != 0 {
+		t.Errorf("after the removal the last Ready version is %q and the problems %v, want none", h2.lastReady(good), h2.agent.problems())
+	}
+	if names, _ := os.ReadDir(cfg.StateDir); len(names) != 0 {
+		t.Errorf("state files %v left after the manifest was removed", names)
+	}
 }
 
 // lastReady is the UID of the last Ready version of pod's full name.
@@ -320,4 +331,41 @@ spec:
   initContainers: [{name: wait, image: busybox:1.36, command: [sleep, "3600"]}]
   containers: [{name: app, image: busybox:1.36, command: [sleep, "3600"]}]
 `)
+}
+
+// TestAgentEditDuringRollback: the manifest changes while the bad version
+// is still being stopped and the good one waits for it: the good one is
+// withdrawn and never starts, the new version runs once the bad one is
+// terminated, and the rollback is over.
+func TestAgentEditDuringRollback(t *testing.T) {
+	h := newHarness(t, harnessOpts{rollback: RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: time.Minute},
+		MinReady: 4 * time.Second}})
+	good := simplePod(t, "web", loop)
+	h.apply(manifest.SourceFile, good)
+	h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
+	h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
+	bad := neverReadyPod(t)
+	h.apply(manifest.SourceFile, bad)
+	h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
+	release := h.rt.hold(bad.UID)
+	h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
+	h.eventually("the good version waiting for the bad one", func() bool {
+		st := h.status(good.UID)
+		return st != nil && st.Status.Reason == "WaitingForPreviousPod"
+	})
+
+	next := simplePod(t, "web", loop+" # next")
+	h.apply(manifest.SourceFile, next)
+	h.eventually("the good version withdrawn", func() bool { return !h.agent.workers.known(good.UID) })
+	release()
+	h.eventually("the new version running", func() bool { n, _ := h.rt.running(next.UID); return n == 1 })
+	if runs := len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(good.UID) })); runs != 1 {
+		t.Errorf("the withdrawn good version's sandbox ran %d times, want 1 (before the edit only)", runs)
+	}
+	if probs := h.agent.problems(); len(probs) != 0 {
+		t.Errorf("problems %+v after the manifest changed", probs)
+	}
+	if v := h.rt.exclusivityViolations(); len(v) > 0 {
+		t.Fatalf("two versions ran at once: %v", v)
+	}
 }
