@@ -59,7 +59,7 @@ const ConditionLatestVersion v1.PodConditionType = "berth.io/LatestVersion"
 // rollbacks watches every new version of a pod until it proves good (Ready
 // for MinReady) or bad (not Ready when its window ends, a crash loop, or
 // phase Failed), remembers each full name's last Ready version, and decides
-// rollbacks, which the sync loop carries out (rollbackDue). A bad version
+// rollbacks, which the sync loop carries out (applyRollbacks). A bad version
 // is never started again until the manifest changes, since its UID is the
 // manifest's hash: a new manifest is a new UID, and a new trial.
 //
@@ -107,26 +107,27 @@ type rollbackAction struct {
 	bad, good *v1.Pod
 }
 
+// newRollbacks returns the rollbacks with the records persisted under
+// cfg.StateDir loaded, so that a rollback decided before a restart holds
+// from the first update on, before any pod is started.
 func newRollbacks(cfg RollbackConfig, nodeName string, clk clock.PassiveClock, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *rollbacks {
 	r := &rollbacks{
 		cfg: cfg, clock: clk, log: log, events: events,
-		state:   &rollbackState{nodeName: nodeName, log: log},
-		due:     make(chan struct{}, 1),
-		records: map[string]*nameRecord{},
-		trials:  map[types.UID]*trial{},
-		failed:  map[string]*rollback{},
+		state:  &rollbackState{dir: cfg.StateDir, nodeName: nodeName, log: log},
+		due:    make(chan struct{}, 1),
+		trials: map[types.UID]*trial{},
+		failed: map[string]*rollback{},
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_rollbacks_total",
 			Help: "Versions of pods that failed on probation, by what followed (RolledBack, NoReadyVersion).",
 		}, []string{"reason"}),
 	}
-	r.state.dir = cfg.StateDir
 	reg.MustRegister(r.total)
 	r.records = r.state.load()
 	for fn, rec := range r.records {
 		if rb := rec.RolledBack; rb != nil {
 			log.Info("a rollback is in force: the last Ready version runs in place of the failed one until the manifest changes",
-				"pod", fn, "uid", rb.Good, "failed_uid", rb.Bad, "reason", rb.Message)
+				append(podKeys(fn), "uid", rb.Good, "failed_uid", rb.Bad, "reason", rb.Message)...)
 		}
 	}
 	return r
@@ -159,7 +160,7 @@ func (r *rollbacks) admit(pod *v1.Pod) *v1.Pod {
 	if rec.RolledBack.Bad == pod.UID {
 		return rec.LastReady
 	}
-	r.log.Info("the manifest changed since the rollback; running the new version", "pod", fn, "uid", pod.UID, "failed_uid", rec.RolledBack.Bad)
+	r.log.Info("the manifest changed since the rollback; running the new version", append(podKeys(fn), "uid", pod.UID, "failed_uid", rec.RolledBack.Bad)...)
 	rec.RolledBack = nil
 	r.saveLocked(fn, rec)
 	return pod
@@ -290,7 +291,7 @@ func (r *rollbacks) acceptLocked(tr *trial, now time.Time) {
 		r.records[fn] = rec
 	}
 	rec.LastReady, rec.ReadyAt, rec.RolledBack = tr.pod, now, nil
-	r.log.Info("pod version is Ready; it is the version a failed edit rolls back to", "pod", fn, "uid", tr.pod.UID)
+	r.log.Info("pod version is Ready; it is the version a failed edit rolls back to", append(podKeys(fn), "uid", tr.pod.UID)...)
 	r.saveLocked(fn, rec)
 }
 
@@ -359,7 +360,7 @@ func (r *rollbacks) cancel(bad *v1.Pod) {
 // a restart would then give the version in question a new trial.
 func (r *rollbacks) saveLocked(fn string, rec *nameRecord) {
 	if err := r.state.save(fn, rec); err != nil {
-		r.log.Error("cannot persist the rollback state; after a restart it is lost", "pod", fn, "err", err)
+		r.log.Error("cannot persist the rollback state; after a restart it is lost", append(podKeys(fn), "err", err)...)
 	}
 }
 
@@ -400,6 +401,13 @@ func (r *rollbacks) condition(pod *v1.Pod) (v1.PodCondition, bool) {
 	rb := rec.RolledBack
 	return v1.PodCondition{Type: ConditionLatestVersion, Status: v1.ConditionFalse, Reason: rb.Reason,
 		Message: rb.Message, LastTransitionTime: metav1.NewTime(rb.At)}, true
+}
+
+// podKeys are the log keys of the pod of a full name, as the rest of
+// berth logs a pod.
+func podKeys(fullName string) []any {
+	name, ns := splitFullName(fullName)
+	return []any{"pod", name, "namespace", ns}
 }
 
 // splitFullName undoes manifest.JoinFullName: namespaces hold no "_".
