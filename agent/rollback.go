@@ -201,10 +201,17 @@ func (r *rollbacks) observe(pod *v1.Pod, st v1.PodStatus, start time.Time) {
 	if rec != nil && rec.LastReady.UID == pod.UID {
 		// The last Ready version is never on trial: once back after a
 		// rollback, its failures are the restart policy's business.
-		if podReady(st) && !equality.Semantic.DeepEqual(rec.LastReady.Spec, pod.Spec) {
-			// A manifest with a fixed metadata.uid was edited in place.
+		if rec.LastReady != pod && podReady(st) {
+			// The store hands the same pod while its manifest is
+			// unchanged, so this compares specs once per change (or
+			// once after a restart), not on every sync. A different
+			// spec under the same UID is a manifest with a fixed
+			// metadata.uid edited in place.
+			changed := !equality.Semantic.DeepEqual(rec.LastReady.Spec, pod.Spec)
 			rec.LastReady = pod
-			r.saveLocked(fn, rec)
+			if changed {
+				r.saveLocked(fn, rec)
+			}
 		}
 		return
 	}
