@@ -259,7 +259,7 @@ func (b *berth) checkRollbackReported(name, what string, good, bad types.UID, ro
 		b.t.Errorf("metrics do not count the rollback: %v", err)
 	}
 	out, err := exec.Command(berthBin, "pods", "--socket", b.socket).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), string(bad)) || !strings.Contains(string(out), string(good)) {
+	if err != nil || !strings.Contains(string(out), "RolledBack") || !strings.Contains(string(out), string(bad)) || !strings.Contains(string(out), string(good)) {
 		b.t.Errorf("berth pods does not show the pod %s %s: %v\n%s", name, what, err, out)
 	}
 }
