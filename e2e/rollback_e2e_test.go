@@ -152,8 +152,11 @@ func TestRollbackBadEdit(t *testing.T) {
 		return err == nil && strings.Contains(string(data), string(goodPod.UID)), fmt.Sprint(err)
 	})
 
-	// A crash loop: rolled back once a container restarted 3 times.
+	// A crash loop: rolled back once a container restarted 3 times. Its
+	// annotation lifts the window out of reach, so the crash loop alone
+	// decides, however slow the machine.
 	crash := newPod("roll", shContainer("main", "echo bad; exit 1"))
+	crash.Annotations = map[string]string{"berth.io/rollback-after": "10m"}
 	w := watchPod(name, 20*time.Millisecond)
 	srv.serve("pods.yaml", podManifest(crash))
 	bad1 := b.waitPod(name, "the crashing version running", func(p *v1.Pod) bool { return p.UID != goodPod.UID })
