@@ -138,9 +138,12 @@ func TestRollbackBadEdit(t *testing.T) {
 	srv := startNginx(t)
 	good := sleeper("roll")
 	srv.serve("pods.yaml", podManifest(good))
+	// --rollback-min-ready stays well above the time berth takes to see
+	// a container exit on a loaded machine: a crashing container seen
+	// Ready that long would pass for good.
 	b := newBerth(t, berthOptions{args: []string{
 		"--manifest-url", srv.url + "/pods.yaml", "--http-check-frequency", "1s",
-		"--http-rollback-after", "8s", "--rollback-min-ready", "2s", "--crashloop-backoff-initial", "1s",
+		"--http-rollback-after", "8s", "--rollback-min-ready", "5s", "--crashloop-backoff-initial", "1s",
 	}})
 	b.waitReady()
 	name := podName("roll")
