@@ -12,7 +12,7 @@ FUZZTIME  ?= 10s
 FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ \
 	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
-	FuzzParseLogOptions:./agent/ FuzzConfigFile:./cmd/berth/ \
+	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/
 
 .PHONY: all build test vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean

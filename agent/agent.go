@@ -48,9 +48,12 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// GC configures the garbage collection passes (gcloop.go); nil runs
 	// none.
-	GC     *GCConfig
-	Clock  clock.WithTickerAndDelayedExecution
-	Logger *slog.Logger
+	GC *GCConfig
+	// Rollback configures the automatic rollback of a bad edit
+	// (rollback.go); the zero value rolls nothing back.
+	Rollback RollbackConfig
+	Clock    clock.WithTickerAndDelayedExecution
+	Logger   *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -98,6 +101,9 @@ type Agent struct {
 	pleg    *pleg
 	metrics *metrics
 	gc      *gcLoop // nil without Config.GC
+	// rollback watches new versions and decides rollbacks, which the sync
+	// loop carries out.
+	rollback *rollbacks
 	// probes runs liveness, readiness and startup probes; the pod lanes
 	// feed it and the runtime manager consults it.
 	probes *prober.Manager
@@ -123,7 +129,7 @@ func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, e
 	a := newAgent(cfg, store, rt, exec)
 	rt.SetContainerHealth(a.probes)
 	if cfg.GC != nil {
-		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
+		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods,
 			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
 	}
 	return a
@@ -149,6 +155,7 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Exec
 		a.pleg.watchEvents(src, cfg.Clock, cfg.Logger, cfg.EventedRelistPeriod)
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
+	a.rollback = newRollbacks(cfg.Rollback, cfg.NodeName, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
 	a.probes = prober.NewManager(prober.Options{
 		Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
 		// Lanes exist only once Run made a.workers, and so do probe workers.
@@ -173,6 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.workers.onTerminated = a.events.forget
 	a.workers.metrics = a.metrics
 	a.workers.probes = a.probes
+	a.workers.onStatus = a.rollback.observe
 
 	relists := make(chan relist)
 	var wg sync.WaitGroup
@@ -218,6 +226,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			if a.relisted && updates == nil {
 				updates = a.store.Updates()
 			}
+		case <-a.rollback.due:
+			trigger, began = "rollback", a.cfg.Clock.Now()
+			a.applyRollbacks()
 		case <-resync.C():
 			trigger, began = "resync", a.cfg.Clock.Now()
 			a.workers.syncAll()
@@ -240,24 +251,15 @@ func (a *Agent) Run(ctx context.Context) error {
 // handleUpdate dispatches one merge-store update to the workers.
 func (a *Agent) handleUpdate(u manifest.PodUpdate) {
 	for _, pod := range u.Pods {
+		if u.Op != manifest.OpRemove {
+			// While a rollback of this version is in force, its last
+			// Ready version runs in its place.
+			pod = a.rollback.admit(pod)
+		}
 		log := a.log.With("op", u.Op.String(), "source", u.Source, "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 		switch u.Op {
 		case manifest.OpAdd:
-			if a.workers.known(pod.UID) {
-				a.workers.update(pod)
-				continue
-			}
-			if _, active := a.workers.count(); active >= a.cfg.MaxPods {
-				a.reject(pod, active)
-				continue
-			}
-			log.Info("pod added")
-			if a.status.get(pod.UID) == nil {
-				// Visible in /pods (Pending) from now on, not only once
-				// its first sync has finished.
-				a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
-			}
-			a.workers.update(pod)
+			a.add(pod, log)
 		case manifest.OpUpdate, manifest.OpReconcile:
 			if a.rejected[pod.UID] {
 				continue
@@ -272,8 +274,28 @@ func (a *Agent) handleUpdate(u manifest.PodUpdate) {
 			}
 			log.Info("pod removed from its source; stopping it")
 			a.workers.remove(pod.UID, nil)
+			a.removeRollback(pod)
 		}
 	}
+}
+
+// add starts the lane of a new pod, unless max-pods is reached.
+func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
+	if a.workers.known(pod.UID) {
+		a.workers.update(pod)
+		return
+	}
+	if _, active := a.workers.count(); active >= a.cfg.MaxPods {
+		a.reject(pod, active)
+		return
+	}
+	log.Info("pod added")
+	if a.status.get(pod.UID) == nil {
+		// Visible in /pods (Pending) from now on, not only once its first
+		// sync has finished.
+		a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
+	}
+	a.workers.update(pod)
 }
 
 // reject refuses a pod beyond max-pods, as the kubelet's admission does: it
@@ -341,6 +363,8 @@ func (a *Agent) housekeeping() {
 	}
 	a.events.gc()
 	a.rt.ForgetStaleBackoffs()
+	a.rollback.tick(a.workers.known)
+	a.forgetRemovedNames()
 	// The watchdog proves the sync loop turns (this runs inside it); a
 	// runtime outage is reported by /healthz and STATUS=, but restarting
 	// berth would not bring containerd back.
@@ -361,7 +385,7 @@ func (a *Agent) cleanupOrphan(st *cri.PodStatus, seen time.Time) {
 }
 
 func (a *Agent) desired(uid types.UID) bool {
-	for _, p := range a.store.Pods() {
+	for _, p := range a.desiredPods() {
 		if p.UID == uid {
 			return true
 		}
@@ -385,7 +409,7 @@ func (a *Agent) checkReady(updates <-chan manifest.PodUpdate) {
 	case len(updates) > 0:
 		return
 	}
-	for _, p := range a.store.Pods() {
+	for _, p := range a.desiredPods() {
 		if !a.workers.known(p.UID) && !a.rejected[p.UID] {
 			return
 		}
@@ -414,6 +438,9 @@ func (a *Agent) summary() string {
 	s := fmt.Sprintf("%d pods running, %d pending, %d failed", running, pending, failed)
 	if n := len(a.store.Problems()); n > 0 {
 		s += fmt.Sprintf(", %d manifest problems", n)
+	}
+	if n := len(a.rollback.problems()); n > 0 {
+		s += fmt.Sprintf(", %d failed versions", n)
 	}
 	if err := a.health.Healthy(); err != nil {
 		s += "; " + err.Error()

@@ -30,10 +30,10 @@ type problemList struct {
 // also lists the ones that did not (a YAML syntax error, an unreadable
 // file, an unreachable URL) and the broken edits of manifests whose last
 // good version keeps running, which an operator would otherwise only see
-// in the log.
+// in the log; and the versions that failed on trial (rollback.go).
 func (api *API) problems(w http.ResponseWriter, _ *http.Request) {
 	list := problemList{Items: []problem{}}
-	for _, p := range api.store.Problems() {
+	for _, p := range api.agent.problems() {
 		list.Items = append(list.Items, fromManifestProblem(p))
 	}
 	writeJSON(w, list)

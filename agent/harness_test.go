@@ -56,6 +56,8 @@ type harnessOpts struct {
 	// relistPeriod replaces the agent's 1 s, for tests that must know
 	// what wakes a lane.
 	relistPeriod time.Duration
+	// rollback configures the automatic rollback (off when zero).
+	rollback RollbackConfig
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -87,8 +89,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	})
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
-	h.agent = New(Config{HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
-		RelistPeriod: o.relistPeriod}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
+	h.agent = New(Config{NodeName: testNode, HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
+		RelistPeriod: o.relistPeriod, Rollback: o.rollback}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
 		gc.New(h.rt, h.img, h.mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

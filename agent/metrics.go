@@ -115,7 +115,7 @@ var (
 	descContainers  = prometheus.NewDesc("berth_running_containers", "Containers of berth's pods by state (running, exited, waiting).", []string{"container_state"}, nil)
 	descRestarts    = prometheus.NewDesc("berth_container_restarts", "Restart count of each container of berth's pods.", []string{"namespace", "pod", "container"}, nil)
 	descRejected    = prometheus.NewDesc("berth_pods_rejected", "Pods berth refused to run, by reason (OutOfpods, Invalid, DecodeError, ...).", []string{"reason"}, nil)
-	descProblems    = prometheus.NewDesc("berth_manifest_problems", "Current manifest problems by source and reason.", []string{"source", "reason"}, nil)
+	descProblems    = prometheus.NewDesc("berth_manifest_problems", "Current manifest problems, and versions that failed on trial (reasons RolledBack, NoReadyVersion), by source and reason.", []string{"source", "reason"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -158,7 +158,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.GaugeValue, float64(n), r)
 	}
 	problems := map[[2]string]int{}
-	for _, p := range c.agent.store.Problems() {
+	for _, p := range c.agent.problems() {
 		problems[[2]string{p.Source, p.Reason}]++
 	}
 	for k, n := range problems {

@@ -36,20 +36,23 @@ func (a *Agent) Pods() []*v1.Pod {
 	}
 	ix := indexProblems(problems)
 	for i, p := range pods {
-		pods[i] = decorate(p, ix, now)
+		pods[i] = a.decorate(p, ix, now)
 	}
 	manifest.SortPods(pods)
 	return pods
 }
 
 // decorate returns a copy of p as readers see it: typed, with its
-// manifest's problems as a condition. The status store's pods are shared
+// manifest's problems and a rollback as conditions. The status store's pods are shared
 // with every reader, so they are never written into.
-func decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
+func (a *Agent) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	cp := *p
 	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	if probs := ix.of(p); len(probs) > 0 {
 		cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
+	}
+	if c, ok := a.rollback.condition(p); ok {
+		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
 	}
 	return &cp
 }
@@ -74,7 +77,7 @@ func (a *Agent) Pod(namespace, name string) *v1.Pod {
 		return nil
 	}
 	manifest.SortPods(pods)
-	return decorate(pods[0], indexProblems(problems), now)
+	return a.decorate(pods[0], indexProblems(problems), now)
 }
 
 // Events returns the recent events of the pod uid, oldest first.

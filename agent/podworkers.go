@@ -95,6 +95,10 @@ type podWorkers struct {
 	// probes runs the pods' probes: each sync feeds it the pod's status and
 	// reads readiness back; nil runs none.
 	probes *prober.Manager
+	// onStatus is told every status a sync built, with when the pod passed
+	// the full-name gate, to judge new versions (rollback.go); may be nil.
+	// It is called without mu held.
+	onStatus func(pod *v1.Pod, st v1.PodStatus, start time.Time)
 
 	mu      sync.Mutex // guards workers, gate, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
@@ -422,6 +426,9 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		p.probes.AnnotateStatus(pod.UID, &st)
 	}
 	p.status.set(pod, st)
+	if p.onStatus != nil {
+		p.onStatus(pod, st, startTime)
+	}
 	if p.metrics != nil {
 		p.metrics.observeSync(pod, res)
 		if !w.running && st.Phase == v1.PodRunning {

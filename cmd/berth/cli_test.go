@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/agent"
 )
 
 // runCLI runs one berth command in-process against the fake daemon.
@@ -131,6 +134,7 @@ func TestPodStatusColumn(t *testing.T) {
 	}
 	// A broken manifest replaces only the words that say all is well.
 	brokenManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionFalse, Reason: "DecodeError", Message: "web.yaml:3: invalid YAML"}}
+	rolledBackCond := []v1.PodCondition{{Type: agent.ConditionLatestVersion, Status: v1.ConditionFalse, Reason: agent.ReasonRolledBack, Message: "version b failed"}}
 	validManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionTrue}}
 	oneApp := v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}
 	extra = append(extra, []struct {
@@ -148,6 +152,12 @@ func TestPodStatusColumn(t *testing.T) {
 			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: waitingState("CrashLoopBackOff", "")}}}}, "CrashLoopBackOff 0/1"},
 		{"terminating wins", v1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptrTime(fixAt(0))}, Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
 			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "Terminating 1/1"},
+		{"running a rolled-back version", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: rolledBackCond,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "RolledBack 1/1"},
+		{"a rolled-back version crash-looping keeps its word", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: rolledBackCond,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: waitingState("CrashLoopBackOff", "")}}}}, "CrashLoopBackOff 0/1"},
+		{"a broken manifest shows before a rollback", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: append(slices.Clone(brokenManifest), rolledBackCond...),
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "ManifestInvalid 1/1"},
 		{"refused manifest keeps its reason", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodFailed, Reason: "Invalid", Conditions: brokenManifest}}, "Invalid 0/1"},
 	}...)
 	for _, tt := range extra {

@@ -207,7 +207,8 @@ type podSummary struct {
 // pod-level reason (Invalid, DecodeError, WaitingForPreviousPod, OutOfpods)
 // instead of the ContainerCreating its container statuses would suggest,
 // and a pod that would show Running or Completed while its manifest is
-// broken shows ManifestInvalid.
+// broken shows ManifestInvalid, or RolledBack while it runs its last Ready
+// version in place of a newer one that failed.
 func summarize(pod *v1.Pod) podSummary {
 	s := podSummary{total: len(pod.Spec.Containers)}
 	var lastRestart, sidecarLastRestart time.Time
@@ -298,8 +299,12 @@ func summarize(pod *v1.Pod) podSummary {
 	if pod.Status.Reason != "" && !anyContainerRan(pod) {
 		s.status = pod.Status.Reason
 	}
-	if manifestInvalid(pod) && (s.status == string(v1.PodRunning) || s.status == "Completed" || s.status == string(v1.PodSucceeded)) {
+	allWell := s.status == string(v1.PodRunning) || s.status == "Completed" || s.status == string(v1.PodSucceeded)
+	switch {
+	case allWell && manifestInvalid(pod):
 		s.status = statusManifestInvalid
+	case allWell && rolledBack(pod):
+		s.status = statusRolledBack
 	}
 	if pod.DeletionTimestamp != nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
 		s.status = "Terminating"
@@ -325,6 +330,22 @@ const statusManifestInvalid = "ManifestInvalid"
 func manifestInvalid(pod *v1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == conditionManifestValid {
+			return c.Status == v1.ConditionFalse
+		}
+	}
+	return false
+}
+
+// statusRolledBack is the STATUS of a pod that runs fine on its last Ready
+// version because the newer one its source serves failed (agent's
+// rollback): as with ManifestInvalid, "Running" would suggest the edit took
+// effect. A broken manifest is more pressing: it shows first.
+const statusRolledBack = agent.ReasonRolledBack
+
+// rolledBack reports agent.ConditionLatestVersion False.
+func rolledBack(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == agent.ConditionLatestVersion {
 			return c.Status == v1.ConditionFalse
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -146,6 +147,14 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Metrics:       reg,
 		Logger:        log,
 		GC:            s.gcConfig(),
+		Rollback: agent.RollbackConfig{
+			After: map[string]time.Duration{
+				manifest.SourceFile: s.FileRollbackAfter.Duration,
+				manifest.SourceHTTP: s.HTTPRollbackAfter.Duration,
+			},
+			MinReady: s.RollbackMinReady.Duration,
+			StateDir: s.rollbackStateDir(),
+		},
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -215,6 +224,15 @@ func firstGlobalIP() string {
 		}
 	}
 	return v6
+}
+
+// rollbackStateDir is where the agent keeps each pod's last Ready version
+// and the rollbacks in force across restarts; with no root dir, nowhere.
+func (s *settings) rollbackStateDir() string {
+	if s.RootDir == "" {
+		return ""
+	}
+	return filepath.Join(s.RootDir, "rollback")
 }
 
 // manifestStateDir is where the sources keep each manifest's last good

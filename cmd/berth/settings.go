@@ -58,6 +58,12 @@ type settings struct {
 	// placeholders of --manifest-url.
 	Labels map[string]string `json:"labels,omitempty"`
 
+	// Automatic rollback of a bad edit (agent/rollback.go): 0 disables
+	// it, so the fields are written even when zero.
+	FileRollbackAfter metav1.Duration `json:"fileRollbackAfter"`
+	HTTPRollbackAfter metav1.Duration `json:"httpRollbackAfter"`
+	RollbackMinReady  metav1.Duration `json:"rollbackMinReady"`
+
 	// Disk garbage collection (cri/gc, scheduled by agent/gcloop.go),
 	// named like the kubelet's.
 	MinimumContainerTTLDuration       metav1.Duration `json:"minimumContainerTTLDuration"`
@@ -92,6 +98,12 @@ func defaultSettings() settings {
 		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
 		CrashLoopBackoffMax:      metav1.Duration{Duration: 5 * time.Minute},
 		LogLevel:                 "info",
+		// Off for files: whoever edits one is at the machine to see the
+		// result, and control-plane manifests (kubeadm's) may take long
+		// to become Ready while their peers come up. On for the URL: a
+		// fleet's edit reaches devices nobody watches.
+		HTTPRollbackAfter: metav1.Duration{Duration: 5 * time.Minute},
+		RollbackMinReady:  metav1.Duration{Duration: 10 * time.Second},
 
 		MaximumDeadContainersPerContainer: 1,
 		MaximumDeadContainers:             -1,
@@ -136,6 +148,9 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	durationVar(fs, &s.CrashLoopBackoffInitial, "crashloop-backoff-initial", "first restart delay of a crashing container")
 	durationVar(fs, &s.CrashLoopBackoffMax, "crashloop-backoff-max", "longest restart delay of a crashing container")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error")
+	durationVar(fs, &s.FileRollbackAfter, "file-rollback-after", "a new version of a pod from --pod-manifest-path not Ready this long after it started (or crash-looping) is replaced by its last Ready version; 0 disables (annotation berth.io/rollback-after overrides)")
+	durationVar(fs, &s.HTTPRollbackAfter, "http-rollback-after", "the same for pods from --manifest-url; 0 disables")
+	durationVar(fs, &s.RollbackMinReady, "rollback-min-ready", "how long a new version must stay Ready to become the version a failed edit rolls back to")
 
 	durationVar(fs, &s.MinimumContainerTTLDuration, "minimum-container-ttl-duration", "minimum age of a dead container before garbage collection")
 	fs.IntVar(&s.MaximumDeadContainersPerContainer, "maximum-dead-containers-per-container", s.MaximumDeadContainersPerContainer, "dead containers kept per container of a pod (below 0: no limit; the newest is always kept)")
@@ -227,6 +242,14 @@ func (s settings) validate() error {
 	}
 	if s.CrashLoopBackoffMax.Duration < s.CrashLoopBackoffInitial.Duration {
 		errs = append(errs, fmt.Errorf("--crashloop-backoff-max (%s) is below --crashloop-backoff-initial (%s)", s.CrashLoopBackoffMax.Duration, s.CrashLoopBackoffInitial.Duration))
+	}
+	for name, d := range map[string]time.Duration{
+		"file-rollback-after": s.FileRollbackAfter.Duration, "http-rollback-after": s.HTTPRollbackAfter.Duration,
+		"rollback-min-ready": s.RollbackMinReady.Duration,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative, got %s", name, d))
+		}
 	}
 	if s.MaxPods <= 0 {
 		errs = append(errs, fmt.Errorf("--max-pods must be positive, got %d", s.MaxPods))

@@ -1,0 +1,292 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/manifest"
+)
+
+// rollbackStateVersion is the layout of a rollback state file; a file of
+// another version is ignored, as a corrupt one is.
+const rollbackStateVersion = 1
+
+// maxRollbackStateBytes bounds a state file: one pod spec and a few lines.
+// A pod larger than this (a manifest holds at most a few MiB) is not kept
+// across restarts, and says so in the log.
+const maxRollbackStateBytes = 4 << 20
+
+// nameRecord is what berth knows of one full name's versions, persisted as
+// one file: the last version that was Ready (not the last *valid* one,
+// which the sources keep as their last good manifest: a valid manifest may
+// still crash-loop), and the rollback in force, if any.
+type nameRecord struct {
+	// LastReady is the last version of the full name whose pod was Ready
+	// for the settle time, as the store delivered it.
+	LastReady *v1.Pod   `json:"lastReady,omitempty"`
+	ReadyAt   time.Time `json:"readyAt,omitzero"`
+	// RolledBack is set while LastReady runs in place of a newer version
+	// that failed; it ends when the manifest changes again.
+	RolledBack *rollback `json:"rolledBack,omitempty"`
+}
+
+// rollback is one rollback in force: the bad version (by UID, which is the
+// manifest's hash) and why, and the good version run in its place.
+type rollback struct {
+	Bad       types.UID `json:"bad"`
+	BadSource string    `json:"badSource"`
+	BadOrigin string    `json:"badOrigin"`
+	Good      types.UID `json:"good"`
+	At        time.Time `json:"at"`
+	Reason    string    `json:"reason"`
+	Message   string    `json:"message"`
+}
+
+// rollbackFile is the JSON layout of one state file.
+type rollbackFile struct {
+	Version  int    `json:"version"`
+	NodeName string `json:"nodeName"`
+	FullName string `json:"fullName"`
+	nameRecord
+}
+
+// rollbackState persists the name records under <root-dir>/rollback, one
+// file per full name (<sha256 of the full name>.json), each written
+// atomically (write, fsync, rename, fsync the directory), so a SIGKILL or a
+// power cut leaves the old record or the new, never a mix. A file that is
+// corrupt, foreign or stale is ignored with a warning: the state can only
+// fail to help, never stop berth.
+//
+// It has no lock: the rollbacks' mutex guards every call.
+type rollbackState struct {
+	dir      string // "" keeps nothing across restarts
+	nodeName string
+	log      *slog.Logger
+	// broken says dir cannot be used; persisting is off and was logged.
+	broken bool
+}
+
+func rollbackStateName(fullName string) string {
+	sum := sha256.Sum256([]byte(fullName))
+	return hex.EncodeToString(sum[:]) + ".json"
+}
+
+// load returns every usable record by full name, removing the files that
+// cannot be used (and the temporary files of a write a kill cut short), so
+// they are not warned about at every start.
+func (s *rollbackState) load() map[string]*nameRecord {
+	out := map[string]*nameRecord{}
+	if !s.ensureDir() {
+		return out
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.log.Warn("cannot list the rollback state; starting without it", "dir", s.dir, "err", err)
+		return out
+	}
+	for _, e := range entries {
+		p := filepath.Join(s.dir, e.Name())
+		if strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
+			s.removeFile(p)
+			continue
+		}
+		rf, err := s.read(p)
+		if err == nil && rollbackStateName(rf.FullName) != e.Name() {
+			err = fmt.Errorf("it is named for another pod than %q", rf.FullName)
+		}
+		if err != nil {
+			s.log.Warn("ignoring a rollback state file", "file", p, "err", err)
+			s.removeFile(p)
+			continue
+		}
+		rec := rf.nameRecord
+		out[rf.FullName] = &rec
+	}
+	return out
+}
+
+// read opens and checks one file: a regular file of ours, writable by no
+// one else, within the size limit.
+func (s *rollbackState) read(p string) (rollbackFile, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return rollbackFile{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return rollbackFile{}, err
+	}
+	if err := ownedBySelf(info, false); err != nil {
+		return rollbackFile{}, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRollbackStateBytes+1))
+	if err != nil {
+		return rollbackFile{}, err
+	}
+	if len(data) > maxRollbackStateBytes {
+		return rollbackFile{}, fmt.Errorf("larger than the limit of %d bytes", maxRollbackStateBytes)
+	}
+	return decodeRollbackState(data, s.nodeName)
+}
+
+// decodeRollbackState parses a state file and checks it against this node:
+// the kept pod must be a valid static pod of the file's full name, and a
+// rollback must name it as its good version. It trusts nothing in the file.
+func decodeRollbackState(data []byte, nodeName string) (rollbackFile, error) {
+	var rf rollbackFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rf); err != nil {
+		return rf, fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return rf, errors.New("trailing data after the state")
+	}
+	switch {
+	case rf.Version != rollbackStateVersion:
+		return rf, fmt.Errorf("version %d, want %d", rf.Version, rollbackStateVersion)
+	case rf.NodeName != nodeName:
+		return rf, fmt.Errorf("node %q, this node is %q", rf.NodeName, nodeName)
+	case rf.LastReady == nil:
+		return rf, errors.New("no last Ready version")
+	}
+	if err := manifest.CheckKeptPod(rf.LastReady, nodeName); err != nil {
+		return rf, fmt.Errorf("last Ready version: %w", err)
+	}
+	if fn := manifest.FullName(rf.LastReady); fn != rf.FullName {
+		return rf, fmt.Errorf("last Ready version is of %q, not %q", fn, rf.FullName)
+	}
+	if rb := rf.RolledBack; rb != nil {
+		switch {
+		case rb.Good != rf.LastReady.UID:
+			return rf, fmt.Errorf("rollback to %q, but the last Ready version is %q", rb.Good, rf.LastReady.UID)
+		case rb.Bad == "" || rb.Bad == rb.Good:
+			return rf, fmt.Errorf("rollback of version %q to itself", rb.Bad)
+		}
+	}
+	return rf, nil
+}
+
+// save persists the record of fullName, or removes its file when rec has
+// nothing to keep. The error is the caller's to log.
+func (s *rollbackState) save(fullName string, rec *nameRecord) error {
+	if !s.ensureDir() {
+		return nil
+	}
+	name := rollbackStateName(fullName)
+	if rec == nil || rec.LastReady == nil {
+		err := os.Remove(filepath.Join(s.dir, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove rollback state of %s: %w", fullName, err)
+		}
+		return syncDirectory(s.dir)
+	}
+	data, err := json.Marshal(rollbackFile{Version: rollbackStateVersion, NodeName: s.nodeName, FullName: fullName, nameRecord: *rec})
+	if err != nil {
+		return fmt.Errorf("encode rollback state of %s: %w", fullName, err)
+	}
+	if len(data) > maxRollbackStateBytes {
+		return fmt.Errorf("rollback state of %s is %d bytes, over the limit of %d", fullName, len(data), maxRollbackStateBytes)
+	}
+	f, err := os.CreateTemp(s.dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temporary rollback state: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.dir, name))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write rollback state of %s: %w", fullName, err)
+	}
+	return syncDirectory(s.dir)
+}
+
+// removeFile drops an unusable file, idempotently.
+func (s *rollbackState) removeFile(p string) {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("cannot remove a rollback state file", "file", p, "err", err)
+	}
+}
+
+// ensureDir creates the directory (0700) and checks it is ours alone;
+// otherwise persisting is off, logged once.
+func (s *rollbackState) ensureDir() bool {
+	if s.dir == "" || s.broken {
+		return false
+	}
+	err := os.MkdirAll(filepath.Dir(s.dir), 0o750)
+	if err == nil {
+		if err = os.Mkdir(s.dir, 0o700); errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
+	}
+	var info os.FileInfo
+	if err == nil {
+		info, err = os.Lstat(s.dir)
+	}
+	if err == nil {
+		err = ownedBySelf(info, true)
+	}
+	if err != nil {
+		s.log.Warn("cannot use the rollback state directory; the last Ready versions are not kept across restarts", "dir", s.dir, "err", err)
+		s.broken = true
+		return false
+	}
+	return true
+}
+
+// ownedBySelf checks a state file or directory is what berth made: of the
+// expected type (never a symlink), owned by berth's user, writable by no
+// one else.
+func ownedBySelf(info os.FileInfo, dir bool) error {
+	switch {
+	case dir && !info.IsDir():
+		return fmt.Errorf("not a directory (%s)", info.Mode().Type())
+	case !dir && !info.Mode().IsRegular():
+		return fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	case info.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("writable by group or others (mode %s)", info.Mode().Perm())
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// syncDirectory makes a rename or removal in dir durable.
+func syncDirectory(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open rollback state dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync rollback state dir %s: %w", dir, err)
+	}
+	return nil
+}
