@@ -68,7 +68,9 @@ func (m *Manager) volumeMount(pod *v1.Pod, vm v1.VolumeMount, env []envVar, priv
 	}
 	subPath := vm.SubPath
 	if vm.SubPathExpr != "" {
-		subPath = expand(vm.SubPathExpr, envLookup(env))
+		if subPath, err = expandSubPath(vm.SubPathExpr, env); err != nil {
+			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
+		}
 	}
 	if subPath != "" {
 		hostPath, err = ensureSubPath(hostPath, subPath)
