@@ -55,6 +55,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, err
 	}
+	if err := m.resolveImageMounts(ctx, mounts); err != nil {
+		return nil, err
+	}
 	sc, err := m.containerSecurityContext(pod, c, sec)
 	if err != nil {
 		return nil, err
