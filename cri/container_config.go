@@ -62,6 +62,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, err
 	}
+	if err := m.applyUserns(pod, sc.NamespaceOptions); err != nil {
+		return nil, err
+	}
 	annotations, err := containerAnnotations(pod, c, restartCount)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // TestPodFeatures runs the Kubernetes 1.34-1.36 pod fields berth honours
@@ -22,8 +23,9 @@ import (
 //     host file is never read;
 //   - imgvol: an image volume (KEP-4639), mounted read-only on
 //     containerd >= 2.1 and refused before any sandbox on older ones;
-//   - userns: hostUsers: false, refused with the reason when the runtime
-//     reports no user-namespace support (the test beds' runc is 1.1).
+//   - userns: hostUsers: false, run in its own user namespace where the
+//     runtime supports it, else refused with the reason before any
+//     sandbox (the test beds' runc is Debian's 1.1: refused).
 func TestPodFeatures(t *testing.T) {
 	cfg := []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
 	emptyDir := []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
@@ -56,7 +58,7 @@ func TestPodFeatures(t *testing.T) {
 	imgvol := newPod("imgvol", imgApp)
 	imgvol.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "busybox:1.36", PullPolicy: v1.PullNever}}}}
 
-	userns := newPod("userns", shContainer("app", sleepForever))
+	userns := newPod("userns", shContainer("app", "cat /proc/self/uid_map; "+sleepForever))
 	userns.Spec.HostUsers = &no
 
 	b := newBerth(t, berthOptions{manifests: map[string]string{
@@ -131,6 +133,18 @@ func TestPodFeatures(t *testing.T) {
 	t.Run("userns", func(t *testing.T) {
 		defer b.use(t)()
 		name := podName("userns")
+		if usernsSupported(t) {
+			p := b.waitRunning(name)
+			b.waitFor("the app's uid_map to show a mapped range", waitTimeout, func() (bool, string) {
+				lines, err := criLogLines(b.podLogPath(p, "app", 0))
+				if err != nil || len(lines) != 1 {
+					return false, fmt.Sprint(lines, err)
+				}
+				f := strings.Fields(lines[0])
+				return len(f) == 3 && f[0] == "0" && f[1] != "0" && f[2] == "65536", lines[0]
+			})
+			return
+		}
 		want := "spec.hostUsers: false: "
 		b.waitFor("a FailedCreatePodSandBox event saying why", waitTimeout, func() (bool, string) {
 			events, err := b.podEvents(name)
@@ -148,4 +162,22 @@ func TestPodFeatures(t *testing.T) {
 			t.Errorf("sandboxes of a refused pod: %v, %v", sbs, err)
 		}
 	})
+}
+
+// usernsSupported asks the test bed's runtime whether its default handler
+// can run pods in user namespaces (containerd >= 2.0 with runc >= 1.2;
+// Debian 12's runc is 1.1, so today it cannot).
+func usernsSupported(t *testing.T) bool {
+	ctx, cancel := criCtx()
+	defer cancel()
+	resp, err := bed.Runtime().Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatalf("runtime status: %v", err)
+	}
+	for _, h := range resp.GetRuntimeHandlers() {
+		if h.GetName() == "" {
+			return h.GetFeatures().GetUserNamespaces()
+		}
+	}
+	return false
 }
