@@ -1,16 +1,28 @@
 package manifest
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // supportedVolumes are the volume types a node without an API server can
-// provide: everything else needs objects (ConfigMaps, Secrets, claims,
-// tokens) or drivers that only a cluster has.
-// Image volumes (KEP-4639) are pulled like container images; the runtime
-// must be able to mount them (cri/imagevolume.go).
-var supportedVolumes = map[string]bool{"hostPath": true, "emptyDir": true, "image": true}
+// provide, the ones the field registry (fields.go) says berth honours:
+// hostPath, emptyDir and image (KEP-4639, pulled like container images;
+// the runtime must be able to mount them, cri/imagevolume.go). Everything
+// else needs objects (ConfigMaps, Secrets, claims, tokens) or drivers that
+// only a cluster has.
+var supportedVolumes = func() map[string]bool {
+	const prefix = "spec.volumes[*]."
+	m := map[string]bool{}
+	for path, e := range podFields {
+		if name, ok := strings.CutPrefix(path, prefix); ok && e.support == Honoured {
+			m[name] = true
+		}
+	}
+	return m
+}()
 
 // checkStandalone rejects what a valid pod may ask for but a standalone node
 // cannot honour, each with the reason and what to do instead. Accepting
