@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func usernsManager(t *testing.T, root, subuid, subgid string) *Manager {
