@@ -48,9 +48,12 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// GC configures the garbage collection passes (gcloop.go); nil runs
 	// none.
-	GC     *GCConfig
-	Clock  clock.WithTickerAndDelayedExecution
-	Logger *slog.Logger
+	GC *GCConfig
+	// Shutdown configures graceful node shutdown (shutdown.go); nil or a
+	// zero grace period leaves it off.
+	Shutdown *ShutdownConfig
+	Clock    clock.WithTickerAndDelayedExecution
+	Logger   *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -186,6 +189,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			a.gc.run(ctx)
+		}()
+	}
+	if s := a.cfg.Shutdown; s != nil && s.GracePeriod > 0 {
+		sm := &shutdownManager{cfg: *s, dial: dialLogind, pods: a.workers, clock: a.cfg.Clock, log: a.log}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sm.run(ctx)
 		}()
 	}
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)

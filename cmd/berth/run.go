@@ -128,6 +128,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Metrics:       reg,
 		Logger:        log,
 		GC:            s.gcConfig(),
+		Shutdown:      s.shutdownSettings.agentConfig(),
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)
