@@ -69,6 +69,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, err
 	}
+	if ids := imageVolumeIDs(mounts); ids != "" {
+		annotations[AnnotationImageVolumes] = ids
+	}
 	resources := linuxResources(c.Resources)
 	resources.OomScoreAdj = oomScoreAdj(pod, c, facts)
 

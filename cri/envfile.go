@@ -133,6 +133,9 @@ func envFileValue(data []byte, key string) (value string, found bool, err error)
 			return "", false, fmt.Errorf("line %d: not NAME='value'", start)
 		}
 		name := s[:eq]
+		if name == "" {
+			return "", false, fmt.Errorf("line %d: no name before '='", start)
+		}
 		if strings.ContainsAny(name, " \t") {
 			return "", false, fmt.Errorf("line %d: blank before '=' in %q", start, strings.TrimRight(name, " \t"))
 		}

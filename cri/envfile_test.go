@@ -36,6 +36,7 @@ var envFileCases = []struct {
 	{name: "unclosed quote", data: "A='1\n", key: "A", wantErr: "line 1: the quote opened here is never closed"},
 	{name: "junk after the quote", data: "A='1'x\n", key: "A", wantErr: `line 1: unexpected "x" after the closing quote`},
 	{name: "error after the key still fails", data: "A='1'\nB=2\n", key: "A", wantErr: "line 2"},
+	{name: "no name", data: "A='1'\n='2'\n", key: "A", wantErr: "line 2: no name before '='"},
 	{name: "NUL", data: "A='\x00'", key: "A", wantErr: "NUL"},
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,6 +17,12 @@ import (
 // pullPolicy and mounted read-only by the runtime (CRI Mount.image;
 // containerd >= 2.1, checked by checkRuntimeFeatures before the sandbox
 // is made).
+
+// AnnotationImageVolumes lists, comma-separated, the image IDs a
+// container mounts as image volumes: image garbage collection reads it
+// back from the runtime (cri/gc) and keeps those images while the
+// container exists, as it keeps the container's own image.
+const AnnotationImageVolumes = "io.berth.image-volumes"
 
 // ensureImageVolumes pulls, per their pullPolicy, the images of the image
 // volumes container c mounts, the way EnsureImage pulls c's own image:
@@ -88,4 +95,16 @@ func podVolume(pod *v1.Pod, name string) *v1.Volume {
 		return nil
 	}
 	return &pod.Spec.Volumes[i]
+}
+
+// imageVolumeIDs is the AnnotationImageVolumes value of a container with
+// these (resolved) mounts; "" without image volumes.
+func imageVolumeIDs(mounts []*runtimeapi.Mount) string {
+	var ids []string
+	for _, mnt := range mounts {
+		if mnt.Image != nil && !slices.Contains(ids, mnt.Image.Image) {
+			ids = append(ids, mnt.Image.Image)
+		}
+	}
+	return strings.Join(ids, ",")
 }

@@ -129,6 +129,9 @@ func TestImageVolumeMounts(t *testing.T) {
 	if mnt == nil || mnt.Image.GetImage() != "data:1.0" || mnt.Image.GetUserSpecifiedImage() != "data:1.0" || mnt.ImageSubPath != "etc" || !mnt.Readonly || mnt.HostPath != "" {
 		t.Errorf("mount = %v", mnt)
 	}
+	if got := cfg.Annotations[AnnotationImageVolumes]; got != "data:1.0" {
+		t.Errorf("image-volumes annotation = %q, want the image's ID (the fake's is its name)", got)
+	}
 }
 
 func TestEnsureImageVolumesPullFailure(t *testing.T) {
