@@ -124,6 +124,11 @@ func TestPodFeatures(t *testing.T) {
 			}
 			return slices.Equal(lines, []string{"image-mounted", "read-only"}), fmt.Sprintf("%q", lines)
 		})
+		// Image GC keeps the volume's image: the container names it.
+		cs, err := containersOf(name)
+		if err != nil || len(cs) != 1 || !strings.HasPrefix(cs[0].Annotations["io.berth.image-volumes"], "sha256:") {
+			t.Errorf("containers of imgvol: %v %v, want one naming its volume's image ID", cs, err)
+		}
 		out, err := exec.Command(berthBin, "describe", "imgvol", "--socket", b.socket).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "Image (a container image or OCI artifact)") {
 			t.Errorf("berth describe imgvol: %v\n%s", err, out)
