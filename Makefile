@@ -13,7 +13,7 @@ FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState
 	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/
+	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/
 
 .PHONY: all build test vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -52,6 +52,9 @@ type Config struct {
 	// Rollback configures the automatic rollback of a bad edit
 	// (rollback.go); the zero value rolls nothing back.
 	Rollback RollbackConfig
+	// Shutdown configures graceful node shutdown (shutdown.go); nil or a
+	// zero grace period leaves it off.
+	Shutdown *ShutdownConfig
 	Clock    clock.WithTickerAndDelayedExecution
 	Logger   *slog.Logger
 }
@@ -194,6 +197,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			a.gc.run(ctx)
+		}()
+	}
+	if s := a.cfg.Shutdown; s != nil && s.GracePeriod > 0 {
+		sm := &shutdownManager{cfg: *s, dial: dialLogind, pods: a.workers, clock: a.cfg.Clock, log: a.log}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sm.run(ctx)
 		}()
 	}
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)

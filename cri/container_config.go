@@ -45,7 +45,8 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err := m.verifyRunAsNonRoot(ctx, c, imageRef, sec); err != nil {
 		return nil, err
 	}
-	env, err := containerEnv(envContext{pod: pod, container: c, podIPs: podIPs, hostIP: m.opts.HostIP, allocatable: facts.allocatable})
+	env, err := containerEnv(envContext{pod: pod, container: c, podIPs: podIPs, hostIP: m.opts.HostIP, allocatable: facts.allocatable,
+		fileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return m.fileKeyValue(pod, ref) }})
 	if err != nil {
 		return nil, err
 	}
@@ -54,13 +55,22 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, err
 	}
+	if err := m.resolveImageMounts(ctx, mounts); err != nil {
+		return nil, err
+	}
 	sc, err := m.containerSecurityContext(pod, c, sec)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.applyUserns(pod, sc.NamespaceOptions); err != nil {
 		return nil, err
 	}
 	annotations, err := containerAnnotations(pod, c, restartCount)
 	if err != nil {
 		return nil, err
+	}
+	if ids := imageVolumeIDs(mounts); ids != "" {
+		annotations[AnnotationImageVolumes] = ids
 	}
 	resources := linuxResources(c.Resources)
 	resources.OomScoreAdj = oomScoreAdj(pod, c, facts)

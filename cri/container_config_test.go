@@ -445,7 +445,7 @@ func TestContainerConfigHostPath(t *testing.T) {
 			mutate: func(t *testing.T, p *v1.Pod, root string) {
 				withMount(p, v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}, v1.VolumeMount{MountPath: "/cfg"})
 			},
-			wantErr: `volume "cfg": only hostPath and emptyDir volumes are supported`,
+			wantErr: `volume "cfg": only hostPath, emptyDir and image volumes are supported`,
 		},
 	}
 	runCfgCases(t, tests)

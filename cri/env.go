@@ -3,6 +3,7 @@ package cri
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,8 +13,10 @@ import (
 
 // expand replaces $(NAME) references in s with lookup(NAME), the way the
 // kubelet expands env values, command and args: "$$" is a literal "$", a
-// reference to an unknown name stays as written, and a "$" not followed by
-// "(" or "$" is kept. lookup reports whether the name is defined.
+// reference to an unknown name stays as written, a "$" not followed by
+// "(" or "$" is kept, and a "$(" that no ")" closes is kept while the rest
+// is still expanded ("$(A$$" is "$(A$"). lookup reports whether the name
+// is defined.
 func expand(s string, lookup func(name string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
@@ -31,9 +34,9 @@ func expand(s string, lookup func(name string) (string, bool)) string {
 		case '(':
 			end := strings.IndexByte(s[i+2:], ')')
 			if end < 0 {
-				// An unterminated reference is kept verbatim.
-				b.WriteString(s[i:])
-				return b.String()
+				b.WriteString("$(")
+				i++
+				continue
 			}
 			name := s[i+2 : i+2+end]
 			if v, ok := lookup(name); ok {
@@ -57,6 +60,9 @@ type envContext struct {
 	podIPs      []string
 	hostIP      string
 	allocatable v1.ResourceList
+	// fileKey reads a fileKeyRef's value (envfile.go); found is false for
+	// an optional one whose file or key is absent.
+	fileKey func(ref *v1.FileKeySelector) (value string, found bool, err error)
 }
 
 // containerEnv is the container's environment in spec order, each value
@@ -93,6 +99,15 @@ func containerEnv(ec envContext) ([]envVar, error) {
 				return nil, fmt.Errorf("env %q: %w", e.Name, err)
 			}
 			value = v
+		case e.ValueFrom.FileKeyRef != nil:
+			v, ok, err := ec.fileKey(e.ValueFrom.FileKeyRef)
+			if err != nil {
+				return nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			if !ok {
+				continue // optional and absent: the variable is not set
+			}
+			value = v
 		case e.ValueFrom.ConfigMapKeyRef != nil, e.ValueFrom.SecretKeyRef != nil:
 			return nil, fmt.Errorf("env %q: configMapKeyRef and secretKeyRef are not supported: berth has no API server", e.Name)
 		default:
@@ -112,6 +127,30 @@ func containerEnv(ec envContext) ([]envVar, error) {
 
 // envVar is one resolved environment variable.
 type envVar struct{ name, value string }
+
+// expandSubPath expands a volumeMount's subPathExpr as the kubelet does:
+// unlike in env values, command and args, a reference to a variable that
+// is undefined or empty is an error, never a path with "$(" in it or a
+// path that silently lands at the volume's root.
+func expandSubPath(expr string, env []envVar) (string, error) {
+	lookup := envLookup(env)
+	var missing []string
+	out := expand(expr, func(name string) (string, bool) {
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			if !slices.Contains(missing, name) {
+				missing = append(missing, name)
+			}
+			return "", true
+		}
+		return v, true
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("subPathExpr %q: missing value for %s", expr, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
 
 // envLookup turns a resolved environment into the lookup expand takes, for
 // command, args and subPathExpr.

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,6 +29,12 @@ func TestExpand(t *testing.T) {
 		{"$()", "$()"},
 		{"a$(A)$(", "aa$("},
 		{"$(A)$(B)", "abee"},
+		// An unclosed "$(" is kept, and what follows is still expanded,
+		// as the kubelet's expansion does.
+		{"$(A$$", "$(A$"},
+		{"$(A$$(B", "$(A$(B"},
+		{"$(($(A)", "$(($(A)"},
+		{"$(A $(B)", "$(A $(B)"},
 	}
 	for _, tt := range tests {
 		if got := expand(tt.in, lookup); got != tt.want {
@@ -192,6 +199,30 @@ func TestContainerEnv(t *testing.T) {
 			wantErr: `env "X": resourceFieldRef names container "ghost", which is not in the pod`,
 		},
 		{
+			name: "fileKeyRef value, not expanded, seen by later vars",
+			env: []v1.EnvVar{
+				{Name: "A", Value: "x"},
+				{Name: "F", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "e.env", Key: "DB"}}},
+				{Name: "G", Value: "$(F)/$(A)"},
+			},
+			want: []envVar{{"A", "x"}, {"F", "$(A)db"}, {"G", "$(A)db/x"}},
+		},
+		{
+			name: "optional fileKeyRef absent: not set",
+			env: []v1.EnvVar{
+				{Name: "F", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "e.env", Key: "NONE"}}},
+				{Name: "G", Value: "<$(F)>"},
+			},
+			want: []envVar{{"G", "<$(F)>"}},
+		},
+		{
+			name: "fileKeyRef failure",
+			env: []v1.EnvVar{
+				{Name: "F", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "e.env", Key: "BAD"}}},
+			},
+			wantErr: `env "F": broken`,
+		},
+		{
 			name: "secretKeyRef",
 			env: []v1.EnvVar{{Name: "PW", ValueFrom: &v1.EnvVarSource{
 				SecretKeyRef: &v1.SecretKeySelector{Key: "pw"}}}},
@@ -207,7 +238,16 @@ func TestContainerEnv(t *testing.T) {
 			}
 			c := findSpecContainer(pod, name)
 			c.Env = tt.env
-			got, err := containerEnv(envContext{pod: pod, container: c, podIPs: tt.podIPs, hostIP: "192.168.1.10", allocatable: alloc})
+			fileKey := func(ref *v1.FileKeySelector) (string, bool, error) {
+				switch ref.Key {
+				case "DB":
+					return "$(A)db", true, nil
+				case "BAD":
+					return "", false, errors.New("broken")
+				}
+				return "", false, nil
+			}
+			got, err := containerEnv(envContext{pod: pod, container: c, podIPs: tt.podIPs, hostIP: "192.168.1.10", allocatable: alloc, fileKey: fileKey})
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -231,5 +271,27 @@ func TestContainerEnvRefusesEnvFrom(t *testing.T) {
 	_, err := containerEnv(envContext{pod: pod, container: c})
 	if err == nil || !strings.Contains(err.Error(), "envFrom is not supported") {
 		t.Fatalf("err = %v, want envFrom refused", err)
+	}
+}
+
+func TestExpandSubPath(t *testing.T) {
+	env := []envVar{{"POD", "web"}, {"EMPTY", ""}}
+	tests := []struct{ expr, want, wantErr string }{
+		{expr: "logs/$(POD)", want: "logs/web"},
+		{expr: "$$(POD)", want: "$(POD)"},
+		{expr: "logs/$(MISSING)", wantErr: `subPathExpr "logs/$(MISSING)": missing value for MISSING`},
+		{expr: "$(EMPTY)/$(NOPE)/$(EMPTY)", wantErr: `missing value for EMPTY, NOPE`},
+	}
+	for _, tt := range tests {
+		got, err := expandSubPath(tt.expr, env)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("expandSubPath(%q) err = %v, want %q", tt.expr, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("expandSubPath(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
+		}
 	}
 }

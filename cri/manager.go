@@ -106,6 +106,10 @@ type Manager struct {
 	nodeOnce  sync.Once
 	node      nodeFacts
 	nodeErr   error
+
+	// userns hands out pods' user-namespace ID ranges (userns.go); it
+	// guards itself.
+	userns usernsAllocator
 }
 
 // NewManager wires a Manager over the given services, filling defaults the
@@ -147,6 +151,7 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		sandboxNameBackoff: NewBackoff(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
 	}
 	m.preStop = m.runPreStop
+	m.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
 	return m
 }
 

@@ -62,23 +62,29 @@ func (m *Manager) volumeMount(pod *v1.Pod, vm v1.VolumeMount, env []envVar, priv
 		return nil, fmt.Errorf("volumeMount %q: no volume of that name in the pod", vm.Name)
 	}
 	vol := &pod.Spec.Volumes[i]
+	subPath := vm.SubPath
+	if vm.SubPathExpr != "" {
+		var err error
+		if subPath, err = expandSubPath(vm.SubPathExpr, env); err != nil {
+			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
+		}
+	}
+	propagation, err := mountPropagation(vm.MountPropagation, privileged)
+	if err != nil {
+		return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
+	}
+	if vol.Image != nil {
+		return imageVolumeMount(vm, vol.Image, subPath, propagation)
+	}
 	hostPath, relabel, err := m.volumeHostPath(pod, vol)
 	if err != nil {
 		return nil, err
-	}
-	subPath := vm.SubPath
-	if vm.SubPathExpr != "" {
-		subPath = expand(vm.SubPathExpr, envLookup(env))
 	}
 	if subPath != "" {
 		hostPath, err = ensureSubPath(hostPath, subPath)
 		if err != nil {
 			return nil, fmt.Errorf("volumeMount %q subPath %q: %w", vm.Name, subPath, err)
 		}
-	}
-	propagation, err := mountPropagation(vm.MountPropagation, privileged)
-	if err != nil {
-		return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
 	}
 	return &runtimeapi.Mount{
 		ContainerPath:  vm.MountPath,
@@ -100,7 +106,7 @@ func (m *Manager) volumeHostPath(pod *v1.Pod, vol *v1.Volume) (string, bool, err
 		dir, err := m.ensureEmptyDir(pod, vol.Name, vol.EmptyDir)
 		return dir, true, err
 	}
-	return "", false, fmt.Errorf("volume %q: only hostPath and emptyDir volumes are supported (berth has no API server for configMap, secret or projected volumes)", vol.Name)
+	return "", false, fmt.Errorf("volume %q: only hostPath, emptyDir and image volumes are supported (berth has no API server for configMap, secret or projected volumes)", vol.Name)
 }
 
 // checkHostPath applies the kubelet's hostPath type checks, creating the

@@ -64,6 +64,9 @@ func (m *Manager) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	if err != nil {
 		return fail(err)
 	}
+	if err := m.applyUserns(pod, sc.NamespaceOptions); err != nil {
+		return fail(err)
+	}
 	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{
 		SecurityContext: sc,
 		Sysctls:         sysctls(pod),

@@ -66,7 +66,14 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		return result
 	}
 
-	sandboxConfig, err := m.SandboxConfig(pod, actions.Attempt)
+	var err error
+	if actions.CreateSandbox {
+		err = m.checkRuntimeFeatures(ctx, pod)
+	}
+	var sandboxConfig *runtimeapi.PodSandboxConfig
+	if err == nil {
+		sandboxConfig, err = m.SandboxConfig(pod, actions.Attempt)
+	}
 	if err != nil {
 		result.add(ActionCreatePodSandbox, pod.Name, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: err}, 0)
 		result.Results[len(result.Results)-1].Recorded = true
@@ -167,6 +174,10 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	imageRef, err := m.EnsureImage(ctx, pod, c, t.sandboxConfig)
 	if err != nil {
 		res.Err, res.RetryAfter = err, m.pullRetryAfter(c, err)
+		return res
+	}
+	if res.RetryAfter, err = m.ensureImageVolumes(ctx, pod, c, t.sandboxConfig); err != nil {
+		res.Err = err
 		return res
 	}
 	restartCount := m.nextRestartCount(pod, c.Name, status)

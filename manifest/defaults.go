@@ -180,6 +180,9 @@ func defaultVolume(v *v1.Volume) {
 	if v.VolumeSource == (v1.VolumeSource{}) {
 		v.EmptyDir = &v1.EmptyDirVolumeSource{}
 	}
+	if v.Image != nil {
+		defaultImageVolume(v.Image)
+	}
 	if v.HostPath != nil && v.HostPath.Type == nil {
 		v.HostPath.Type = ptr(v1.HostPathUnset)
 	}

@@ -1,14 +1,28 @@
 package manifest
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // supportedVolumes are the volume types a node without an API server can
-// provide: everything else needs objects (ConfigMaps, Secrets, claims,
-// tokens) or drivers that only a cluster has.
-var supportedVolumes = map[string]bool{"hostPath": true, "emptyDir": true}
+// provide, the ones the field registry (fields.go) says berth honours:
+// hostPath, emptyDir and image (KEP-4639, pulled like container images;
+// the runtime must be able to mount them, cri/imagevolume.go). Everything
+// else needs objects (ConfigMaps, Secrets, claims, tokens) or drivers that
+// only a cluster has.
+var supportedVolumes = func() map[string]bool {
+	const prefix = "spec.volumes[*]."
+	m := map[string]bool{}
+	for path, e := range podFields {
+		if name, ok := strings.CutPrefix(path, prefix); ok && e.support == Honoured {
+			m[name] = true
+		}
+	}
+	return m
+}()
 
 // checkStandalone rejects what a valid pod may ask for but a standalone node
 // cannot honour, each with the reason and what to do instead. Accepting
@@ -67,8 +81,6 @@ func checkContainerRefs(c *v1.Container, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Forbidden(vp.Child("configMapKeyRef"), "ConfigMaps"+why))
 		case ev.ValueFrom.SecretKeyRef != nil:
 			errs = append(errs, field.Forbidden(vp.Child("secretKeyRef"), "Secrets"+why))
-		case ev.ValueFrom.FileKeyRef != nil:
-			errs = append(errs, field.Forbidden(vp.Child("fileKeyRef"), "berth does not support environment from files yet; set the value in the manifest"))
 		}
 	}
 	for i, src := range c.EnvFrom {
@@ -100,5 +112,5 @@ func volumeAdvice(name string) string {
 	case "projected":
 		return "projected volumes (service-account tokens, ConfigMaps, Secrets) need an API server, which a standalone node has none of; use a hostPath volume"
 	}
-	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath and emptyDir"
+	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath, emptyDir and image"
 }

@@ -134,6 +134,8 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 	if sc := spec.SecurityContext; sc != nil {
 		errs = append(errs, validateIDs(sc.RunAsUser, sc.RunAsGroup, p.Child("securityContext"))...)
 	}
+	errs = append(errs, validateFileKeyRefs(spec, p)...)
+	errs = append(errs, validateHostUsers(spec, p)...)
 	return errs
 }
 
@@ -456,6 +458,9 @@ func validateVolumeSource(vs *v1.VolumeSource, p *field.Path) field.ErrorList {
 		if hp.Type != nil && !hostPathTypes.Has(string(*hp.Type)) {
 			errs = append(errs, field.NotSupported(p.Child("hostPath", "type"), *hp.Type, sets.List(hostPathTypes)))
 		}
+	}
+	if iv := vs.Image; iv != nil {
+		errs = append(errs, validateImageVolume(iv, p.Child("image"))...)
 	}
 	if ed := vs.EmptyDir; ed != nil {
 		m := string(ed.Medium)

@@ -107,6 +107,7 @@ func describePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
 		node += "/" + st.HostIP
 	}
 	d.line(0, "Node", node)
+	d.hostUsers(&pod.Spec)
 	if st.StartTime != nil {
 		d.line(0, "Start Time", st.StartTime.Time.Format(time.RFC1123Z))
 	}
@@ -328,6 +329,8 @@ func (d *describer) env(env []v1.EnvVar) {
 				value = fmt.Sprintf("(%s:%s)", vf.FieldRef.APIVersion, vf.FieldRef.FieldPath)
 			case vf.ResourceFieldRef != nil:
 				value = fmt.Sprintf("%s (%s)", vf.ResourceFieldRef.Resource, orNone(vf.ResourceFieldRef.ContainerName))
+			case vf.FileKeyRef != nil:
+				value = fileKeyRefValue(vf.FileKeyRef)
 			default:
 				value = "<set from a reference>"
 			}
@@ -361,6 +364,8 @@ func (d *describer) volumes(vols []v1.Volume) {
 				limit = v.EmptyDir.SizeLimit.String()
 			}
 			d.line(2, "SizeLimit", limit)
+		case v.Image != nil:
+			d.imageVolume(v.Image)
 		default:
 			d.line(2, "Type", "<unknown>")
 		}

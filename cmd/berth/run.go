@@ -155,6 +155,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 			MinReady: s.RollbackMinReady.Duration,
 			StateDir: s.rollbackStateDir(),
 		},
+		Shutdown: s.shutdownSettings.agentConfig(),
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -76,6 +76,8 @@ type settings struct {
 	ImageGCHighThresholdPercent       int             `json:"imageGCHighThresholdPercent"`
 	ImageGCLowThresholdPercent        int             `json:"imageGCLowThresholdPercent"`
 	ImageMinimumGCAge                 metav1.Duration `json:"imageMinimumGCAge"`
+
+	shutdownSettings `json:",inline"`
 }
 
 // defaultSettings are the kubelet's defaults where berth shares a setting.
@@ -162,6 +164,7 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.IntVar(&s.ImageGCHighThresholdPercent, "image-gc-high-threshold", s.ImageGCHighThresholdPercent, "image filesystem use (percent) that starts image garbage collection; 100 disables it")
 	fs.IntVar(&s.ImageGCLowThresholdPercent, "image-gc-low-threshold", s.ImageGCLowThresholdPercent, "image filesystem use (percent) image garbage collection frees down to")
 	durationVar(fs, &s.ImageMinimumGCAge, "minimum-image-gc-age", "minimum age of an unused image before garbage collection")
+	bindShutdownFlags(fs, &s.shutdownSettings)
 }
 
 // parseSettings reads defaults, then the config file, then the flags given:
@@ -261,6 +264,9 @@ func (s settings) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, s.validateGC()...)
+	if err := s.validateShutdown(); err != nil {
+		errs = append(errs, err)
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,13 @@ func (t *imageTracker) observe(pods map[types.UID]*cri.PodStatus, now time.Time)
 		for _, c := range p.Containers {
 			if c.ImageRef != "" {
 				t.lastUsed[c.ImageRef] = now
+			}
+			// The images its image volumes mount (KEP-4639) are in use
+			// as long as the container exists, like its own.
+			if ids := c.Annotations[cri.AnnotationImageVolumes]; ids != "" {
+				for _, id := range strings.Split(ids, ",") {
+					t.lastUsed[id] = now
+				}
 			}
 		}
 	}
