@@ -37,6 +37,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		"nextInit", actions.NextInitContainer != nil, "sidecars", len(actions.SidecarsToStart), "terminal", actions.Terminal)
 	result := SyncResult{Terminal: actions.Terminal, Failed: actions.Failed}
 
+	if actions.ResetTrigger != nil {
+		reset := m.resetContainers(ctx, pod, actions.ResetTrigger, actions.ContainersToReset)
+		reset.Terminal, reset.Failed = result.Terminal, result.Failed
+		return reset
+	}
 	if actions.CreateSandbox && actions.SandboxID != "" {
 		m.event(pod, EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 	}

@@ -221,6 +221,67 @@ spec:
 		},
 	},
 	{
+		name: "container restart rules (KEP-5307, KEP-5532)",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: job
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: fetch
+    image: busybox
+    restartPolicy: OnFailure
+  - name: proxy
+    image: busybox
+    restartPolicy: Always
+    restartPolicyRules:
+    - action: RestartAllContainers
+      exitCodes: {operator: In, values: [88]}
+  containers:
+  - name: work
+    image: busybox
+    restartPolicy: Never
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [42]}
+    - action: RestartAllContainers
+      exitCodes: {operator: NotIn, values: [0, 1]}
+`,
+		wantPods: []string{"job-node1_default"},
+	},
+	{
+		name: "container restart rules point at their lines",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: job
+spec:
+  initContainers:
+  - name: fetch
+    image: busybox
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [1]}
+  containers:
+  - name: work
+    image: busybox
+    restartPolicy: Sometimes
+    restartPolicyRules:
+    - action: Reboot
+      exitCodes:
+        operator: Maybe
+    - action: Restart
+`,
+		wantProbs: []string{
+			"7 spec.initContainers[0].restartPolicy Invalid",
+			"15 spec.containers[0].restartPolicy Invalid",
+			"17 spec.containers[0].restartPolicyRules[0].action Invalid",
+			"19 spec.containers[0].restartPolicyRules[0].exitCodes.operator Invalid",
+			"20 spec.containers[0].restartPolicyRules[1].exitCodes Invalid",
+		},
+	},
+	{
 		name: "what a standalone node cannot honour",
 		in: `apiVersion: v1
 kind: Pod

@@ -22,16 +22,15 @@ const (
 )
 
 var (
-	restartPolicies      = sets.New(string(v1.RestartPolicyAlways), string(v1.RestartPolicyOnFailure), string(v1.RestartPolicyNever))
-	dnsPolicies          = sets.New(string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone))
-	pullPolicies         = sets.New(string(v1.PullAlways), string(v1.PullIfNotPresent), string(v1.PullNever))
-	protocols            = sets.New(string(v1.ProtocolTCP), string(v1.ProtocolUDP), string(v1.ProtocolSCTP))
-	terminationPolicies  = sets.New(string(v1.TerminationMessageReadFile), string(v1.TerminationMessageFallbackToLogsOnError))
-	uriSchemes           = sets.New(string(v1.URISchemeHTTP), string(v1.URISchemeHTTPS))
-	storageMedia         = sets.New(string(v1.StorageMediumDefault), string(v1.StorageMediumMemory), string(v1.StorageMediumHugePages))
-	mountPropagations    = sets.New(string(v1.MountPropagationNone), string(v1.MountPropagationHostToContainer), string(v1.MountPropagationBidirectional))
-	containerRestartOnly = sets.New(string(v1.ContainerRestartPolicyAlways))
-	hostPathTypes        = sets.New(string(v1.HostPathUnset), string(v1.HostPathDirectoryOrCreate), string(v1.HostPathDirectory),
+	restartPolicies     = sets.New(string(v1.RestartPolicyAlways), string(v1.RestartPolicyOnFailure), string(v1.RestartPolicyNever))
+	dnsPolicies         = sets.New(string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone))
+	pullPolicies        = sets.New(string(v1.PullAlways), string(v1.PullIfNotPresent), string(v1.PullNever))
+	protocols           = sets.New(string(v1.ProtocolTCP), string(v1.ProtocolUDP), string(v1.ProtocolSCTP))
+	terminationPolicies = sets.New(string(v1.TerminationMessageReadFile), string(v1.TerminationMessageFallbackToLogsOnError))
+	uriSchemes          = sets.New(string(v1.URISchemeHTTP), string(v1.URISchemeHTTPS))
+	storageMedia        = sets.New(string(v1.StorageMediumDefault), string(v1.StorageMediumMemory), string(v1.StorageMediumHugePages))
+	mountPropagations   = sets.New(string(v1.MountPropagationNone), string(v1.MountPropagationHostToContainer), string(v1.MountPropagationBidirectional))
+	hostPathTypes       = sets.New(string(v1.HostPathUnset), string(v1.HostPathDirectoryOrCreate), string(v1.HostPathDirectory),
 		string(v1.HostPathFileOrCreate), string(v1.HostPathFile), string(v1.HostPathSocket), string(v1.HostPathCharDev), string(v1.HostPathBlockDev))
 	// envFieldPaths are the downward-API fields the kubelet resolves for
 	// environment variables without an API server.
@@ -83,10 +82,8 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		c := &spec.InitContainers[i]
 		cp := p.Child("initContainers").Index(i)
 		errs = append(errs, validateContainer(c, cp, spec, volumes, names)...)
-		if c.RestartPolicy != nil && !containerRestartOnly.Has(string(*c.RestartPolicy)) {
-			errs = append(errs, field.NotSupported(cp.Child("restartPolicy"), *c.RestartPolicy, sets.List(containerRestartOnly)))
-		}
-		isSidecar := c.RestartPolicy != nil
+		errs = append(errs, validateInitContainerRestart(c, cp)...)
+		isSidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 		if !isSidecar {
 			for _, probe := range probesOf(c) {
 				if probe.probe != nil {
@@ -102,9 +99,7 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		c := &spec.Containers[i]
 		cp := p.Child("containers").Index(i)
 		errs = append(errs, validateContainer(c, cp, spec, volumes, names)...)
-		if c.RestartPolicy != nil {
-			errs = append(errs, field.Forbidden(cp.Child("restartPolicy"), "only init containers may set a restartPolicy"))
-		}
+		errs = append(errs, validateContainerRestart(c, cp)...)
 	}
 	if !restartPolicies.Has(string(spec.RestartPolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), spec.RestartPolicy, sets.List(restartPolicies)))
