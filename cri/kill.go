@@ -60,7 +60,7 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 
 	m.log.Debug("killing container", "pod", name, "namespace", namespace, "uid", uid, "container", c.Name,
 		"containerID", c.ID, "reason", reason, "gracePeriod", grace)
-	if err := m.runtime.StopContainer(ctx, c.ID, grace); err != nil && !isNotFound(err) {
+	if err := m.stopContainer(ctx, pod, c, grace); err != nil && !isNotFound(err) {
 		return &SyncError{
 			Reason:  ReasonKillContainerError,
 			Message: fmt.Sprintf("stop container %q (%s) with grace period %ds: %v", c.Name, c.ID, grace, err),

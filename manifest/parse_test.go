@@ -282,6 +282,93 @@ spec:
 		},
 	},
 	{
+		name: "stop signals (KEP-4960) need spec.os.name and a signal of that OS",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  os: {name: linux}
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      stopSignal: SIGRTMIN+3
+  - name: b
+    image: busybox
+    lifecycle:
+      stopSignal: SIGWHATEVER
+`,
+		wantProbs: []string{"15 spec.containers[1].lifecycle.stopSignal Invalid"},
+		wantMsg:   `Unsupported value: "SIGWHATEVER"`,
+	},
+	{
+		name: "a stop signal without spec.os.name",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      stopSignal: SIGUSR1
+`,
+		wantProbs: []string{"10 spec.containers[0].lifecycle.stopSignal Invalid"},
+		wantMsg:   "may not be set for containers with empty `spec.os.name`",
+	},
+	{
+		name: "windows knows SIGTERM and SIGKILL only",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  os: {name: windows}
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      stopSignal: SIGUSR1
+`,
+		wantProbs: []string{"11 spec.containers[0].lifecycle.stopSignal Invalid"},
+		wantMsg:   `supported values: "SIGKILL", "SIGTERM"`,
+	},
+	{
+		name: "sleep hooks: zero seconds (KEP-4818) up to the grace period (KEP-3960)",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      postStart:
+        sleep: {seconds: 0}
+      preStop:
+        sleep: {seconds: 10}
+  - name: b
+    image: busybox
+    lifecycle:
+      preStop:
+        sleep: {seconds: 11}
+  - name: c
+    image: busybox
+    lifecycle:
+      postStart:
+        sleep: {seconds: -1}
+`,
+		wantProbs: []string{
+			"19 spec.containers[1].lifecycle.preStop.sleep Invalid",
+			"24 spec.containers[2].lifecycle.postStart.sleep Invalid",
+		},
+		wantMsg: "must be non-negative and less than terminationGracePeriodSeconds (10)",
+	},
+	{
 		name: "what a standalone node cannot honour",
 		in: `apiVersion: v1
 kind: Pod

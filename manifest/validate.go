@@ -170,10 +170,13 @@ func validateContainer(c *v1.Container, p *field.Path, spec *v1.PodSpec, volumes
 	}
 	if c.Lifecycle != nil {
 		if h := c.Lifecycle.PostStart; h != nil {
-			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "postStart"), c.Ports)...)
+			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "postStart"), c.Ports, spec.TerminationGracePeriodSeconds)...)
 		}
 		if h := c.Lifecycle.PreStop; h != nil {
-			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "preStop"), c.Ports)...)
+			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "preStop"), c.Ports, spec.TerminationGracePeriodSeconds)...)
+		}
+		if sig := c.Lifecycle.StopSignal; sig != nil {
+			errs = append(errs, validateStopSignal(*sig, p.Child("lifecycle", "stopSignal"), spec.OS)...)
 		}
 	}
 	if sc := c.SecurityContext; sc != nil {
@@ -355,10 +358,16 @@ func validateProbe(probe *v1.Probe, p *field.Path, ports []v1.ContainerPort) fie
 	return errs
 }
 
-func validateLifecycleHandler(h *v1.LifecycleHandler, p *field.Path, ports []v1.ContainerPort) field.ErrorList {
+// validateLifecycleHandler checks a postStart or preStop hook. A sleep
+// action may last from 0 seconds (KEP-4818: a zero sleep, GA in 1.34) to
+// the pod's terminationGracePeriodSeconds (KEP-3960), with the API server's
+// message; grace is nil only when the pod's own is invalid, which is
+// reported already.
+func validateLifecycleHandler(h *v1.LifecycleHandler, p *field.Path, ports []v1.ContainerPort, grace *int64) field.ErrorList {
 	errs := validateHandler(p, ports, h.Exec, h.HTTPGet, h.TCPSocket, nil, h.Sleep)
-	if h.Sleep != nil && h.Sleep.Seconds < 0 {
-		errs = append(errs, field.Invalid(p.Child("sleep", "seconds"), h.Sleep.Seconds, "must be >= 0"))
+	if h.Sleep != nil && grace != nil && (h.Sleep.Seconds < 0 || h.Sleep.Seconds > *grace) {
+		errs = append(errs, field.Invalid(p.Child("sleep"), h.Sleep.Seconds,
+			fmt.Sprintf("must be non-negative and less than terminationGracePeriodSeconds (%d)", *grace)))
 	}
 	return errs
 }
