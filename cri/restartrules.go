@@ -166,7 +166,7 @@ func (m *Manager) resetContainers(ctx context.Context, pod *v1.Pod, trigger *Con
 		result.add(ActionStartContainer, trigger.Name, &SyncError{Reason: ReasonCrashLoopBackOff, Message: msg}, remaining)
 		return result
 	}
-	m.crashBackoff.Next(key)
+	m.crashBackoff.NextWithin(key, m.podCrashLoopCeiling(pod))
 	m.event(pod, EventNormal, "RestartAllContainers",
 		fmt.Sprintf("Container %s exited with code %d and a RestartAllContainers rule: restarting all containers in place", trigger.Name, trigger.ExitCode))
 	zero := int64(0)

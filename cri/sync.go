@@ -213,7 +213,7 @@ func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *PodStat
 	if remaining := m.crashBackoff.Remaining(key, cs.FinishedAt); remaining > 0 {
 		return remaining, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", m.crashBackoff.Delay(key), c.Name, podRef(pod))
 	}
-	m.crashBackoff.Next(key)
+	m.crashBackoff.NextWithin(key, m.podCrashLoopCeiling(pod))
 	return 0, ""
 }
 

@@ -369,6 +369,52 @@ spec:
 		wantMsg: "must be non-negative and less than terminationGracePeriodSeconds (10)",
 	},
 	{
+		name: "a pod's crash-loop ceiling",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations:
+    berth.io/crashloop-backoff-max: 30s
+spec:
+  containers:
+  - name: a
+    image: busybox
+`,
+		wantPods: []string{"web-node1_default"},
+	},
+	{
+		name: "a crash-loop ceiling that is no duration",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations:
+    berth.io/crashloop-backoff-max: soon
+spec:
+  containers:
+  - name: a
+    image: busybox
+`,
+		wantProbs: []string{"6 metadata.annotations[berth.io/crashloop-backoff-max] Invalid"},
+		wantMsg:   "must be a duration such as 30s or 2m",
+	},
+	{
+		name: "a crash-loop ceiling below a second",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations: {"berth.io/crashloop-backoff-max": "100ms"}
+spec:
+  containers:
+  - name: a
+    image: busybox
+`,
+		wantProbs: []string{"5 metadata.annotations[berth.io/crashloop-backoff-max] Invalid"},
+		wantMsg:   "must be at least 1s",
+	},
+	{
 		name: "what a standalone node cannot honour",
 		in: `apiVersion: v1
 kind: Pod

@@ -56,6 +56,7 @@ func validatePod(pod *v1.Pod) field.ErrorList {
 	errs = append(errs, validateUID(string(pod.UID), meta.Child("uid"))...)
 	errs = append(errs, metav1validation.ValidateLabels(pod.Labels, meta.Child("labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(pod.Annotations, meta.Child("annotations"))...)
+	errs = append(errs, validateBerthAnnotations(pod.Annotations, meta.Child("annotations"))...)
 	return append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
 }
 
