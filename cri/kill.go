@@ -48,7 +48,9 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 	}
 	m.opts.Recorder.Event(uid, name, namespace, EventNormal, "Killing", message)
 
-	if m.preStop != nil && grace > 0 {
+	// A zero override leaves no time for a hook, as in the kubelet (a
+	// RestartAllContainers reset kills this way).
+	if m.preStop != nil && grace > 0 && (gracePeriodOverride == nil || *gracePeriodOverride > 0) {
 		start := m.clock.Now()
 		m.preStop(ctx, pod, c, time.Duration(grace)*time.Second)
 		grace -= int64(m.clock.Since(start).Seconds())

@@ -223,6 +223,9 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 		{SandboxID: "sb1", ContainerStatus: runtimeapi.ContainerStatus{Id: "b1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "b"}}},
 	})
 	f.calls()
+	f.m.preStop = func(context.Context, *v1.Pod, *ContainerStatus, time.Duration) {
+		t.Error("a reset ran a preStop hook; the kubelet kills without one")
+	}
 	status := func(finished time.Time) *PodStatus {
 		return &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{
 			{ID: "a1", SandboxID: sb.ID, Name: "a", State: ContainerStateExited, ExitCode: 88, FinishedAt: finished, Hash: HashContainer(&pod.Spec.Containers[0]), Labels: managed},
