@@ -157,40 +157,50 @@ func runtimeState(c *cri.ContainerStatus) v1.ContainerState {
 }
 
 // podPhase follows the kubelet's getPhase: init containers gate the pod; then
-// the app containers' states and the restart policy decide.
+// the app containers' states and whether each would restart decide. With
+// container restart rules and policies (KEP-5307) a failed init container
+// fails the pod only when it will not run again, and stopped app
+// containers end the pod only when none of them will. Statuses are in spec
+// order, one per container.
 func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase {
-	policy := pod.Spec.RestartPolicy
-	for _, s := range initStatuses {
+	for i, s := range initStatuses {
+		c := &pod.Spec.InitContainers[i]
 		switch {
 		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
 			continue
-		case s.State.Terminated != nil && policy == v1.RestartPolicyNever:
+		case s.State.Terminated != nil && !cri.ContainerShouldRestart(c, &pod.Spec, s.State.Terminated.ExitCode):
 			return v1.PodFailed
-		case s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0 && policy == v1.RestartPolicyNever:
+		case s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0 &&
+			!cri.ContainerShouldRestart(c, &pod.Spec, s.LastTerminationState.Terminated.ExitCode):
 			return v1.PodFailed
 		default:
 			return v1.PodPending
 		}
 	}
-	var waiting, running, stopped, succeeded, unknown int
-	for _, s := range statuses {
+	var waiting, running, stopped, succeeded, restartable, unknown int
+	for i, s := range statuses {
+		c := &pod.Spec.Containers[i]
+		var last *v1.ContainerStateTerminated
 		switch {
 		case s.State.Running != nil:
 			running++
 		case s.State.Terminated != nil:
-			stopped++
-			if s.State.Terminated.ExitCode == 0 {
-				succeeded++
-			}
+			last = s.State.Terminated
 		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil:
-			stopped++
-			if s.LastTerminationState.Terminated.ExitCode == 0 {
-				succeeded++
-			}
+			last = s.LastTerminationState.Terminated
 		case s.State.Waiting != nil && s.State.Waiting.Reason == "ContainerStatusUnknown":
 			unknown++
 		default:
 			waiting++
+		}
+		if last != nil {
+			stopped++
+			if last.ExitCode == 0 {
+				succeeded++
+			}
+			if cri.ContainerShouldRestart(c, &pod.Spec, last.ExitCode) {
+				restartable++
+			}
 		}
 	}
 	switch {
@@ -200,14 +210,12 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPh
 		return v1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
 		switch {
-		case policy == v1.RestartPolicyAlways:
+		case restartable > 0:
 			return v1.PodRunning
 		case stopped == succeeded:
 			return v1.PodSucceeded
-		case policy == v1.RestartPolicyNever:
-			return v1.PodFailed
 		default:
-			return v1.PodRunning
+			return v1.PodFailed
 		}
 	}
 	return v1.PodPending

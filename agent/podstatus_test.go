@@ -58,6 +58,13 @@ func TestBuildPodStatusPhase(t *testing.T) {
 		{"init failed under always retries", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*cri.ContainerStatus{exited("init", 1)}, nil, v1.PodPending, false},
 		{"init done, app running", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*cri.ContainerStatus{running("app", 0), exited("init", 0)}, nil, v1.PodRunning, true},
 		{"unknown state", testPod(v1.RestartPolicyAlways, nil, "app"), []*cri.ContainerStatus{{ID: "u", Name: "app", State: cri.ContainerStateUnknown}}, nil, v1.PodPending, false},
+		// KEP-5307: the container's restartPolicy and rules decide.
+		{"never pod, exit code a rule restarts: still running", withRule(testPod(v1.RestartPolicyNever, nil, "app"), "app", 42),
+			[]*cri.ContainerStatus{exited("app", 42)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+		{"never pod, exit code no rule matches: failed", withRule(testPod(v1.RestartPolicyNever, nil, "app"), "app", 42),
+			[]*cri.ContainerStatus{exited("app", 1)}, nil, v1.PodFailed, false},
+		{"never pod, init container a rule restarts: pending", withRule(testPod(v1.RestartPolicyNever, []string{"init"}, "app"), "init", 3),
+			[]*cri.ContainerStatus{exited("init", 3)}, nil, v1.PodPending, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +77,22 @@ func TestBuildPodStatusPhase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withRule gives the named container restartPolicy Never and a rule that
+// restarts it on exit code code.
+func withRule(p *v1.Pod, name string, code int32) *v1.Pod {
+	never := v1.ContainerRestartPolicyNever
+	rules := []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{code}}}}
+	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				list[i].RestartPolicy, list[i].RestartPolicyRules = &never, rules
+			}
+		}
+	}
+	return p
 }
 
 func conditionTrue(st v1.PodStatus, typ v1.PodConditionType) bool {

@@ -100,6 +100,11 @@ type PodActions struct {
 	SidecarsToStart []int
 	// ContainersToStart are indexes into pod.Spec.Containers, in spec order.
 	ContainersToStart []int
+	// ContainersToReset, with ResetTrigger, are a RestartAllContainers reset
+	// (KEP-5532): every container of the pod is killed and removed, the
+	// sandbox kept, and nothing else is done in this sync.
+	ContainersToReset []*ContainerStatus
+	ResetTrigger      *ContainerStatus
 	// ContainersToKill are killed before anything is started, ignored when
 	// KillPod is set (which kills everything).
 	ContainersToKill []ContainerToKill
@@ -158,7 +163,7 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 		}
 		var start []int
 		for i := range pod.Spec.Containers {
-			if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(status.FindContainer(pod.Spec.Containers[i].Name)) {
+			if runsOnce(pod, &pod.Spec.Containers[i]) && succeeded(status.FindContainer(pod.Spec.Containers[i].Name)) {
 				continue
 			}
 			start = append(start, i)
@@ -180,12 +185,18 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 		return a
 	}
 
+	if trigger := restartAllTrigger(pod, status, sandboxID); trigger != nil {
+		a.ResetTrigger = trigger
+		a.ContainersToReset = containersToReset(pod, status)
+		return a
+	}
+
 	a.ContainersToKill = append(a.ContainersToKill, strayContainers(pod, status, sandboxID)...)
 
 	last, next, done := nextInitContainer(pod, status, sandboxID)
 	if !done {
 		if next != nil {
-			if last != nil && initFailed(last) && !restartsOnFailure(pod) && !isSidecar(next) {
+			if last != nil && initFailed(last) && !isSidecar(next) && !initRestarts(pod, next, last) {
 				a.KillPod = true
 				a.Terminal = true
 				a.Failed = true
@@ -210,7 +221,7 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 		c := &pod.Spec.Containers[i]
 		cs := status.FindContainer(c.Name)
 		if cs == nil || cs.State != ContainerStateRunning {
-			if shouldRestart(pod, cs) {
+			if shouldRestart(pod, c, cs) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 				if cs != nil && cs.State == ContainerStateUnknown {
 					a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
@@ -222,9 +233,9 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 			continue
 		}
 		if cs.Hash == HashContainer(c) {
-			if k, ok := probeKill(health, c, cs, restartsOnFailure(pod)); ok {
+			if k, ok := probeKill(health, c, cs, restartsOnFailureOf(pod, c)); ok {
 				a.ContainersToKill = append(a.ContainersToKill, k)
-				if restartsOnFailure(pod) {
+				if restartsOnFailureOf(pod, c) {
 					a.ContainersToStart = append(a.ContainersToStart, i)
 				}
 				continue
@@ -489,9 +500,10 @@ func allSucceeded(pod *v1.Pod, status *PodStatus) bool {
 
 // shouldRestart is the kubelet's ShouldContainerBeRestarted for a container
 // that is not running: never started (or its record is gone), created but
-// not started, or in an unknown state always start; an exited one per the
-// restart policy. A pod being deleted starts nothing.
-func shouldRestart(pod *v1.Pod, cs *ContainerStatus) bool {
+// not started, or in an unknown state always start; an exited one per its
+// restart rules and policies (ContainerShouldRestart). A pod being deleted
+// starts nothing.
+func shouldRestart(pod *v1.Pod, c *v1.Container, cs *ContainerStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -504,11 +516,16 @@ func shouldRestart(pod *v1.Pod, cs *ContainerStatus) bool {
 	case ContainerStateUnknown, ContainerStateCreated:
 		return true
 	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return cs.ExitCode != 0
+	return ContainerShouldRestart(c, &pod.Spec, cs.ExitCode)
+}
+
+// initRestarts is whether a failed init container runs again or fails the
+// pod: by its rules and policies when it exited, by its restartPolicy
+// (else the pod's) when its state is unknown and there is no exit code to
+// match rules against, as the kubelet decides.
+func initRestarts(pod *v1.Pod, c *v1.Container, cs *ContainerStatus) bool {
+	if cs.State == ContainerStateExited {
+		return ContainerShouldRestart(c, &pod.Spec, cs.ExitCode)
 	}
-	return true
+	return restartsOnFailureOf(pod, c)
 }

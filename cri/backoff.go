@@ -36,16 +36,25 @@ func NewBackoff(c clock.PassiveClock, initial, max time.Duration) *Backoff {
 // Next records one more failure of key and returns the delay that now applies
 // to it: initial on the first failure, doubled on each later one, capped at max.
 func (b *Backoff) Next(key string) time.Duration {
+	return b.NextWithin(key, b.max)
+}
+
+// NextWithin is Next under a lower ceiling for this key alone (a pod's own
+// crash-loop ceiling): the delay never exceeds ceiling, the first one
+// included. A ceiling above the Backoff's max is the max.
+func (b *Backoff) NextWithin(key string, ceiling time.Duration) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	ceiling = min(ceiling, b.max)
 	now := b.clock.Now()
 	e, ok := b.entries[key]
 	switch {
 	case !ok || b.expired(e, now):
 		e.delay = b.initial
 	default:
-		e.delay = min(2*e.delay, b.max)
+		e.delay = 2 * e.delay
 	}
+	e.delay = min(e.delay, ceiling)
 	e.last = now
 	b.entries[key] = e
 	return e.delay

@@ -96,6 +96,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		Tty:         c.TTY,
 		Linux:       &runtimeapi.LinuxContainerConfig{Resources: resources, SecurityContext: sc},
 	}
+	if c.Lifecycle != nil {
+		cfg.StopSignal = criStopSignal(c.Lifecycle.StopSignal)
+	}
 	for _, e := range env {
 		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.name, Value: []byte(e.value)})
 	}
@@ -128,8 +131,8 @@ func containerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
 
 // containerAnnotations record what a later berth (or the status reader) needs
 // without the manifest: the spec hash for adoption, the image as written, the
-// restart count, the termination-message settings, ports, grace periods and
-// the preStop hook.
+// restart count, the termination-message settings, ports, grace periods,
+// the preStop hook and the stop signal.
 func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) (map[string]string, error) {
 	grace := strconv.FormatInt(gracePeriod(pod), 10)
 	ann := map[string]string{
@@ -140,6 +143,9 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) (map[s
 		AnnotationTerminationMessagePolicy: string(c.TerminationMessagePolicy),
 		AnnotationPodGracePeriod:           grace,
 		AnnotationContainerGracePeriod:     grace,
+	}
+	if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+		ann[AnnotationStopSignal] = string(*c.Lifecycle.StopSignal)
 	}
 	if len(c.Ports) > 0 {
 		b, err := json.Marshal(c.Ports)

@@ -48,7 +48,9 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 	}
 	m.opts.Recorder.Event(uid, name, namespace, EventNormal, "Killing", message)
 
-	if m.preStop != nil && grace > 0 {
+	// A zero override leaves no time for a hook, as in the kubelet (a
+	// RestartAllContainers reset kills this way).
+	if m.preStop != nil && grace > 0 && (gracePeriodOverride == nil || *gracePeriodOverride > 0) {
 		start := m.clock.Now()
 		m.preStop(ctx, pod, c, time.Duration(grace)*time.Second)
 		grace -= int64(m.clock.Since(start).Seconds())
@@ -60,7 +62,7 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 
 	m.log.Debug("killing container", "pod", name, "namespace", namespace, "uid", uid, "container", c.Name,
 		"containerID", c.ID, "reason", reason, "gracePeriod", grace)
-	if err := m.runtime.StopContainer(ctx, c.ID, grace); err != nil && !isNotFound(err) {
+	if err := m.stopContainer(ctx, pod, c, grace); err != nil && !isNotFound(err) {
 		return &SyncError{
 			Reason:  ReasonKillContainerError,
 			Message: fmt.Sprintf("stop container %q (%s) with grace period %ds: %v", c.Name, c.ID, grace, err),

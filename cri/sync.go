@@ -37,6 +37,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		"nextInit", actions.NextInitContainer != nil, "sidecars", len(actions.SidecarsToStart), "terminal", actions.Terminal)
 	result := SyncResult{Terminal: actions.Terminal, Failed: actions.Failed}
 
+	if actions.ResetTrigger != nil {
+		reset := m.resetContainers(ctx, pod, actions.ResetTrigger, actions.ContainersToReset)
+		reset.Terminal, reset.Failed = result.Terminal, result.Failed
+		return reset
+	}
 	if actions.CreateSandbox && actions.SandboxID != "" {
 		m.event(pod, EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 	}
@@ -219,7 +224,7 @@ func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *PodStat
 	if remaining := m.crashBackoff.Remaining(key, cs.FinishedAt); remaining > 0 {
 		return remaining, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", m.crashBackoff.Delay(key), c.Name, podRef(pod))
 	}
-	m.crashBackoff.Next(key)
+	m.crashBackoff.NextWithin(key, m.podCrashLoopCeiling(pod))
 	return 0, ""
 }
 

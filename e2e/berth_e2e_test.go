@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -758,8 +760,9 @@ func restartCountAnnotation(c *runtimeapi.Container) (int, error) {
 // of the bed, so the next test starts from an empty runtime. Leftovers are
 // reported: they mean berth (or the test) left something behind. A
 // container whose start is still in flight in the runtime (a berth stopped
-// mid-StartContainer) cannot be removed until the start ends: the pass is
-// repeated for up to 30 s while the runtime says so.
+// mid-StartContainer) cannot be removed until the start ends, nor one whose
+// removal berth sent just before it stopped until that removal ends: the
+// pass is repeated for up to 30 s while the runtime says so.
 func cleanRuntime(t *testing.T, when string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -770,7 +773,8 @@ func cleanRuntime(t *testing.T, when string) {
 		if err == nil {
 			return
 		}
-		if !strings.Contains(err.Error(), "starting state") || time.Now().After(deadline) {
+		retry := strings.Contains(err.Error(), "starting state") || strings.Contains(err.Error(), "removing state")
+		if !retry || time.Now().After(deadline) {
 			t.Errorf("clean runtime %s: %v", when, err)
 			return
 		}
@@ -798,10 +802,15 @@ func cleanRuntimePass(ctx context.Context, t *testing.T, when string, first bool
 	}
 	var errs []error
 	for _, c := range cs {
-		if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: 0}); err != nil {
+		// A container already gone is clean: a removal berth sent just
+		// before it stopped (garbage collection of a crash loop) may land
+		// in the runtime after the listing.
+		if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: 0}); status.Code(err) == codes.NotFound {
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("stop container %s: %w", shortID(c.Id), err))
 		}
-		if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil {
+		if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil && status.Code(err) != codes.NotFound {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", shortID(c.Id), err))
 		}
 	}

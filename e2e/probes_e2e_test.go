@@ -265,7 +265,9 @@ func TestPreStopHook(t *testing.T) {
 		{name: "httpget", script: cgi + sleepForever, grace: 10, min: 2 * time.Second,
 			hook: v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/cgi-bin/stop", Port: intstr.FromInt(8080)}}},
 		{name: "abandoned", script: sleepForever, grace: 3, min: 3 * time.Second, noFile: true,
-			hook:    v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 60}},
+			// An exec hook: a sleep hook longer than the grace period is
+			// invalid (the API server's rule, KEP-3960).
+			hook:    v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sleep", "60"}}},
 			wantEvt: "PreStopHook failed: did not finish within the grace period of 3s"},
 	}
 	for _, tt := range tests {

@@ -80,8 +80,8 @@ var podFields = map[string]fieldEntry{
 	"spec.containers[*].env":                      {Honoured, "in order; `$(VAR)` refers to earlier variables, `$$` escapes, unknown references stay as written"},
 	"spec.containers[*].resources":                {Honoured, ""},
 	"spec.containers[*].resizePolicy":             {Ignored, "an edited manifest restarts the pod"},
-	"spec.containers[*].restartPolicy":            {Honoured, "init containers: `Always` (sidecars)"},
-	"spec.containers[*].restartPolicyRules":       {Ignored, "not applied yet"},
+	"spec.containers[*].restartPolicy":            {Honoured, "init containers: `Always` (sidecars); any container with `restartPolicyRules` (KEP-5307)"},
+	"spec.containers[*].restartPolicyRules":       {Honoured, "exit-code rules, `Restart` and `RestartAllContainers` (KEP-5307, KEP-5532)"},
 	"spec.containers[*].volumeMounts":             {Honoured, "the fields below"},
 	"spec.containers[*].volumeDevices":            {Ignored, "block volumes need a claim, which is rejected"},
 	"spec.containers[*].livenessProbe":            {Honoured, ""},
@@ -104,7 +104,7 @@ var podFields = map[string]fieldEntry{
 
 	"spec.containers[*].lifecycle.postStart":  {Honoured, "exec, httpGet, tcpSocket, sleep"},
 	"spec.containers[*].lifecycle.preStop":    {Honoured, "exec, httpGet, tcpSocket, sleep"},
-	"spec.containers[*].lifecycle.stopSignal": {Ignored, "not applied yet"},
+	"spec.containers[*].lifecycle.stopSignal": {Honoured, "needs `spec.os.name`; berth delivers it itself (containerd 1.6 to 2.1 ignore CRI's)"},
 
 	"spec.containers[*].volumeMounts[*].name":              {Honoured, ""},
 	"spec.containers[*].volumeMounts[*].readOnly":          {Honoured, "image volumes are always read-only"},

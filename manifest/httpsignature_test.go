@@ -112,24 +112,30 @@ func TestHTTPSourceSigned(t *testing.T) {
 		store := NewStore(SourceHTTP)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
+		// The first poll starts at once: count the requests from before
+		// the source runs, each poll's from the end of the previous one.
+		seen := fake.count()
 		go func() { _ = Run(ctx, cfg, store); close(done) }()
 		polls := 0
 		poll := func(requests int) {
 			t.Helper()
 			if polls > 0 {
+				// The source arms its next poll after the store took the
+				// last one: a step before that would be missed.
+				eventually(t, "the source waiting for its next poll", clk.HasWaiters)
 				clk.Step(time.Minute)
 			}
 			polls++
-			before := fake.count()
-			eventually(t, "the poll's requests", func() bool { return fake.count() >= before+requests })
+			eventually(t, "the poll's requests", func() bool { return fake.count() >= seen+requests })
 			eventually(t, "the poll's snapshot", func() bool { return store.applied.Load() == int64(polls) })
+			seen = fake.count()
 		}
 		return store, poll, func() { cancel(); <-done }
 	}
-	store, poll, stop := run()
-
+	// The source polls as soon as it runs: serve the body first.
 	body2 := signedBody(2, "img:2", "a", "b")
 	serve(`"2"`, body2, ops.sign(t, []byte(body2), SignatureNamespace))
+	store, poll, stop := run()
 	poll(2)
 	if got := next(t, store); got != "ADD a-node1 img:2\nADD b-node1 img:2" {
 		t.Fatalf("signed body: %q", got)

@@ -221,6 +221,200 @@ spec:
 		},
 	},
 	{
+		name: "container restart rules (KEP-5307, KEP-5532)",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: job
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: fetch
+    image: busybox
+    restartPolicy: OnFailure
+  - name: proxy
+    image: busybox
+    restartPolicy: Always
+    restartPolicyRules:
+    - action: RestartAllContainers
+      exitCodes: {operator: In, values: [88]}
+  containers:
+  - name: work
+    image: busybox
+    restartPolicy: Never
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [42]}
+    - action: RestartAllContainers
+      exitCodes: {operator: NotIn, values: [0, 1]}
+`,
+		wantPods: []string{"job-node1_default"},
+	},
+	{
+		name: "container restart rules point at their lines",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: job
+spec:
+  initContainers:
+  - name: fetch
+    image: busybox
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [1]}
+  containers:
+  - name: work
+    image: busybox
+    restartPolicy: Sometimes
+    restartPolicyRules:
+    - action: Reboot
+      exitCodes:
+        operator: Maybe
+    - action: Restart
+`,
+		wantProbs: []string{
+			"7 spec.initContainers[0].restartPolicy Invalid",
+			"15 spec.containers[0].restartPolicy Invalid",
+			"17 spec.containers[0].restartPolicyRules[0].action Invalid",
+			"19 spec.containers[0].restartPolicyRules[0].exitCodes.operator Invalid",
+			"20 spec.containers[0].restartPolicyRules[1].exitCodes Invalid",
+		},
+	},
+	{
+		name: "stop signals (KEP-4960) need spec.os.name and a signal of that OS",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  os: {name: linux}
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      stopSignal: SIGRTMIN+3
+  - name: b
+    image: busybox
+    lifecycle:
+      stopSignal: SIGWHATEVER
+`,
+		wantProbs: []string{"15 spec.containers[1].lifecycle.stopSignal Invalid"},
+		wantMsg:   `Unsupported value: "SIGWHATEVER"`,
+	},
+	{
+		name: "a stop signal without spec.os.name",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      stopSignal: SIGUSR1
+`,
+		wantProbs: []string{"10 spec.containers[0].lifecycle.stopSignal Invalid"},
+		wantMsg:   "may not be set for containers with empty `spec.os.name`",
+	},
+	{
+		name: "windows knows SIGTERM and SIGKILL only",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  os: {name: windows}
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      stopSignal: SIGUSR1
+`,
+		wantProbs: []string{"11 spec.containers[0].lifecycle.stopSignal Invalid"},
+		wantMsg:   `supported values: "SIGKILL", "SIGTERM"`,
+	},
+	{
+		name: "sleep hooks: zero seconds (KEP-4818) up to the grace period (KEP-3960)",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: a
+    image: busybox
+    lifecycle:
+      postStart:
+        sleep: {seconds: 0}
+      preStop:
+        sleep: {seconds: 10}
+  - name: b
+    image: busybox
+    lifecycle:
+      preStop:
+        sleep: {seconds: 11}
+  - name: c
+    image: busybox
+    lifecycle:
+      postStart:
+        sleep: {seconds: -1}
+`,
+		wantProbs: []string{
+			"19 spec.containers[1].lifecycle.preStop.sleep Invalid",
+			"24 spec.containers[2].lifecycle.postStart.sleep Invalid",
+		},
+		wantMsg: "must be non-negative and less than terminationGracePeriodSeconds (10)",
+	},
+	{
+		name: "a pod's crash-loop ceiling",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations:
+    berth.io/crashloop-backoff-max: 30s
+spec:
+  containers:
+  - name: a
+    image: busybox
+`,
+		wantPods: []string{"web-node1_default"},
+	},
+	{
+		name: "a crash-loop ceiling that is no duration",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations:
+    berth.io/crashloop-backoff-max: soon
+spec:
+  containers:
+  - name: a
+    image: busybox
+`,
+		wantProbs: []string{"6 metadata.annotations[berth.io/crashloop-backoff-max] Invalid"},
+		wantMsg:   "must be a duration such as 30s or 2m",
+	},
+	{
+		name: "a crash-loop ceiling below a second",
+		in: `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations: {"berth.io/crashloop-backoff-max": "100ms"}
+spec:
+  containers:
+  - name: a
+    image: busybox
+`,
+		wantProbs: []string{"5 metadata.annotations[berth.io/crashloop-backoff-max] Invalid"},
+		wantMsg:   "must be at least 1s",
+	},
+	{
 		name: "what a standalone node cannot honour",
 		in: `apiVersion: v1
 kind: Pod

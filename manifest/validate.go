@@ -22,16 +22,15 @@ const (
 )
 
 var (
-	restartPolicies      = sets.New(string(v1.RestartPolicyAlways), string(v1.RestartPolicyOnFailure), string(v1.RestartPolicyNever))
-	dnsPolicies          = sets.New(string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone))
-	pullPolicies         = sets.New(string(v1.PullAlways), string(v1.PullIfNotPresent), string(v1.PullNever))
-	protocols            = sets.New(string(v1.ProtocolTCP), string(v1.ProtocolUDP), string(v1.ProtocolSCTP))
-	terminationPolicies  = sets.New(string(v1.TerminationMessageReadFile), string(v1.TerminationMessageFallbackToLogsOnError))
-	uriSchemes           = sets.New(string(v1.URISchemeHTTP), string(v1.URISchemeHTTPS))
-	storageMedia         = sets.New(string(v1.StorageMediumDefault), string(v1.StorageMediumMemory), string(v1.StorageMediumHugePages))
-	mountPropagations    = sets.New(string(v1.MountPropagationNone), string(v1.MountPropagationHostToContainer), string(v1.MountPropagationBidirectional))
-	containerRestartOnly = sets.New(string(v1.ContainerRestartPolicyAlways))
-	hostPathTypes        = sets.New(string(v1.HostPathUnset), string(v1.HostPathDirectoryOrCreate), string(v1.HostPathDirectory),
+	restartPolicies     = sets.New(string(v1.RestartPolicyAlways), string(v1.RestartPolicyOnFailure), string(v1.RestartPolicyNever))
+	dnsPolicies         = sets.New(string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone))
+	pullPolicies        = sets.New(string(v1.PullAlways), string(v1.PullIfNotPresent), string(v1.PullNever))
+	protocols           = sets.New(string(v1.ProtocolTCP), string(v1.ProtocolUDP), string(v1.ProtocolSCTP))
+	terminationPolicies = sets.New(string(v1.TerminationMessageReadFile), string(v1.TerminationMessageFallbackToLogsOnError))
+	uriSchemes          = sets.New(string(v1.URISchemeHTTP), string(v1.URISchemeHTTPS))
+	storageMedia        = sets.New(string(v1.StorageMediumDefault), string(v1.StorageMediumMemory), string(v1.StorageMediumHugePages))
+	mountPropagations   = sets.New(string(v1.MountPropagationNone), string(v1.MountPropagationHostToContainer), string(v1.MountPropagationBidirectional))
+	hostPathTypes       = sets.New(string(v1.HostPathUnset), string(v1.HostPathDirectoryOrCreate), string(v1.HostPathDirectory),
 		string(v1.HostPathFileOrCreate), string(v1.HostPathFile), string(v1.HostPathSocket), string(v1.HostPathCharDev), string(v1.HostPathBlockDev))
 	// envFieldPaths are the downward-API fields the kubelet resolves for
 	// environment variables without an API server.
@@ -58,6 +57,7 @@ func validatePod(pod *v1.Pod) field.ErrorList {
 	errs = append(errs, metav1validation.ValidateLabels(pod.Labels, meta.Child("labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(pod.Annotations, meta.Child("annotations"))...)
 	errs = append(errs, validateRollbackAfter(pod, meta.Child("annotations"))...)
+	errs = append(errs, validateBerthAnnotations(pod.Annotations, meta.Child("annotations"))...)
 	return append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
 }
 
@@ -84,10 +84,8 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		c := &spec.InitContainers[i]
 		cp := p.Child("initContainers").Index(i)
 		errs = append(errs, validateContainer(c, cp, spec, volumes, names)...)
-		if c.RestartPolicy != nil && !containerRestartOnly.Has(string(*c.RestartPolicy)) {
-			errs = append(errs, field.NotSupported(cp.Child("restartPolicy"), *c.RestartPolicy, sets.List(containerRestartOnly)))
-		}
-		isSidecar := c.RestartPolicy != nil
+		errs = append(errs, validateInitContainerRestart(c, cp)...)
+		isSidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 		if !isSidecar {
 			for _, probe := range probesOf(c) {
 				if probe.probe != nil {
@@ -103,9 +101,7 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		c := &spec.Containers[i]
 		cp := p.Child("containers").Index(i)
 		errs = append(errs, validateContainer(c, cp, spec, volumes, names)...)
-		if c.RestartPolicy != nil {
-			errs = append(errs, field.Forbidden(cp.Child("restartPolicy"), "only init containers may set a restartPolicy"))
-		}
+		errs = append(errs, validateContainerRestart(c, cp)...)
 	}
 	if !restartPolicies.Has(string(spec.RestartPolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), spec.RestartPolicy, sets.List(restartPolicies)))
@@ -178,10 +174,13 @@ func validateContainer(c *v1.Container, p *field.Path, spec *v1.PodSpec, volumes
 	}
 	if c.Lifecycle != nil {
 		if h := c.Lifecycle.PostStart; h != nil {
-			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "postStart"), c.Ports)...)
+			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "postStart"), c.Ports, spec.TerminationGracePeriodSeconds)...)
 		}
 		if h := c.Lifecycle.PreStop; h != nil {
-			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "preStop"), c.Ports)...)
+			errs = append(errs, validateLifecycleHandler(h, p.Child("lifecycle", "preStop"), c.Ports, spec.TerminationGracePeriodSeconds)...)
+		}
+		if sig := c.Lifecycle.StopSignal; sig != nil {
+			errs = append(errs, validateStopSignal(*sig, p.Child("lifecycle", "stopSignal"), spec.OS)...)
 		}
 	}
 	if sc := c.SecurityContext; sc != nil {
@@ -363,10 +362,16 @@ func validateProbe(probe *v1.Probe, p *field.Path, ports []v1.ContainerPort) fie
 	return errs
 }
 
-func validateLifecycleHandler(h *v1.LifecycleHandler, p *field.Path, ports []v1.ContainerPort) field.ErrorList {
+// validateLifecycleHandler checks a postStart or preStop hook. A sleep
+// action may last from 0 seconds (KEP-4818: a zero sleep, GA in 1.34) to
+// the pod's terminationGracePeriodSeconds (KEP-3960), with the API server's
+// message; grace is nil only when the pod's own is invalid, which is
+// reported already.
+func validateLifecycleHandler(h *v1.LifecycleHandler, p *field.Path, ports []v1.ContainerPort, grace *int64) field.ErrorList {
 	errs := validateHandler(p, ports, h.Exec, h.HTTPGet, h.TCPSocket, nil, h.Sleep)
-	if h.Sleep != nil && h.Sleep.Seconds < 0 {
-		errs = append(errs, field.Invalid(p.Child("sleep", "seconds"), h.Sleep.Seconds, "must be >= 0"))
+	if h.Sleep != nil && grace != nil && (h.Sleep.Seconds < 0 || h.Sleep.Seconds > *grace) {
+		errs = append(errs, field.Invalid(p.Child("sleep"), h.Sleep.Seconds,
+			fmt.Sprintf("must be non-negative and less than terminationGracePeriodSeconds (%d)", *grace)))
 	}
 	return errs
 }

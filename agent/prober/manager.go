@@ -533,18 +533,10 @@ func probeOf(c *v1.Container, k Kind) *v1.Probe {
 }
 
 // restarts reports whether a container that exited with code runs again:
-// sidecars always, others per the pod's restart policy.
+// sidecars always, others per their restart rules and policies and the
+// pod's (cri.ContainerShouldRestart, KEP-5307).
 func restarts(pod *v1.Pod, c *v1.Container, exitCode int32) bool {
-	if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-		return true
-	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	}
-	return true
+	return cri.ContainerShouldRestart(c, &pod.Spec, exitCode)
 }
 
 // truncate shortens s to at most n bytes, marking the cut.

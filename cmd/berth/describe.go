@@ -220,6 +220,7 @@ func (d *describer) containers(specs []v1.Container, statuses []v1.ContainerStat
 		d.resources(2, "Limits", c.Resources.Limits)
 		d.resources(2, "Requests", c.Resources.Requests)
 		d.probes(c)
+		d.lifecycle(c)
 		d.env(c.Env)
 		if len(c.VolumeMounts) == 0 {
 			d.line(2, "Mounts", "<none>")

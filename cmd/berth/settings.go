@@ -54,6 +54,7 @@ type settings struct {
 	CrashLoopBackoffInitial  metav1.Duration     `json:"crashLoopBackoffInitial,omitempty"`
 	CrashLoopBackoffMax      metav1.Duration     `json:"crashLoopBackoffMax,omitempty"`
 	LogLevel                 string              `json:"logLevel,omitempty"`
+	KubeletConfig            string              `json:"kubeletConfig,omitempty"`
 	// Labels are this node's labels: config file only, for the {label.KEY}
 	// placeholders of --manifest-url.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -150,6 +151,7 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	durationVar(fs, &s.CrashLoopBackoffInitial, "crashloop-backoff-initial", "first restart delay of a crashing container")
 	durationVar(fs, &s.CrashLoopBackoffMax, "crashloop-backoff-max", "longest restart delay of a crashing container")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&s.KubeletConfig, "kubelet-config", s.KubeletConfig, "a kubelet KubeletConfiguration file whose fields berth shares are read beneath --config and the flags (static-pod fields, crashLoopBackOff.maxContainerRestartPeriod)")
 	durationVar(fs, &s.FileRollbackAfter, "file-rollback-after", "a new version of a pod from --pod-manifest-path not Ready this long after it started (or crash-looping) is replaced by its last Ready version; 0 disables (annotation berth.io/rollback-after overrides)")
 	durationVar(fs, &s.HTTPRollbackAfter, "http-rollback-after", "the same for pods from --manifest-url; 0 disables")
 	durationVar(fs, &s.RollbackMinReady, "rollback-min-ready", "how long a new version must stay Ready to become the version a failed edit rolls back to")
@@ -167,8 +169,10 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	bindShutdownFlags(fs, &s.shutdownSettings)
 }
 
-// parseSettings reads defaults, then the config file, then the flags given:
-// flags win over the file, as with the kubelet. A repeatable flag given on
+// parseSettings reads defaults, then the kubelet config file
+// (--kubelet-config), then berth's config file, then the flags given:
+// flags win over the files, as with the kubelet, and berth's file over the
+// kubelet's. A repeatable flag given on
 // the command line replaces the file's list instead of adding to it.
 func parseSettings(args []string, stderr io.Writer) (settings, error) {
 	var configPath string
@@ -182,14 +186,33 @@ func parseSettings(args []string, stderr io.Writer) (settings, error) {
 	if fs.NArg() > 0 {
 		return settings{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if configPath == "" {
+	if configPath == "" && s.KubeletConfig == "" {
 		return s, s.validate()
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	kubeletPath := s.KubeletConfig
+	if !given["kubelet-config"] && configPath != "" {
+		// berth's config file may name the kubelet's: read it once to
+		// learn the name, since the kubelet's file goes beneath it.
+		scratch, warned := defaultSettings(), len(configWarnings)
+		if err := loadConfigFile(configPath, &scratch); err != nil {
+			return settings{}, err
+		}
+		configWarnings = configWarnings[:warned]
+		kubeletPath = scratch.KubeletConfig
+	}
 	s = defaultSettings()
-	if err := loadConfigFile(configPath, &s); err != nil {
-		return settings{}, err
+	if kubeletPath != "" {
+		if err := loadKubeletConfig(kubeletPath, &s); err != nil {
+			return settings{}, err
+		}
+		s.KubeletConfig = kubeletPath
+	}
+	if configPath != "" {
+		if err := loadConfigFile(configPath, &s); err != nil {
+			return settings{}, err
+		}
 	}
 	if given["manifest-url-header"] {
 		s.ManifestURLHeader = nil
@@ -283,8 +306,8 @@ const kubeletKind = "KubeletConfiguration"
 
 // loadConfigFile overlays the file's settings on s. A berth config is read
 // strictly (unknown fields are errors with their line); a kubelet
-// KubeletConfiguration is read for the fields berth shares, and the others
-// are listed in a warning.
+// KubeletConfiguration is read as --kubelet-config reads one
+// (kubeletconfig.go).
 func loadConfigFile(path string, s *settings) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -296,12 +319,7 @@ func loadConfigFile(path string, s *settings) error {
 	}
 	switch {
 	case h.Kind == kubeletKind:
-		if err := yaml.Unmarshal(data, s); err != nil {
-			return fmt.Errorf("config file %s: %w", path, err)
-		}
-		if ignored := unknownFields(data); len(ignored) > 0 {
-			configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
-		}
+		return decodeKubeletConfig(path, data, s)
 	case h.Kind == "" || h.Kind == "BerthConfiguration":
 		var strict struct {
 			configHeader `json:",inline"`
@@ -322,34 +340,11 @@ func loadConfigFile(path string, s *settings) error {
 // exists.
 var configWarnings []string
 
-// unknownFields lists top-level keys of a kubelet config that berth ignores.
-func unknownFields(data []byte) []string {
-	var all map[string]any
-	if yaml.Unmarshal(data, &all) != nil {
-		return nil
-	}
-	known := map[string]bool{"apiVersion": true, "kind": true}
-	var probe map[string]any
-	b, _ := yaml.Marshal(fullSettingsForKeys())
-	_ = yaml.Unmarshal(b, &probe)
-	for k := range probe {
-		known[k] = true
-	}
-	var out []string
-	for k := range all {
-		if !known[k] {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // fullSettingsForKeys has every field set so its YAML lists every key.
 func fullSettingsForKeys() settings {
 	s := defaultSettings()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
-	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners = "x", "x", "x"
+	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners, s.KubeletConfig = "x", "x", "x", "x"
 	s.Labels = map[string]string{"x": "x"}
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}

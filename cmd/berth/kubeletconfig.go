@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// A kubelet KubeletConfiguration file (--kubelet-config, or --config when
+// its kind says so) gives berth two kinds of fields: those with the same
+// name and meaning as a berth setting (staticPodPath, maxPods, ...; every
+// settings field is read), and the kubelet-only fields in kubeletFields,
+// which map onto settings in apply. The fields berth reads are decoded
+// strictly, each error naming the file, the line and the field; every
+// other field is listed, with its line, in one warning, since a kubelet
+// config carries many fields a standalone agent has no use for.
+//
+// To honour another kubelet field, add it to kubeletFields, check it in
+// validate and map it in apply.
+
+// kubeletFields are the KubeletConfiguration fields berth honours that are
+// not berth settings of the same name.
+type kubeletFields struct {
+	// CrashLoopBackOff is the kubelet's crash-loop back-off ceiling
+	// (KEP-5593, beta and on by default in 1.35).
+	CrashLoopBackOff *kubeletCrashLoopBackOff `json:"crashLoopBackOff,omitempty"`
+}
+
+// kubeletCrashLoopBackOff is the kubelet's CrashLoopBackOffConfig.
+type kubeletCrashLoopBackOff struct {
+	MaxContainerRestartPeriod *metav1.Duration `json:"maxContainerRestartPeriod,omitempty"`
+}
+
+// The kubelet's bounds on maxContainerRestartPeriod.
+const (
+	minContainerRestartPeriod = time.Second
+	maxContainerRestartPeriod = 300 * time.Second
+)
+
+// kubeletDocument is everything berth reads from a kubelet config.
+type kubeletDocument struct {
+	configHeader  `json:",inline"`
+	settings      `json:",inline"`
+	kubeletFields `json:",inline"`
+}
+
+// validate checks the kubelet-only fields as the kubelet does; line finds
+// a field's line for the error.
+func (k *kubeletFields) validate(path string, line func(key string) int) error {
+	if k.CrashLoopBackOff != nil && k.CrashLoopBackOff.MaxContainerRestartPeriod != nil {
+		d := k.CrashLoopBackOff.MaxContainerRestartPeriod.Duration
+		if d < minContainerRestartPeriod || d > maxContainerRestartPeriod {
+			return fmt.Errorf("%s:%d: crashLoopBackOff.maxContainerRestartPeriod: must be between %s and %s, got %s",
+				path, line("crashLoopBackOff"), minContainerRestartPeriod, maxContainerRestartPeriod, d)
+		}
+	}
+	return nil
+}
+
+// apply maps the kubelet-only fields onto berth's settings:
+// maxContainerRestartPeriod is the node-wide crash-loop ceiling
+// (--crashloop-backoff-max), and, as in the kubelet, also lowers the
+// initial delay when it is below it.
+func (k *kubeletFields) apply(s *settings) {
+	if k.CrashLoopBackOff != nil && k.CrashLoopBackOff.MaxContainerRestartPeriod != nil {
+		d := k.CrashLoopBackOff.MaxContainerRestartPeriod.Duration
+		s.CrashLoopBackoffMax = metav1.Duration{Duration: d}
+		if d < s.CrashLoopBackoffInitial.Duration {
+			s.CrashLoopBackoffInitial = metav1.Duration{Duration: d}
+		}
+	}
+}
+
+// loadKubeletConfig reads a KubeletConfiguration file into s.
+func loadKubeletConfig(path string, s *settings) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("kubelet config file: %w", err)
+	}
+	return decodeKubeletConfig(path, data, s)
+}
+
+// decodeKubeletConfig decodes the fields berth reads, one top-level field
+// at a time so an error can name its line, and warns about the others.
+func decodeKubeletConfig(path string, data []byte, s *settings) error {
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("kubelet config file %s: %w", path, err)
+	}
+	if len(root.Content) == 0 {
+		return fmt.Errorf("kubelet config file %s: empty", path)
+	}
+	doc := root.Content[0]
+	if doc.Kind != yamlv3.MappingNode {
+		return fmt.Errorf("kubelet config file %s:%d: must be a KubeletConfiguration object", path, doc.Line)
+	}
+	known := kubeletKeys()
+	lines := map[string]int{}
+	var ignored []string
+	out := kubeletDocument{settings: *s}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		key, value := doc.Content[i], doc.Content[i+1]
+		lines[key.Value] = key.Line
+		if !known[key.Value] {
+			ignored = append(ignored, fmt.Sprintf("%s (line %d)", key.Value, key.Line))
+			continue
+		}
+		var v any
+		if err := value.Decode(&v); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, key.Line, key.Value, err)
+		}
+		field, err := json.Marshal(map[string]any{key.Value: v})
+		if err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, key.Line, key.Value, err)
+		}
+		if err := yaml.UnmarshalStrict(field, &out); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, key.Line, key.Value, unwrapYAML(err))
+		}
+	}
+	if out.Kind != kubeletKind {
+		return fmt.Errorf("kubelet config file %s: kind %q, want %s", path, out.Kind, kubeletKind)
+	}
+	if err := out.kubeletFields.validate(path, func(k string) int { return lines[k] }); err != nil {
+		return err
+	}
+	*s = out.settings
+	out.kubeletFields.apply(s)
+	if len(ignored) > 0 {
+		configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
+	}
+	return nil
+}
+
+// kubeletKeys are the top-level fields berth reads from a kubelet config:
+// the header, every settings field and the kubelet-only fields.
+func kubeletKeys() map[string]bool {
+	known := map[string]bool{"apiVersion": true, "kind": true}
+	full := kubeletDocument{settings: fullSettingsForKeys(), kubeletFields: kubeletFields{
+		CrashLoopBackOff: &kubeletCrashLoopBackOff{MaxContainerRestartPeriod: &metav1.Duration{}},
+	}}
+	b, _ := json.Marshal(full)
+	var keys map[string]any
+	_ = json.Unmarshal(b, &keys)
+	for k := range keys {
+		known[k] = true
+	}
+	return known
+}
+
+// unwrapYAML drops sigs.k8s.io/yaml's "error unmarshaling JSON: while
+// decoding JSON: " prefixes, which say nothing to whoever wrote YAML.
+func unwrapYAML(err error) error {
+	msg := err.Error()
+	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return errors.New(msg)
+}
