@@ -53,6 +53,9 @@ type fileSource struct {
 	watcher *fsnotify.Watcher
 	dirInfo os.FileInfo    // the directory being watched, to notice replacement
 	state   *lastGoodState // files' last good pods across restarts
+	// resolver resolves the pods' references to the ConfigMaps and
+	// Secrets of all the files, keeping the last good resolution.
+	resolver resolver
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
@@ -430,7 +433,7 @@ func (s *fileSource) send(ctx context.Context) error {
 	} else {
 		s.saveLastGood()
 	}
-	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra))
+	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra, &s.resolver))
 }
 
 // sameVersion reports whether a file is unchanged since it was read: same

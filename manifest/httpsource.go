@@ -43,6 +43,9 @@ type httpSource struct {
 	answered           bool   // the server has answered with manifests at least once
 	problem            *Problem
 	state              *lastGoodState // last good body's pods across restarts
+	// resolver resolves the pods' references to the body's ConfigMaps
+	// and Secrets, keeping the last good resolution.
+	resolver resolver
 }
 
 func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Store) *httpSource {
@@ -225,5 +228,5 @@ func (s *httpSource) send(ctx context.Context) error {
 		s.state.save(map[string]Result{s.origin.Path: s.last})
 	}
 	results := []merged{{origin: s.origin, res: s.last}}
-	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra))
+	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra, &s.resolver))
 }

@@ -6,9 +6,10 @@ import (
 )
 
 // supportedVolumes are the volume types a node without an API server can
-// provide: everything else needs objects (ConfigMaps, Secrets, claims,
-// tokens) or drivers that only a cluster has.
-var supportedVolumes = map[string]bool{"hostPath": true, "emptyDir": true}
+// provide: configMap and secret volumes take the objects of the pod's own
+// source; everything else needs objects (claims, tokens) or drivers that
+// only a cluster has.
+var supportedVolumes = map[string]bool{"hostPath": true, "emptyDir": true, "configMap": true, "secret": true}
 
 // checkStandalone rejects what a valid pod may ask for but a standalone node
 // cannot honour, each with the reason and what to do instead. Accepting
@@ -35,10 +36,6 @@ func checkStandalone(pod *v1.Pod) field.ErrorList {
 	if len(spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("ephemeralContainers"), "ephemeral containers are added through an API server; a manifest cannot declare them"))
 	}
-	if len(spec.ImagePullSecrets) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("imagePullSecrets"),
-			"Secrets live in an API server, which a standalone node has none of; configure registry credentials in the container runtime instead"))
-	}
 	if len(spec.ResourceClaims) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("resourceClaims"), "dynamic resource allocation needs an API server and a DRA driver"))
 	}
@@ -53,31 +50,13 @@ func checkStandalone(pod *v1.Pod) field.ErrorList {
 	return errs
 }
 
-// checkContainerRefs rejects environment taken from ConfigMaps and Secrets.
+// checkContainerRefs rejects environment berth cannot take yet.
+// ConfigMaps and Secrets are those of the pod's source (resolve.go).
 func checkContainerRefs(c *v1.Container, p *field.Path) field.ErrorList {
-	const why = " live in an API server, which a standalone node has none of; set the value in the manifest or read it from a hostPath file"
 	var errs field.ErrorList
 	for i, ev := range c.Env {
-		if ev.ValueFrom == nil {
-			continue
-		}
-		vp := p.Child("env").Index(i).Child("valueFrom")
-		switch {
-		case ev.ValueFrom.ConfigMapKeyRef != nil:
-			errs = append(errs, field.Forbidden(vp.Child("configMapKeyRef"), "ConfigMaps"+why))
-		case ev.ValueFrom.SecretKeyRef != nil:
-			errs = append(errs, field.Forbidden(vp.Child("secretKeyRef"), "Secrets"+why))
-		case ev.ValueFrom.FileKeyRef != nil:
-			errs = append(errs, field.Forbidden(vp.Child("fileKeyRef"), "berth does not support environment from files yet; set the value in the manifest"))
-		}
-	}
-	for i, src := range c.EnvFrom {
-		sp := p.Child("envFrom").Index(i)
-		if src.ConfigMapRef != nil {
-			errs = append(errs, field.Forbidden(sp.Child("configMapRef"), "ConfigMaps"+why))
-		}
-		if src.SecretRef != nil {
-			errs = append(errs, field.Forbidden(sp.Child("secretRef"), "Secrets"+why))
+		if ev.ValueFrom != nil && ev.ValueFrom.FileKeyRef != nil {
+			errs = append(errs, field.Forbidden(p.Child("env").Index(i).Child("valueFrom", "fileKeyRef"), "berth does not support environment from files yet; set the value in the manifest"))
 		}
 	}
 	return errs
@@ -93,12 +72,10 @@ func saName(spec *v1.PodSpec) string {
 // volumeAdvice explains why a volume type is refused and what works instead.
 func volumeAdvice(name string) string {
 	switch name {
-	case "configMap", "secret":
-		return name + " volumes need an API server, which a standalone node has none of; use a hostPath volume or bake the files into the image"
 	case "persistentVolumeClaim", "ephemeral":
 		return name + " volumes need an API server to bind claims, which a standalone node has none of; use a hostPath volume"
 	case "projected":
-		return "projected volumes (service-account tokens, ConfigMaps, Secrets) need an API server, which a standalone node has none of; use a hostPath volume"
+		return "projected volumes (service-account tokens, ConfigMaps, Secrets) need an API server, which a standalone node has none of; use configMap and secret volumes of local objects, or a hostPath volume"
 	}
-	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath and emptyDir"
+	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath, emptyDir, configMap and secret"
 }
