@@ -36,6 +36,10 @@ type Options struct {
 	// HostIP is the node's primary IP, for the downward API (status.hostIP)
 	// and host-network pods' IPs.
 	HostIP string
+	// Objects returns the ConfigMaps and Secrets the pod with a UID
+	// references (its configMap and secret volumes, environment and
+	// image pull secrets read them); nil means none anywhere.
+	Objects func(uid types.UID) PodObjects
 	// Recorder receives what the kubelet would record as events; nil drops
 	// them.
 	Recorder Recorder

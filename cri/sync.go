@@ -27,6 +27,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	if status == nil {
 		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
+	if err := m.refreshObjectVolumes(pod); err != nil {
+		// The containers keep the files they had; the next sync retries.
+		m.event(pod, EventWarning, "FailedMount", "Updating configMap or secret volumes failed: "+err.Error())
+	}
 	actions := ComputePodActions(pod, status, m.health)
 	// Containers start from the history of those that ran: one that never
 	// started is no restart (PodActions.ContainersToRemove).
