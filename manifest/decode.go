@@ -164,7 +164,11 @@ func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, pro
 			if kind == "List" {
 				want = `"Pod", "ConfigMap" or "Secret"`
 			}
-			add(lineOf(item, "kind"), prefix+".kind", fmt.Sprintf("must be %s, got %q", want, k), item)
+			named := item
+			if k == KindConfigMap || k == KindSecret {
+				named = nil // not a pod: /pods must not list it as one
+			}
+			add(lineOf(item, "kind"), prefix+".kind", fmt.Sprintf("must be %s, got %q", want, k), named)
 			continue
 		}
 		if v := scalarAt(item, "apiVersion"); v != "" && v != "v1" {
