@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -51,9 +52,15 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		event(EventNormal, "BackOff", msg)
 		return "", &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
 	}
+	creds, err := m.pullCredentials(pod, image)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
+		event(EventWarning, "Failed", msg)
+		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+	}
 	event(EventNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
 	start := m.clock.Now()
-	ref, err = m.images.PullImage(ctx, spec, nil, sandboxConfig)
+	ref, err = m.pull(ctx, spec, creds, sandboxConfig)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		// A pull cut short because the pod went away or berth is stopping
@@ -67,6 +74,31 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	m.pullBackoff.Reset(image)
 	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, m.clock.Since(start).Round(time.Millisecond)))
 	return ref, nil
+}
+
+// pull pulls the image anonymously when there are no credentials, else
+// with each in turn until one works, as the kubelet does; the error of a
+// pull that fails with all of them names every failure.
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	if len(creds) == 0 {
+		return m.images.PullImage(ctx, spec, nil, sandboxConfig)
+	}
+	var msgs []string
+	var last error
+	for _, auth := range creds {
+		ref, err := m.images.PullImage(ctx, spec, auth, sandboxConfig)
+		if err == nil {
+			return ref, nil
+		}
+		if ctx.Err() != nil {
+			return "", err
+		}
+		msgs, last = append(msgs, err.Error()), err
+	}
+	if len(msgs) == 1 {
+		return "", last
+	}
+	return "", fmt.Errorf("with each of %d credentials: %s: %w", len(msgs), strings.Join(msgs[:len(msgs)-1], "; "), last)
 }
 
 // imageRef is the runtime's ID of image, "" when the runtime does not have

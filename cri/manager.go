@@ -40,6 +40,10 @@ type Options struct {
 	// references (its configMap and secret volumes, environment and
 	// image pull secrets read them); nil means none anywhere.
 	Objects func(uid types.UID) PodObjects
+	// CredentialDirs are where the node-wide registry credentials file
+	// (config.json, else .dockercfg) is searched; nil means the kubelet's
+	// search path with RootDir first (see credentialDirs).
+	CredentialDirs []string
 	// Recorder receives what the kubelet would record as events; nil drops
 	// them.
 	Recorder Recorder
