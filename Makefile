@@ -12,7 +12,7 @@ FUZZTIME  ?= 10s
 FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/
+	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzParseDockerConfig:./cri/
 
 .PHONY: all build test vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -98,7 +98,7 @@ func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []
 	if len(msgs) == 1 {
 		return "", last
 	}
-	return "", fmt.Errorf("with each of %d credentials: %s: %w", len(msgs), strings.Join(msgs[:len(msgs)-1], "; "), last)
+	return "", fmt.Errorf("with each of %d credentials: %s; %w", len(msgs), strings.Join(msgs[:len(msgs)-1], "; "), last)
 }
 
 // imageRef is the runtime's ID of image, "" when the runtime does not have

@@ -169,11 +169,13 @@ func (k *keyring) lookup(repo string) []dockerConfigEntry {
 	return out
 }
 
-// isDefaultRegistry reports whether repo is on Docker Hub.
+// isDefaultRegistry reports whether repo is on Docker Hub. Unlike the
+// kubelet's, it does not take "localhost/app" for Docker Hub: Docker Hub's
+// credentials must never go to a registry on this machine.
 func isDefaultRegistry(repo string) bool {
 	host, _, found := strings.Cut(repo, "/")
 	switch {
-	case host == "":
+	case host == "" || host == "localhost":
 		return false
 	case !found:
 		return true
