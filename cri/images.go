@@ -2,6 +2,8 @@ package cri
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -47,16 +49,17 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		event(EventWarning, ReasonErrImageNeverPull, msg)
 		return "", &SyncError{Reason: ReasonErrImageNeverPull, Message: msg}
 	}
-	if m.pullBackoff.RemainingSinceLast(image) > 0 {
-		msg := fmt.Sprintf("Back-off pulling image %q", image)
-		event(EventNormal, "BackOff", msg)
-		return "", &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
-	}
 	creds, err := m.pullCredentials(pod, image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		event(EventWarning, "Failed", msg)
 		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+	}
+	backoffKey := pullBackoffKey(image, creds)
+	if m.pullBackoff.RemainingSinceLast(backoffKey) > 0 {
+		msg := fmt.Sprintf("Back-off pulling image %q", image)
+		event(EventNormal, "BackOff", msg)
+		return "", &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
 	}
 	event(EventNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
 	start := m.clock.Now()
@@ -66,14 +69,29 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		// A pull cut short because the pod went away or berth is stopping
 		// says nothing about the image: it does not start a back-off.
 		if ctx.Err() == nil {
-			m.pullBackoff.Next(image)
+			m.pullBackoff.Next(backoffKey)
 			event(EventWarning, "Failed", msg)
 		}
 		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
-	m.pullBackoff.Reset(image)
+	m.pullBackoff.Reset(backoffKey)
 	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, m.clock.Since(start).Round(time.Millisecond)))
 	return ref, nil
+}
+
+// pullBackoffKey keys the pull back-off by image and by the credentials
+// tried: pods sharing a broken image share its back-off, but a pod without
+// credentials, or with wrong ones, never holds back a pod whose
+// credentials work. The credentials are hashed, never kept in the clear.
+func pullBackoffKey(image string, creds []*runtimeapi.AuthConfig) string {
+	if len(creds) == 0 {
+		return image
+	}
+	h := sha256.New()
+	for _, c := range creds {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(c.Username), c.Username, len(c.Password), c.Password)
+	}
+	return image + "\x00" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // pull pulls the image anonymously when there are no credentials, else

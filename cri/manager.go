@@ -84,8 +84,8 @@ type Manager struct {
 	clock   clock.Clock
 	log     *slog.Logger
 
-	// pullBackoff is keyed by image reference, crashBackoff by pod UID and
-	// container name; both guard themselves.
+	// pullBackoff is keyed by image and credentials (pullBackoffKey),
+	// crashBackoff by pod UID and container name; both guard themselves.
 	pullBackoff  *Backoff
 	crashBackoff *Backoff
 	// sandboxNameBackoff is keyed by pod UID: the retries of a sandbox

@@ -218,3 +218,24 @@ func TestPullTriesEachCredential(t *testing.T) {
 		})
 	}
 }
+
+func TestPullBackoffKey(t *testing.T) {
+	a := []*runtimeapi.AuthConfig{{Username: "u", Password: "secret-a"}}
+	b := []*runtimeapi.AuthConfig{{Username: "u", Password: "secret-b"}}
+	keys := map[string]bool{}
+	for _, k := range []string{pullBackoffKey("img:1", nil), pullBackoffKey("img:1", a), pullBackoffKey("img:1", b), pullBackoffKey("img:2", a)} {
+		if keys[k] {
+			t.Errorf("key %q shared by different images or credentials", k)
+		}
+		keys[k] = true
+		if strings.Contains(k, "secret") {
+			t.Errorf("key %q holds a password", k)
+		}
+	}
+	if pullBackoffKey("img:1", a) != pullBackoffKey("img:1", []*runtimeapi.AuthConfig{{Username: "u", Password: "secret-a"}}) {
+		t.Errorf("the same credentials give different keys")
+	}
+	if pullBackoffKey("img:1", nil) != "img:1" {
+		t.Errorf("an anonymous pull is keyed by more than its image")
+	}
+}

@@ -170,7 +170,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	imageRef, err := m.EnsureImage(ctx, pod, c, t.sandboxConfig)
 	if err != nil {
-		res.Err, res.RetryAfter = err, m.pullRetryAfter(c, err)
+		res.Err, res.RetryAfter = err, m.pullRetryAfter(pod, c, err)
 		return res
 	}
 	restartCount := m.nextRestartCount(pod, c.Name, status)
@@ -223,7 +223,7 @@ func crashKey(uid types.UID, container string) string {
 
 // pullRetryAfter is how long the image's pull back-off still runs after a
 // failed or backed-off pull, 0 for other failures.
-func (m *Manager) pullRetryAfter(c *v1.Container, err error) time.Duration {
+func (m *Manager) pullRetryAfter(pod *v1.Pod, c *v1.Container, err error) time.Duration {
 	var se *SyncError
 	if !errors.As(err, &se) || (se.Reason != ReasonErrImagePull && se.Reason != ReasonImagePullBackOff) {
 		return 0
@@ -232,7 +232,11 @@ func (m *Manager) pullRetryAfter(c *v1.Container, err error) time.Duration {
 	if terr != nil {
 		return 0
 	}
-	return m.pullBackoff.RemainingSinceLast(image)
+	creds, cerr := m.pullCredentials(pod, image)
+	if cerr != nil {
+		return 0
+	}
+	return m.pullBackoff.RemainingSinceLast(pullBackoffKey(image, creds))
 }
 
 // asSyncError gives err the reason unless it already carries one.

@@ -160,6 +160,13 @@ func describePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
 		}
 	}
 	d.volumes(pod.Spec.Volumes)
+	if len(pod.Spec.ImagePullSecrets) > 0 {
+		names := make([]string, 0, len(pod.Spec.ImagePullSecrets))
+		for _, r := range pod.Spec.ImagePullSecrets {
+			names = append(names, r.Name)
+		}
+		d.line(0, "Image Pull Secrets", strings.Join(names, ", "))
+	}
 	if st.QOSClass != "" {
 		d.line(0, "QoS Class", st.QOSClass)
 	}
