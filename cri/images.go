@@ -65,7 +65,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	start := m.clock.Now()
 	ref, err = m.pull(ctx, spec, creds, sandboxConfig)
 	if err != nil {
-		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
+		msg := fmt.Sprintf("Failed to pull image %q: %v%s", image, err, noCredentialsHint(image, creds, err))
 		// A pull cut short because the pod went away or berth is stopping
 		// says nothing about the image: it does not start a back-off.
 		if ctx.Err() == nil {
@@ -92,6 +92,18 @@ func pullBackoffKey(image string, creds []*runtimeapi.AuthConfig) string {
 		fmt.Fprintf(h, "%d:%s%d:%s", len(c.Username), c.Username, len(c.Password), c.Password)
 	}
 	return image + "\x00" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// noCredentialsHint explains an anonymous pull the registry refused: some
+// runtimes (containerd 2.x) say only "authorization failed" without the
+// registry's 401.
+func noCredentialsHint(image string, creds []*runtimeapi.AuthConfig, err error) string {
+	msg := strings.ToLower(err.Error())
+	if len(creds) > 0 || !(strings.Contains(msg, "401") || strings.Contains(msg, "authoriz") || strings.Contains(msg, "unauthorized")) {
+		return ""
+	}
+	host, _, _ := strings.Cut(repository(image), "/")
+	return fmt.Sprintf(" (berth had no credentials for %s: name an image pull Secret in imagePullSecrets, or put them in the node's config.json)", host)
 }
 
 // pull pulls the image anonymously when there are no credentials, else
