@@ -84,6 +84,7 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		files:    map[string]*fileState{},
 		warned:   map[string]string{},
 		state:    newLastGoodState(cfg, SourceFile, log),
+		resolver: resolver{key: cfg.uidKey},
 	}
 }
 

@@ -64,6 +64,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		store:    store,
 		log:      log,
 		state:    newLastGoodState(cfg, SourceHTTP, log),
+		resolver: resolver{key: cfg.uidKey},
 	}
 }
 

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -244,9 +245,14 @@ func resolvePod(pod *v1.Pod, idx objectIndex) (resolution, field.ErrorList) {
 
 // withEnvUID returns the pod with a UID that also hashes the values it
 // takes as environment, so that an edit of one is a new pod, restarted as
-// for any edit of its manifest. The pod as parsed is not modified.
-func withEnvUID(pod *v1.Pod, envSum string) *v1.Pod {
+// for any edit of its manifest. With the node's key (loadUIDKey) the hash
+// is an HMAC: a UID reveals nothing a guess of a Secret's value could be
+// checked against. The pod as parsed is not modified.
+func withEnvUID(pod *v1.Pod, envSum string, key []byte) *v1.Pod {
 	h := sha256.New()
+	if key != nil {
+		h = hmac.New(sha256.New, key)
+	}
 	h.Write([]byte(pod.UID))
 	h.Write([]byte{0})
 	h.Write([]byte(envSum))
@@ -270,6 +276,7 @@ type resolvedPod struct {
 // (as a broken manifest never does), the pod keeps the data it had and the
 // problem says so. It belongs to its source's goroutine.
 type resolver struct {
+	key  []byte                 // the node's UID key; nil without one
 	last map[string]resolvedPod // by full name
 }
 
@@ -319,7 +326,7 @@ func (r *resolver) resolve(snap *Snapshot, results []merged) {
 		case hadPrev && prev.in == p && prev.envSum == res.envSum:
 			out = prev.out // unchanged: the same object, which the store compares by pointer first
 		case res.envSum != "" && f.extra.derivedUID:
-			out = withEnvUID(p, res.envSum)
+			out = withEnvUID(p, res.envSum, r.key)
 		}
 		next[name] = resolvedPod{in: p, out: out, envSum: res.envSum, objects: res.objects}
 		pods = append(pods, out)

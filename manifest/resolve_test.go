@@ -1,8 +1,12 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -345,4 +349,37 @@ func TestObjectsLastGoodAcrossRestart(t *testing.T) {
 		t.Errorf("objects after the restart: %+v", o)
 	}
 	second.stop()
+}
+
+// TestUIDKey: the key is made once, 0600, and kept; with it the UID of a
+// pod taking a Secret as env is not the unkeyed hash, and stays the same
+// across restarts.
+func TestUIDKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "manifests")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	key := loadUIDKey(dir, log)
+	if len(key) != uidKeySize {
+		t.Fatalf("key of %d bytes", len(key))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, uidKeyName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v (mode %v)", err, fi.Mode())
+	}
+	if again := loadUIDKey(dir, log); !bytes.Equal(again, key) {
+		t.Errorf("the key changed on the second load")
+	}
+	files := [][2]string{{"a.yaml", cmFiles + "---\n" + secretDB}, {"b.yaml", refPod}}
+	keyed := resolveFiles(&resolver{key: key}, files...).Pods[0].UID
+	plain := resolveFiles(&resolver{}, files...).Pods[0].UID
+	if keyed == plain {
+		t.Errorf("the keyed UID is the unkeyed hash")
+	}
+	if again := resolveFiles(&resolver{key: loadUIDKey(dir, log)}, files...).Pods[0].UID; again != keyed {
+		t.Errorf("the UID changed across a restart: %s -> %s", keyed, again)
+	}
+	if err := os.Chmod(filepath.Join(dir, uidKeyName), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if other := loadUIDKey(dir, log); bytes.Equal(other, key) {
+		t.Errorf("a key others may read was used")
+	}
 }
