@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -306,6 +307,11 @@ func (r *resolver) resolve(snap *Snapshot, results []merged) {
 		res, errs := resolvePod(p, idx)
 		if len(errs) > 0 {
 			keep := hadPrev && prev.in.Annotations[AnnotationOrigin] == p.Annotations[AnnotationOrigin]
+			// In the order of the manifest's lines, as the pod's other
+			// problems are.
+			sort.SliceStable(errs, func(i, j int) bool {
+				return f.extra.refLines[errs[i].Field] < f.extra.refLines[errs[j].Field]
+			})
 			for _, e := range errs {
 				line, fieldPath := problemAt(f.extra, e.Field)
 				msg := e.ErrorBody()

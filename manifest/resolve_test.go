@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,7 +198,7 @@ func TestResolve(t *testing.T) {
 			wantMsg:   "must be of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg"},
 		{name: "in a List item, the path has its prefix", wantPods: 0,
 			files:     [][2]string{{"l.yaml", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(refPod, "\n"), "\n", "\n  ") + "\n"}},
-			wantProbs: []string{"18 items[0].spec.volumes[0].configMap.name MissingObject", "15 items[0].spec.containers[0].env[0].valueFrom.secretKeyRef.name MissingObject"}},
+			wantProbs: []string{"15 items[0].spec.containers[0].env[0].valueFrom.secretKeyRef.name MissingObject", "18 items[0].spec.volumes[0].configMap.name MissingObject"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -381,5 +382,22 @@ func TestUIDKey(t *testing.T) {
 	}
 	if other := loadUIDKey(dir, log); bytes.Equal(other, key) {
 		t.Errorf("a key others may read was used")
+	}
+}
+
+// TestHTTPSourceObjects: a List served by the manifest URL carries the
+// ConfigMaps and Secrets its pods reference.
+func TestHTTPSourceObjects(t *testing.T) {
+	fake := &fakeServer{status: http.StatusOK}
+	list := strings.Replace(podList(cmFiles, secretDB, refPod), "kind: PodList", "kind: List", 1)
+	fake.set(http.StatusOK, `"v1"`, list, false)
+	store := watchedSource(t, SourceConfig{URL: "http://manifests.example/pods", HTTPClient: &http.Client{Transport: fake}})
+	eventually(t, "the pod", func() bool { return len(store.Pods()) == 1 })
+	o := store.PodObjects(store.Pods()[0].UID)
+	if o == nil || o.ConfigMaps["files"] == nil || string(o.Secrets["db"].Data["password"]) != "hunter2" {
+		t.Errorf("objects %+v", o)
+	}
+	if p := store.Problems(); len(p) != 0 {
+		t.Errorf("problems %v", p)
 	}
 }
