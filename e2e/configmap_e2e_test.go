@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,4 +192,54 @@ func execIn(t *testing.T, containerID, script string) string {
 		return fmt.Sprintf("exec error: %v", err)
 	}
 	return strings.TrimSpace(string(resp.Stdout))
+}
+
+// urlList is a List for --manifest-url holding a ConfigMap and a pod that
+// mounts it.
+func urlList(greeting string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: site}
+  data: {index.html: %s}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: urlcfg}
+  spec:
+    terminationGracePeriodSeconds: 2
+    containers:
+    - name: main
+      image: busybox:1.36
+      command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+      volumeMounts: [{name: site, mountPath: /www}]
+    volumes:
+    - {name: site, configMap: {name: site, items: [{key: index.html, path: public/index.html}]}}
+`, greeting)
+}
+
+// TestURLListConfigMap: a List served by --manifest-url carries the
+// ConfigMap its pod mounts; a new version of the ConfigMap at the URL
+// reaches the running container.
+func TestURLListConfigMap(t *testing.T) {
+	src := &manifestServer{code: http.StatusOK, body: urlList("one")}
+	srv := httptest.NewServer(src)
+	t.Cleanup(srv.Close)
+	b := newBerth(t, berthOptions{args: []string{"--manifest-url", srv.URL + "/pods", "--http-check-frequency", "1s"}})
+	b.waitReady()
+	name := podName("urlcfg")
+	p := b.waitRunning(name)
+	cid := b.waitRuntime(name, "main", p.UID).container.Id
+	if got := execIn(t, cid, "cat /www/public/index.html"); got != "one" {
+		t.Fatalf("index.html = %q, want one", got)
+	}
+	src.set(http.StatusOK, urlList("two"))
+	b.waitFor("the new index.html in the running container", waitTimeout, func() (bool, string) {
+		got := execIn(t, cid, "cat /www/public/index.html")
+		return got == "two", got
+	})
+	if cur := b.waitRunning(name); cur.UID != p.UID {
+		t.Errorf("the pod was restarted: uid %s -> %s", p.UID, cur.UID)
+	}
 }
