@@ -241,26 +241,32 @@ func redactJSONError(err error) string {
 	return "not an object"
 }
 
-// objectKeys are a ConfigMap's or Secret's keys, sorted.
-func objectKeys(o Object) []string {
-	keys := sets.New[string]()
+// envKeys are the keys of an object that envFrom turns into variables,
+// sorted: a ConfigMap's data (never its binaryData), a Secret's data.
+func envKeys(o Object) []string {
 	if o.ConfigMap != nil {
-		keys.Insert(sets.List(sets.KeySet(o.ConfigMap.Data))...)
-		keys.Insert(sets.List(sets.KeySet(o.ConfigMap.BinaryData))...)
-	} else {
-		keys.Insert(sets.List(sets.KeySet(o.Secret.Data))...)
+		return sets.List(sets.KeySet(o.ConfigMap.Data))
 	}
-	return sets.List(keys)
+	return sets.List(sets.KeySet(o.Secret.Data))
 }
 
-// value is the bytes of one key of an object, and whether it has it.
+// value is the bytes of one key of an object as a volume sees it, and
+// whether it has it.
 func (o Object) value(k string) ([]byte, bool) {
 	if o.ConfigMap != nil {
-		if v, ok := o.ConfigMap.Data[k]; ok {
-			return []byte(v), true
+		if v, ok := o.ConfigMap.BinaryData[k]; ok {
+			return v, true
 		}
-		v, ok := o.ConfigMap.BinaryData[k]
-		return v, ok
+	}
+	return o.envValue(k)
+}
+
+// envValue is the value of one key as environment takes it: a
+// ConfigMap's binaryData is not environment.
+func (o Object) envValue(k string) ([]byte, bool) {
+	if o.ConfigMap != nil {
+		v, ok := o.ConfigMap.Data[k]
+		return []byte(v), ok
 	}
 	v, ok := o.Secret.Data[k]
 	return v, ok

@@ -200,7 +200,11 @@ func resolvePod(pod *v1.Pod, idx objectIndex) (resolution, field.ErrorList) {
 			continue
 		}
 		for _, k := range r.keys {
-			if _, has := o.value(k.key); !has && !r.optional {
+			get := o.value
+			if r.env {
+				get = o.envValue
+			}
+			if _, has := get(k.key); !has && !r.optional {
 				errs = append(errs, field.Invalid(field.NewPath(k.field), k.key, fmt.Sprintf("%s %q has no key %q", r.kind, r.name, k.key)))
 			}
 		}
@@ -223,13 +227,13 @@ func resolvePod(pod *v1.Pod, idx objectIndex) (resolution, field.ErrorList) {
 			continue
 		}
 		usesEnv = true
-		keys := objectKeys(o)
+		keys := envKeys(o)
 		if !r.envAll {
 			keys = []string{r.keys[0].key}
 		}
 		fmt.Fprintf(env, "%s\x00%s\x00", r.kind, r.name)
 		for _, k := range keys {
-			v, has := o.value(k)
+			v, has := o.envValue(k)
 			fmt.Fprintf(env, "%s\x00%t\x00%d\x00", k, has, len(v))
 			env.Write(v)
 		}

@@ -401,3 +401,18 @@ func TestHTTPSourceObjects(t *testing.T) {
 		t.Errorf("problems %v", p)
 	}
 }
+
+// TestResolveBinaryDataIsNoEnv: a configMapKeyRef to a binaryData key is
+// refused as the kubelet would fail it; a volume item may name one.
+func TestResolveBinaryDataIsNoEnv(t *testing.T) {
+	envPod := strings.Replace(refPod, "secretKeyRef: {name: db, key: password}", "configMapKeyRef: {name: files, key: blob}", 1)
+	snap := resolveFiles(&resolver{}, [2]string{"a.yaml", cmFiles}, [2]string{"b.yaml", envPod})
+	if got := problemLines(snap.Problems); strings.Join(got, ",") != "12 spec.containers[0].env[0].valueFrom.configMapKeyRef.key MissingObject" {
+		t.Errorf("problems %v", snap.Problems)
+	}
+	volPod := strings.Replace(refPod, "configMap: {name: files}", "configMap: {name: files, items: [{key: blob, path: b}]}", 1)
+	snap = resolveFiles(&resolver{}, [2]string{"a.yaml", cmFiles + "---\n" + secretDB}, [2]string{"b.yaml", volPod})
+	if len(snap.Pods) != 1 {
+		t.Errorf("a volume item naming a binaryData key refused: %v", snap.Problems)
+	}
+}
