@@ -235,8 +235,12 @@ func validateJSONObject(b []byte, p *field.Path) field.ErrorList {
 // quotes, which are a Secret's.
 func redactJSONError(err error) string {
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
 		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("%s must be %s", te.Field, jsonTypeName(te.Type))
 	}
 	return "not an object"
 }

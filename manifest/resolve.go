@@ -208,9 +208,10 @@ func resolvePod(pod *v1.Pod, idx objectIndex) (resolution, field.ErrorList) {
 				errs = append(errs, field.Invalid(field.NewPath(k.field), k.key, fmt.Sprintf("%s %q has no key %q", r.kind, r.name, k.key)))
 			}
 		}
-		if r.pull && o.Secret.Type != v1.SecretTypeDockerConfigJson && o.Secret.Type != v1.SecretTypeDockercfg {
-			errs = append(errs, field.Invalid(field.NewPath(r.field), r.name, fmt.Sprintf(
-				"Secret %q is of type %q; an image pull secret must be of type %s or %s", r.name, o.Secret.Type, v1.SecretTypeDockerConfigJson, v1.SecretTypeDockercfg)))
+		if r.pull {
+			if err := checkPullSecret(o.Secret); err != nil {
+				errs = append(errs, field.Invalid(field.NewPath(r.field), r.name, fmt.Sprintf("Secret %q: %v", r.name, err)))
+			}
 		}
 		if o.ConfigMap != nil {
 			if objs.ConfigMaps == nil {
