@@ -9,11 +9,11 @@ PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time).
 FUZZTIME  ?= 10s
-FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ \
+FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ FuzzCheckPullSecret:./manifest/ \
 	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/
+	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/ FuzzParseDockerConfig:./cri/
 
 .PHONY: all build test vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -45,7 +45,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err := m.verifyRunAsNonRoot(ctx, c, imageRef, sec); err != nil {
 		return nil, err
 	}
-	env, err := containerEnv(envContext{pod: pod, container: c, podIPs: podIPs, hostIP: m.opts.HostIP, allocatable: facts.allocatable,
+	env, err := containerEnv(envContext{pod: pod, container: c, podIPs: podIPs, hostIP: m.opts.HostIP, allocatable: facts.allocatable, objects: m.objects(pod.UID),
 		fileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return m.fileKeyValue(pod, ref) }})
 	if err != nil {
 		return nil, err

@@ -443,9 +443,9 @@ func TestContainerConfigHostPath(t *testing.T) {
 		{
 			name: "unsupported volume type",
 			mutate: func(t *testing.T, p *v1.Pod, root string) {
-				withMount(p, v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}, v1.VolumeMount{MountPath: "/cfg"})
+				withMount(p, v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}}, v1.VolumeMount{MountPath: "/cfg"})
 			},
-			wantErr: `volume "cfg": only hostPath, emptyDir and image volumes are supported`,
+			wantErr: `volume "cfg": only hostPath, emptyDir, configMap, secret and image volumes are supported`,
 		},
 	}
 	runCfgCases(t, tests)

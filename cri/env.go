@@ -60,20 +60,19 @@ type envContext struct {
 	podIPs      []string
 	hostIP      string
 	allocatable v1.ResourceList
+	objects     PodObjects
 	// fileKey reads a fileKeyRef's value (envfile.go); found is false for
 	// an optional one whose file or key is absent.
 	fileKey func(ref *v1.FileKeySelector) (value string, found bool, err error)
 }
 
-// containerEnv is the container's environment in spec order, each value
-// expanded against the variables defined before it, as the kubelet does.
-// envFrom is refused: without an API server there are no ConfigMaps or
-// Secrets to read it from.
+// containerEnv is the container's environment as the kubelet makes it:
+// first envFrom (each ConfigMap's or Secret's keys, prefixed, in key order,
+// a later source overriding an earlier one), then env in spec order, each
+// value expanded against the variables defined before it. Values taken
+// from ConfigMaps and Secrets are never expanded.
 func containerEnv(ec envContext) ([]envVar, error) {
 	c := ec.container
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("envFrom is not supported: berth has no API server to read ConfigMaps or Secrets from")
-	}
 	var out []envVar
 	index := map[string]int{}
 	lookup := func(name string) (string, bool) {
@@ -81,6 +80,25 @@ func containerEnv(ec envContext) ([]envVar, error) {
 			return out[i].value, true
 		}
 		return "", false
+	}
+	set := func(name, value string) {
+		// A later definition of the same name replaces the earlier one in
+		// place, as the kubelet's env list does.
+		if i, ok := index[name]; ok {
+			out[i].value = value
+			return
+		}
+		index[name] = len(out)
+		out = append(out, envVar{name: name, value: value})
+	}
+	for _, src := range c.EnvFrom {
+		vars, err := ec.objects.envFrom(src)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vars {
+			set(v.name, v.value)
+		}
 	}
 	for _, e := range c.Env {
 		var value string
@@ -109,18 +127,18 @@ func containerEnv(ec envContext) ([]envVar, error) {
 			}
 			value = v
 		case e.ValueFrom.ConfigMapKeyRef != nil, e.ValueFrom.SecretKeyRef != nil:
-			return nil, fmt.Errorf("env %q: configMapKeyRef and secretKeyRef are not supported: berth has no API server", e.Name)
+			v, ok, err := ec.objects.keyRef(e.ValueFrom)
+			if err != nil {
+				return nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			if !ok {
+				continue // optional, and absent: the variable is unset
+			}
+			value = v
 		default:
 			return nil, fmt.Errorf("env %q: valueFrom names no source berth supports", e.Name)
 		}
-		// A later definition of the same name replaces the earlier one in
-		// place, as the kubelet's env list does.
-		if i, ok := index[e.Name]; ok {
-			out[i].value = value
-			continue
-		}
-		index[e.Name] = len(out)
-		out = append(out, envVar{name: e.Name, value: value})
+		set(e.Name, value)
 	}
 	return out, nil
 }

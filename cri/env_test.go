@@ -223,10 +223,10 @@ func TestContainerEnv(t *testing.T) {
 			wantErr: `env "F": broken`,
 		},
 		{
-			name: "secretKeyRef",
+			name: "secretKeyRef of a Secret the pod does not have",
 			env: []v1.EnvVar{{Name: "PW", ValueFrom: &v1.EnvVarSource{
-				SecretKeyRef: &v1.SecretKeySelector{Key: "pw"}}}},
-			wantErr: `env "PW": configMapKeyRef and secretKeyRef are not supported: berth has no API server`,
+				SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "db"}, Key: "pw"}}}},
+			wantErr: `env "PW": Secret "db" not found`,
 		},
 	}
 	for _, tt := range tests {
@@ -261,16 +261,6 @@ func TestContainerEnv(t *testing.T) {
 				t.Errorf("env = %v\nwant  %v", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestContainerEnvRefusesEnvFrom(t *testing.T) {
-	pod := envPod()
-	c := &pod.Spec.Containers[0]
-	c.EnvFrom = []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{}}}
-	_, err := containerEnv(envContext{pod: pod, container: c})
-	if err == nil || !strings.Contains(err.Error(), "envFrom is not supported") {
-		t.Fatalf("err = %v, want envFrom refused", err)
 	}
 }
 

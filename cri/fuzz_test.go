@@ -89,3 +89,40 @@ func FuzzUnescapeMountPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDockerConfig reads arbitrary registry credentials (an image pull
+// Secret's .dockerconfigjson, a node's config.json: berth controls
+// neither). It never panics; what it accepts matches in a keyring without
+// panicking; and an error never quotes the input, which holds passwords.
+func FuzzParseDockerConfig(f *testing.F) {
+	for _, s := range []string{
+		`{"auths":{"reg.example.com":{"username":"u","password":"p"}}}`,
+		`{"auths":{"https://index.docker.io/v1/":{"auth":"dTpw"}},"credsStore":"desktop"}`,
+		`{"auths":{"*.example.com:5000/team":{"auth":"bm9jb2xvbg=="}}}`,
+		`{"auths":{"%zz":{}}}`,
+		`{"r":{"auth":"SECRETSECRET"}}`,
+		`{"auths": SECRETSECRET`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, legacy bool) {
+		parse := parseDockerConfigJSON
+		if legacy {
+			parse = parseDockercfg
+		}
+		cfg, err := parse(data)
+		if err != nil {
+			if msg := err.Error(); strings.Contains(msg, "SECRETSECRET") || (len(data) >= 8 && !strings.HasPrefix(msg, "entry") && strings.Contains(msg, string(data))) {
+				t.Fatalf("error %q quotes the input", msg)
+			}
+			return
+		}
+		var k keyring
+		k.add(cfg)
+		for pattern := range cfg {
+			k.lookup(pattern)
+		}
+		k.lookup("docker.io/library/busybox")
+	})
+}

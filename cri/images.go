@@ -2,9 +2,12 @@ package cri
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,27 +49,86 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		event(EventWarning, ReasonErrImageNeverPull, msg)
 		return "", &SyncError{Reason: ReasonErrImageNeverPull, Message: msg}
 	}
-	if m.pullBackoff.RemainingSinceLast(image) > 0 {
+	creds, err := m.pullCredentials(pod, image)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
+		event(EventWarning, "Failed", msg)
+		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+	}
+	backoffKey := pullBackoffKey(image, creds)
+	if m.pullBackoff.RemainingSinceLast(backoffKey) > 0 {
 		msg := fmt.Sprintf("Back-off pulling image %q", image)
 		event(EventNormal, "BackOff", msg)
 		return "", &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
 	}
 	event(EventNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
 	start := m.clock.Now()
-	ref, err = m.images.PullImage(ctx, spec, nil, sandboxConfig)
+	ref, err = m.pull(ctx, spec, creds, sandboxConfig)
 	if err != nil {
-		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
+		msg := fmt.Sprintf("Failed to pull image %q: %v%s", image, err, noCredentialsHint(image, creds, err))
 		// A pull cut short because the pod went away or berth is stopping
 		// says nothing about the image: it does not start a back-off.
 		if ctx.Err() == nil {
-			m.pullBackoff.Next(image)
+			m.pullBackoff.Next(backoffKey)
 			event(EventWarning, "Failed", msg)
 		}
 		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
-	m.pullBackoff.Reset(image)
+	m.pullBackoff.Reset(backoffKey)
 	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, m.clock.Since(start).Round(time.Millisecond)))
 	return ref, nil
+}
+
+// pullBackoffKey keys the pull back-off by image and by the credentials
+// tried: pods sharing a broken image share its back-off, but a pod without
+// credentials, or with wrong ones, never holds back a pod whose
+// credentials work. The credentials are hashed, never kept in the clear.
+func pullBackoffKey(image string, creds []*runtimeapi.AuthConfig) string {
+	if len(creds) == 0 {
+		return image
+	}
+	h := sha256.New()
+	for _, c := range creds {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(c.Username), c.Username, len(c.Password), c.Password)
+	}
+	return image + "\x00" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// noCredentialsHint explains an anonymous pull the registry refused: some
+// runtimes (containerd 2.x) say only "authorization failed" without the
+// registry's 401.
+func noCredentialsHint(image string, creds []*runtimeapi.AuthConfig, err error) string {
+	msg := strings.ToLower(err.Error())
+	if len(creds) > 0 || !(strings.Contains(msg, "401") || strings.Contains(msg, "authoriz") || strings.Contains(msg, "unauthorized")) {
+		return ""
+	}
+	host, _, _ := strings.Cut(repository(image), "/")
+	return fmt.Sprintf(" (berth had no credentials for %s: name an image pull Secret in imagePullSecrets, or put them in the node's config.json)", host)
+}
+
+// pull pulls the image anonymously when there are no credentials, else
+// with each in turn until one works, as the kubelet does; the error of a
+// pull that fails with all of them names every failure.
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	if len(creds) == 0 {
+		return m.images.PullImage(ctx, spec, nil, sandboxConfig)
+	}
+	var msgs []string
+	var last error
+	for _, auth := range creds {
+		ref, err := m.images.PullImage(ctx, spec, auth, sandboxConfig)
+		if err == nil {
+			return ref, nil
+		}
+		if ctx.Err() != nil {
+			return "", err
+		}
+		msgs, last = append(msgs, err.Error()), err
+	}
+	if len(msgs) == 1 {
+		return "", last
+	}
+	return "", fmt.Errorf("with each of %d credentials: %s; %w", len(msgs), strings.Join(msgs[:len(msgs)-1], "; "), last)
 }
 
 // imageRef is the runtime's ID of image, "" when the runtime does not have

@@ -38,7 +38,7 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Con
 		// events then name the image, and its back-off is the image's.
 		puller := &v1.Container{Name: c.Name, Image: vol.Image.Reference, ImagePullPolicy: vol.Image.PullPolicy}
 		if _, err := m.EnsureImage(ctx, pod, puller, sandboxConfig); err != nil {
-			retry := m.pullRetryAfter(puller, err)
+			retry := m.pullRetryAfter(pod, puller, err)
 			if se, ok := errors.AsType[*SyncError](err); ok {
 				return retry, &SyncError{Reason: se.Reason, Message: fmt.Sprintf("image volume %q: %s", vm.Name, se.Message), Err: se.Err}
 			}

@@ -36,6 +36,14 @@ type Options struct {
 	// HostIP is the node's primary IP, for the downward API (status.hostIP)
 	// and host-network pods' IPs.
 	HostIP string
+	// Objects returns the ConfigMaps and Secrets the pod with a UID
+	// references (its configMap and secret volumes, environment and
+	// image pull secrets read them); nil means none anywhere.
+	Objects func(uid types.UID) PodObjects
+	// CredentialDirs are where the node-wide registry credentials file
+	// (config.json, else .dockercfg) is searched; nil means the kubelet's
+	// search path with RootDir first (see credentialDirs).
+	CredentialDirs []string
 	// Recorder receives what the kubelet would record as events; nil drops
 	// them.
 	Recorder Recorder
@@ -76,8 +84,8 @@ type Manager struct {
 	clock   clock.Clock
 	log     *slog.Logger
 
-	// pullBackoff is keyed by image reference, crashBackoff by pod UID and
-	// container name; both guard themselves.
+	// pullBackoff is keyed by image and credentials (pullBackoffKey),
+	// crashBackoff by pod UID and container name; both guard themselves.
 	pullBackoff  *Backoff
 	crashBackoff *Backoff
 	// sandboxNameBackoff is keyed by pod UID: the retries of a sandbox

@@ -87,9 +87,11 @@ func (m *Manager) volumeMount(pod *v1.Pod, vm v1.VolumeMount, env []envVar, priv
 		}
 	}
 	return &runtimeapi.Mount{
-		ContainerPath:  vm.MountPath,
-		HostPath:       hostPath,
-		Readonly:       vm.ReadOnly,
+		ContainerPath: vm.MountPath,
+		HostPath:      hostPath,
+		// configMap and secret volumes are read-only whatever the
+		// mount says, as the kubelet mounts them.
+		Readonly:       vm.ReadOnly || vol.ConfigMap != nil || vol.Secret != nil,
 		SelinuxRelabel: relabel,
 		Propagation:    propagation,
 	}, nil
@@ -105,8 +107,11 @@ func (m *Manager) volumeHostPath(pod *v1.Pod, vol *v1.Volume) (string, bool, err
 	case vol.EmptyDir != nil:
 		dir, err := m.ensureEmptyDir(pod, vol.Name, vol.EmptyDir)
 		return dir, true, err
+	case vol.ConfigMap != nil, vol.Secret != nil:
+		dir, err := m.ensureObjectVolume(pod, vol)
+		return dir, true, err
 	}
-	return "", false, fmt.Errorf("volume %q: only hostPath, emptyDir and image volumes are supported (berth has no API server for configMap, secret or projected volumes)", vol.Name)
+	return "", false, fmt.Errorf("volume %q: only hostPath, emptyDir, configMap, secret and image volumes are supported (berth has no API server for projected volumes)", vol.Name)
 }
 
 // checkHostPath applies the kubelet's hostPath type checks, creating the

@@ -27,6 +27,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	if status == nil {
 		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
+	if err := m.refreshObjectVolumes(pod); err != nil {
+		// The containers keep the files they had; the next sync retries.
+		m.event(pod, EventWarning, "FailedMount", "Updating configMap or secret volumes failed: "+err.Error())
+	}
 	actions := ComputePodActions(pod, status, m.health)
 	// Containers start from the history of those that ran: one that never
 	// started is no restart (PodActions.ContainersToRemove).
@@ -178,7 +182,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	imageRef, err := m.EnsureImage(ctx, pod, c, t.sandboxConfig)
 	if err != nil {
-		res.Err, res.RetryAfter = err, m.pullRetryAfter(c, err)
+		res.Err, res.RetryAfter = err, m.pullRetryAfter(pod, c, err)
 		return res
 	}
 	if res.RetryAfter, err = m.ensureImageVolumes(ctx, pod, c, t.sandboxConfig); err != nil {
@@ -235,7 +239,7 @@ func crashKey(uid types.UID, container string) string {
 
 // pullRetryAfter is how long the image's pull back-off still runs after a
 // failed or backed-off pull, 0 for other failures.
-func (m *Manager) pullRetryAfter(c *v1.Container, err error) time.Duration {
+func (m *Manager) pullRetryAfter(pod *v1.Pod, c *v1.Container, err error) time.Duration {
 	var se *SyncError
 	if !errors.As(err, &se) || (se.Reason != ReasonErrImagePull && se.Reason != ReasonImagePullBackOff) {
 		return 0
@@ -244,7 +248,11 @@ func (m *Manager) pullRetryAfter(c *v1.Container, err error) time.Duration {
 	if terr != nil {
 		return 0
 	}
-	return m.pullBackoff.RemainingSinceLast(image)
+	creds, cerr := m.pullCredentials(pod, image)
+	if cerr != nil {
+		return 0
+	}
+	return m.pullBackoff.RemainingSinceLast(pullBackoffKey(image, creds))
 }
 
 // asSyncError gives err the reason unless it already carries one.

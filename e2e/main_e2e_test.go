@@ -62,7 +62,9 @@ func run(m *testing.M) int {
 	}
 
 	started := time.Now()
-	bed, err = testbed.Start(testbed.Options{})
+	// The registry requires a password: TestImagePullSecrets pulls from
+	// it with credentials, and without.
+	bed, err = testbed.Start(testbed.Options{Registry: true, RegistryAuth: &testbed.RegistryAuth{User: registryUser, Password: registryPassword}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start test bed:", err)
 		return 1

@@ -33,6 +33,7 @@ const (
 // it came from so later stages can point at lines.
 type decoded struct {
 	pod  *v1.Pod
+	obj  *Object // a ConfigMap or Secret instead of a pod
 	node *yaml.Node
 	// prefix locates the pod in its document: "items[2]." inside a
 	// PodList, "" for a Pod document.
@@ -110,8 +111,16 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 				}
 			}
 			docs, problems = decodeList(root, kind, origin, docs, problems)
+		case KindConfigMap, KindSecret:
+			obj, errs := decodeObject(root, kind)
+			for _, p := range errs {
+				problems = append(problems, objectDecodeProblem(origin, p, "", kind, root))
+			}
+			if obj != nil {
+				docs = append(docs, decoded{obj: obj, node: root})
+			}
 		default:
-			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("must be \"Pod\" or \"PodList\", got %q", kind), root)
+			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("must be \"Pod\", \"PodList\", \"ConfigMap\" or \"Secret\", got %q", kind), root)
 		}
 	}
 	if !sawDocument && len(problems) == 0 {
@@ -148,12 +157,32 @@ func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, pro
 			add(item.Line, prefix, "must be a Pod object, got a "+jsonKindOf(item), nil)
 			continue
 		}
-		if k := scalarAt(item, "kind"); k != "" && k != "Pod" {
-			add(lineOf(item, "kind"), prefix+".kind", fmt.Sprintf("must be \"Pod\", got %q", k), item)
+		k := scalarAt(item, "kind")
+		objectKind := kind == "List" && (k == KindConfigMap || k == KindSecret)
+		if k != "" && k != "Pod" && !objectKind {
+			want := `"Pod"`
+			if kind == "List" {
+				want = `"Pod", "ConfigMap" or "Secret"`
+			}
+			named := item
+			if k == KindConfigMap || k == KindSecret {
+				named = nil // not a pod: /pods must not list it as one
+			}
+			add(lineOf(item, "kind"), prefix+".kind", fmt.Sprintf("must be %s, got %q", want, k), named)
 			continue
 		}
 		if v := scalarAt(item, "apiVersion"); v != "" && v != "v1" {
 			add(lineOf(item, "apiVersion"), prefix+".apiVersion", fmt.Sprintf("must be \"v1\", got %q", v), item)
+			continue
+		}
+		if objectKind {
+			obj, errs := decodeObject(item, k)
+			for _, p := range errs {
+				problems = append(problems, objectDecodeProblem(origin, p, prefix+".", k, item))
+			}
+			if obj != nil {
+				docs = append(docs, decoded{obj: obj, node: item, prefix: prefix + "."})
+			}
 			continue
 		}
 		pod, errs := decodePod(item)
@@ -165,6 +194,18 @@ func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, pro
 		}
 	}
 	return docs, problems
+}
+
+// objectDecodeProblem is a DecodeError of a ConfigMap or Secret: it never
+// carries a pod name, and its message names the object.
+func objectDecodeProblem(origin Origin, p Problem, prefix, kind string, node *yaml.Node) Problem {
+	name, _ := metaOf(node)
+	field := p.Field
+	if field != "" {
+		field = prefix + field
+	}
+	return Problem{Source: origin.Source, Origin: origin.Path, Line: p.Line, Field: field,
+		Reason: ReasonDecodeError, Message: kind + " " + strconv.Quote(name) + ": " + p.Message}
 }
 
 // decodeProblem is a DecodeError, named after the pod's metadata when its
@@ -181,19 +222,28 @@ func decodePod(node *yaml.Node) (*v1.Pod, []Problem) {
 	if errs := checkQuantities(node); len(errs) > 0 {
 		return nil, errs
 	}
+	pod := &v1.Pod{}
+	if errs := decodeStrict(node, pod); len(errs) > 0 {
+		return nil, errs
+	}
+	return pod, nil
+}
+
+// decodeStrict decodes node into the API object into: unknown or
+// duplicate fields and wrong types are Problems with their lines.
+func decodeStrict(node *yaml.Node, into any) []Problem {
 	var tree any
 	if err := node.Decode(&tree); err != nil {
 		line, msg := yamlErrorLine(err)
-		return nil, []Problem{{Line: line, Message: msg}}
+		return []Problem{{Line: line, Message: msg}}
 	}
 	js, err := json.Marshal(tree)
 	if err != nil {
-		return nil, []Problem{{Line: node.Line, Message: "cannot convert to JSON: " + err.Error()}}
+		return []Problem{{Line: node.Line, Message: "cannot convert to JSON: " + err.Error()}}
 	}
-	pod := &v1.Pod{}
-	strict, err := sigsjson.UnmarshalStrict(js, pod)
+	strict, err := sigsjson.UnmarshalStrict(js, into)
 	if err != nil {
-		return nil, []Problem{typeProblem(node, err)}
+		return []Problem{typeProblem(node, err)}
 	}
 	var out []Problem
 	for _, e := range strict {
@@ -208,10 +258,7 @@ func decodePod(node *yaml.Node) (*v1.Pod, []Problem) {
 		}
 		out = append(out, Problem{Line: lineOf(node, fe.FieldPath()), Field: fe.FieldPath(), Message: msg})
 	}
-	if len(out) > 0 {
-		return nil, out
-	}
-	return pod, nil
+	return out
 }
 
 // typeProblem explains a JSON decoding error, finding the offending field's

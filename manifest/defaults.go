@@ -186,6 +186,12 @@ func defaultVolume(v *v1.Volume) {
 	if v.HostPath != nil && v.HostPath.Type == nil {
 		v.HostPath.Type = ptr(v1.HostPathUnset)
 	}
+	if cm := v.ConfigMap; cm != nil && cm.DefaultMode == nil {
+		cm.DefaultMode = ptr(defaultFileMode)
+	}
+	if s := v.Secret; s != nil && s.DefaultMode == nil {
+		s.DefaultMode = ptr(defaultFileMode)
+	}
 	if d := v.DownwardAPI; d != nil {
 		if d.DefaultMode == nil {
 			d.DefaultMode = ptr(defaultFileMode)

@@ -54,6 +54,9 @@ type fileSource struct {
 	dirInfo os.FileInfo    // the directory being watched, to notice replacement
 	state   *lastGoodState // files' last good pods across restarts
 	signed  *signedOrigin  // nil: manifests need no signature
+	// resolver resolves the pods' references to the ConfigMaps and
+	// Secrets of all the files, keeping the last good resolution.
+	resolver resolver
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
@@ -83,6 +86,7 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		warned:   map[string]string{},
 		state:    newLastGoodState(cfg, SourceFile, log),
 		signed:   newSignedOrigin(cfg.FileSigners, cfg, SourceFile, log),
+		resolver: resolver{key: cfg.uidKey},
 	}
 }
 
@@ -443,7 +447,7 @@ func (s *fileSource) send(ctx context.Context) error {
 	} else {
 		s.saveLastGood()
 	}
-	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra))
+	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra, &s.resolver))
 }
 
 // sameVersion reports whether a file is unchanged since it was read: same

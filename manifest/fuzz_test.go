@@ -15,11 +15,18 @@ func FuzzDecode(f *testing.F) {
 	for _, tt := range parseCases {
 		f.Add([]byte(tt.in))
 	}
+	f.Add([]byte(cmFiles + "---\n" + secretDB + "---\n" + refPod))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, type: kubernetes.io/dockerconfigjson, data: {.dockerconfigjson: e30=}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res := Parse(data, webOrigin, testNode)
 		for _, p := range res.Problems {
 			if p.Origin != webOrigin.Path || p.Reason == "" || p.Message == "" {
 				t.Fatalf("incomplete problem %+v", p)
+			}
+		}
+		for _, o := range res.Objects {
+			if (o.ConfigMap == nil) == (o.Secret == nil) || len(validateObject(&o)) > 0 || o.Meta().Namespace == "" {
+				t.Fatalf("accepted an invalid object %+v", o)
 			}
 		}
 		if len(res.Lines) != len(res.Pods) {

@@ -44,6 +44,9 @@ type httpSource struct {
 	problem            *Problem
 	state              *lastGoodState // last good body's pods across restarts
 	signed             *signedOrigin  // nil: bodies need no signature
+	// resolver resolves the pods' references to the body's ConfigMaps
+	// and Secrets, keeping the last good resolution.
+	resolver resolver
 }
 
 func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Store) *httpSource {
@@ -63,6 +66,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		log:      log,
 		state:    newLastGoodState(cfg, SourceHTTP, log),
 		signed:   newSignedOrigin(cfg.URLSigners, cfg, SourceHTTP, log),
+		resolver: resolver{key: cfg.uidKey},
 	}
 }
 
@@ -230,5 +234,5 @@ func (s *httpSource) send(ctx context.Context) error {
 		s.state.save(map[string]Result{s.origin.Path: s.last})
 	}
 	results := []merged{{origin: s.origin, res: s.last}}
-	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra))
+	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra, &s.resolver))
 }

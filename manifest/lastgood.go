@@ -21,7 +21,7 @@ const (
 // unreadable or empty file) every previous pod without a new version is
 // kept. Only pods the manifest no longer mentions at all are dropped.
 func keepLastGood(prev, cur Result) Result {
-	if len(prev.Pods) == 0 || len(cur.Problems) == 0 {
+	if len(prev.Pods) == 0 && len(prev.Objects) == 0 || len(cur.Problems) == 0 {
 		return cur
 	}
 	fresh := sets.New[string]()
@@ -36,7 +36,10 @@ func keepLastGood(prev, cur Result) Result {
 		}
 		rejected.Insert(JoinFullName(p.Name, p.Namespace))
 	}
-	out := Result{Pods: cur.Pods, Lines: cur.Lines}
+	out := Result{Pods: cur.Pods, Lines: cur.Lines, Objects: cur.Objects}
+	for i := range cur.Pods {
+		out.extra = append(out.extra, cur.extraOf(i))
+	}
 	kept := sets.New[string]()
 	for i, p := range prev.Pods {
 		name := FullName(p)
@@ -45,7 +48,20 @@ func keepLastGood(prev, cur Result) Result {
 		}
 		out.Pods = append(out.Pods, p)
 		out.Lines = append(out.Lines, prev.Lines[i])
+		out.extra = append(out.extra, prev.extraOf(i))
 		kept.Insert(name)
+	}
+	// Objects have no pod name to tie a rejection to: a manifest with
+	// any problem keeps those of its objects it no longer yields, so a
+	// broken edit of a ConfigMap never takes it from the pods using it.
+	freshObjects := map[objectKey]bool{}
+	for _, o := range cur.Objects {
+		freshObjects[o.key()] = true
+	}
+	for _, o := range prev.Objects {
+		if !freshObjects[o.key()] {
+			out.Objects = append(out.Objects, o)
+		}
 	}
 	// Say so in the problems: the operator should know the edit did not
 	// take effect and what is running instead.
@@ -72,7 +88,11 @@ type merged struct {
 // full name (and an explicit UID) may appear once: the first manifest in
 // order keeps its pod and every later one is rejected with a problem naming
 // the first, so what runs never depends on the order events arrived in.
-func assemble(source string, results []merged, failed bool, extra []Problem) Snapshot {
+//
+// The pods' references to ConfigMaps and Secrets are then resolved across
+// the whole source by r (see resolver), which keeps the last good
+// resolution of each pod between calls.
+func assemble(source string, results []merged, failed bool, extra []Problem, r *resolver) Snapshot {
 	snap := Snapshot{Source: source, Failed: failed}
 	owner := map[string]string{}
 	uids := map[types.UID]string{}
@@ -102,6 +122,7 @@ func assemble(source string, results []merged, failed bool, extra []Problem) Sna
 			snap.Pods = append(snap.Pods, p)
 		}
 	}
+	r.resolve(&snap, results)
 	snap.Problems = append(snap.Problems, extra...)
 	return snap
 }

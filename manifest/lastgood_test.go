@@ -57,7 +57,7 @@ func TestAssembleDuplicates(t *testing.T) {
 		parse("b.yaml", podManifest("web", "img:3")),
 		parse("c.yaml", withUID("x", "same")),
 		parse("d.yaml", withUID("y", "same")),
-	}, false, nil)
+	}, false, nil, &resolver{})
 	var pods, probs []string
 	for _, p := range snap.Pods {
 		pods = append(pods, p.Name+":"+p.Spec.Containers[0].Image)

@@ -66,8 +66,9 @@ type lastGoodState struct {
 // savedEntry is what one state file holds, to skip writes that would not
 // change it.
 type savedEntry struct {
-	pods []*v1.Pod         // the slice last saved: sources resend it unchanged
-	sum  [sha256.Size]byte // of the encoded pods and lines
+	pods    []*v1.Pod         // the slice last saved: sources resend it unchanged
+	objects []Object          // likewise
+	sum     [sha256.Size]byte // of the encoded pods, lines and objects
 }
 
 // stateFile is the JSON layout of one state file.
@@ -78,6 +79,12 @@ type stateFile struct {
 	NodeName string     `json:"nodeName"`
 	Accepted time.Time  `json:"accepted"`
 	Pods     []statePod `json:"pods"`
+	// Objects are the entry's ConfigMaps and Secrets. Secrets are kept
+	// in the clear: the file is berth's (0600, in a 0700 directory under
+	// the root-only --root-dir), as the manifest it came from is root's;
+	// without them a restart while the manifest is broken could not run
+	// the pods that use them.
+	Objects []Object `json:"objects,omitempty"`
 }
 
 // statePod is one kept pod with its line in the manifest, which duplicate
@@ -85,6 +92,8 @@ type stateFile struct {
 type statePod struct {
 	Line int     `json:"line"`
 	Pod  *v1.Pod `json:"pod"`
+	// DerivedUID: the UID is berth's hash of the manifest (podExtra).
+	DerivedUID bool `json:"derivedUID,omitempty"`
 }
 
 // newLastGoodState returns the state of source under cfg.StateDir, or a
@@ -135,7 +144,7 @@ func (l *lastGoodState) load() map[string]Result {
 			continue
 		}
 		out[sf.Origin] = res
-		l.entries[sf.Origin] = &savedEntry{pods: res.Pods, sum: sumPods(sf.Pods)}
+		l.entries[sf.Origin] = &savedEntry{pods: res.Pods, objects: res.Objects, sum: sumState(sf)}
 	}
 	return out
 }
@@ -193,7 +202,7 @@ func decodeState(data []byte, source, nodeName string) (stateFile, Result, error
 		return sf, Result{}, fmt.Errorf("node %q, this node is %q", sf.NodeName, nodeName)
 	case sf.Origin == "":
 		return sf, Result{}, errors.New("no origin")
-	case len(sf.Pods) == 0:
+	case len(sf.Pods) == 0 && len(sf.Objects) == 0:
 		return sf, Result{}, errors.New("no pods")
 	}
 	var res Result
@@ -213,6 +222,16 @@ func decodeState(data []byte, source, nodeName string) (stateFile, Result, error
 		}
 		res.Pods = append(res.Pods, pod)
 		res.Lines = append(res.Lines, sp.Line)
+		res.extra = append(res.extra, podExtra{derivedUID: sp.DerivedUID})
+	}
+	for i, o := range sf.Objects {
+		if (o.ConfigMap == nil) == (o.Secret == nil) {
+			return sf, Result{}, fmt.Errorf("objects[%d]: must be one ConfigMap or one Secret", i)
+		}
+		if errs := append(validateObject(&o), unsupportedObject(&o)...); len(errs) > 0 {
+			return sf, Result{}, fmt.Errorf("objects[%d] %s %q: %w", i, o.Kind(), o.Meta().Name, errs.ToAggregate())
+		}
+		res.Objects = append(res.Objects, o)
 	}
 	return sf, res, nil
 }
@@ -242,17 +261,17 @@ func (l *lastGoodState) save(entries map[string]Result) {
 		return
 	}
 	for origin, res := range entries {
-		if len(res.Pods) == 0 {
+		if len(res.Pods) == 0 && len(res.Objects) == 0 {
 			continue
 		}
-		if e := l.entries[origin]; e != nil && slices.Equal(e.pods, res.Pods) {
+		if e := l.entries[origin]; e != nil && slices.Equal(e.pods, res.Pods) && slices.Equal(e.objects, res.Objects) {
 			continue
 		}
 		l.write(origin, res)
 	}
 	removed := len(l.stale) > 0
 	for origin := range l.entries {
-		if len(entries[origin].Pods) == 0 {
+		if res := entries[origin]; len(res.Pods) == 0 && len(res.Objects) == 0 {
 			l.remove(stateName(origin), origin)
 			removed = true
 		}
@@ -277,11 +296,12 @@ func (l *lastGoodState) write(origin string, res Result) {
 	sf := stateFile{Version: stateVersion, Source: l.source, Origin: origin, NodeName: l.nodeName,
 		Accepted: l.clock.Now().UTC()}
 	for i, p := range res.Pods {
-		sf.Pods = append(sf.Pods, statePod{Line: res.Lines[i], Pod: p})
+		sf.Pods = append(sf.Pods, statePod{Line: res.Lines[i], Pod: p, DerivedUID: res.extraOf(i).derivedUID})
 	}
-	sum := sumPods(sf.Pods)
+	sf.Objects = res.Objects
+	sum := sumState(sf)
 	if e := l.entries[origin]; e != nil && e.sum == sum {
-		e.pods = res.Pods // the same pods parsed again
+		e.pods, e.objects = res.Pods, res.Objects // the same parsed again
 		return
 	}
 	data, err := json.Marshal(sf)
@@ -304,7 +324,7 @@ func (l *lastGoodState) write(origin string, res Result) {
 		return
 	}
 	l.writeErr = ""
-	l.entries[origin] = &savedEntry{pods: res.Pods, sum: sum}
+	l.entries[origin] = &savedEntry{pods: res.Pods, objects: res.Objects, sum: sum}
 }
 
 // remove deletes one state file, idempotently, and forgets the entry of
@@ -370,10 +390,13 @@ func ownedByUs(info os.FileInfo, dir bool) error {
 	return nil
 }
 
-// sumPods hashes what a state file says apart from when it was accepted.
-func sumPods(pods []statePod) [sha256.Size]byte {
-	// Marshalling decoded pods cannot fail: every field is plain data.
-	b, _ := json.Marshal(pods)
+// sumState hashes what a state file says apart from when it was accepted.
+func sumState(sf stateFile) [sha256.Size]byte {
+	// Marshalling decoded objects cannot fail: every field is plain data.
+	b, _ := json.Marshal(struct {
+		Pods    []statePod
+		Objects []Object
+	}{sf.Pods, sf.Objects})
 	return sha256.Sum256(b)
 }
 

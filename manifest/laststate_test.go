@@ -476,13 +476,25 @@ func FuzzDecodeState(f *testing.F) {
 	}
 	f.Add(good)
 	f.Add([]byte(`{"version":1}`))
+	objs := Parse([]byte(cmFiles+"---\n"+secretDB), Origin{Source: SourceFile, Path: origin}, testNode)
+	withObjects, err := json.Marshal(stateFile{Version: stateVersion, Source: SourceFile, Origin: origin, NodeName: testNode,
+		Pods: []statePod{{Line: 4, Pod: res.Pods[0], DerivedUID: true}}, Objects: objs.Objects})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(withObjects)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sf, got, err := decodeState(data, SourceFile, testNode)
 		if err != nil {
 			return
 		}
-		if len(got.Pods) == 0 || len(got.Pods) != len(got.Lines) {
-			t.Fatalf("accepted %d pods, %d lines", len(got.Pods), len(got.Lines))
+		if len(got.Pods)+len(got.Objects) == 0 || len(got.Pods) != len(got.Lines) {
+			t.Fatalf("accepted %d pods, %d lines, %d objects", len(got.Pods), len(got.Lines), len(got.Objects))
+		}
+		for _, o := range got.Objects {
+			if (o.ConfigMap == nil) == (o.Secret == nil) || len(validateObject(&o)) > 0 {
+				t.Fatalf("accepted an invalid object %+v", o)
+			}
 		}
 		for _, p := range got.Pods {
 			if checkStateIdentity(p, SourceFile, sf.Origin, testNode) != nil {

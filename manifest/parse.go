@@ -16,8 +16,35 @@ type Result struct {
 	// Lines[i] is the line of Pods[i] in its manifest, for later
 	// duplicate-name problems.
 	Lines []int
+	// Objects are the ConfigMaps and Secrets the manifest holds, for the
+	// pods of its source to reference (see resolve.go).
+	Objects []Object
 	// Problems are sorted by line.
 	Problems []Problem
+	// extra[i] is what resolving Pods[i]'s references needs of its
+	// manifest; a missing entry (a pod restored from an older state) is
+	// the zero podExtra.
+	extra []podExtra
+}
+
+// podExtra is what parsing knows of a pod that its object does not say.
+type podExtra struct {
+	// derivedUID: the UID is berth's hash of the manifest (no
+	// metadata.uid), so the values the pod takes as environment from
+	// ConfigMaps and Secrets join it: an edit of one restarts the pod.
+	derivedUID bool
+	// refLines are the lines of the pod's references to ConfigMaps and
+	// Secrets, by field path.
+	refLines map[string]int
+	prefix   string // of the pod in its manifest, as decoded.prefix
+}
+
+// extraOf is the podExtra of Pods[i].
+func (r Result) extraOf(i int) podExtra {
+	if i < len(r.extra) {
+		return r.extra[i]
+	}
+	return podExtra{}
 }
 
 // Parse runs the whole pipeline on one manifest: decode, static-pod
@@ -42,8 +69,20 @@ func parse(data []byte, origin Origin, nodeName string, limit int) Result {
 	}
 	res.Problems = decodeProblems
 	for _, d := range docs {
+		if d.obj != nil {
+			defaultObject(d.obj)
+			bad := objectProblems(validateObject(d.obj), ReasonInvalid, d, origin)
+			bad = append(bad, objectProblems(unsupportedObject(d.obj), ReasonUnsupported, d, origin)...)
+			if len(bad) > 0 {
+				res.Problems = append(res.Problems, bad...)
+				continue
+			}
+			res.Objects = append(res.Objects, *d.obj)
+			continue
+		}
 		pod := d.pod
 		named := pod.Name != ""
+		derived := pod.UID == ""
 		applyIdentity(pod, nodeName, origin)
 		setDefaults(pod)
 		errs := validatePod(pod)
@@ -65,6 +104,7 @@ func parse(data []byte, origin Origin, nodeName string, limit int) Result {
 		}
 		res.Pods = append(res.Pods, pod)
 		res.Lines = append(res.Lines, lineOf(d.node, "metadata.name"))
+		res.extra = append(res.extra, podExtra{derivedUID: derived, refLines: refLines(pod, d), prefix: d.prefix})
 	}
 	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Line < res.Problems[j].Line })
 	return res

@@ -442,8 +442,6 @@ spec:
 `,
 		wantProbs: []string{
 			"6 spec.serviceAccountName Unsupported",
-			"13 spec.containers[0].env[0].valueFrom.secretKeyRef Unsupported",
-			"16 spec.volumes[0].configMap Unsupported",
 			"19 spec.volumes[1].persistentVolumeClaim Unsupported",
 			"22 spec.volumes[2].projected Unsupported",
 		},

@@ -97,5 +97,5 @@ func ReadPaths(opts ReadOptions, paths ...string) Snapshot {
 		}
 		results = append(results, merged{origin: Origin{Source: SourceFile, Path: f}, res: res})
 	}
-	return assemble(SourceFile, results, false, extra)
+	return assemble(SourceFile, results, false, extra, &resolver{})
 }

@@ -66,6 +66,10 @@ type SourceConfig struct {
 	Clock clock.WithTickerAndDelayedExecution
 	// Logger receives the sources' logs; nil is slog.Default().
 	Logger *slog.Logger
+
+	// uidKey is the node's key for the UIDs of pods taking ConfigMap and
+	// Secret values as environment (loadUIDKey); Run sets it.
+	uidKey []byte
 }
 
 // SourceNames lists the sources cfg enables, for NewStore: the agent may
@@ -87,6 +91,7 @@ func Run(ctx context.Context, cfg SourceConfig, store *Store) error {
 	if cfg.NodeName == "" {
 		return errors.New("manifest sources: node name is required")
 	}
+	cfg.uidKey = loadUIDKey(cfg.StateDir, cfg.logger())
 	var hs *httpSource
 	if cfg.URL != "" {
 		u, err := url.Parse(cfg.URL)

@@ -9,10 +9,10 @@ import (
 
 // supportedVolumes are the volume types a node without an API server can
 // provide, the ones the field registry (fields.go) says berth honours:
-// hostPath, emptyDir and image (KEP-4639, pulled like container images;
-// the runtime must be able to mount them, cri/imagevolume.go). Everything
-// else needs objects (ConfigMaps, Secrets, claims, tokens) or drivers that
-// only a cluster has.
+// hostPath, emptyDir, image (KEP-4639, pulled like container images; the
+// runtime must be able to mount them, cri/imagevolume.go), and configMap
+// and secret, which take the objects of the pod's own source. Everything
+// else needs objects (claims, tokens) or drivers that only a cluster has.
 var supportedVolumes = func() map[string]bool {
 	const prefix = "spec.volumes[*]."
 	m := map[string]bool{}
@@ -49,48 +49,8 @@ func checkStandalone(pod *v1.Pod) field.ErrorList {
 	if len(spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("ephemeralContainers"), "ephemeral containers are added through an API server; a manifest cannot declare them"))
 	}
-	if len(spec.ImagePullSecrets) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("imagePullSecrets"),
-			"Secrets live in an API server, which a standalone node has none of; configure registry credentials in the container runtime instead"))
-	}
 	if len(spec.ResourceClaims) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("resourceClaims"), "dynamic resource allocation needs an API server and a DRA driver"))
-	}
-	for _, list := range []struct {
-		name string
-		cs   []v1.Container
-	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
-		for i := range list.cs {
-			errs = append(errs, checkContainerRefs(&list.cs[i], p.Child(list.name).Index(i))...)
-		}
-	}
-	return errs
-}
-
-// checkContainerRefs rejects environment taken from ConfigMaps and Secrets.
-func checkContainerRefs(c *v1.Container, p *field.Path) field.ErrorList {
-	const why = " live in an API server, which a standalone node has none of; set the value in the manifest or read it from a hostPath file"
-	var errs field.ErrorList
-	for i, ev := range c.Env {
-		if ev.ValueFrom == nil {
-			continue
-		}
-		vp := p.Child("env").Index(i).Child("valueFrom")
-		switch {
-		case ev.ValueFrom.ConfigMapKeyRef != nil:
-			errs = append(errs, field.Forbidden(vp.Child("configMapKeyRef"), "ConfigMaps"+why))
-		case ev.ValueFrom.SecretKeyRef != nil:
-			errs = append(errs, field.Forbidden(vp.Child("secretKeyRef"), "Secrets"+why))
-		}
-	}
-	for i, src := range c.EnvFrom {
-		sp := p.Child("envFrom").Index(i)
-		if src.ConfigMapRef != nil {
-			errs = append(errs, field.Forbidden(sp.Child("configMapRef"), "ConfigMaps"+why))
-		}
-		if src.SecretRef != nil {
-			errs = append(errs, field.Forbidden(sp.Child("secretRef"), "Secrets"+why))
-		}
 	}
 	return errs
 }
@@ -105,12 +65,10 @@ func saName(spec *v1.PodSpec) string {
 // volumeAdvice explains why a volume type is refused and what works instead.
 func volumeAdvice(name string) string {
 	switch name {
-	case "configMap", "secret":
-		return name + " volumes need an API server, which a standalone node has none of; use a hostPath volume or bake the files into the image"
 	case "persistentVolumeClaim", "ephemeral":
 		return name + " volumes need an API server to bind claims, which a standalone node has none of; use a hostPath volume"
 	case "projected":
-		return "projected volumes (service-account tokens, ConfigMaps, Secrets) need an API server, which a standalone node has none of; use a hostPath volume"
+		return "projected volumes (service-account tokens, ConfigMaps, Secrets) need an API server, which a standalone node has none of; use configMap and secret volumes of local objects, or a hostPath volume"
 	}
-	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath, emptyDir and image"
+	return name + " volumes are not supported by berth on a standalone node; supported types are hostPath, emptyDir, image, configMap and secret"
 }

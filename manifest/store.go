@@ -24,6 +24,9 @@ type Snapshot struct {
 	// Problems are all the current problems of the source; they replace the
 	// previous ones.
 	Problems []Problem
+	// Objects are the ConfigMaps and Secrets each pod references, by the
+	// pod's UID; pods without references have none.
+	Objects map[types.UID]*PodObjects
 	// Failed means the source could not be read at all this time (directory
 	// unreadable, URL unreachable). Pods still holds what the source keeps
 	// from before. A failed snapshot does not count as the source's delivery
@@ -62,8 +65,13 @@ type Store struct {
 	// offered holds every source's last snapshot of pods, accepted or
 	// not: a pod refused because another source has its UID is accepted
 	// once that one goes, without waiting for its own source to resend.
-	offered  map[string][]*v1.Pod
-	problems map[string][]Problem // source -> its current problems
+	offered map[string][]*v1.Pod
+	// offeredObjects holds every source's last snapshot of objects, and
+	// objects those of the pods accepted, by UID: an edit of a ConfigMap
+	// is an update of the pods that use it.
+	offeredObjects map[string]map[types.UID]*PodObjects
+	objects        map[types.UID]*PodObjects
+	problems       map[string][]Problem // source -> its current problems
 	// conflicts are the DuplicateUID problems across sources, recomputed
 	// on every merge.
 	conflicts []Problem
@@ -86,14 +94,16 @@ func NewStore(sources ...string) *Store {
 // kubernetes.io/config.seen, for tests.
 func NewStoreWithClock(c clock.PassiveClock, sources ...string) *Store {
 	return &Store{
-		clock:     c,
-		updates:   make(chan PodUpdate, updatesBuffer),
-		required:  append([]string(nil), sources...),
-		delivered: make(map[string]bool),
-		pods:      make(map[string]map[types.UID]*v1.Pod),
-		inputs:    make(map[string]map[types.UID]*v1.Pod),
-		offered:   make(map[string][]*v1.Pod),
-		problems:  make(map[string][]Problem),
+		clock:          c,
+		updates:        make(chan PodUpdate, updatesBuffer),
+		required:       append([]string(nil), sources...),
+		delivered:      make(map[string]bool),
+		pods:           make(map[string]map[types.UID]*v1.Pod),
+		inputs:         make(map[string]map[types.UID]*v1.Pod),
+		offered:        make(map[string][]*v1.Pod),
+		offeredObjects: make(map[string]map[types.UID]*PodObjects),
+		objects:        make(map[types.UID]*PodObjects),
+		problems:       make(map[string][]Problem),
 	}
 }
 
@@ -144,6 +154,15 @@ func (s *Store) Pods() []*v1.Pod {
 	return out
 }
 
+// PodObjects returns the ConfigMaps and Secrets the pod with uid
+// references, as of the last update the store queued for it; nil when it
+// has none or is unknown. The caller must not modify them.
+func (s *Store) PodObjects(uid types.UID) *PodObjects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.objects[uid]
+}
+
 // Apply merges one snapshot and hands the resulting updates to Updates(),
 // waiting for room in the channel. It returns ctx.Err() if ctx ends first;
 // the unsent updates stay queued for the next Apply.
@@ -170,6 +189,7 @@ func (s *Store) merge(snap Snapshot) {
 		s.delivered[snap.Source] = true
 	}
 	s.offered[snap.Source] = snap.Pods
+	s.offeredObjects[snap.Source] = snap.Objects
 	sources := make([]string, 0, len(s.offered))
 	for src := range s.offered {
 		sources = append(sources, src)
@@ -216,19 +236,25 @@ func (s *Store) merge(snap Snapshot) {
 		}
 		queued[op][src] = append(queued[op][src], p)
 	}
+	objects := make(map[types.UID]*PodObjects, len(s.objects))
 	for _, src := range sources {
 		cur := make(map[types.UID]*v1.Pod, len(accepted[src]))
 		inputs := make(map[types.UID]*v1.Pod, len(accepted[src]))
 		for _, p := range accepted[src] {
 			inputs[p.UID] = p
 			prev, ok := before[p.UID]
+			objs := s.offeredObjects[src][p.UID]
+			sameObjects := equalObjects(s.objects[p.UID], objs)
+			if objs != nil {
+				objects[p.UID] = objs
+			}
 			switch {
 			case !ok:
 				p = s.stampSeen(p, "")
 				queue(OpAdd, src, p)
-			case prev.from == p:
+			case prev.from == p && sameObjects:
 				p = prev.pod
-			case differSemantically(prev.pod, p):
+			case !sameObjects || differSemantically(prev.pod, p):
 				p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
 				queue(OpUpdate, src, p)
 			case !equalBookkeeping(prev.pod, p):
@@ -241,6 +267,7 @@ func (s *Store) merge(snap Snapshot) {
 		}
 		s.pods[src], s.inputs[src] = cur, inputs
 	}
+	s.objects = objects
 	for uid, prev := range before {
 		if _, ok := owner[uid]; !ok {
 			queue(OpRemove, prev.src, prev.pod)

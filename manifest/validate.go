@@ -73,6 +73,7 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 		volumes.Insert(v.Name)
 		errs = append(errs, validateVolumeSource(&v.VolumeSource, vp)...)
 	}
+	errs = append(errs, validateObjectRefs(spec, p)...)
 	if len(spec.Containers) == 0 {
 		errs = append(errs, field.Required(p.Child("containers"), "a pod needs at least one container"))
 	}

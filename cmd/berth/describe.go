@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -160,6 +161,13 @@ func describePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
 		}
 	}
 	d.volumes(pod.Spec.Volumes)
+	if len(pod.Spec.ImagePullSecrets) > 0 {
+		names := make([]string, 0, len(pod.Spec.ImagePullSecrets))
+		for _, r := range pod.Spec.ImagePullSecrets {
+			names = append(names, r.Name)
+		}
+		d.line(0, "Image Pull Secrets", strings.Join(names, ", "))
+	}
 	if st.QOSClass != "" {
 		d.line(0, "QoS Class", st.QOSClass)
 	}
@@ -221,6 +229,7 @@ func (d *describer) containers(specs []v1.Container, statuses []v1.ContainerStat
 		d.resources(2, "Requests", c.Resources.Requests)
 		d.probes(c)
 		d.lifecycle(c)
+		d.envFrom(c.EnvFrom)
 		d.env(c.Env)
 		if len(c.VolumeMounts) == 0 {
 			d.line(2, "Mounts", "<none>")
@@ -314,6 +323,25 @@ func (d *describer) resources(level int, key string, rl v1.ResourceList) {
 	}
 }
 
+// envFrom names the ConfigMaps and Secrets a container takes all its
+// variables from, as kubectl does; never their values.
+func (d *describer) envFrom(srcs []v1.EnvFromSource) {
+	if len(srcs) == 0 {
+		return
+	}
+	d.header(2, "Environment Variables from")
+	for _, src := range srcs {
+		switch {
+		case src.ConfigMapRef != nil:
+			d.line(3, src.ConfigMapRef.Name, fmt.Sprintf("ConfigMap with prefix '%s'  Optional: %t", src.Prefix, isTrue(src.ConfigMapRef.Optional)))
+		case src.SecretRef != nil:
+			d.line(3, src.SecretRef.Name, fmt.Sprintf("Secret with prefix '%s'  Optional: %t", src.Prefix, isTrue(src.SecretRef.Optional)))
+		}
+	}
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
 // env shows variables as kubectl does: values as written, references by
 // what they point at.
 func (d *describer) env(env []v1.EnvVar) {
@@ -332,6 +360,12 @@ func (d *describer) env(env []v1.EnvVar) {
 				value = fmt.Sprintf("%s (%s)", vf.ResourceFieldRef.Resource, orNone(vf.ResourceFieldRef.ContainerName))
 			case vf.FileKeyRef != nil:
 				value = fileKeyRefValue(vf.FileKeyRef)
+			case vf.ConfigMapKeyRef != nil:
+				r := vf.ConfigMapKeyRef
+				value = fmt.Sprintf("<set to the key '%s' of config map '%s'>  Optional: %t", r.Key, r.Name, isTrue(r.Optional))
+			case vf.SecretKeyRef != nil:
+				r := vf.SecretKeyRef
+				value = fmt.Sprintf("<set to the key '%s' in secret '%s'>  Optional: %t", r.Key, r.Name, isTrue(r.Optional))
 			default:
 				value = "<set from a reference>"
 			}
@@ -367,6 +401,14 @@ func (d *describer) volumes(vols []v1.Volume) {
 			d.line(2, "SizeLimit", limit)
 		case v.Image != nil:
 			d.imageVolume(v.Image)
+		case v.ConfigMap != nil:
+			d.line(2, "Type", "ConfigMap (a volume populated by a ConfigMap)")
+			d.line(2, "Name", v.ConfigMap.Name)
+			d.line(2, "Optional", strconv.FormatBool(isTrue(v.ConfigMap.Optional)))
+		case v.Secret != nil:
+			d.line(2, "Type", "Secret (a volume populated by a Secret)")
+			d.line(2, "SecretName", v.Secret.SecretName)
+			d.line(2, "Optional", strconv.FormatBool(isTrue(v.Secret.Optional)))
 		default:
 			d.line(2, "Type", "<unknown>")
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/agent"
@@ -106,22 +107,6 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 
 	clk := clock.RealClock{}
 	events := agent.NewEventLog(clk, log)
-	mgr := cri.NewManager(rs, is, cri.Options{
-		NodeName:                nodeName,
-		RootDir:                 s.RootDir,
-		PodLogsDir:              s.PodLogsDir,
-		ResolvConf:              s.ResolvConf,
-		ClusterDNS:              s.ClusterDNS,
-		ClusterDomain:           s.ClusterDomain,
-		CrashLoopBackoffInitial: s.CrashLoopBackoffInitial.Duration,
-		CrashLoopBackoffMax:     s.CrashLoopBackoffMax.Duration,
-		HostIP:                  hostIP,
-		Recorder:                events,
-		Logger:                  log,
-	})
-	// The collector removes what the manager's relists saw die.
-	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
-
 	srcCfg := manifest.SourceConfig{
 		NodeName:           nodeName,
 		ManifestPath:       s.PodManifestPath,
@@ -138,7 +123,25 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		StateDir:           s.manifestStateDir(),
 		Logger:             log,
 	}
+	// The manager reads the pods' ConfigMaps and Secrets from the store.
 	store := manifest.NewStore(srcCfg.SourceNames()...)
+	mgr := cri.NewManager(rs, is, cri.Options{
+		NodeName:                nodeName,
+		RootDir:                 s.RootDir,
+		PodLogsDir:              s.PodLogsDir,
+		ResolvConf:              s.ResolvConf,
+		ClusterDNS:              s.ClusterDNS,
+		ClusterDomain:           s.ClusterDomain,
+		CrashLoopBackoffInitial: s.CrashLoopBackoffInitial.Duration,
+		CrashLoopBackoffMax:     s.CrashLoopBackoffMax.Duration,
+		HostIP:                  hostIP,
+		Recorder:                events,
+		Objects:                 podObjects(store),
+		Logger:                  log,
+	})
+	// The collector removes what the manager's relists saw die.
+	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
+
 	a := agent.New(agent.Config{
 		NodeName:      nodeName,
 		HostIP:        hostIP,
@@ -244,4 +247,16 @@ func (s *settings) manifestStateDir() string {
 		return ""
 	}
 	return filepath.Join(s.RootDir, "manifests")
+}
+
+// podObjects gives the runtime manager the ConfigMaps and Secrets the store
+// resolved for each pod: manifest and cri do not know each other.
+func podObjects(store *manifest.Store) func(types.UID) cri.PodObjects {
+	return func(uid types.UID) cri.PodObjects {
+		o := store.PodObjects(uid)
+		if o == nil {
+			return cri.PodObjects{}
+		}
+		return cri.PodObjects{ConfigMaps: o.ConfigMaps, Secrets: o.Secrets}
+	}
 }

@@ -59,6 +59,9 @@ type Options struct {
 	// Registry starts a local docker-registry with the busybox image pushed
 	// (default false: it costs time).
 	Registry bool
+	// RegistryAuth, with Registry, makes the registry require these
+	// credentials (docker-registry's htpasswd authentication).
+	RegistryAuth *RegistryAuth
 	// Dir, when set, is the bed's root instead of a fresh temp dir. It is
 	// created if missing and must not hold another bed. `testbed up` uses it.
 	Dir string
@@ -97,7 +100,10 @@ type Bed struct {
 	mu         sync.Mutex
 	containerd *process
 	registry   *process
-	closed     bool
+	// registryAuth is Options.RegistryAuth; set before the registry
+	// starts and never changed.
+	registryAuth *RegistryAuth
+	closed       bool
 }
 
 // Start brings a bed up: it builds (or takes from the cache) the images,
@@ -199,6 +205,7 @@ func start(opts Options) (*Bed, error) {
 		BusyboxImage: BusyboxRef,
 		PauseImage:   PauseRef,
 		owner:        own,
+		registryAuth: opts.RegistryAuth,
 		version:      version,
 	}
 	b.Endpoint = "unix://" + b.Socket

@@ -9,7 +9,15 @@ import (
 	"os/exec"
 	"strconv"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
+
+// RegistryAuth turns on basic authentication on the bed's registry: pulls
+// need these credentials.
+type RegistryAuth struct {
+	User, Password string
+}
 
 // registryConfigTemplate is docker-registry's config: storage inside the
 // bed, loopback only, quiet logs.
@@ -27,6 +35,14 @@ http:
   addr: %q
 `
 
+// registryAuthTemplate turns on docker-registry's basic authentication
+// against an htpasswd file (bcrypt only, as docker-registry reads it).
+const registryAuthTemplate = `auth:
+  htpasswd:
+    realm: berth-testbed
+    path: %q
+`
+
 // registryConfigPath is docker-registry's config file; it also identifies
 // the bed's registry process by its command line.
 func (b *Bed) registryConfigPath() string { return b.path("registry.yml") }
@@ -40,7 +56,18 @@ func (b *Bed) startRegistry(archive string) error {
 		return err
 	}
 	host := "127.0.0.1:" + strconv.Itoa(port)
-	if err := os.WriteFile(b.registryConfigPath(), fmt.Appendf(nil, registryConfigTemplate, b.path("registry"), host), 0o644); err != nil {
+	config := fmt.Appendf(nil, registryConfigTemplate, b.path("registry"), host)
+	if auth := b.registryAuth; auth != nil {
+		hash, err := bcrypt.GenerateFromPassword([]byte(auth.Password), bcrypt.MinCost)
+		if err != nil {
+			return fmt.Errorf("hash the registry password: %w", err)
+		}
+		if err := os.WriteFile(b.path("registry.htpasswd"), fmt.Appendf(nil, "%s:%s\n", auth.User, hash), 0o600); err != nil {
+			return fmt.Errorf("write registry htpasswd: %w", err)
+		}
+		config = fmt.Appendf(config, registryAuthTemplate, b.path("registry.htpasswd"))
+	}
+	if err := os.WriteFile(b.registryConfigPath(), config, 0o644); err != nil {
 		return fmt.Errorf("write registry config: %w", err)
 	}
 	hostsDir := b.path("certs.d", host)
@@ -59,11 +86,14 @@ func (b *Bed) startRegistry(archive string) error {
 	b.Registry = host
 	b.RegistryBusyboxImage = host + "/library/busybox:1.36"
 	b.mu.Unlock()
-	if err := waitRegistry(p, host, 30*time.Second); err != nil {
+	if err := waitRegistry(p, host, b.registryAuth, 30*time.Second); err != nil {
 		return fmt.Errorf("registry on %s: %w\nregistry.log:\n%s", host, err, tail(b.path("registry.log"), 20))
 	}
-	cmd := exec.Command("skopeo", "--insecure-policy", "copy", "--quiet", "--dest-tls-verify=false",
-		"oci-archive:"+archive+":1.36", "docker://"+b.RegistryBusyboxImage)
+	args := []string{"--insecure-policy", "copy", "--quiet", "--dest-tls-verify=false"}
+	if auth := b.registryAuth; auth != nil {
+		args = append(args, "--dest-creds", auth.User+":"+auth.Password)
+	}
+	cmd := exec.Command("skopeo", append(args, "oci-archive:"+archive+":1.36", "docker://"+b.RegistryBusyboxImage)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+b.path("tmp"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("push busybox to the registry: %w: %s", err, out)
@@ -81,8 +111,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitRegistry polls the registry's /v2/ until it answers.
-func waitRegistry(p *process, host string, timeout time.Duration) error {
+// waitRegistry polls the registry's /v2/ until it answers, with the
+// credentials when it has authentication on.
+func waitRegistry(p *process, host string, auth *RegistryAuth, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for {
@@ -92,6 +123,9 @@ func waitRegistry(p *process, host string, timeout time.Duration) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
 		if err != nil {
 			return fmt.Errorf("registry request: %w", err)
+		}
+		if auth != nil {
+			req.SetBasicAuth(auth.User, auth.Password)
 		}
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()

@@ -1,0 +1,418 @@
+package manifest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+const (
+	cmFiles = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: files
+data:
+  greeting: hello
+binaryData:
+  blob: AAE=
+`
+	secretDB = `apiVersion: v1
+kind: Secret
+metadata:
+  name: db
+data:
+  user: YXBw
+stringData:
+  password: hunter2
+`
+	// refPod mounts "files", takes MODE from "envs" and the password from
+	// "db". Line 15 names the ConfigMap of the volume.
+	refPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: main
+    image: busybox:1.36
+    env:
+    - name: PW
+      valueFrom:
+        secretKeyRef: {name: db, key: password}
+  volumes:
+  - name: files
+    configMap: {name: files}
+`
+)
+
+// problemLines renders problems as "LINE FIELD REASON" for comparison.
+func problemLines(ps []Problem) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%d %s %s", p.Line, p.Field, p.Reason))
+	}
+	return out
+}
+
+func TestParseObjects(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		wantObjs  int
+		wantProbs []string
+		wantMsg   string // in the first problem
+	}{
+		{name: "a ConfigMap and a Secret beside a pod", in: cmFiles + "---\n" + secretDB + "---\n" + podManifest("web", "img:1"), wantObjs: 2},
+		{name: "in a List", in: `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: a}
+  data: {k: v}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p}
+  spec:
+    containers: [{name: c, image: i}]
+`, wantObjs: 1},
+		{name: "not in a PodList", in: "apiVersion: v1\nkind: PodList\nitems:\n- kind: ConfigMap\n  metadata: {name: a}\n",
+			wantProbs: []string{"4 items[0].kind DecodeError"}},
+		{name: "unknown field", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndatta: {k: v}\n",
+			wantProbs: []string{"4 datta DecodeError"}, wantMsg: `ConfigMap "a": unknown field`},
+		{name: "bad base64 never quoted", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata:\n  k: not*base64\n",
+			wantProbs: []string{"5 data[k] DecodeError"}, wantMsg: "must be base64"},
+		{name: "bad key", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {'a/b': v}\n",
+			wantProbs: []string{"4 data[a/b] Invalid"}},
+		{name: "key in data and binaryData", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\nbinaryData: {k: AA==}\n",
+			wantProbs: []string{"5 binaryData[k] Invalid"}},
+		{name: "bad name", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: A_b}\n",
+			wantProbs: []string{"3 metadata.name Invalid"}},
+		{name: "no name", in: "apiVersion: v1\nkind: Secret\nmetadata: {}\n",
+			wantProbs: []string{"3 metadata.name Invalid"}},
+		{name: "dockerconfigjson without its key", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/dockerconfigjson\n",
+			wantProbs: []string{"1 data[.dockerconfigjson] Invalid"}},
+		{name: "dockerconfigjson not JSON, contents never quoted", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: 'topsecret{'\n",
+			wantProbs: []string{"1 data[.dockerconfigjson] Invalid"}, wantMsg: "must be a JSON object"},
+		{name: "tls needs both keys", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/tls\ndata: {tls.crt: AA==}\n",
+			wantProbs: []string{"5 data[tls.key] Invalid"}},
+		{name: "service-account token", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: kubernetes.io/service-account-token\n",
+			wantProbs: []string{"4 type Unsupported"}},
+		{name: "too large", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: " + strings.Repeat("x", maxObjectSize+1) + "\n",
+			wantProbs: []string{"4 data Invalid"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Parse([]byte(tt.in), webOrigin, testNode)
+			if len(res.Objects) != tt.wantObjs {
+				t.Errorf("%d objects, want %d", len(res.Objects), tt.wantObjs)
+			}
+			got := problemLines(res.Problems)
+			if strings.Join(got, "\n") != strings.Join(tt.wantProbs, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s\nfull: %v", strings.Join(got, "\n"), strings.Join(tt.wantProbs, "\n"), res.Problems)
+			}
+			for _, p := range res.Problems {
+				if p.Name != "" {
+					t.Errorf("an object's problem names a pod %q: it would show in /pods as a rejected pod", p.Name)
+				}
+				if strings.Contains(p.Message, "topsecret") || strings.Contains(p.Message, "not*base64") {
+					t.Errorf("problem quotes a Secret's contents: %s", p.Message)
+				}
+			}
+			if tt.wantMsg != "" && (len(res.Problems) == 0 || !strings.Contains(res.Problems[0].Message, tt.wantMsg)) {
+				t.Errorf("problems %v, want the first to say %q", res.Problems, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestParseObjectDefaults(t *testing.T) {
+	res := Parse([]byte(secretDB+"---\n"+cmFiles), webOrigin, testNode)
+	if len(res.Objects) != 2 {
+		t.Fatalf("objects %+v, problems %v", res.Objects, res.Problems)
+	}
+	s := res.Objects[0].Secret
+	if s.Namespace != "default" || s.Type != v1.SecretTypeOpaque || s.StringData != nil ||
+		string(s.Data["password"]) != "hunter2" || string(s.Data["user"]) != "app" {
+		t.Errorf("secret not defaulted as the API server stores it: %+v", s)
+	}
+	if res.Objects[0].Line != 1 || res.Objects[1].Line != 10 {
+		t.Errorf("lines %d, %d; want 1, 10", res.Objects[0].Line, res.Objects[1].Line)
+	}
+}
+
+// resolveFiles assembles the file source's snapshot of the given files
+// (name -> content), in order, with r.
+func resolveFiles(r *resolver, files ...[2]string) Snapshot {
+	var results []merged
+	for _, f := range files {
+		o := Origin{Source: SourceFile, Path: "/m/" + f[0]}
+		results = append(results, merged{origin: o, res: Parse([]byte(f[1]), o, testNode)})
+	}
+	return assemble(SourceFile, results, false, nil, r)
+}
+
+func TestResolve(t *testing.T) {
+	yes := "true"
+	tests := []struct {
+		name      string
+		files     [][2]string
+		wantPods  int
+		wantProbs []string
+		wantMsg   string
+	}{
+		{name: "objects in another file of the directory", wantPods: 1,
+			files: [][2]string{{"a.yaml", cmFiles + "---\n" + secretDB}, {"b.yaml", refPod}}},
+		{name: "objects after the pod in its file", wantPods: 1,
+			files: [][2]string{{"a.yaml", refPod + "---\n" + cmFiles + "---\n" + secretDB}}},
+		{name: "a missing ConfigMap is an error at its line", wantPods: 0,
+			files:     [][2]string{{"a.yaml", secretDB}, {"b.yaml", refPod}},
+			wantProbs: []string{"15 spec.volumes[0].configMap.name MissingObject"},
+			wantMsg:   `/m/b.yaml:15: spec.volumes[0].configMap.name: Invalid value: "files": no ConfigMap of that name in namespace "default"`},
+		{name: "a missing key", wantPods: 0,
+			files:     [][2]string{{"a.yaml", cmFiles + "---\n" + strings.Replace(secretDB, "password", "pass", 1)}, {"b.yaml", refPod}},
+			wantProbs: []string{"12 spec.containers[0].env[0].valueFrom.secretKeyRef.key MissingObject"},
+			wantMsg:   `Secret "db" has no key "password"`},
+		{name: "optional references may miss", wantPods: 1,
+			files: [][2]string{{"b.yaml", strings.Replace(strings.Replace(refPod, "{name: files}", "{name: files, optional: "+yes+"}", 1),
+				"key: password}", "key: password, optional: true}", 1)}}},
+		{name: "another namespace does not count", wantPods: 0,
+			files: [][2]string{{"a.yaml", strings.Replace(cmFiles, "name: files", "name: files\n  namespace: other", 1) + "---\n" + secretDB},
+				{"b.yaml", refPod}},
+			wantProbs: []string{"15 spec.volumes[0].configMap.name MissingObject"}},
+		{name: "a duplicate object: the first in order counts", wantPods: 1,
+			files:     [][2]string{{"a.yaml", cmFiles + "---\n" + secretDB}, {"b.yaml", cmFiles + "---\n" + refPod}},
+			wantProbs: []string{"1 metadata.name DuplicateName"}},
+		{name: "a pull secret must hold registry credentials", wantPods: 0,
+			files:     [][2]string{{"a.yaml", secretDB}, {"b.yaml", strings.Replace(podManifest("p", "img"), "spec:\n", "spec:\n  imagePullSecrets: [{name: db}]\n", 1)}},
+			wantProbs: []string{"6 spec.imagePullSecrets[0].name MissingObject"},
+			wantMsg:   "must be of type kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg"},
+		{name: "in a List item, the path has its prefix", wantPods: 0,
+			files:     [][2]string{{"l.yaml", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(refPod, "\n"), "\n", "\n  ") + "\n"}},
+			wantProbs: []string{"15 items[0].spec.containers[0].env[0].valueFrom.secretKeyRef.name MissingObject", "18 items[0].spec.volumes[0].configMap.name MissingObject"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := resolveFiles(&resolver{}, tt.files...)
+			if len(snap.Pods) != tt.wantPods {
+				t.Errorf("%d pods, want %d; problems %v", len(snap.Pods), tt.wantPods, snap.Problems)
+			}
+			got := problemLines(snap.Problems)
+			if strings.Join(got, "\n") != strings.Join(tt.wantProbs, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s\nfull: %v", strings.Join(got, "\n"), strings.Join(tt.wantProbs, "\n"), snap.Problems)
+			}
+			if tt.wantMsg != "" && (len(snap.Problems) == 0 || !strings.Contains(snap.Problems[0].Error(), tt.wantMsg)) {
+				t.Errorf("problems %v, want the first to say %q", snap.Problems, tt.wantMsg)
+			}
+			for _, p := range snap.Pods {
+				if snap.Objects[p.UID] == nil {
+					t.Errorf("pod %s has no objects", p.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveUIDFollowsEnvOnly(t *testing.T) {
+	r := &resolver{}
+	uid := func(files ...[2]string) string {
+		t.Helper()
+		snap := resolveFiles(r, files...)
+		if len(snap.Pods) != 1 {
+			t.Fatalf("pods %v, problems %v", snap.Pods, snap.Problems)
+		}
+		return string(snap.Pods[0].UID)
+	}
+	base := uid([2]string{"a.yaml", cmFiles + "---\n" + secretDB}, [2]string{"b.yaml", refPod})
+	if got := uid([2]string{"a.yaml", strings.Replace(cmFiles, "hello", "bye", 1) + "---\n" + secretDB}, [2]string{"b.yaml", refPod}); got != base {
+		t.Errorf("an edit of a mounted ConfigMap changed the UID")
+	}
+	if got := uid([2]string{"a.yaml", cmFiles + "---\n" + strings.Replace(secretDB, "user: YXBw", "user: Ym9i", 1)}, [2]string{"b.yaml", refPod}); got != base {
+		t.Errorf("an edit of a Secret's key the pod does not use changed the UID")
+	}
+	changed := uid([2]string{"a.yaml", cmFiles + "---\n" + strings.Replace(secretDB, "hunter2", "hunter3", 1)}, [2]string{"b.yaml", refPod})
+	if changed == base {
+		t.Errorf("an edit of a value used as env kept the UID")
+	}
+	// A fixed metadata.uid stays.
+	fixed := strings.Replace(refPod, "  name: web\n", "  name: web\n  uid: fixed\n", 1)
+	if got := uid([2]string{"a.yaml", cmFiles + "---\n" + secretDB}, [2]string{"b.yaml", fixed}); got != "fixed" {
+		t.Errorf("uid %q, want the manifest's", got)
+	}
+}
+
+func TestResolveKeepsLastGood(t *testing.T) {
+	r := &resolver{}
+	good := resolveFiles(r, [2]string{"a.yaml", cmFiles + "---\n" + secretDB}, [2]string{"b.yaml", refPod})
+	if len(good.Pods) != 1 {
+		t.Fatalf("problems %v", good.Problems)
+	}
+	// The ConfigMap's file goes: the pod keeps running with what it had.
+	snap := resolveFiles(r, [2]string{"b.yaml", refPod})
+	if len(snap.Pods) != 1 || snap.Pods[0] != good.Pods[0] || snap.Objects[good.Pods[0].UID] != good.Objects[good.Pods[0].UID] {
+		t.Fatalf("the pod was not kept with its objects: %v, problems %v", snap.Pods, snap.Problems)
+	}
+	if len(snap.Problems) != 2 || !strings.Contains(snap.Problems[0].Message, "keeps running") {
+		t.Errorf("problems %v, want both missing objects saying the last good version keeps running", snap.Problems)
+	}
+	// Back again: resolved afresh, no problems.
+	snap = resolveFiles(r, [2]string{"a.yaml", cmFiles + "---\n" + secretDB}, [2]string{"b.yaml", refPod})
+	if len(snap.Pods) != 1 || len(snap.Problems) != 0 {
+		t.Errorf("pods %v problems %v", snap.Pods, snap.Problems)
+	}
+	// A pod never resolved is not started.
+	snap = resolveFiles(&resolver{}, [2]string{"b.yaml", refPod})
+	if len(snap.Pods) != 0 {
+		t.Errorf("a pod whose objects never existed runs")
+	}
+}
+
+func TestKeepLastGoodObjects(t *testing.T) {
+	prev := Parse([]byte(cmFiles+"---\n"+podManifest("a", "img:1")), webOrigin, testNode)
+	res := keepLastGood(prev, Parse([]byte("a: ["), webOrigin, testNode))
+	if len(res.Objects) != 1 || len(res.Pods) != 1 {
+		t.Errorf("a syntax error dropped objects or pods: %+v", res)
+	}
+	res = keepLastGood(prev, Parse([]byte(podManifest("a", "img:2")), webOrigin, testNode))
+	if len(res.Objects) != 0 {
+		t.Errorf("an object removed from a valid manifest is kept")
+	}
+}
+
+func TestStoreUpdatesOnObjectEdit(t *testing.T) {
+	s := NewStore(SourceFile)
+	r := &resolver{}
+	apply := func(files ...[2]string) []string {
+		t.Helper()
+		if err := s.Apply(context.Background(), resolveFiles(r, files...)); err != nil {
+			t.Fatal(err)
+		}
+		return drain(s)
+	}
+	pod := [2]string{"b.yaml", refPod}
+	if got := apply([2]string{"a.yaml", cmFiles + "---\n" + secretDB}, pod); len(got) != 1 || !strings.HasPrefix(got[0], "ADD") {
+		t.Fatalf("updates %v", got)
+	}
+	if got := apply([2]string{"a.yaml", cmFiles + "---\n" + secretDB}, pod); len(got) != 0 {
+		t.Errorf("a re-read changed nothing but gave %v", got)
+	}
+	got := apply([2]string{"a.yaml", strings.Replace(cmFiles, "hello", "bye", 1) + "---\n" + secretDB}, pod)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "UPDATE") {
+		t.Errorf("an edit of a mounted ConfigMap gave %v, want one UPDATE", got)
+	}
+	uid := s.Pods()[0].UID
+	if o := s.PodObjects(uid); o == nil || o.ConfigMaps["files"].Data["greeting"] != "bye" {
+		t.Errorf("objects of the pod %+v, want the edited ConfigMap", o)
+	}
+	got = apply([2]string{"a.yaml", cmFiles + "---\n" + strings.Replace(secretDB, "hunter2", "x", 1)}, pod)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "REMOVE") || !strings.HasPrefix(got[1], "ADD") {
+		t.Errorf("an edit of a value used as env gave %v, want REMOVE and ADD", got)
+	}
+	if s.PodObjects(uid) != nil {
+		t.Errorf("the removed pod's objects are still served")
+	}
+}
+
+// TestObjectsLastGoodAcrossRestart: a ConfigMap's and a Secret's file
+// broken while berth is down still gives the pod that uses them its data
+// and its UID after the restart, from the persisted state.
+func TestObjectsLastGoodAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	stateDir := filepath.Join(t.TempDir(), "root", "manifests")
+	objs, pod := filepath.Join(dir, "objects.yaml"), filepath.Join(dir, "pod.yaml")
+	write(t, objs, cmFiles+"---\n"+secretDB)
+	write(t, pod, refPod)
+	cfg := SourceConfig{ManifestPath: dir, StateDir: stateDir}
+
+	first := startSources(t, cfg)
+	eventually(t, "the pod", func() bool { return len(first.store.Pods()) == 1 })
+	want := podUIDs(first.store)
+	uid := first.store.Pods()[0].UID
+	first.stop()
+
+	write(t, objs, "{{ not yaml")
+	second := startSources(t, cfg)
+	eventually(t, "the source to deliver", second.store.SourcesReady)
+	if got := podUIDs(second.store); got != want {
+		t.Errorf("pods after the restart:\n%s\nwant:\n%s", got, want)
+	}
+	o := second.store.PodObjects(uid)
+	if o == nil || string(o.Secrets["db"].Data["password"]) != "hunter2" || o.ConfigMaps["files"].Data["greeting"] != "hello" {
+		t.Errorf("objects after the restart: %+v", o)
+	}
+	second.stop()
+}
+
+// TestUIDKey: the key is made once, 0600, and kept; with it the UID of a
+// pod taking a Secret as env is not the unkeyed hash, and stays the same
+// across restarts.
+func TestUIDKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "manifests")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	key := loadUIDKey(dir, log)
+	if len(key) != uidKeySize {
+		t.Fatalf("key of %d bytes", len(key))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, uidKeyName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v (mode %v)", err, fi.Mode())
+	}
+	if again := loadUIDKey(dir, log); !bytes.Equal(again, key) {
+		t.Errorf("the key changed on the second load")
+	}
+	files := [][2]string{{"a.yaml", cmFiles + "---\n" + secretDB}, {"b.yaml", refPod}}
+	keyed := resolveFiles(&resolver{key: key}, files...).Pods[0].UID
+	plain := resolveFiles(&resolver{}, files...).Pods[0].UID
+	if keyed == plain {
+		t.Errorf("the keyed UID is the unkeyed hash")
+	}
+	if again := resolveFiles(&resolver{key: loadUIDKey(dir, log)}, files...).Pods[0].UID; again != keyed {
+		t.Errorf("the UID changed across a restart: %s -> %s", keyed, again)
+	}
+	if err := os.Chmod(filepath.Join(dir, uidKeyName), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if other := loadUIDKey(dir, log); bytes.Equal(other, key) {
+		t.Errorf("a key others may read was used")
+	}
+}
+
+// TestHTTPSourceObjects: a List served by the manifest URL carries the
+// ConfigMaps and Secrets its pods reference.
+func TestHTTPSourceObjects(t *testing.T) {
+	fake := &fakeServer{status: http.StatusOK}
+	list := strings.Replace(podList(cmFiles, secretDB, refPod), "kind: PodList", "kind: List", 1)
+	fake.set(http.StatusOK, `"v1"`, list, false)
+	store := watchedSource(t, SourceConfig{URL: "http://manifests.example/pods", HTTPClient: &http.Client{Transport: fake}})
+	eventually(t, "the pod", func() bool { return len(store.Pods()) == 1 })
+	o := store.PodObjects(store.Pods()[0].UID)
+	if o == nil || o.ConfigMaps["files"] == nil || string(o.Secrets["db"].Data["password"]) != "hunter2" {
+		t.Errorf("objects %+v", o)
+	}
+	if p := store.Problems(); len(p) != 0 {
+		t.Errorf("problems %v", p)
+	}
+}
+
+// TestResolveBinaryDataIsNoEnv: a configMapKeyRef to a binaryData key is
+// refused as the kubelet would fail it; a volume item may name one.
+func TestResolveBinaryDataIsNoEnv(t *testing.T) {
+	envPod := strings.Replace(refPod, "secretKeyRef: {name: db, key: password}", "configMapKeyRef: {name: files, key: blob}", 1)
+	snap := resolveFiles(&resolver{}, [2]string{"a.yaml", cmFiles}, [2]string{"b.yaml", envPod})
+	if got := problemLines(snap.Problems); strings.Join(got, ",") != "12 spec.containers[0].env[0].valueFrom.configMapKeyRef.key MissingObject" {
+		t.Errorf("problems %v", snap.Problems)
+	}
+	volPod := strings.Replace(refPod, "configMap: {name: files}", "configMap: {name: files, items: [{key: blob, path: b}]}", 1)
+	snap = resolveFiles(&resolver{}, [2]string{"a.yaml", cmFiles + "---\n" + secretDB}, [2]string{"b.yaml", volPod})
+	if len(snap.Pods) != 1 {
+		t.Errorf("a volume item naming a binaryData key refused: %v", snap.Problems)
+	}
+}
