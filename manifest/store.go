@@ -29,6 +29,10 @@ type Snapshot struct {
 	// from before. A failed snapshot does not count as the source's delivery
 	// for SourcesReady.
 	Failed bool
+	// Version names the content the source last took, as its server
+	// names it (the URL's ETag, else its Last-Modified); "" when none,
+	// for the status report (agent/statusreport.go).
+	Version string
 }
 
 // updatesBuffer lets sources run ahead of a busy agent for a while before
@@ -64,6 +68,7 @@ type Store struct {
 	// once that one goes, without waiting for its own source to resend.
 	offered  map[string][]*v1.Pod
 	problems map[string][]Problem // source -> its current problems
+	versions map[string]string    // source -> Snapshot.Version
 	// conflicts are the DuplicateUID problems across sources, recomputed
 	// on every merge.
 	conflicts []Problem
@@ -94,6 +99,7 @@ func NewStoreWithClock(c clock.PassiveClock, sources ...string) *Store {
 		inputs:    make(map[string]map[types.UID]*v1.Pod),
 		offered:   make(map[string][]*v1.Pod),
 		problems:  make(map[string][]Problem),
+		versions:  make(map[string]string),
 	}
 }
 
@@ -126,6 +132,20 @@ func (s *Store) Problems() []Problem {
 	out = append(out, s.conflicts...)
 	s.mu.Unlock()
 	sortProblems(out)
+	return out
+}
+
+// Versions returns each source's Snapshot.Version, for sources that have
+// one.
+func (s *Store) Versions() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.versions))
+	for src, v := range s.versions {
+		if v != "" {
+			out[src] = v
+		}
+	}
 	return out
 }
 
@@ -166,6 +186,7 @@ func (s *Store) Apply(ctx context.Context, snap Snapshot) error {
 // held.
 func (s *Store) merge(snap Snapshot) {
 	s.problems[snap.Source] = append([]Problem(nil), snap.Problems...)
+	s.versions[snap.Source] = snap.Version
 	if !snap.Failed {
 		s.delivered[snap.Source] = true
 	}
