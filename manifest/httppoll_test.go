@@ -88,7 +88,7 @@ func TestPollSchedule(t *testing.T) {
 			fail(225*time.Second, "Retry-After", "soon"),
 			fail(315*time.Second, "Retry-After", "99999999999999999999"),
 			fail(315*time.Second, "Retry-After", date(30*24*time.Hour)),
-			ok(10 * time.Second, "Retry-After", "120"),
+			ok(10*time.Second, "Retry-After", "120"),
 			fail(30*time.Second, "Cache-Control", "max-age=120"),
 		}},
 		{"Retry-After as a date without Date counts from berth's clock", 0.5, 5 * time.Minute, []pollStep{
