@@ -48,9 +48,15 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// GC configures the garbage collection passes (gcloop.go); nil runs
 	// none.
-	GC     *GCConfig
-	Clock  clock.WithTickerAndDelayedExecution
-	Logger *slog.Logger
+	GC *GCConfig
+	// Status configures the status report PUT to --status-url
+	// (statusreport.go); nil sends none. Its Clock, Logger and Metrics
+	// are the agent's.
+	Status *StatusReporterConfig
+	// Version is berth's version, for the status report.
+	Version string
+	Clock   clock.WithTickerAndDelayedExecution
+	Logger  *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -98,6 +104,8 @@ type Agent struct {
 	pleg    *pleg
 	metrics *metrics
 	gc      *gcLoop // nil without Config.GC
+	// reporter PUTs the status report; nil without Config.Status.
+	reporter *StatusReporter
 	// probes runs liveness, readiness and startup probes; the pod lanes
 	// feed it and the runtime manager consults it.
 	probes *prober.Manager
@@ -149,6 +157,11 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Exec
 		a.pleg.watchEvents(src, cfg.Clock, cfg.Logger, cfg.EventedRelistPeriod)
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
+	if cfg.Status != nil {
+		sc := *cfg.Status
+		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
+		a.reporter = NewStatusReporter(sc, a.statusReport)
+	}
 	a.probes = prober.NewManager(prober.Options{
 		Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
 		// Lanes exist only once Run made a.workers, and so do probe workers.
@@ -186,6 +199,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			a.gc.run(ctx)
+		}()
+	}
+	if a.reporter != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.reporter.Run(ctx)
 		}()
 	}
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)

@@ -116,10 +116,15 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		MaxPods:            s.MaxPods,
 		Permissions:        manifest.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
+		HTTPBackoffMax:     s.HTTPCheckBackoffMax.Duration,
 		StateDir:           s.manifestStateDir(),
 		Logger:             log,
 	}
 	store := manifest.NewStore(srcCfg.SourceNames()...)
+	status, err := s.statusConfig(nodeName)
+	if err != nil {
+		return err
+	}
 	a := agent.New(agent.Config{
 		NodeName:      nodeName,
 		HostIP:        hostIP,
@@ -128,6 +133,8 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Metrics:       reg,
 		Logger:        log,
 		GC:            s.gcConfig(),
+		Status:        status,
+		Version:       version,
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)
