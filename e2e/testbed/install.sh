@@ -2,14 +2,16 @@
 # Installs, with apt and only when missing, what the berth test bed runs:
 # containerd, runc, the CNI plugins (with the iptables and ip tools they
 # call), a static busybox for the test images, and docker-registry plus
-# skopeo for the local registry. Fast and silent when all is present.
+# skopeo for the local registry, and nginx for the fleet tests (a manifest
+# server and WebDAV target of its own, see nginx.go). Fast and silent when
+# all is present.
 #
 # The packages' own services (a system containerd, a registry on :5000) are
 # kept from starting through policy-rc.d while installing; were they
 # running anyway, beds use their own sockets and ports and do not mind.
 set -eu
 
-pkgs="containerd runc containernetworking-plugins busybox-static docker-registry skopeo iptables iproute2"
+pkgs="containerd runc containernetworking-plugins busybox-static docker-registry skopeo iptables iproute2 nginx"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "testbed: dpkg-query not found: the test bed installs with apt (Debian/Ubuntu)" >&2
