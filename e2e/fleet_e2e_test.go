@@ -1,0 +1,123 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/e2e/testbed"
+)
+
+// TestFleetStatusNginx runs berth as one device of a fleet against a real
+// nginx (Debian's): the pods come from a per-group URL, and berth PUTs its
+// status report to nginx's WebDAV (--status-url with {node}). The report
+// nginx stores follows the pod to Running and ready, names the manifest
+// version (nginx's ETag), and follows a new version of the list within
+// seconds; nginx's access log shows the polls stayed conditional (304s)
+// and every PUT was accepted.
+func TestFleetStatusNginx(t *testing.T) {
+	n, err := testbed.StartNginx(t.TempDir(), testbed.NginxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	const group = "/groups/edge/pods.yaml"
+	if err := n.Publish(group, []byte(podManifest(sleeper("fleet")))); err != nil {
+		t.Fatal(err)
+	}
+	b := newBerth(t, berthOptions{args: []string{
+		"--manifest-url", n.URL + group, "--http-check-frequency", "1s",
+		"--status-url", n.URL + "/status/{node}.json", "--status-period", "10s",
+	}})
+	name := podName("fleet")
+	b.waitRunning(name)
+
+	stored := filepath.Join(n.Root, "status", nodeName+".json")
+	// report waits until the report nginx stores satisfies cond.
+	report := func(what string, cond func(agent.StatusReport) bool) agent.StatusReport {
+		t.Helper()
+		var rep agent.StatusReport
+		took := b.waitFor("the stored status report: "+what, 30*time.Second, func() (bool, string) {
+			data, err := os.ReadFile(stored)
+			if err != nil {
+				return false, err.Error()
+			}
+			rep = agent.StatusReport{}
+			if err := json.Unmarshal(data, &rep); err != nil {
+				return false, fmt.Sprintf("%s: %v", data, err)
+			}
+			return cond(rep), string(data)
+		})
+		t.Logf("status report %s after %s", what, took.Round(time.Millisecond))
+		return rep
+	}
+	etag := func() string {
+		t.Helper()
+		resp, err := http.Head(n.URL + group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("ETag")
+	}
+
+	v1 := etag()
+	rep := report("pod running and ready", func(r agent.StatusReport) bool {
+		return r.Ready && len(r.Pods) == 1 && r.Pods[0].Name == name && r.Pods[0].Phase == "Running" &&
+			r.Pods[0].Ready == "1/1" && r.ManifestVersions["http"] == v1
+	})
+	if rep.Node != nodeName || rep.Time.IsZero() || rep.BerthVersion == "" {
+		t.Errorf("report %+v", rep)
+	}
+
+	// A new version of the group's list: no pods.
+	if err := n.Publish(group, []byte("apiVersion: v1\nkind: PodList\nitems: []\n")); err != nil {
+		t.Fatal(err)
+	}
+	v2 := etag()
+	report("new version applied", func(r agent.StatusReport) bool {
+		return len(r.Pods) == 0 && r.ManifestVersions["http"] == v2 && v2 != v1
+	})
+
+	// nginx logs a request once it answered it, a moment after the report
+	// was stored.
+	var polls, notModified, puts int
+	b.waitFor("nginx to log conditional polls and the PUTs", 10*time.Second, func() (bool, string) {
+		log, err := n.AccessLog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		polls, notModified, puts = 0, 0, 0
+		for _, e := range log {
+			switch {
+			case e.URI == group && e.Status == http.StatusNotModified:
+				notModified++
+				polls++
+			case e.URI == group && e.Method == http.MethodGet:
+				polls++
+			case e.Method == http.MethodPut:
+				puts++
+				if e.Status != http.StatusCreated && e.Status != http.StatusNoContent {
+					t.Fatalf("nginx answered a status PUT with %d", e.Status)
+				}
+			}
+		}
+		return notModified > 0 && puts >= 2, fmt.Sprintf("%d polls with %d 304s, %d PUTs", polls, notModified, puts)
+	})
+	t.Logf("nginx saw %d polls (%d answered 304) and %d status PUTs", polls, notModified, puts)
+	b.waitFor("berth to count the reports nginx stored", 10*time.Second, func() (bool, string) {
+		v, detail := b.metric(`berth_status_reports_total{result="ok"}`)
+		return v >= float64(puts), detail
+	})
+}
