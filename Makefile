@@ -98,7 +98,7 @@ demo: build testbed
 deb: build
 	@sh packaging/deb/build.sh bin/berth $(VERSION) bin
 
-.PHONY: demo deb
+.PHONY: demo deb fleet-sim
 
 # The performance figures (issue 7): builds berth, starts a private test
 # bed, prints one table and writes bench/results.json. BENCH_FLAGS passes
@@ -119,6 +119,17 @@ SOAK_FLAGS ?=
 soak: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthsoak ./bench/soak
 	bin/berthsoak -berth bin/berth $(SOAK_FLAGS)
+
+# The fleet simulation (issue 17): N simulated devices running berth's
+# real URL source and status reporter against a private nginx on loopback;
+# prints the server's idle load and rollout times with and without poll
+# jitter. Not part of `make test`. FLEET_FLAGS passes flags through, e.g.
+# FLEET_FLAGS='-n 500 -idle 30s -sig'.
+FLEET_FLAGS ?=
+
+fleet-sim: testbed
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/fleetsim ./bench/fleetsim
+	bin/fleetsim $(FLEET_FLAGS)
 
 clean:
 	rm -rf bin
