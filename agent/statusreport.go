@@ -220,8 +220,15 @@ func (r *StatusReporter) check(ctx context.Context) {
 	if r.lastErr != "" {
 		r.log.Info("status report delivered again")
 	}
+	first := r.sent == nil
 	r.failures, r.lastErr, r.sent = 0, "", body
 	r.notAfter = now.Add(statusMinInterval)
+	if first {
+		// The first periodic report comes at a random point of the
+		// period, so a fleet started together does not report in step.
+		r.nextPut = now.Add(time.Duration(float64(r.period) * r.rand()))
+		return
+	}
 	r.nextPut = now.Add(time.Duration(float64(r.period) * (1 - statusJitter + 2*statusJitter*r.rand())))
 }
 

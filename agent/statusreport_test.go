@@ -58,7 +58,8 @@ func (s *statusServer) count() int {
 // TestStatusReporterSchedule drives the reporter's checks by hand on a
 // fake clock with the jitter fixed (0.5: none), so every PUT and every
 // absence of one is exact: the first report, nothing while nothing
-// changes, a change debounced to 5 s after the last PUT, the periodic
+// changes, the first periodic report spread over the period, a change
+// debounced to 5 s after the last PUT, the periodic
 // report, back-off while the server fails (logged once, counted), and the
 // recovery.
 func TestStatusReporterSchedule(t *testing.T) {
@@ -83,6 +84,7 @@ func TestStatusReporterSchedule(t *testing.T) {
 		r.check(ctx)
 		return srv.count() > before
 	}
+	const b = 150 * time.Second // the first periodic report
 	for _, st := range []struct {
 		offset time.Duration
 		change func()
@@ -91,19 +93,21 @@ func TestStatusReporterSchedule(t *testing.T) {
 	}{
 		{0, nil, true, "the first report"},
 		{2 * time.Second, nil, false, "nothing changed"},
-		{4 * time.Second, func() { state.Pods[0].Phase = v1.PodRunning }, false, "a change within 5s of the last PUT waits"},
-		{5 * time.Second, nil, true, "the change, 5s after the last PUT"},
-		{7 * time.Second, func() { state.Pods[0].Restarts = 1 }, false, "debounced"},
-		{9 * time.Second, func() { state.Pods[0].Restarts = 2 }, false, "debounced"},
-		{10 * time.Second, nil, true, "the latest state"},
-		{5*time.Minute + 9*time.Second, nil, false, "the period is not over"},
-		{5*time.Minute + 10*time.Second, nil, true, "the periodic report"},
-		{5*time.Minute + 16*time.Second, func() { srv.status = http.StatusForbidden; state.Ready = true }, true, "a change; the server refuses it"},
-		{5*time.Minute + 22*time.Second, nil, false, "back-off after the 1st failure: 7.5s"},
-		{5*time.Minute + 24*time.Second, nil, true, "retry, refused again"},
-		{5*time.Minute + 35*time.Second, nil, false, "back-off after the 2nd failure: 15s"},
-		{5*time.Minute + 40*time.Second, func() { srv.status = http.StatusNoContent }, true, "retry, accepted"},
-		{5*time.Minute + 46*time.Second, nil, false, "delivered: nothing changed"},
+		{b - time.Millisecond, nil, false, "the first periodic report is spread over the period: 0.5 of 5m"},
+		{b, nil, true, "the first periodic report"},
+		{b + 4*time.Second, func() { state.Pods[0].Phase = v1.PodRunning }, false, "a change within 5s of the last PUT waits"},
+		{b + 5*time.Second, nil, true, "the change, 5s after the last PUT"},
+		{b + 7*time.Second, func() { state.Pods[0].Restarts = 1 }, false, "debounced"},
+		{b + 9*time.Second, func() { state.Pods[0].Restarts = 2 }, false, "debounced"},
+		{b + 10*time.Second, nil, true, "the latest state"},
+		{b + 5*time.Minute + 9*time.Second, nil, false, "the period is not over"},
+		{b + 5*time.Minute + 10*time.Second, nil, true, "the periodic report"},
+		{b + 5*time.Minute + 16*time.Second, func() { srv.status = http.StatusForbidden; state.Ready = true }, true, "a change; the server refuses it"},
+		{b + 5*time.Minute + 22*time.Second, nil, false, "back-off after the 1st failure: 7.5s"},
+		{b + 5*time.Minute + 24*time.Second, nil, true, "retry, refused again"},
+		{b + 5*time.Minute + 35*time.Second, nil, false, "back-off after the 2nd failure: 15s"},
+		{b + 5*time.Minute + 40*time.Second, func() { srv.status = http.StatusNoContent }, true, "retry, accepted"},
+		{b + 5*time.Minute + 46*time.Second, nil, false, "delivered: nothing changed"},
 	} {
 		if st.change != nil {
 			srv.mu.Lock()
@@ -117,7 +121,7 @@ func TestStatusReporterSchedule(t *testing.T) {
 
 	last := srv.bodies[len(srv.bodies)-1]
 	if last.Node != "edge-1" || !last.Ready || last.Pods[0].Restarts != 2 || last.Pods[0].Phase != v1.PodRunning ||
-		!last.Time.Equal(start.Add(5*time.Minute+40*time.Second)) {
+		!last.Time.Equal(start.Add(b+5*time.Minute+40*time.Second)) {
 		t.Errorf("last report %+v", last)
 	}
 	req := srv.puts[0]
@@ -127,8 +131,8 @@ func TestStatusReporterSchedule(t *testing.T) {
 	if got := testutil.ToFloat64(r.reports.WithLabelValues("error")); got != 2 {
 		t.Errorf("errors counted: %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(r.reports.WithLabelValues("ok")); got != 5 {
-		t.Errorf("reports counted: %v, want 5", got)
+	if got := testutil.ToFloat64(r.reports.WithLabelValues("ok")); got != 6 {
+		t.Errorf("reports counted: %v, want 6", got)
 	}
 	out := logs.String()
 	if n := strings.Count(out, "status report failed"); n != 1 {
