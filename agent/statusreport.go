@@ -124,7 +124,7 @@ type StatusReporter struct {
 
 	// Owned by the goroutine in Run.
 	sent     []byte    // last report delivered, without its Time
-	nextPut  time.Time // when the periodic report is due
+	nextPut  time.Time // when the periodic report is due; zero before the first check
 	notAfter time.Time // no PUT before this (debounce or back-off)
 	failures int
 	lastErr  string // of the last failed PUT; "" after a success
@@ -186,10 +186,17 @@ func (r *StatusReporter) Run(ctx context.Context) {
 // the periodic report is due, unless the debounce or back-off says wait.
 func (r *StatusReporter) check(ctx context.Context) {
 	now := r.clock.Now()
+	if r.nextPut.IsZero() {
+		// The periodic reports start at a random point of the period,
+		// so a fleet started together does not report in step; changes
+		// do not move them.
+		r.nextPut = now.Add(time.Duration(float64(r.period) * r.rand()))
+	}
 	rep := r.snapshot()
 	body, dropped := boundReport(rep)
 	changed := !bytes.Equal(body, r.sent)
-	if now.Before(r.notAfter) || (!changed && now.Before(r.nextPut)) {
+	periodic := !now.Before(r.nextPut)
+	if now.Before(r.notAfter) || (!changed && !periodic) {
 		return
 	}
 	rep.Time = now.UTC()
@@ -220,16 +227,11 @@ func (r *StatusReporter) check(ctx context.Context) {
 	if r.lastErr != "" {
 		r.log.Info("status report delivered again")
 	}
-	first := r.sent == nil
 	r.failures, r.lastErr, r.sent = 0, "", body
 	r.notAfter = now.Add(statusMinInterval)
-	if first {
-		// The first periodic report comes at a random point of the
-		// period, so a fleet started together does not report in step.
-		r.nextPut = now.Add(time.Duration(float64(r.period) * r.rand()))
-		return
+	if periodic {
+		r.nextPut = now.Add(time.Duration(float64(r.period) * (1 - statusJitter + 2*statusJitter*r.rand())))
 	}
-	r.nextPut = now.Add(time.Duration(float64(r.period) * (1 - statusJitter + 2*statusJitter*r.rand())))
 }
 
 // put sends one report. The timeout runs on the real clock: it bounds a

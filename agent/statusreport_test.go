@@ -100,14 +100,16 @@ func TestStatusReporterSchedule(t *testing.T) {
 		{b + 7*time.Second, func() { state.Pods[0].Restarts = 1 }, false, "debounced"},
 		{b + 9*time.Second, func() { state.Pods[0].Restarts = 2 }, false, "debounced"},
 		{b + 10*time.Second, nil, true, "the latest state"},
-		{b + 5*time.Minute + 9*time.Second, nil, false, "the period is not over"},
-		{b + 5*time.Minute + 10*time.Second, nil, true, "the periodic report"},
-		{b + 5*time.Minute + 16*time.Second, func() { srv.status = http.StatusForbidden; state.Ready = true }, true, "a change; the server refuses it"},
-		{b + 5*time.Minute + 22*time.Second, nil, false, "back-off after the 1st failure: 7.5s"},
-		{b + 5*time.Minute + 24*time.Second, nil, true, "retry, refused again"},
-		{b + 5*time.Minute + 35*time.Second, nil, false, "back-off after the 2nd failure: 15s"},
-		{b + 5*time.Minute + 40*time.Second, func() { srv.status = http.StatusNoContent }, true, "retry, accepted"},
-		{b + 5*time.Minute + 46*time.Second, nil, false, "delivered: nothing changed"},
+		{b + 5*time.Minute - time.Millisecond, nil, false, "the period is not over: reports of changes do not move it"},
+		{b + 5*time.Minute, nil, true, "the periodic report"},
+		{b + 5*time.Minute + 6*time.Second, func() { srv.status = http.StatusForbidden; state.Ready = true }, true, "a change; the server refuses it"},
+		{b + 5*time.Minute + 12*time.Second, nil, false, "back-off after the 1st failure: 7.5s"},
+		{b + 5*time.Minute + 14*time.Second, nil, true, "retry, refused again"},
+		{b + 5*time.Minute + 25*time.Second, nil, false, "back-off after the 2nd failure: 15s"},
+		{b + 5*time.Minute + 30*time.Second, func() { srv.status = http.StatusNoContent }, true, "retry, accepted"},
+		{b + 5*time.Minute + 36*time.Second, nil, false, "delivered: nothing changed"},
+		{b + 10*time.Minute - time.Millisecond, nil, false, "the next periodic report is a period after the last"},
+		{b + 10*time.Minute, nil, true, "the next periodic report"},
 	} {
 		if st.change != nil {
 			srv.mu.Lock()
@@ -121,7 +123,7 @@ func TestStatusReporterSchedule(t *testing.T) {
 
 	last := srv.bodies[len(srv.bodies)-1]
 	if last.Node != "edge-1" || !last.Ready || last.Pods[0].Restarts != 2 || last.Pods[0].Phase != v1.PodRunning ||
-		!last.Time.Equal(start.Add(b+5*time.Minute+40*time.Second)) {
+		!last.Time.Equal(start.Add(b+10*time.Minute)) {
 		t.Errorf("last report %+v", last)
 	}
 	req := srv.puts[0]
@@ -131,8 +133,8 @@ func TestStatusReporterSchedule(t *testing.T) {
 	if got := testutil.ToFloat64(r.reports.WithLabelValues("error")); got != 2 {
 		t.Errorf("errors counted: %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(r.reports.WithLabelValues("ok")); got != 6 {
-		t.Errorf("reports counted: %v, want 6", got)
+	if got := testutil.ToFloat64(r.reports.WithLabelValues("ok")); got != 7 {
+		t.Errorf("reports counted: %v, want 7", got)
 	}
 	out := logs.String()
 	if n := strings.Count(out, "status report failed"); n != 1 {

@@ -20,10 +20,13 @@ import (
 // status report to nginx's WebDAV (--status-url with {node}). The report
 // nginx stores follows the pod to Running and ready, names the manifest
 // version (nginx's ETag), and follows a new version of the list within
-// seconds; nginx's access log shows the polls stayed conditional (304s)
-// and every PUT was accepted.
+// seconds; nginx's access log shows the polls stayed conditional (304s),
+// came no faster than the Cache-Control max-age nginx sends (3 s, with a
+// poll period of 1 s), and every PUT was accepted.
 func TestFleetStatusNginx(t *testing.T) {
-	n, err := testbed.StartNginx(t.TempDir(), testbed.NginxOptions{})
+	n, err := testbed.StartNginx(t.TempDir(), testbed.NginxOptions{
+		ServerDirectives: `location /groups/ { add_header Cache-Control "max-age=3"; }`,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +96,22 @@ func TestFleetStatusNginx(t *testing.T) {
 	// nginx logs a request once it answered it, a moment after the report
 	// was stored.
 	var polls, notModified, puts int
+	var gap time.Duration // shortest between two polls, as nginx logged them
 	b.waitFor("nginx to log conditional polls and the PUTs", 10*time.Second, func() (bool, string) {
 		log, err := n.AccessLog()
 		if err != nil {
 			t.Fatal(err)
 		}
 		polls, notModified, puts = 0, 0, 0
+		var last time.Time
+		gap = time.Hour
 		for _, e := range log {
+			if e.URI == group && e.Method == http.MethodGet {
+				if !last.IsZero() {
+					gap = min(gap, e.At.Sub(last))
+				}
+				last = e.At
+			}
 			switch {
 			case e.URI == group && e.Status == http.StatusNotModified:
 				notModified++
@@ -115,7 +127,13 @@ func TestFleetStatusNginx(t *testing.T) {
 		}
 		return notModified > 0 && puts >= 2, fmt.Sprintf("%d polls with %d 304s, %d PUTs", polls, notModified, puts)
 	})
-	t.Logf("nginx saw %d polls (%d answered 304) and %d status PUTs", polls, notModified, puts)
+	t.Logf("nginx saw %d polls (%d answered 304, %s apart at least) and %d status PUTs", polls, notModified, gap.Round(time.Millisecond), puts)
+	// A poll waits out max-age (3 s, plus jitter); nginx logs a request
+	// when it has answered it, so a slow answer may shorten the gap it
+	// logs by a little, never to the 1 s period.
+	if gap < 2*time.Second {
+		t.Errorf("two polls %s apart: max-age=3 was not honoured", gap)
+	}
 	b.waitFor("berth to count the reports nginx stored", 10*time.Second, func() (bool, string) {
 		v, detail := b.metric(`berth_status_reports_total{result="ok"}`)
 		return v >= float64(puts), detail
