@@ -106,6 +106,23 @@ type sim struct {
 	o       options
 	ngx     *testbed.Nginx
 	version atomic.Int64 // the version published last
+	// failed counts the devices' requests for manifests that got no
+	// answer or an error status, in the current mode.
+	failed atomic.Int64
+}
+
+// failCounter counts the requests of a device that failed.
+type failCounter struct {
+	base   http.RoundTripper
+	failed *atomic.Int64
+}
+
+func (c failCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(r)
+	if err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified) {
+		c.failed.Add(1)
+	}
+	return resp, err
 }
 
 // groupPath is a group's manifest URL path.
@@ -175,12 +192,13 @@ func (s *sim) runMode(mode string, r func() float64) error {
 	defer func() { cancel(); wg.Wait() }()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	devices := make([]*device, s.o.n)
+	s.failed.Store(0)
 	started := time.Now()
 	for i := range devices {
 		d := &device{node: fmt.Sprintf("dev-%04d", i), store: manifest.NewStore(manifest.SourceHTTP)}
 		devices[i] = d
 		// Every device has its own connections, as real devices do.
-		var rt http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 5 * time.Minute}
+		var rt http.RoundTripper = failCounter{&http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 5 * time.Minute}, &s.failed}
 		if s.o.sig {
 			rt = &sigTransport{base: rt, etags: map[string]string{}}
 		}
@@ -200,7 +218,8 @@ func (s *sim) runMode(mode string, r func() float64) error {
 	if err := waitApplied(ctx, devices, v, 1.0, started, 3*s.o.period); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	fmt.Printf("\n== %s: all %d devices applied version %d %.1fs after starting together\n", mode, s.o.n, v, time.Since(started).Seconds())
+	fmt.Printf("\n== %s: all %d devices applied version %d %.1fs after starting together (%d requests for manifests failed on the way)\n",
+		mode, s.o.n, v, time.Since(started).Seconds(), s.failed.Load())
 	// The start burst and its first spread period pass before measuring.
 	time.Sleep(2 * s.o.period)
 	from := time.Now()
