@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestNginx starts the private nginx and checks what the fleet tests rely
@@ -62,9 +63,13 @@ func TestNginx(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(n.Root, "status", "edge-1.json")); err != nil || string(got) != `{"node":"edge-1"}` {
 		t.Errorf("stored report %q, %v", got, err)
 	}
-	log, err := n.AccessLog()
-	if err != nil {
-		t.Fatal(err)
+	// nginx logs a request once it has answered it: the client may see
+	// the answer first.
+	var log []AccessEntry
+	for deadline := time.Now().Add(10 * time.Second); len(log) < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if log, err = n.AccessLog(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if len(log) != 3 || log[0].Status != 200 || log[1].Status != 304 || log[2].Method != http.MethodPut ||
 		log[0].BytesOut <= log[1].BytesOut || log[2].BytesIn == 0 || log[0].URI != "/groups/a/pods.yaml" {
