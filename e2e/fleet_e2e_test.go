@@ -19,10 +19,11 @@ import (
 // nginx (Debian's): the pods come from a per-group URL, and berth PUTs its
 // status report to nginx's WebDAV (--status-url with {node}). The report
 // nginx stores follows the pod to Running and ready, names the manifest
-// version (nginx's ETag), and follows a new version of the list within
-// seconds; nginx's access log shows the polls stayed conditional (304s),
-// came no faster than the Cache-Control max-age nginx sends (3 s, with a
-// poll period of 1 s), and every PUT was accepted.
+// version (nginx's ETag), shows the problem while the URL fails (the pod
+// keeps running, the polls back off), and follows a new version of the
+// list within seconds; nginx's access log shows the polls stayed
+// conditional (304s), came no faster than the Cache-Control max-age nginx
+// sends (3 s, with a poll period of 1 s), and every PUT was accepted.
 func TestFleetStatusNginx(t *testing.T) {
 	n, err := testbed.StartNginx(t.TempDir(), testbed.NginxOptions{
 		ServerDirectives: `location /groups/ { add_header Cache-Control "max-age=3"; }`,
@@ -40,7 +41,7 @@ func TestFleetStatusNginx(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBerth(t, berthOptions{args: []string{
-		"--manifest-url", n.URL + group, "--http-check-frequency", "1s",
+		"--manifest-url", n.URL + group, "--http-check-frequency", "1s", "--http-check-backoff-max", "8s",
 		"--status-url", n.URL + "/status/{node}.json", "--status-period", "10s",
 	}})
 	name := podName("fleet")
@@ -84,6 +85,37 @@ func TestFleetStatusNginx(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 
+	// The group's URL fails (404): berth backs off, the wait doubling from
+	// the period up to --http-check-backoff-max, keeps the pod running,
+	// and reports the problem.
+	if err := os.Remove(filepath.Join(n.Root, filepath.FromSlash(group))); err != nil {
+		t.Fatal(err)
+	}
+	var failed []time.Time
+	b.waitFor("four failed polls", 60*time.Second, func() (bool, string) {
+		log, err := n.AccessLog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed = failed[:0]
+		for _, e := range log {
+			if e.URI == group && e.Status == http.StatusNotFound {
+				failed = append(failed, e.At)
+			}
+		}
+		return len(failed) >= 4, fmt.Sprintf("%d failed polls", len(failed))
+	})
+	g1, g2, g3 := failed[1].Sub(failed[0]), failed[2].Sub(failed[1]), failed[3].Sub(failed[2])
+	t.Logf("waits after the 1st, 2nd and 3rd failed poll: %s, %s, %s", g1.Round(time.Millisecond), g2.Round(time.Millisecond), g3.Round(time.Millisecond))
+	// Between 2 and 4 s, then between 4 and 8 s; nginx logs a request when
+	// it answered it, which may shorten what it logs by a little.
+	if g2 < 1500*time.Millisecond || g3 < 3500*time.Millisecond {
+		t.Errorf("no back-off: waits %s and %s after the 2nd and 3rd failure, want 2-4 s and 4-8 s", g2, g3)
+	}
+	report("a failing URL, the pod still running", func(r agent.StatusReport) bool {
+		return len(r.Pods) == 1 && r.Pods[0].Phase == "Running" && len(r.Problems) == 1 && r.Problems[0].Reason == "Unreachable"
+	})
+
 	// A new version of the group's list: no pods.
 	if err := n.Publish(group, []byte("apiVersion: v1\nkind: PodList\nitems: []\n")); err != nil {
 		t.Fatal(err)
@@ -103,14 +135,18 @@ func TestFleetStatusNginx(t *testing.T) {
 			t.Fatal(err)
 		}
 		polls, notModified, puts = 0, 0, 0
-		var last time.Time
+		var last time.Time // of the previous poll, if it was answered
 		gap = time.Hour
 		for _, e := range log {
 			if e.URI == group && e.Method == http.MethodGet {
-				if !last.IsZero() {
+				answered := e.Status == http.StatusOK || e.Status == http.StatusNotModified
+				if !last.IsZero() && answered {
 					gap = min(gap, e.At.Sub(last))
 				}
-				last = e.At
+				last = time.Time{}
+				if answered {
+					last = e.At
+				}
 			}
 			switch {
 			case e.URI == group && e.Status == http.StatusNotModified:
