@@ -9,7 +9,7 @@ PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time).
 FUZZTIME  ?= 10s
-FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ FuzzCheckPullSecret:./manifest/ \
+FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ FuzzCheckPullSecret:./manifest/ FuzzPollHints:./manifest/ \
 	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
@@ -99,7 +99,7 @@ demo: build testbed
 deb: build
 	@sh packaging/deb/build.sh bin/berth $(VERSION) bin
 
-.PHONY: demo deb
+.PHONY: demo deb fleet-sim
 
 # The performance figures (issue 7): builds berth, starts a private test
 # bed, prints one table and writes bench/results.json. BENCH_FLAGS passes
@@ -120,6 +120,17 @@ SOAK_FLAGS ?=
 soak: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthsoak ./bench/soak
 	bin/berthsoak -berth bin/berth $(SOAK_FLAGS)
+
+# The fleet simulation (issue 17): N simulated devices running berth's
+# real URL source and status reporter against a private nginx on loopback;
+# prints the server's idle load and rollout times with and without poll
+# jitter. Not part of `make test`. FLEET_FLAGS passes flags through, e.g.
+# FLEET_FLAGS='-n 500 -idle 30s -sig'.
+FLEET_FLAGS ?=
+
+fleet-sim: testbed
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/fleetsim ./bench/fleetsim
+	bin/fleetsim $(FLEET_FLAGS)
 
 clean:
 	rm -rf bin

@@ -55,8 +55,14 @@ type Config struct {
 	// Shutdown configures graceful node shutdown (shutdown.go); nil or a
 	// zero grace period leaves it off.
 	Shutdown *ShutdownConfig
-	Clock    clock.WithTickerAndDelayedExecution
-	Logger   *slog.Logger
+	// Status configures the status report PUT to --status-url
+	// (statusreport.go); nil sends none. Its Clock, Logger and Metrics
+	// are the agent's.
+	Status *StatusReporterConfig
+	// Version is berth's version, for the status report.
+	Version string
+	Clock   clock.WithTickerAndDelayedExecution
+	Logger  *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -107,6 +113,8 @@ type Agent struct {
 	// rollback watches new versions and decides rollbacks, which the sync
 	// loop carries out.
 	rollback *rollbacks
+	// reporter PUTs the status report; nil without Config.Status.
+	reporter *StatusReporter
 	// probes runs liveness, readiness and startup probes; the pod lanes
 	// feed it and the runtime manager consults it.
 	probes *prober.Manager
@@ -159,6 +167,11 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Exec
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
 	a.rollback = newRollbacks(cfg.Rollback, cfg.NodeName, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
+	if cfg.Status != nil {
+		sc := *cfg.Status
+		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
+		a.reporter = NewStatusReporter(sc, a.statusReport)
+	}
 	a.probes = prober.NewManager(prober.Options{
 		Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
 		// Lanes exist only once Run made a.workers, and so do probe workers.
@@ -205,6 +218,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			sm.run(ctx)
+		}()
+	}
+	if a.reporter != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.reporter.Run(ctx)
 		}()
 	}
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)

@@ -41,20 +41,45 @@ func httpClient(cfg SourceConfig) (*http.Client, error) {
 		if !strings.HasPrefix(strings.ToLower(cfg.URL), "https://") {
 			return nil, errors.New("--manifest-url-ca is set but --manifest-url is not an https:// URL")
 		}
-		pem, err := os.ReadFile(cfg.URLCAFile)
+		t, err := caTransport(cfg.URLCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("--manifest-url-ca: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--manifest-url-ca: no PEM certificate in %s", cfg.URLCAFile)
-		}
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		c.Transport = t
 	}
 	c.CheckRedirect = sameOriginRedirect
 	return &c, nil
+}
+
+// NewHTTPClient is the HTTP source's kind of client for the other requests
+// berth makes to a fleet's server (the status report): certificates
+// checked against the system's CAs, or only those of the PEM file caFile,
+// and redirects followed within the first request's origin only.
+func NewHTTPClient(caFile string) (*http.Client, error) {
+	c := &http.Client{CheckRedirect: sameOriginRedirect}
+	if caFile != "" {
+		t, err := caTransport(caFile)
+		if err != nil {
+			return nil, err
+		}
+		c.Transport = t
+	}
+	return c, nil
+}
+
+// caTransport trusts only the CAs of a PEM file, read once.
+func caTransport(caFile string) (*http.Transport, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no PEM certificate in %s", caFile)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
 
 // sameOriginRedirect follows a redirect only within the origin of the

@@ -90,6 +90,9 @@ func TestHTTPSourceSigned(t *testing.T) {
 	var log syncBuffer
 	cfg := SourceConfig{
 		NodeName: testNode, URL: "https://m.example/fleet/pods.yaml?token=t1", HTTPCheckFrequency: time.Minute,
+		// No jitter, and a refused body's back-off capped at the period:
+		// every poll is due one step of the clock after the last.
+		HTTPBackoffMax: time.Minute, Rand: func() float64 { return 0.5 },
 		HTTPClient: &http.Client{Transport: fake}, Clock: clk, StateDir: stateDir,
 		URLSigners: signers, SignatureMetrics: metrics, Logger: slog.New(slog.NewTextHandler(&log, nil)),
 	}

@@ -31,12 +31,14 @@ type httpSource struct {
 	nodeName string
 	maxBytes int64
 	maxPods  int
-	period   time.Duration
 	timeout  time.Duration
 	client   *http.Client
 	clock    clock.WithTickerAndDelayedExecution
 	store    *Store
 	log      *slog.Logger
+	schedule *pollSchedule // when to poll next (httppoll.go)
+
+	respHeader http.Header // of the last poll's response, for the schedule; nil when none came
 
 	etag, lastModified string // validators of the last good answer
 	last               Result // last good answer, after keepLastGood
@@ -58,32 +60,32 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		nodeName: cfg.NodeName,
 		maxBytes: cfg.maxBytes(),
 		maxPods:  cfg.MaxPods,
-		period:   cfg.httpCheckFrequency(),
 		timeout:  cfg.httpTimeout(),
 		client:   client,
 		clock:    cfg.clock(),
 		store:    store,
 		log:      log,
+		schedule: newPollSchedule(cfg.httpCheckFrequency(), cfg.httpBackoffMax(), cfg.rand()),
 		state:    newLastGoodState(cfg, SourceHTTP, log),
 		signed:   newSignedOrigin(cfg.URLSigners, cfg, SourceHTTP, log),
 		resolver: resolver{key: cfg.uidKey},
 	}
 }
 
-// run polls at once and then every period until ctx is done.
+// run polls at once and then as the schedule says until ctx is done.
 func (s *httpSource) run(ctx context.Context) {
 	s.restoreLastGood()
-	ticker := s.clock.NewTicker(s.period)
-	defer ticker.Stop()
 	for {
 		s.poll(ctx)
 		if ctx.Err() != nil || s.send(ctx) != nil {
 			return
 		}
+		t := s.clock.NewTimer(s.schedule.next(s.problem != nil, s.respHeader, s.clock.Now()))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-ticker.C():
+		case <-t.C():
 		}
 	}
 }
@@ -147,6 +149,7 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	defer cancel(nil)
 	timer := s.clock.AfterFunc(s.timeout, func() { cancel(errTimedOut) })
 	defer timer.Stop()
+	s.respHeader = nil
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return Result{}, false, err
@@ -177,6 +180,7 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 		return Result{}, false, &fetchError{reason, fmt.Errorf("GET %s: %w", s.origin.Path, stripURL(err))}
 	}
 	defer resp.Body.Close()
+	s.respHeader = resp.Header
 	if resp.StatusCode == http.StatusNotModified && s.answered {
 		return Result{}, false, nil
 	}
@@ -234,5 +238,9 @@ func (s *httpSource) send(ctx context.Context) error {
 		s.state.save(map[string]Result{s.origin.Path: s.last})
 	}
 	results := []merged{{origin: s.origin, res: s.last}}
-	return s.store.Apply(ctx, assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra, &s.resolver))
+	snap := assemble(SourceHTTP, results, !s.answered || s.problem != nil, extra, &s.resolver)
+	if snap.Version = s.etag; snap.Version == "" {
+		snap.Version = s.lastModified
+	}
+	return s.store.Apply(ctx, snap)
 }

@@ -126,12 +126,15 @@ func TestHTTPSource(t *testing.T) {
 	})
 	polls := 0
 	// start makes the source poll once more: the first poll runs at once,
-	// the next ones on the ticker. The previous poll's snapshot is merged,
-	// so the source waits on the ticker and nothing else on the clock.
+	// the next ones when the schedule's timer fires (httppoll_test.go
+	// checks when that is). The previous poll's snapshot is merged, so once
+	// the source waits on the clock it waits on that timer and nothing
+	// else; an hour is past any delay the schedule picks.
 	start := func() {
 		t.Helper()
 		if polls > 0 {
-			clk.Step(time.Minute)
+			eventually(t, "the next poll's timer", clk.HasWaiters)
+			clk.Step(time.Hour)
 		}
 		polls++
 		eventually(t, "the poll's request", func() bool { return fake.count() == polls })

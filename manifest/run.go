@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -33,6 +34,12 @@ type SourceConfig struct {
 	URL                string
 	URLHeader          http.Header
 	HTTPCheckFrequency time.Duration
+	// HTTPBackoffMax is the longest wait after failed polls
+	// (DefaultHTTPBackoffMax); see httppoll.go.
+	HTTPBackoffMax time.Duration
+	// Rand returns uniform numbers in [0, 1) for the poll jitter; nil is
+	// math/rand/v2. Tests fix it; a constant 0.5 polls without jitter.
+	Rand func() float64
 	// HTTPTimeout bounds one whole request, body included.
 	HTTPTimeout time.Duration
 	// HTTPClient replaces the default client (which verifies TLS
@@ -154,6 +161,20 @@ func (cfg SourceConfig) httpCheckFrequency() time.Duration {
 		return cfg.HTTPCheckFrequency
 	}
 	return DefaultHTTPCheckFrequency
+}
+
+func (cfg SourceConfig) httpBackoffMax() time.Duration {
+	if cfg.HTTPBackoffMax > 0 {
+		return cfg.HTTPBackoffMax
+	}
+	return DefaultHTTPBackoffMax
+}
+
+func (cfg SourceConfig) rand() func() float64 {
+	if cfg.Rand != nil {
+		return cfg.Rand
+	}
+	return rand.Float64
 }
 
 func (cfg SourceConfig) httpTimeout() time.Duration {

@@ -32,6 +32,10 @@ type Snapshot struct {
 	// from before. A failed snapshot does not count as the source's delivery
 	// for SourcesReady.
 	Failed bool
+	// Version names the content the source last took, as its server
+	// names it (the URL's ETag, else its Last-Modified); "" when none,
+	// for the status report (agent/statusreport.go).
+	Version string
 }
 
 // updatesBuffer lets sources run ahead of a busy agent for a while before
@@ -72,6 +76,7 @@ type Store struct {
 	offeredObjects map[string]map[types.UID]*PodObjects
 	objects        map[types.UID]*PodObjects
 	problems       map[string][]Problem // source -> its current problems
+	versions       map[string]string    // source -> Snapshot.Version
 	// conflicts are the DuplicateUID problems across sources, recomputed
 	// on every merge.
 	conflicts []Problem
@@ -104,6 +109,7 @@ func NewStoreWithClock(c clock.PassiveClock, sources ...string) *Store {
 		offeredObjects: make(map[string]map[types.UID]*PodObjects),
 		objects:        make(map[types.UID]*PodObjects),
 		problems:       make(map[string][]Problem),
+		versions:       make(map[string]string),
 	}
 }
 
@@ -136,6 +142,20 @@ func (s *Store) Problems() []Problem {
 	out = append(out, s.conflicts...)
 	s.mu.Unlock()
 	sortProblems(out)
+	return out
+}
+
+// Versions returns each source's Snapshot.Version, for sources that have
+// one.
+func (s *Store) Versions() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.versions))
+	for src, v := range s.versions {
+		if v != "" {
+			out[src] = v
+		}
+	}
 	return out
 }
 
@@ -185,6 +205,7 @@ func (s *Store) Apply(ctx context.Context, snap Snapshot) error {
 // held.
 func (s *Store) merge(snap Snapshot) {
 	s.problems[snap.Source] = append([]Problem(nil), snap.Problems...)
+	s.versions[snap.Source] = snap.Version
 	if !snap.Failed {
 		s.delivered[snap.Source] = true
 	}

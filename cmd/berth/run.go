@@ -120,6 +120,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		MaxPods:            s.MaxPods,
 		Permissions:        manifest.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
+		HTTPBackoffMax:     s.HTTPCheckBackoffMax.Duration,
 		StateDir:           s.manifestStateDir(),
 		Logger:             log,
 	}
@@ -142,6 +143,10 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
 
+	status, err := s.statusConfig(nodeName)
+	if err != nil {
+		return err
+	}
 	a := agent.New(agent.Config{
 		NodeName:      nodeName,
 		HostIP:        hostIP,
@@ -159,6 +164,8 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 			StateDir: s.rollbackStateDir(),
 		},
 		Shutdown: s.shutdownSettings.agentConfig(),
+		Status:   status,
+		Version:  version,
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)

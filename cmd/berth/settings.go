@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -42,6 +43,7 @@ type settings struct {
 	PodLogsDir               string              `json:"podLogsDir,omitempty"`
 	FileCheckFrequency       metav1.Duration     `json:"fileCheckFrequency,omitempty"`
 	HTTPCheckFrequency       metav1.Duration     `json:"httpCheckFrequency,omitempty"`
+	HTTPCheckBackoffMax      metav1.Duration     `json:"httpCheckBackoffMax,omitempty"`
 	SyncFrequency            metav1.Duration     `json:"syncFrequency,omitempty"`
 	RuntimeRequestTimeout    metav1.Duration     `json:"runtimeRequestTimeout,omitempty"`
 	Listen                   string              `json:"listen,omitempty"`
@@ -64,6 +66,12 @@ type settings struct {
 	FileRollbackAfter metav1.Duration `json:"fileRollbackAfter"`
 	HTTPRollbackAfter metav1.Duration `json:"httpRollbackAfter"`
 	RollbackMinReady  metav1.Duration `json:"rollbackMinReady"`
+
+	// The status report to a fleet's server (agent/statusreport.go).
+	StatusURL       string              `json:"statusURL,omitempty"`
+	StatusURLHeader map[string][]string `json:"statusURLHeader,omitempty"`
+	StatusURLCA     string              `json:"statusURLCA,omitempty"`
+	StatusPeriod    metav1.Duration     `json:"statusPeriod,omitempty"`
 
 	// Disk garbage collection (cri/gc, scheduled by agent/gcloop.go),
 	// named like the kubelet's.
@@ -91,6 +99,7 @@ func defaultSettings() settings {
 		ManifestPermissions:      string(manifest.PermissionsStrict),
 		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
 		HTTPCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
+		HTTPCheckBackoffMax:      metav1.Duration{Duration: manifest.DefaultHTTPBackoffMax},
 		SyncFrequency:            metav1.Duration{Duration: time.Minute},
 		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 		Listen:                   "127.0.0.1:10255",
@@ -107,6 +116,7 @@ func defaultSettings() settings {
 		// fleet's edit reaches devices nobody watches.
 		HTTPRollbackAfter: metav1.Duration{Duration: 5 * time.Minute},
 		RollbackMinReady:  metav1.Duration{Duration: 10 * time.Second},
+		StatusPeriod:      metav1.Duration{Duration: agent.DefaultStatusPeriod},
 
 		MaximumDeadContainersPerContainer: 1,
 		MaximumDeadContainers:             -1,
@@ -138,7 +148,8 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.StringVar(&s.RootDir, "root-dir", s.RootDir, "directory for berth's state: per-pod (emptyDirs, etc-hosts) and the last good version of each manifest")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "root of the CRI container log layout")
 	durationVar(fs, &s.FileCheckFrequency, "file-check-frequency", "full rescan period of the manifest directory (changes are also watched)")
-	durationVar(fs, &s.HTTPCheckFrequency, "http-check-frequency", "poll period of --manifest-url")
+	durationVar(fs, &s.HTTPCheckFrequency, "http-check-frequency", "poll period of --manifest-url (jittered by ±10%)")
+	durationVar(fs, &s.HTTPCheckBackoffMax, "http-check-backoff-max", "longest wait between polls of --manifest-url after errors (the wait doubles from the period)")
 	durationVar(fs, &s.SyncFrequency, "sync-frequency", "period of the full resync of every pod")
 	durationVar(fs, &s.RuntimeRequestTimeout, "runtime-request-timeout", "timeout of every CRI call")
 	fs.StringVar(&s.Listen, "listen", s.Listen, "TCP address of the local API (\"\" disables it)")
@@ -155,6 +166,10 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	durationVar(fs, &s.FileRollbackAfter, "file-rollback-after", "a new version of a pod from --pod-manifest-path not Ready this long after it started (or crash-looping) is replaced by its last Ready version; 0 disables (annotation berth.io/rollback-after overrides)")
 	durationVar(fs, &s.HTTPRollbackAfter, "http-rollback-after", "the same for pods from --manifest-url; 0 disables")
 	durationVar(fs, &s.RollbackMinReady, "rollback-min-ready", "how long a new version must stay Ready to become the version a failed edit rolls back to")
+	fs.StringVar(&s.StatusURL, "status-url", s.StatusURL, "URL berth PUTs a JSON status summary to after changes and every --status-period; placeholders {node}, {arch}, {label.KEY}")
+	fs.Var(headerFlag{&s.StatusURLHeader}, "status-url-header", "HTTP header for --status-url as Key:Value (repeatable)")
+	fs.StringVar(&s.StatusURLCA, "status-url-ca", s.StatusURLCA, "PEM file of the CAs --status-url's certificate must chain to, instead of the system's")
+	durationVar(fs, &s.StatusPeriod, "status-period", "period of the status report when nothing changes (jittered by ±10%)")
 
 	durationVar(fs, &s.MinimumContainerTTLDuration, "minimum-container-ttl-duration", "minimum age of a dead container before garbage collection")
 	fs.IntVar(&s.MaximumDeadContainersPerContainer, "maximum-dead-containers-per-container", s.MaximumDeadContainersPerContainer, "dead containers kept per container of a pod (below 0: no limit; the newest is always kept)")
@@ -217,6 +232,9 @@ func parseSettings(args []string, stderr io.Writer) (settings, error) {
 	if given["manifest-url-header"] {
 		s.ManifestURLHeader = nil
 	}
+	if given["status-url-header"] {
+		s.StatusURLHeader = nil
+	}
 	if given["cluster-dns"] {
 		s.ClusterDNS = nil
 	}
@@ -257,10 +275,12 @@ func (s settings) validate() error {
 	if s.ContainerRuntimeEndpoint == "" {
 		errs = append(errs, errors.New("--container-runtime-endpoint must not be empty"))
 	}
+	errs = append(errs, s.validateStatus()...)
 	for name, d := range map[string]time.Duration{
 		"file-check-frequency": s.FileCheckFrequency.Duration, "http-check-frequency": s.HTTPCheckFrequency.Duration,
 		"sync-frequency": s.SyncFrequency.Duration, "runtime-request-timeout": s.RuntimeRequestTimeout.Duration,
 		"crashloop-backoff-initial": s.CrashLoopBackoffInitial.Duration, "crashloop-backoff-max": s.CrashLoopBackoffMax.Duration,
+		"http-check-backoff-max": s.HTTPCheckBackoffMax.Duration,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", name, d))
@@ -345,8 +365,10 @@ func fullSettingsForKeys() settings {
 	s := defaultSettings()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
 	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners, s.KubeletConfig = "x", "x", "x", "x"
+	s.StatusURL, s.StatusURLCA = "x", "x"
 	s.Labels = map[string]string{"x": "x"}
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
+	s.StatusURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}
 	return s
 }
@@ -381,14 +403,61 @@ func (s settings) manifestURL(nodeName string) (string, error) {
 }
 
 // manifestHeaders converts the configured headers for the HTTP source.
-func (s settings) manifestHeaders() http.Header {
+func (s settings) manifestHeaders() http.Header { return toHeader(s.ManifestURLHeader) }
+
+// statusHeaders converts the configured headers for the status report.
+func (s settings) statusHeaders() http.Header { return toHeader(s.StatusURLHeader) }
+
+func toHeader(m map[string][]string) http.Header {
 	h := http.Header{}
-	for k, vs := range s.ManifestURLHeader {
+	for k, vs := range m {
 		for _, v := range vs {
 			h.Add(k, v)
 		}
 	}
 	return h
+}
+
+// validateStatus checks the status report's settings. The URL's
+// placeholders are checked when the node name is known (statusConfig).
+func (s settings) validateStatus() []error {
+	var errs []error
+	if err := manifest.ValidateHeader(s.statusHeaders()); err != nil {
+		errs = append(errs, fmt.Errorf("--status-url-header: %w", err))
+	}
+	lower := strings.ToLower(s.StatusURL)
+	if s.StatusURL != "" && !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
+		errs = append(errs, fmt.Errorf("--status-url %q must be an http:// or https:// URL", manifest.RedactURL(s.StatusURL)))
+	}
+	if s.StatusURLCA != "" && !strings.HasPrefix(lower, "https://") {
+		errs = append(errs, errors.New("--status-url-ca needs an https:// --status-url"))
+	}
+	if s.StatusPeriod.Duration < 10*time.Second {
+		errs = append(errs, fmt.Errorf("--status-period must be at least 10s, got %s", s.StatusPeriod.Duration))
+	}
+	return errs
+}
+
+// statusConfig is the agent's status report configuration, nil without
+// --status-url: the URL with its placeholders expanded, the headers, and
+// a client trusting --status-url-ca. The manifest URL's headers and CA are
+// not reused: they may carry a token meant for that server only.
+func (s settings) statusConfig(node string) (*agent.StatusReporterConfig, error) {
+	if s.StatusURL == "" {
+		return nil, nil
+	}
+	u, err := manifest.ExpandURL(s.StatusURL, manifest.URLVars{Node: node, Arch: runtime.GOARCH, Labels: s.Labels})
+	if err != nil {
+		return nil, fmt.Errorf("--status-url: %w", err)
+	}
+	if parsed, err := url.Parse(u); err != nil || parsed.Host == "" {
+		return nil, fmt.Errorf("--status-url %q is not a URL with a host", manifest.RedactURL(u))
+	}
+	client, err := manifest.NewHTTPClient(s.StatusURLCA)
+	if err != nil {
+		return nil, fmt.Errorf("--status-url-ca: %w", err)
+	}
+	return &agent.StatusReporterConfig{URL: u, Header: s.statusHeaders(), Client: client, Period: s.StatusPeriod.Duration}, nil
 }
 
 // headerFlag collects repeatable Key:Value flags.

@@ -2,9 +2,10 @@
 # Installs, with apt and only when missing, what the berth test bed runs:
 # containerd, runc, the CNI plugins (with the iptables and ip tools they
 # call), a static busybox for the test images, and docker-registry plus
-# skopeo for the local registry, nginx (started by the fleet tests on a
-# loopback port with a private config) and openssh-client (ssh-keygen signs
-# the manifests they serve). Fast and silent when all is present.
+# skopeo for the local registry, nginx (the fleet tests' manifest server
+# and WebDAV target, started on a loopback port with a private config, see
+# nginx.go) and openssh-client (ssh-keygen signs the manifests they serve).
+# Fast and silent when all is present.
 #
 # The packages' own services (a system containerd, a registry on :5000) are
 # kept from starting through policy-rc.d while installing; were they
