@@ -28,6 +28,11 @@ type Config struct {
 	HostIP string
 	// MaxPods caps the pods berth runs; more are rejected (kubelet: 110).
 	MaxPods int
+	// MaxParallelPodStarts bounds the pods being started at once (sandbox
+	// and containers up to running); the limit adapts below it to the
+	// runtime's start latency (startlimit.go). 0 is
+	// DefaultMaxParallelPodStarts.
+	MaxParallelPodStarts int
 	// SyncFrequency is the periodic resync of every pod (kubelet: 1m).
 	SyncFrequency time.Duration
 	// RelistPeriod is how often the runtime is relisted for out-of-band
@@ -56,6 +61,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxPods == 0 {
 		c.MaxPods = 110
+	}
+	if c.MaxParallelPodStarts == 0 {
+		c.MaxParallelPodStarts = DefaultMaxParallelPodStarts()
 	}
 	if c.SyncFrequency == 0 {
 		c.SyncFrequency = time.Minute
@@ -169,7 +177,7 @@ func (a *Agent) Ready() error { return a.health.Ready() }
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.log)
+	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.cfg.MaxParallelPodStarts, a.log)
 	a.workers.onTerminated = a.events.forget
 	a.workers.metrics = a.metrics
 	a.workers.probes = a.probes

@@ -36,6 +36,10 @@ type podWorker struct {
 	uid             types.UID
 	name, namespace string
 	fullName        string // name_namespace, the exclusivity key
+	// priority and seq rank the pod's starts: higher spec.priority first,
+	// then the order its lane was created in (the order berth saw it).
+	priority int32
+	seq      uint64
 	// wake has room for one pending wake-up, so many updates between two
 	// runs coalesce into one run that sees the latest state.
 	wake chan struct{}
@@ -93,15 +97,21 @@ type podWorkers struct {
 	// reads readiness back; nil runs none.
 	probes *prober.Manager
 
-	mu      sync.Mutex // guards workers, gate, finished and the guarded fields of each podWorker
+	mu      sync.Mutex // guards workers, gate, starts, seen, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
 	gate    *fullNameGate
+	// starts bounds and orders the pods' starts (startqueue.go).
+	starts *startQueue
+	// seen numbers the lanes in the order they were created.
+	seen uint64
 	// finished records when each recently closed lane removed its pod.
 	finished map[types.UID]time.Time
 	wg       sync.WaitGroup
 }
 
-func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, log *slog.Logger) *podWorkers {
+// newPodWorkers builds the lanes' owner; maxStarts bounds the pod starts in
+// flight (--max-parallel-pod-starts).
+func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, maxStarts int, log *slog.Logger) *podWorkers {
 	return &podWorkers{
 		ctx:             ctx,
 		rt:              rt,
@@ -112,6 +122,7 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 		retryAfterError: 2 * time.Second,
 		workers:         map[types.UID]*podWorker{},
 		gate:            newFullNameGate(),
+		starts:          newStartQueue(clk, newStartLimit(maxStarts)),
 		finished:        map[types.UID]time.Time{},
 	}
 }
@@ -146,6 +157,7 @@ func (p *podWorkers) remove(uid types.UID, grace *int64) {
 		return
 	}
 	w.terminate, w.remove, w.grace, w.readd = true, true, grace, nil
+	p.releaseStartLocked(w, false)
 	if grace == nil && w.pod != nil {
 		grace = w.pod.Spec.TerminationGracePeriodSeconds
 	}
@@ -234,6 +246,16 @@ func (p *podWorkers) wait() { p.wg.Wait() }
 
 func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
 	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: manifest.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
+	p.seen++
+	w.seq = p.seen
+	if pod != nil {
+		if pod.Spec.Priority != nil {
+			w.priority = *pod.Spec.Priority
+		}
+		// A candidate for a start from now on, so it holds its rank
+		// against pods of the same batch whose lanes run first.
+		p.starts.add(uid, w.priority, w.seq)
+	}
 	p.workers[uid] = w
 	p.wg.Add(1)
 	go p.run(w)
@@ -293,6 +315,9 @@ func (p *podWorkers) step(w *podWorker) bool {
 	obs, obsAt := w.observed, w.observedAt
 	if state == stateSyncing && !w.started {
 		if !p.gate.tryStart(w.fullName, w.uid) {
+			// Not a candidate for a start while the name is taken; it
+			// comes back with its rank when the gate lets it through.
+			p.releaseStartLocked(w, false)
 			holder, _ := p.gate.holder(w.fullName)
 			msg := fmt.Sprintf("waiting for pod %s (uid %s) of the same name to terminate", w.fullName, holder)
 			if hw, ok := p.workers[holder]; ok && hw.holding != "" {
@@ -304,6 +329,7 @@ func (p *podWorkers) step(w *podWorker) bool {
 		}
 		w.started = true
 		w.startTime = p.clock.Now()
+		p.starts.add(w.uid, w.priority, w.seq)
 	}
 	startTime := w.startTime
 	p.mu.Unlock()
@@ -360,7 +386,23 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 			return
 		}
 	}
+	// A pod without a ready sandbox is started under the start limit;
+	// every other sync (restarts of single containers, kills) runs at once.
+	start := cri.ComputePodActions(pod, status, nil).CreateSandbox
+	if start && !p.acquireStart(w, pod, status) {
+		return
+	}
+	if !start {
+		p.mu.Lock()
+		p.releaseStartLocked(w, false)
+		p.mu.Unlock()
+	}
 	res := p.rt.SyncPod(p.ctx, pod, status)
+	if start {
+		p.mu.Lock()
+		p.releaseStartLocked(w, res.Error() == nil)
+		p.mu.Unlock()
+	}
 	if len(res.Results) > 0 {
 		w.lastActed = p.clock.Now()
 		if fresh, err := p.rt.PodStatus(p.ctx, w.uid); err == nil {
@@ -410,6 +452,40 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		p.requeue(w, res.RetryAfter())
 	case res.Error() != nil:
 		p.requeue(w, p.retryAfterError)
+	}
+}
+
+// acquireStart takes a start slot for w, or records why its pod waits for
+// one (ContainerCreating, with its place in the queue) and keeps status as
+// the lane's observation, so the sync that follows the slot's grant starts
+// from it instead of reading the runtime again.
+func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStatus) bool {
+	p.mu.Lock()
+	if p.starts.acquire(w.uid, w.priority, w.seq) {
+		p.mu.Unlock()
+		return true
+	}
+	msg := p.starts.waitReason(w.uid)
+	if !w.observedAt.After(w.lastActed) || w.observed == nil {
+		w.observed, w.observedAt = status, p.clock.Now()
+	}
+	startTime := w.startTime
+	p.mu.Unlock()
+	waiting := map[string]waitReason{}
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		waiting[c.Name] = waitReason{Reason: "ContainerCreating", Message: msg}
+	}
+	p.status.set(pod, buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}))
+	return false
+}
+
+// releaseStartLocked gives back w's start slot, or withdraws it from the
+// start queue, and wakes the lanes whose turn it now is. observe feeds a
+// completed start's latency to the adaptive limit.
+func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
+	p.starts.release(w.uid, observe)
+	for _, uid := range p.starts.wakeable() {
+		p.wakeUIDLocked(uid)
 	}
 }
 

@@ -121,13 +121,14 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	}
 	store := manifest.NewStore(srcCfg.SourceNames()...)
 	a := agent.New(agent.Config{
-		NodeName:      nodeName,
-		HostIP:        hostIP,
-		MaxPods:       s.MaxPods,
-		SyncFrequency: s.SyncFrequency.Duration,
-		Metrics:       reg,
-		Logger:        log,
-		GC:            s.gcConfig(),
+		NodeName:             nodeName,
+		HostIP:               hostIP,
+		MaxPods:              s.MaxPods,
+		MaxParallelPodStarts: s.MaxParallelPodStarts,
+		SyncFrequency:        s.SyncFrequency.Duration,
+		Metrics:              reg,
+		Logger:               log,
+		GC:                   s.gcConfig(),
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
 	ctx, cancel := context.WithCancel(ctx)
