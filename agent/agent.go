@@ -130,6 +130,8 @@ func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, e
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	rt.SetContainerHealth(a.probes)
+	// Lanes exist only once Run made a.workers, and so do SyncPods.
+	rt.SetBeforePostStart(func(uid types.UID) { a.workers.startDone(uid) })
 	if cfg.GC != nil {
 		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: store.Pods,
 			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, a.cfg.Clock, a.log, a.events, a.cfg.Metrics)

@@ -479,6 +479,17 @@ func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStat
 	return false
 }
 
+// startDone gives back uid's start slot once its first container runs and
+// a postStart hook is about to run: the hook is the pod's own business and
+// may take long; the start it follows was a success.
+func (p *podWorkers) startDone(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.workers[uid]; ok {
+		p.releaseStartLocked(w, true)
+	}
+}
+
 // releaseStartLocked gives back w's start slot, or withdraws it from the
 // start queue, and wakes the lanes whose turn it now is. observe feeds a
 // completed start's latency to the adaptive limit.

@@ -21,6 +21,9 @@ type gatedRuntime struct {
 	stubRuntime
 	entered chan types.UID
 	proceed chan struct{}
+	// postStart, if set, runs in SyncPod before it reports itself, as the
+	// runtime manager tells the agent a postStart hook is about to run.
+	postStart func(types.UID)
 
 	mu     sync.Mutex // guards ready and killed
 	ready  map[types.UID]bool
@@ -43,6 +46,9 @@ func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStat
 func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus) cri.SyncResult {
 	if len(status.Sandboxes) > 0 {
 		return cri.SyncResult{}
+	}
+	if g.postStart != nil {
+		g.postStart(pod.UID)
 	}
 	g.entered <- pod.UID
 	<-g.proceed
@@ -116,6 +122,28 @@ func TestPodWorkersStartOrder(t *testing.T) {
 			t.Fatalf("start %d = %s, want %s (order %v)", i+1, got, uid, want)
 		}
 	}
+	rt.proceed <- struct{}{}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersPostStartFreesSlot: a pod whose postStart hook runs no
+// longer holds its start slot, so a hook that hangs holds nobody back.
+func TestPodWorkersPostStartFreesSlot(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	rt.postStart = w.startDone
+
+	w.update(prioPod("hooked", 0))
+	<-rt.entered
+	w.update(prioPod("next", 0))
+	if got := <-rt.entered; got != "next" {
+		t.Fatalf("second start = %s", got)
+	}
+	rt.proceed <- struct{}{}
 	rt.proceed <- struct{}{}
 	cancel()
 	w.wait()

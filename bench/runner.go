@@ -35,13 +35,13 @@ type Options struct {
 
 // Figures are the figure groups in the order they run; -only selects
 // among them.
-var Figures = []string{"binary", "onepod", "add", "remove", "edit", "restart", "burst", "idle", "adopt", "probes", "http", "gobench"}
+var Figures = []string{"binary", "floor", "onepod", "add", "remove", "edit", "restart", "burst", "boot", "idle", "adopt", "probes", "http", "gobench"}
 
 // plan is how much of each figure a run does: the full set for `make
 // bench`, a small one for -quick.
 type plan struct {
 	latencyRuns, editRuns, onePodRuns int
-	burstRuns                         int
+	burstRuns, floorRuns, bootRuns    int
 	burst110                          bool
 	settle, idleWindow, idleSample    time.Duration
 	adoptRuns                         int
@@ -54,13 +54,13 @@ type plan struct {
 // plans are the full and the quick plan.
 var (
 	fullPlan = plan{
-		latencyRuns: 20, editRuns: 10, onePodRuns: 5, burstRuns: 3, burst110: true,
+		latencyRuns: 20, editRuns: 10, onePodRuns: 5, burstRuns: 3, floorRuns: 3, bootRuns: 3, burst110: true,
 		settle: 10 * time.Second, idleWindow: 60 * time.Second, idleSample: 10 * time.Second,
 		adoptRuns: 3, adoptSettle: 10 * time.Second,
 		httpSwaps: 3, httpIdle: 20 * time.Second, httpCheck: time.Second, goBenchCount: 3,
 	}
 	quickPlan = plan{
-		latencyRuns: 5, editRuns: 3, onePodRuns: 2, burstRuns: 1,
+		latencyRuns: 5, editRuns: 3, onePodRuns: 2, burstRuns: 1, floorRuns: 1, bootRuns: 1,
 		settle: 3 * time.Second, idleWindow: 15 * time.Second, idleSample: 5 * time.Second,
 		adoptRuns: 1, adoptSettle: 3 * time.Second,
 		httpSwaps: 1, httpIdle: 5 * time.Second, httpCheck: time.Second, goBenchCount: 1,
@@ -96,7 +96,9 @@ type runner struct {
 	http   *podListServer
 	warmed bool // one untimed add/remove cycle ran
 
-	removes []float64 // remove latencies of the add figure's pod-network cycles, in ms
+	removes []float64    // remove latencies of the add figure's pod-network cycles, in ms
+	floor   *floorResult // what the floor figure found, nil before it ran
+	addPod  float64      // median one-pod add on the pod network in ms, 0 before the add figure
 }
 
 // node is the --hostname-override of every run; pod names end in it.
@@ -116,8 +118,8 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 	}
 	defer r.close(ctx)
 	funcs := map[string]func(context.Context) error{
-		"binary": r.figBinary, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
-		"restart": r.figRestart, "burst": r.figBurst, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
+		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
+		"restart": r.figRestart, "burst": r.figBurst, "boot": r.figBoot, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
 	}
 	for _, name := range Figures {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, name) {
