@@ -261,6 +261,10 @@ func (a *Agent) handleUpdate(u manifest.PodUpdate) {
 				// its first sync has finished.
 				a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
 			}
+			if _, seen := a.lastRelist.pods[pod.UID]; !seen && !a.workers.finishedSince(pod.UID, a.lastRelist.at) {
+				a.workers.addAbsent(pod, a.lastRelist.at)
+				continue
+			}
 			a.workers.update(pod)
 		case manifest.OpUpdate, manifest.OpReconcile:
 			if a.rejected[pod.UID] {

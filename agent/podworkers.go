@@ -132,6 +132,10 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 func (p *podWorkers) update(pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.updateLocked(pod)
+}
+
+func (p *podWorkers) updateLocked(pod *v1.Pod) {
 	w, ok := p.workers[pod.UID]
 	if !ok {
 		p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
@@ -145,6 +149,23 @@ func (p *podWorkers) update(pod *v1.Pod) {
 	}
 	w.pod = pod
 	p.wakeLocked(w)
+}
+
+// addAbsent starts the lane of a new pod that the runtime had nothing of
+// when it was relisted at at, handing it that observation: its first sync
+// then starts it without listing the runtime again, two CRI calls fewer
+// on the path from the manifest to the running container. Only a lane of
+// this UID creates its objects, and none ran since (the caller checked),
+// so the observation still holds; a pod whose lane exists is updated.
+func (p *podWorkers) addAbsent(pod *v1.Pod, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.workers[pod.UID]; ok {
+		p.updateLocked(pod)
+		return
+	}
+	w := p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
+	w.observed, w.observedAt = &cri.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, at
 }
 
 // remove asks the lane of uid to stop its pod and remove it from the
