@@ -84,7 +84,7 @@ func createdBefore(created map[string]time.Time, names []string, at time.Time) [
 func TestStartOrder(t *testing.T) {
 	manifests := map[string]string{}
 	var bootRegular []string
-	for i := range 6 {
+	for i := range 4 {
 		n := fmt.Sprintf("so-boot-%02d", i)
 		manifests[n+".yaml"] = podManifest(prioritySleeper(n, ""))
 		bootRegular = append(bootRegular, podName(n))
