@@ -54,7 +54,7 @@ type plan struct {
 // plans are the full and the quick plan.
 var (
 	fullPlan = plan{
-		latencyRuns: 20, editRuns: 10, onePodRuns: 5, burstRuns: 3, floorRuns: 3, bootRuns: 3, burst110: true,
+		latencyRuns: 20, editRuns: 10, onePodRuns: 5, burstRuns: 3, floorRuns: 2, bootRuns: 3, burst110: true,
 		settle: 10 * time.Second, idleWindow: 60 * time.Second, idleSample: 10 * time.Second,
 		adoptRuns: 3, adoptSettle: 10 * time.Second,
 		httpSwaps: 3, httpIdle: 20 * time.Second, httpCheck: time.Second, goBenchCount: 3,
