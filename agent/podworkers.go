@@ -400,6 +400,11 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	if status == nil || !obsAt.After(w.lastActed) {
 		var err error
 		if status, err = p.rt.PodStatus(p.ctx, w.uid); err != nil {
+			// Not a candidate while it cannot tell whether it needs a
+			// start: a rank kept meanwhile would hold a slot from others.
+			p.mu.Lock()
+			p.releaseStartLocked(w, false)
+			p.mu.Unlock()
 			if p.ctx.Err() == nil {
 				warnUnlessUnreachable(log, "read pod status", err)
 				p.requeue(w, p.retryAfterError)

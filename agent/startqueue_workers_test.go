@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
@@ -25,9 +27,11 @@ type gatedRuntime struct {
 	// runtime manager tells the agent a postStart hook is about to run.
 	postStart func(types.UID)
 
-	mu     sync.Mutex // guards ready and killed
+	mu     sync.Mutex // guards ready, killed and unreadable
 	ready  map[types.UID]bool
 	killed []types.UID
+	// unreadable are pods whose status the runtime fails to return.
+	unreadable map[types.UID]bool
 }
 
 func newGatedRuntime() *gatedRuntime {
@@ -37,6 +41,9 @@ func newGatedRuntime() *gatedRuntime {
 func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.unreadable[uid] {
+		return nil, errors.New("status unreadable")
+	}
 	if !g.ready[uid] {
 		return &cri.PodStatus{UID: uid}, nil
 	}
@@ -144,6 +151,31 @@ func TestPodWorkersPostStartFreesSlot(t *testing.T) {
 		t.Fatalf("second start = %s", got)
 	}
 	rt.proceed <- struct{}{}
+	rt.proceed <- struct{}{}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersUnreadablePodKeepsNoRank: a critical pod whose status the
+// runtime cannot read does not keep the only slot from the others.
+func TestPodWorkersUnreadablePodKeepsNoRank(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	rt.unreadable = map[types.UID]bool{"broken": true}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+
+	w.update(prioPod("broken", 2000001000))
+	w.update(prioPod("fine", 0))
+	select {
+	case got := <-rt.entered:
+		if got != "fine" {
+			t.Fatalf("start = %s, want fine", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other pod never started: the unreadable one kept its rank")
+	}
 	rt.proceed <- struct{}{}
 	cancel()
 	w.wait()
