@@ -117,6 +117,8 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 		return nil, err
 	}
 	defer r.close(ctx)
+	r.noteLoad("start")
+	defer r.noteLoad("end")
 	funcs := map[string]func(context.Context) error{
 		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
 		"restart": r.figRestart, "burst": r.figBurst, "boot": r.figBoot, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
@@ -390,6 +392,20 @@ func (r *runner) ensurePods(ctx context.Context, ss []podSpec) error {
 	}
 	_, err := r.waitRunning(ctx, names(ss), nil, 100*time.Millisecond, 5*time.Minute)
 	return err
+}
+
+// noteLoad records the machine's load averages: the machines are shared,
+// and a figure means little without the load it was measured under.
+func (r *runner) noteLoad(when string) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return
+	}
+	r.res.note("load average at the %s of the run (1, 5, 15 min): %s %s %s", when, f[0], f[1], f[2])
 }
 
 // sleep waits d unless ctx ends first.
