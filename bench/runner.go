@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berth-agent/berth/e2e/testbed"
@@ -369,6 +371,11 @@ func (r *runner) close(ctx context.Context) {
 		}
 		r.log.Info("work dir kept", "dir", r.dir, "agent log", r.logPath())
 		return
+	}
+	// The kubelet bind-mounts its root dir onto itself (to make it
+	// rshared) and leaves the mount behind; EINVAL means no mount.
+	if err := syscall.Unmount(filepath.Join(r.dir, "root"), syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		r.log.Warn("unmount the agent's root dir", "err", err)
 	}
 	if err := os.RemoveAll(r.dir); err != nil {
 		r.log.Warn("remove work dir", "err", err)
