@@ -106,8 +106,13 @@ func TestStartOrder(t *testing.T) {
 		created[critical[1]].Format(time.StampMicro), created[createdBefore(created, bootRegular, time.Now())[0]].Format(time.StampMicro))
 
 	// 20 regular pods and a critical one, renamed into place together,
-	// the critical one last. Pods read before it may take the free slots,
-	// but no more than the limit: every start after that is its.
+	// the critical one last. The file source may hand over the first ones
+	// a few ms before it (one debounce window), and they may take the free
+	// slots: at most the limit. The critical pod then has the next slot,
+	// but the other slots may free in the same instant, and a regular pod
+	// granted a moment after it may reach the runtime first: at most the
+	// limit less one more. (This assumes no pod starts completely within
+	// the few ms the file source takes: a start takes hundreds.)
 	var liveRegular, files []string
 	for i := range 21 {
 		n, class := fmt.Sprintf("so-live-%02d", i), ""
@@ -129,8 +134,8 @@ func TestStartOrder(t *testing.T) {
 	}
 	crit := podName("so-live-zz-crit")
 	created = sandboxCreated(t, append(append([]string{}, liveRegular...), crit))
-	if early := createdBefore(created, liveRegular, created[crit]); len(early) > startLimit {
-		t.Errorf("live: %d regular pods started before the critical one, at most %d may (the slots free when it arrived): %v", len(early), startLimit, early)
+	if early := createdBefore(created, liveRegular, created[crit]); len(early) > 2*startLimit-1 {
+		t.Errorf("live: %d regular pods started before the critical one, at most %d may: %v", len(early), 2*startLimit-1, early)
 	}
 	all := createdBefore(created, append(liveRegular, crit), time.Now())
 	t.Logf("live: creation order %v", all)
