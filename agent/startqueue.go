@@ -133,11 +133,6 @@ func (q *startQueue) waitReason(uid types.UID) string {
 		len(q.inflight), q.limit.current(), max(q.index(uid), 0))
 }
 
-// counts are the pods starting and waiting, for metrics.
-func (q *startQueue) counts() (inflight, waiting int) {
-	return len(q.inflight), len(q.entries)
-}
-
 func (q *startQueue) free() int {
 	return max(q.limit.current()-len(q.inflight), 0)
 }

@@ -150,8 +150,8 @@ func TestStartQueueWaitReason(t *testing.T) {
 	if !strings.Contains(got, "1 pod starts in flight (limit 1), 1 pods ahead") {
 		t.Errorf("waitReason = %q", got)
 	}
-	if in, w := q.counts(); in != 1 || w != 2 {
-		t.Errorf("counts = %d, %d; want 1, 2", in, w)
+	if len(q.inflight) != 1 || len(q.entries) != 2 {
+		t.Errorf("%d in flight, %d waiting; want 1, 2", len(q.inflight), len(q.entries))
 	}
 }
 
