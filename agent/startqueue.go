@@ -18,7 +18,9 @@ import (
 // a fraction of the time and all of them no later.
 //
 // Only starts queue: stops, probes, status reads and restarts of single
-// containers never wait here.
+// containers never wait here. A slot is held until the start's SyncPod
+// returns, or until a postStart hook is about to run (the hook has no
+// timeout and is the pod's own business).
 //
 // A pod enters the queue when it becomes a candidate (its lane is created,
 // or it passes the full-name gate), before its lane has read the runtime,
