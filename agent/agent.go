@@ -28,6 +28,11 @@ type Config struct {
 	HostIP string
 	// MaxPods caps the pods berth runs; more are rejected (kubelet: 110).
 	MaxPods int
+	// MaxParallelPodStarts bounds the pods being started at once (sandbox
+	// and containers up to running); the limit adapts below it to the
+	// runtime's start latency (startlimit.go). 0 is
+	// DefaultMaxParallelPodStarts.
+	MaxParallelPodStarts int
 	// SyncFrequency is the periodic resync of every pod (kubelet: 1m).
 	SyncFrequency time.Duration
 	// RelistPeriod is how often the runtime is relisted for out-of-band
@@ -68,6 +73,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxPods == 0 {
 		c.MaxPods = 110
+	}
+	if c.MaxParallelPodStarts == 0 {
+		c.MaxParallelPodStarts = DefaultMaxParallelPodStarts()
 	}
 	if c.SyncFrequency == 0 {
 		c.SyncFrequency = time.Minute
@@ -139,6 +147,8 @@ func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, e
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	rt.SetContainerHealth(a.probes)
+	// Lanes exist only once Run made a.workers, and so do SyncPods.
+	rt.SetBeforePostStart(func(uid types.UID) { a.workers.startDone(uid) })
 	if cfg.GC != nil {
 		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods,
 			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
@@ -192,7 +202,7 @@ func (a *Agent) Ready() error { return a.health.Ready() }
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.log)
+	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.cfg.MaxParallelPodStarts, a.log)
 	a.workers.onTerminated = a.events.forget
 	a.workers.metrics = a.metrics
 	a.workers.probes = a.probes
@@ -325,6 +335,13 @@ func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
 		// Visible in /pods (Pending) from now on, not only once its first
 		// sync has finished.
 		a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
+	}
+	// The last relist already says whether the runtime holds anything of
+	// this UID: a pod it did not see (and no lane of which finished since)
+	// starts from that observation, without a list of its own.
+	if _, seen := a.lastRelist.pods[pod.UID]; !seen && !a.workers.finishedSince(pod.UID, a.lastRelist.at) {
+		a.workers.addAbsent(pod, a.lastRelist.at)
+		return
 	}
 	a.workers.update(pod)
 }

@@ -352,3 +352,29 @@ func TestAgentRuntimeOutage(t *testing.T) {
 		t.Errorf("after the outage: %d running containers, %d ready sandboxes; want 1 and 1", n, s)
 	}
 }
+
+// TestAgentNewPodCallsOnlyWhatItNeeds: a pod the runtime had nothing of
+// is started with the calls a start needs and no listing of the runtime
+// before them: the relist the sync loop already has says it is new.
+func TestAgentNewPodCallsOnlyWhatItNeeds(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	before := len(h.rt.GetCalls())
+	p := simplePod(t, "web", loop)
+	h.apply(manifest.SourceFile, p)
+	h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
+	var got []string
+	for _, c := range h.rt.GetCalls()[before:] {
+		switch c {
+		case "GetContainerEvents", "Version", "Status":
+			continue
+		}
+		got = append(got, c)
+		if c == "StartContainer" {
+			break
+		}
+	}
+	want := []string{"RunPodSandbox", "PodSandboxStatus", "CreateContainer", "StartContainer"}
+	if !slices.Equal(got, want) {
+		t.Errorf("CRI calls up to the start = %v, want %v", got, want)
+	}
+}

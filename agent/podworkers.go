@@ -36,6 +36,10 @@ type podWorker struct {
 	uid             types.UID
 	name, namespace string
 	fullName        string // name_namespace, the exclusivity key
+	// priority and seq rank the pod's starts: higher spec.priority first,
+	// then the order its lane was created in (the order berth saw it).
+	priority int32
+	seq      uint64
 	// wake has room for one pending wake-up, so many updates between two
 	// runs coalesce into one run that sees the latest state.
 	wake chan struct{}
@@ -100,15 +104,21 @@ type podWorkers struct {
 	// It is called without mu held.
 	onStatus func(pod *v1.Pod, st v1.PodStatus, start time.Time)
 
-	mu      sync.Mutex // guards workers, gate, finished and the guarded fields of each podWorker
+	mu      sync.Mutex // guards workers, gate, starts, seen, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
 	gate    *fullNameGate
+	// starts bounds and orders the pods' starts (startqueue.go).
+	starts *startQueue
+	// seen numbers the lanes in the order they were created.
+	seen uint64
 	// finished records when each recently closed lane removed its pod.
 	finished map[types.UID]time.Time
 	wg       sync.WaitGroup
 }
 
-func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, log *slog.Logger) *podWorkers {
+// newPodWorkers builds the lanes' owner; maxStarts bounds the pod starts in
+// flight (--max-parallel-pod-starts).
+func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, maxStarts int, log *slog.Logger) *podWorkers {
 	return &podWorkers{
 		ctx:             ctx,
 		rt:              rt,
@@ -119,6 +129,7 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 		retryAfterError: 2 * time.Second,
 		workers:         map[types.UID]*podWorker{},
 		gate:            newFullNameGate(),
+		starts:          newStartQueue(clk, newStartLimit(maxStarts)),
 		finished:        map[types.UID]time.Time{},
 	}
 }
@@ -128,6 +139,10 @@ func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDe
 func (p *podWorkers) update(pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.updateLocked(pod)
+}
+
+func (p *podWorkers) updateLocked(pod *v1.Pod) {
 	w, ok := p.workers[pod.UID]
 	if !ok {
 		p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
@@ -143,6 +158,23 @@ func (p *podWorkers) update(pod *v1.Pod) {
 	p.wakeLocked(w)
 }
 
+// addAbsent starts the lane of a new pod that the runtime had nothing of
+// when it was relisted at at, handing it that observation: its first sync
+// then starts it without listing the runtime again, two CRI calls fewer
+// on the path from the manifest to the running container. Only a lane of
+// this UID creates its objects, and none ran since (the caller checked),
+// so the observation still holds; a pod whose lane exists is updated.
+func (p *podWorkers) addAbsent(pod *v1.Pod, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.workers[pod.UID]; ok {
+		p.updateLocked(pod)
+		return
+	}
+	w := p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
+	w.observed, w.observedAt = &cri.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, at
+}
+
 // remove asks the lane of uid to stop its pod and remove it from the
 // runtime (REMOVE). A pod still waiting for its full name never starts.
 func (p *podWorkers) remove(uid types.UID, grace *int64) {
@@ -153,6 +185,7 @@ func (p *podWorkers) remove(uid types.UID, grace *int64) {
 		return
 	}
 	w.terminate, w.remove, w.grace, w.readd = true, true, grace, nil
+	p.releaseStartLocked(w, false)
 	if grace == nil && w.pod != nil {
 		grace = w.pod.Spec.TerminationGracePeriodSeconds
 	}
@@ -263,6 +296,16 @@ func (p *podWorkers) wait() { p.wg.Wait() }
 
 func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
 	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: manifest.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
+	p.seen++
+	w.seq = p.seen
+	if pod != nil {
+		if pod.Spec.Priority != nil {
+			w.priority = *pod.Spec.Priority
+		}
+		// A candidate for a start from now on, so it holds its rank
+		// against pods of the same batch whose lanes run first.
+		p.starts.add(uid, w.priority, w.seq)
+	}
 	p.workers[uid] = w
 	p.wg.Add(1)
 	go p.run(w)
@@ -322,6 +365,9 @@ func (p *podWorkers) step(w *podWorker) bool {
 	obs, obsAt, obsOwn := w.observed, w.observedAt, w.observedOwn
 	if state == stateSyncing && !w.started {
 		if !p.gate.tryStart(w.fullName, w.uid) {
+			// Not a candidate for a start while the name is taken; it
+			// comes back with its rank when the gate lets it through.
+			p.releaseStartLocked(w, false)
 			holder, _ := p.gate.holder(w.fullName)
 			msg := fmt.Sprintf("waiting for pod %s (uid %s) of the same name to terminate", w.fullName, holder)
 			if hw, ok := p.workers[holder]; ok && hw.holding != "" {
@@ -333,6 +379,7 @@ func (p *podWorkers) step(w *podWorker) bool {
 		}
 		w.started = true
 		w.startTime = p.clock.Now()
+		p.starts.add(w.uid, w.priority, w.seq)
 	}
 	startTime := w.startTime
 	p.mu.Unlock()
@@ -386,6 +433,11 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		readAt := p.clock.Now()
 		var err error
 		if status, err = p.rt.PodStatus(p.ctx, w.uid); err != nil {
+			// Not a candidate while it cannot tell whether it needs a
+			// start: a rank kept meanwhile would hold a slot from others.
+			p.mu.Lock()
+			p.releaseStartLocked(w, false)
+			p.mu.Unlock()
 			if p.ctx.Err() == nil {
 				warnUnlessUnreachable(log, "read pod status", err)
 				p.requeue(w, p.retryAfterError)
@@ -394,7 +446,23 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		}
 		p.record(w, status, readAt)
 	}
+	// A pod without a ready sandbox is started under the start limit;
+	// every other sync (restarts of single containers, kills) runs at once.
+	start := cri.ComputePodActions(pod, status, nil).CreateSandbox
+	if start && !p.acquireStart(w, pod, status) {
+		return
+	}
+	if !start {
+		p.mu.Lock()
+		p.releaseStartLocked(w, false)
+		p.mu.Unlock()
+	}
 	res := p.rt.SyncPod(p.ctx, pod, status)
+	if start {
+		p.mu.Lock()
+		p.releaseStartLocked(w, res.Error() == nil)
+		p.mu.Unlock()
+	}
 	if len(res.Results) > 0 {
 		w.lastActed = p.clock.Now()
 		if fresh, err := p.rt.PodStatus(p.ctx, w.uid); err == nil {
@@ -448,6 +516,51 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		p.requeue(w, res.RetryAfter())
 	case res.Error() != nil:
 		p.requeue(w, p.retryAfterError)
+	}
+}
+
+// acquireStart takes a start slot for w, or records why its pod waits for
+// one (ContainerCreating, with its place in the queue) and keeps status as
+// the lane's observation, so the sync that follows the slot's grant starts
+// from it instead of reading the runtime again.
+func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStatus) bool {
+	p.mu.Lock()
+	if p.starts.acquire(w.uid, w.priority, w.seq) {
+		p.mu.Unlock()
+		return true
+	}
+	msg := p.starts.waitReason(w.uid)
+	if !w.observedAt.After(w.lastActed) || w.observed == nil {
+		w.observed, w.observedAt = status, p.clock.Now()
+	}
+	startTime := w.startTime
+	p.mu.Unlock()
+	waiting := map[string]waitReason{}
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		waiting[c.Name] = waitReason{Reason: "ContainerCreating", Message: msg}
+	}
+	p.status.set(pod, buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}))
+	return false
+}
+
+// startDone gives back uid's start slot once its first container runs and
+// a postStart hook is about to run: the hook is the pod's own business and
+// may take long; the start it follows was a success.
+func (p *podWorkers) startDone(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.workers[uid]; ok {
+		p.releaseStartLocked(w, true)
+	}
+}
+
+// releaseStartLocked gives back w's start slot, or withdraws it from the
+// start queue, and wakes the lanes whose turn it now is. observe feeds a
+// completed start's latency to the adaptive limit.
+func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
+	p.starts.release(w.uid, observe)
+	for _, uid := range p.starts.wakeable() {
+		p.wakeUIDLocked(uid)
 	}
 }
 

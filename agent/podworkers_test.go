@@ -85,7 +85,7 @@ func stubPod(uid types.UID, name, version string) *v1.Pod {
 
 func newTestWorkers(ctx context.Context, rt podRuntime) *podWorkers {
 	clk := newAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	return newPodWorkers(ctx, rt, clk, newStatusStore(), "192.0.2.10", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newPodWorkers(ctx, rt, clk, newStatusStore(), "192.0.2.10", 4, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {

@@ -41,6 +41,9 @@ type podSpec struct {
 	HostNetwork bool
 	Gen         int  // the env value an edit changes
 	Probe       bool // an exec readiness probe (`true`) every 10 s
+	// Critical gives the pod priorityClassName system-node-critical, as a
+	// node's network proxy or etcd has.
+	Critical bool
 }
 
 // pod builds the manifest object of s.
@@ -53,11 +56,16 @@ func (s podSpec) pod() *corev1.Pod {
 			PeriodSeconds: 10,
 		}
 	}
+	priorityClass := ""
+	if s.Critical {
+		priorityClass = "system-node-critical"
+	}
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name},
 		Spec: corev1.PodSpec{
 			HostNetwork:                   s.HostNetwork,
+			PriorityClassName:             priorityClass,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
 				Name:            containerName,
@@ -120,6 +128,13 @@ func specs(prefix string, n int, hostNetwork bool) []podSpec {
 		out[i] = podSpec{Name: fmt.Sprintf("%s-%d", prefix, i), HostNetwork: hostNetwork}
 	}
 	return out
+}
+
+// withCritical makes n pod specs of which the last (in the order they are
+// dropped, and in file-name order) is critical: the worst place for it.
+func withCritical(prefix string, n int) []podSpec {
+	ss := specs(prefix, n-1, false)
+	return append(ss, podSpec{Name: prefix + "-crit", Critical: true})
 }
 
 // names lists the manifest names of specs.

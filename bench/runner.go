@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berth-agent/berth/e2e/testbed"
@@ -35,13 +37,13 @@ type Options struct {
 
 // Figures are the figure groups in the order they run; -only selects
 // among them.
-var Figures = []string{"binary", "onepod", "add", "remove", "edit", "restart", "burst", "idle", "adopt", "probes", "http", "gobench"}
+var Figures = []string{"binary", "floor", "onepod", "add", "remove", "edit", "restart", "burst", "boot", "idle", "adopt", "probes", "http", "gobench"}
 
 // plan is how much of each figure a run does: the full set for `make
 // bench`, a small one for -quick.
 type plan struct {
 	latencyRuns, editRuns, onePodRuns int
-	burstRuns                         int
+	burstRuns, floorRuns, bootRuns    int
 	burst110                          bool
 	settle, idleWindow, idleSample    time.Duration
 	adoptRuns                         int
@@ -54,13 +56,13 @@ type plan struct {
 // plans are the full and the quick plan.
 var (
 	fullPlan = plan{
-		latencyRuns: 20, editRuns: 10, onePodRuns: 5, burstRuns: 3, burst110: true,
+		latencyRuns: 20, editRuns: 10, onePodRuns: 5, burstRuns: 3, floorRuns: 2, bootRuns: 3, burst110: true,
 		settle: 10 * time.Second, idleWindow: 60 * time.Second, idleSample: 10 * time.Second,
 		adoptRuns: 3, adoptSettle: 10 * time.Second,
 		httpSwaps: 3, httpIdle: 20 * time.Second, httpCheck: time.Second, goBenchCount: 3,
 	}
 	quickPlan = plan{
-		latencyRuns: 5, editRuns: 3, onePodRuns: 2, burstRuns: 1,
+		latencyRuns: 5, editRuns: 3, onePodRuns: 2, burstRuns: 1, floorRuns: 1, bootRuns: 1,
 		settle: 3 * time.Second, idleWindow: 15 * time.Second, idleSample: 5 * time.Second,
 		adoptRuns: 1, adoptSettle: 3 * time.Second,
 		httpSwaps: 1, httpIdle: 5 * time.Second, httpCheck: time.Second, goBenchCount: 1,
@@ -96,7 +98,9 @@ type runner struct {
 	http   *podListServer
 	warmed bool // one untimed add/remove cycle ran
 
-	removes []float64 // remove latencies of the add figure's pod-network cycles, in ms
+	removes []float64    // remove latencies of the add figure's pod-network cycles, in ms
+	floor   *floorResult // what the floor figure found, nil before it ran
+	addPod  float64      // median one-pod add on the pod network in ms, 0 before the add figure
 }
 
 // node is the --hostname-override of every run; pod names end in it.
@@ -115,9 +119,11 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 		return nil, err
 	}
 	defer r.close(ctx)
+	r.noteLoad("start")
+	defer r.noteLoad("end")
 	funcs := map[string]func(context.Context) error{
-		"binary": r.figBinary, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
-		"restart": r.figRestart, "burst": r.figBurst, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
+		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
+		"restart": r.figRestart, "burst": r.figBurst, "boot": r.figBoot, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
 	}
 	for _, name := range Figures {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, name) {
@@ -366,6 +372,11 @@ func (r *runner) close(ctx context.Context) {
 		r.log.Info("work dir kept", "dir", r.dir, "agent log", r.logPath())
 		return
 	}
+	// The kubelet bind-mounts its root dir onto itself (to make it
+	// rshared) and leaves the mount behind; EINVAL means no mount.
+	if err := syscall.Unmount(filepath.Join(r.dir, "root"), syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		r.log.Warn("unmount the agent's root dir", "err", err)
+	}
 	if err := os.RemoveAll(r.dir); err != nil {
 		r.log.Warn("remove work dir", "err", err)
 	}
@@ -388,6 +399,20 @@ func (r *runner) ensurePods(ctx context.Context, ss []podSpec) error {
 	}
 	_, err := r.waitRunning(ctx, names(ss), nil, 100*time.Millisecond, 5*time.Minute)
 	return err
+}
+
+// noteLoad records the machine's load averages: the machines are shared,
+// and a figure means little without the load it was measured under.
+func (r *runner) noteLoad(when string) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return
+	}
+	r.res.note("load average at the %s of the run (1, 5, 15 min): %s %s %s", when, f[0], f[1], f[2])
 }
 
 // sleep waits d unless ctx ends first.

@@ -106,6 +106,10 @@ type Manager struct {
 	// health is what the probes found of running containers, consulted by
 	// SyncPod's ComputePodActions; nil until SetContainerHealth.
 	health ContainerHealth
+	// beforePostStart is told, with the pod's UID, that a container of it
+	// is running and its postStart hook is about to run; nil until
+	// SetBeforePostStart.
+	beforePostStart func(types.UID)
 
 	// Pod-to-config translation (resources.go, env.go): the machine's
 	// figures, probed once on first use. probeNode nil means the real
@@ -169,4 +173,13 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 // is built after the Manager.
 func (m *Manager) SetContainerHealth(h ContainerHealth) {
 	m.health = h
+}
+
+// SetBeforePostStart hands the Manager what to call when a started
+// container's postStart hook is about to run: the agent's start limit
+// counts a start up to running, and a hook may take as long as it likes
+// (it has no timeout of its own) without holding other pods back. Like
+// SetContainerHealth, it must be called before the first SyncPod.
+func (m *Manager) SetBeforePostStart(f func(types.UID)) {
+	m.beforePostStart = f
 }

@@ -209,6 +209,9 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return res
 	}
 	m.event(pod, EventNormal, "Started", "Started container "+c.Name)
+	if m.beforePostStart != nil && c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		m.beforePostStart(pod.UID)
+	}
 	if err := m.runPostStart(ctx, c, id, t.podIPs); err != nil {
 		res.Err = m.failedPostStart(ctx, pod, c, id, t.sandboxID, cfg.Labels, cfg.Annotations, err)
 	}

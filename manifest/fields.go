@@ -52,7 +52,7 @@ var podFields = map[string]fieldEntry{
 	"spec.tolerations":                   {Ignored, "no scheduler, no taints"},
 	"spec.hostAliases":                   {Honoured, "in the managed `/etc/hosts`"},
 	"spec.priorityClassName":             {Honoured, "`system-node-critical` and `system-cluster-critical` set `priority`"},
-	"spec.priority":                      {Honoured, "orders graceful node shutdown (`shutdownGracePeriod`): lowest first, critical last"},
+	"spec.priority":                      {Honoured, "orders pod starts (highest first) and graceful node shutdown (lowest first, critical last); validated against `priorityClassName`"},
 	"spec.dnsConfig":                     {Honoured, ""},
 	"spec.readinessGates":                {Ignored, "no controller sets their conditions"},
 	"spec.runtimeClassName":              {Honoured, "taken as the CRI runtime handler's name (no RuntimeClass objects)"},

@@ -447,7 +447,10 @@ func (s *fileSource) send(ctx context.Context) error {
 	} else {
 		s.saveLastGood()
 	}
-	return s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra, &s.resolver))
+	err := s.store.Apply(ctx, assemble(SourceFile, results, s.failed != nil, extra, &s.resolver))
+	// Durable while the agent starts the pods, not before (stage).
+	s.state.sync()
+	return err
 }
 
 // sameVersion reports whether a file is unchanged since it was read: same

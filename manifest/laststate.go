@@ -61,6 +61,10 @@ type lastGoodState struct {
 	// writeErr is the last write failure, logged once: the write is
 	// retried on every save.
 	writeErr string
+	// unsynced are the state files stage wrote and sync has not made
+	// durable yet; dirUnsynced is set when the directory changed since.
+	unsynced    []string
+	dirUnsynced bool
 }
 
 // savedEntry is what one state file holds, to skip writes that would not
@@ -257,6 +261,19 @@ func checkStateIdentity(pod *v1.Pod, source, origin, nodeName string) error {
 // at least what the agent was told. Failures are logged and retried on the
 // next save.
 func (l *lastGoodState) save(entries map[string]Result) {
+	l.stage(entries)
+	l.sync()
+}
+
+// stage is save without the fsyncs: each changed entry is written and
+// renamed into place, so a berth killed right after finds it, and sync
+// makes it survive a power cut. The file source stages, hands the pods to
+// the store, and syncs while the agent starts them: two fsyncs take 3 to
+// 100 ms on a busy disk, which a new pod would otherwise wait for. Only a
+// power cut within that window can lose the entry (or leave it empty,
+// which reads as no last good version), and a manifest read good a
+// moment before is then still there.
+func (l *lastGoodState) stage(entries map[string]Result) {
 	if l.dir == "" || l.broken {
 		return
 	}
@@ -280,10 +297,24 @@ func (l *lastGoodState) save(entries map[string]Result) {
 	if removed {
 		// A removal lost to a power cut would bring back pods whose
 		// manifest is gone, should that manifest come back broken.
+		l.dirUnsynced = true
+	}
+}
+
+// sync makes what stage wrote durable: each file written, then the
+// directory (its renames and removals).
+func (l *lastGoodState) sync() {
+	for _, name := range l.unsynced {
+		if err := syncFile(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.Warn("cannot sync a last good manifest state file", "file", filepath.Join(l.dir, name), "err", err)
+		}
+	}
+	if l.dirUnsynced {
 		if err := syncDir(l.dir); err != nil {
 			l.log.Warn("cannot sync the state directory", "dir", l.dir, "err", err)
 		}
 	}
+	l.unsynced, l.dirUnsynced = l.unsynced[:0], false
 }
 
 // write persists one entry atomically: a temporary file in the same
@@ -316,7 +347,7 @@ func (l *lastGoodState) write(origin string, res Result) {
 		l.remove(name, origin)
 		return
 	}
-	if err := writeAtomic(l.dir, name, data); err != nil {
+	if err := writeRename(l.dir, name, data); err != nil {
 		if err.Error() != l.writeErr {
 			l.log.Warn("cannot persist the last good manifest; retrying", "origin", origin, "err", err)
 			l.writeErr = err.Error()
@@ -325,6 +356,8 @@ func (l *lastGoodState) write(origin string, res Result) {
 	}
 	l.writeErr = ""
 	l.entries[origin] = &savedEntry{pods: res.Pods, objects: res.Objects, sum: sum}
+	l.unsynced = append(l.unsynced, name)
+	l.dirUnsynced = true
 }
 
 // remove deletes one state file, idempotently, and forgets the entry of
@@ -400,16 +433,34 @@ func sumState(sf stateFile) [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
-// writeAtomic replaces dir/name with data so that a reader (after any
-// crash) sees the old content or the new, never a mix.
+// writeRename replaces dir/name with data so that a reader (after berth
+// was killed anywhere) sees the old content or the new, never a mix; sync
+// makes it survive a power cut.
+func writeRename(dir, name string, data []byte) error {
+	return replaceFile(dir, name, data, false)
+}
+
+// writeAtomic replaces dir/name with data durably before it returns: the
+// temporary file fsynced, renamed, the directory fsynced. For state that
+// must hold before berth acts on it (the last accepted serial, the node's
+// UID key).
 func writeAtomic(dir, name string, data []byte) error {
+	if err := replaceFile(dir, name, data, true); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// replaceFile writes data to a temporary file in dir, fsynced first when
+// durable, and renames it over dir/name.
+func replaceFile(dir, name string, data []byte, durable bool) error {
 	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("create temporary state file: %w", err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -422,7 +473,20 @@ func writeAtomic(dir, name string, data []byte) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write state file %s: %w", name, err)
 	}
-	return syncDir(dir)
+	return nil
+}
+
+// syncFile makes a written file's content durable.
+func syncFile(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	return nil
 }
 
 // syncDir makes a rename or removal in dir durable.
@@ -480,15 +544,15 @@ func (s *fileSource) restoreLastGood() {
 	}
 }
 
-// saveLastGood persists what each manifest file yields now. The file source
-// calls it only when the path could be listed: a failed read knows nothing
-// about which files are gone.
+// saveLastGood stages what each manifest file yields now (send syncs it
+// once the store has it). The file source calls it only when the path
+// could be listed: a failed read knows nothing about which files are gone.
 func (s *fileSource) saveLastGood() {
 	entries := make(map[string]Result, len(s.files))
 	for p, f := range s.files {
 		entries[p] = f.res
 	}
-	s.state.save(entries)
+	s.state.stage(entries)
 }
 
 // restoreLastGood seeds the HTTP source with the last good body's pods. A

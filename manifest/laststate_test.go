@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -502,4 +504,32 @@ func FuzzDecodeState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLastGoodStageThenSync: stage leaves the entry on disk, renamed into
+// place, before the pods go to the store, and owes the fsyncs that sync
+// then pays; a removal owes the directory's.
+func TestLastGoodStageThenSync(t *testing.T) {
+	stateDir := t.TempDir()
+	l := newLastGoodState(SourceConfig{StateDir: stateDir, NodeName: testNode}, SourceFile, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l.load()
+	origin := "/etc/kubernetes/manifests/a.yaml"
+	pod := parseOne(t, podManifest("a", "img:1"), Origin{Source: SourceFile, Path: origin}, testNode)
+	l.stage(map[string]Result{origin: {Pods: []*v1.Pod{pod}, Lines: []int{1}}})
+	sdir := filepath.Join(stateDir, SourceFile)
+	if names := stateFiles(t, sdir); len(names) != 1 || names[0] != stateName(origin) {
+		t.Fatalf("state files after stage: %v", names)
+	}
+	if len(l.unsynced) != 1 || !l.dirUnsynced {
+		t.Fatalf("stage owes %v and dir %v, want the file and the dir", l.unsynced, l.dirUnsynced)
+	}
+	l.sync()
+	if len(l.unsynced) != 0 || l.dirUnsynced {
+		t.Fatalf("sync left %v and dir %v", l.unsynced, l.dirUnsynced)
+	}
+	l.stage(map[string]Result{})
+	if names := stateFiles(t, sdir); len(names) != 0 || !l.dirUnsynced {
+		t.Fatalf("after the entry went: files %v, dir owed %v", names, l.dirUnsynced)
+	}
+	l.sync()
 }

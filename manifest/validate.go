@@ -58,7 +58,8 @@ func validatePod(pod *v1.Pod) field.ErrorList {
 	errs = append(errs, apivalidation.ValidateAnnotations(pod.Annotations, meta.Child("annotations"))...)
 	errs = append(errs, validateRollbackAfter(pod, meta.Child("annotations"))...)
 	errs = append(errs, validateBerthAnnotations(pod.Annotations, meta.Child("annotations"))...)
-	return append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
+	errs = append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
+	return append(errs, validatePriority(&pod.Spec, field.NewPath("spec"))...)
 }
 
 func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {

@@ -148,13 +148,14 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		return err
 	}
 	a := agent.New(agent.Config{
-		NodeName:      nodeName,
-		HostIP:        hostIP,
-		MaxPods:       s.MaxPods,
-		SyncFrequency: s.SyncFrequency.Duration,
-		Metrics:       reg,
-		Logger:        log,
-		GC:            s.gcConfig(),
+		NodeName:             nodeName,
+		HostIP:               hostIP,
+		MaxPods:              s.MaxPods,
+		MaxParallelPodStarts: s.MaxParallelPodStarts,
+		SyncFrequency:        s.SyncFrequency.Duration,
+		Metrics:              reg,
+		Logger:               log,
+		GC:                   s.gcConfig(),
 		Rollback: agent.RollbackConfig{
 			After: map[string]time.Duration{
 				manifest.SourceFile: s.FileRollbackAfter.Duration,

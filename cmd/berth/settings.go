@@ -50,6 +50,7 @@ type settings struct {
 	Socket                   string              `json:"socket,omitempty"`
 	ListenPods               string              `json:"listenPods,omitempty"`
 	MaxPods                  int                 `json:"maxPods,omitempty"`
+	MaxParallelPodStarts     int                 `json:"maxParallelPodStarts,omitempty"`
 	ClusterDNS               []string            `json:"clusterDNS,omitempty"`
 	ClusterDomain            string              `json:"clusterDomain,omitempty"`
 	ResolvConf               string              `json:"resolvConf,omitempty"`
@@ -156,6 +157,7 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.StringVar(&s.Socket, "socket", s.Socket, "unix socket of the local API and the CLI (\"\" disables it)")
 	fs.StringVar(&s.ListenPods, "listen-pods", s.ListenPods, "pod data the --listen address serves to every local user: none, redacted (pods without env values, commands, annotation values, messages) or full (pods, events, problems)")
 	fs.IntVar(&s.MaxPods, "max-pods", s.MaxPods, "pods beyond this many are rejected")
+	fs.IntVar(&s.MaxParallelPodStarts, "max-parallel-pod-starts", s.MaxParallelPodStarts, "most pods started at once (sandbox and containers up to running), higher priority first; fewer while the runtime is slow; 0: two per CPU")
 	fs.Var(listFlag{&s.ClusterDNS}, "cluster-dns", "DNS server IP for dnsPolicy ClusterFirst (repeatable or comma-separated)")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "cluster domain for dnsPolicy ClusterFirst search paths")
 	fs.StringVar(&s.ResolvConf, "resolv-conf", s.ResolvConf, "host resolver file for pods' DNS (\"\" disables)")
@@ -299,6 +301,9 @@ func (s settings) validate() error {
 	}
 	if s.MaxPods <= 0 {
 		errs = append(errs, fmt.Errorf("--max-pods must be positive, got %d", s.MaxPods))
+	}
+	if s.MaxParallelPodStarts < 0 {
+		errs = append(errs, fmt.Errorf("--max-parallel-pod-starts must not be negative, got %d", s.MaxParallelPodStarts))
 	}
 	if _, err := parseLogLevel(s.LogLevel); err != nil {
 		errs = append(errs, err)

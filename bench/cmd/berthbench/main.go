@@ -5,7 +5,7 @@
 // manifests, serves a PodList, and watches CRI and /proc. Figures that
 // need berth's own /metrics, /readyz or /pods print N/A for such an agent.
 //
-//	berthbench                          # the full set, about 10 minutes
+//	berthbench                          # the full set, about 15 minutes
 //	berthbench -quick -only add,remove  # a developer's quick look
 //	berthbench -containerd 2.1          # on containerd 2.1 (built and cached on first use)
 //	berthbench -agent 'kubelet --pod-manifest-path={manifests} --manifest-url={url}

@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// startQueue bounds how many pods are being started at once (a sandbox
+// created and its containers started, one SyncPod of a pod that has no
+// ready sandbox) and decides who starts next: higher spec.priority first,
+// then the order berth saw the manifests in. Handing containerd every pod
+// at once saturates the machine and no pod runs until nearly all do; a
+// few starts in flight bring the first and the most important pods up in
+// a fraction of the time and all of them no later.
+//
+// Only starts queue: stops, probes, status reads and restarts of single
+// containers never wait here. A slot is held until the start's SyncPod
+// returns, or until a postStart hook is about to run (the hook has no
+// timeout and is the pod's own business).
+//
+// A pod enters the queue when it becomes a candidate (its lane is created,
+// or it passes the full-name gate), before its lane has read the runtime,
+// so a critical pod that arrives in the same batch as 49 others holds its
+// rank while its lane is still on the way: a pod may start only while
+// fewer entries rank above it than there are free slots.
+//
+// The limit adapts between 1 and max to the start latency the runtime
+// shows (see observe). It is not safe for concurrent use: the pod
+// workers' mutex guards it.
+type startQueue struct {
+	clock clock.PassiveClock
+	limit *startLimit
+
+	// entries are the pods waiting for a slot, best first.
+	entries []*startEntry
+	// inflight maps the pods holding a slot to when they got it.
+	inflight map[types.UID]time.Time
+}
+
+// startEntry is one pod waiting for a start slot.
+type startEntry struct {
+	uid      types.UID
+	priority int32
+	seq      uint64 // the order the pod was seen in
+	// asked is set once the pod's lane asked for a slot and was told to
+	// wait: only such lanes need waking when a slot frees, the others ask
+	// on their own.
+	asked bool
+}
+
+func newStartQueue(clk clock.PassiveClock, limit *startLimit) *startQueue {
+	return &startQueue{clock: clk, limit: limit, inflight: map[types.UID]time.Time{}}
+}
+
+// before reports whether a ranks before b: higher priority, then seen
+// earlier.
+func (a *startEntry) before(b *startEntry) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	return a.seq < b.seq
+}
+
+// add makes uid a candidate for a start slot, unless it already is one or
+// holds a slot.
+func (q *startQueue) add(uid types.UID, priority int32, seq uint64) {
+	if _, ok := q.inflight[uid]; ok || q.index(uid) >= 0 {
+		return
+	}
+	e := &startEntry{uid: uid, priority: priority, seq: seq}
+	i, _ := slices.BinarySearchFunc(q.entries, e, func(x, y *startEntry) int {
+		if x.before(y) {
+			return -1
+		}
+		return 1
+	})
+	q.entries = slices.Insert(q.entries, i, e)
+}
+
+// acquire gives uid a start slot if it holds one or may take one now, and
+// otherwise marks it as waiting, to be returned by wakeable once its turn
+// comes. It adds uid first if it is no candidate yet.
+func (q *startQueue) acquire(uid types.UID, priority int32, seq uint64) bool {
+	if _, ok := q.inflight[uid]; ok {
+		return true
+	}
+	q.add(uid, priority, seq)
+	i := q.index(uid)
+	if i < q.free() {
+		q.entries = slices.Delete(q.entries, i, i+1)
+		q.inflight[uid] = q.clock.Now()
+		return true
+	}
+	q.entries[i].asked = true
+	return false
+}
+
+// release gives back uid's slot, or withdraws it from the queue (a pod
+// removed while it waited never starts). A slot held is fed to the limit
+// as one start's latency when observe is set: a start that ended in an
+// error or a pull says nothing about how fast the runtime starts pods.
+func (q *startQueue) release(uid types.UID, observe bool) {
+	if since, ok := q.inflight[uid]; ok {
+		delete(q.inflight, uid)
+		if observe {
+			q.limit.observe(since, q.clock.Now(), len(q.entries) > 0)
+		}
+		return
+	}
+	if i := q.index(uid); i >= 0 {
+		q.entries = slices.Delete(q.entries, i, i+1)
+	}
+}
+
+// wakeable returns the waiting pods whose lanes asked and may now take a
+// slot: the caller wakes them.
+func (q *startQueue) wakeable() []types.UID {
+	var uids []types.UID
+	for _, e := range q.entries[:min(q.free(), len(q.entries))] {
+		if e.asked {
+			uids = append(uids, e.uid)
+		}
+	}
+	return uids
+}
+
+// waitReason says why uid waits, for its containers' ContainerCreating
+// message in `berth describe`.
+func (q *startQueue) waitReason(uid types.UID) string {
+	return fmt.Sprintf("waiting for a pod start slot: %d pod starts in flight (limit %d), %d pods ahead in the start queue (higher priority or seen earlier)",
+		len(q.inflight), q.limit.current(), max(q.index(uid), 0))
+}
+
+func (q *startQueue) free() int {
+	return max(q.limit.current()-len(q.inflight), 0)
+}
+
+func (q *startQueue) index(uid types.UID) int {
+	return slices.IndexFunc(q.entries, func(e *startEntry) bool { return e.uid == uid })
+}

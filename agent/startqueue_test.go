@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// TestStartQueueOrder drives the queue through a scripted sequence: pods
+// are added (as the sync loop creates lanes), their lanes ask in whatever
+// order the goroutines run, and slots are given back. Each step checks who
+// got a slot and who is to be woken.
+func TestStartQueueOrder(t *testing.T) {
+	type op struct {
+		do       string // add, acquire, release, withdraw
+		uid      string
+		priority int32
+		want     bool     // acquire's answer
+		wake     []string // wakeable() after the op, when not nil
+	}
+	for _, tt := range []struct {
+		name  string
+		limit int
+		ops   []op
+	}{
+		{
+			name: "under the limit every pod starts at once", limit: 2,
+			ops: []op{
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "b", want: true},
+				{do: "acquire", uid: "c", want: false},
+				{do: "release", uid: "a", wake: []string{"c"}},
+				{do: "acquire", uid: "c", want: true},
+			},
+		},
+		{
+			name: "a critical pod of the same batch keeps its rank while its lane is on the way", limit: 2,
+			ops: []op{
+				{do: "add", uid: "a"}, {do: "add", uid: "b"}, {do: "add", uid: "c"},
+				{do: "add", uid: "crit", priority: 2000001000},
+				// b's and c's lanes ask first: one slot is kept for crit.
+				{do: "acquire", uid: "c", want: false},
+				{do: "acquire", uid: "b", want: false},
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "crit", priority: 2000001000, want: true, wake: []string{}},
+				{do: "release", uid: "crit", wake: []string{"b"}},
+				{do: "acquire", uid: "c", want: false},
+				{do: "acquire", uid: "b", want: true},
+				{do: "release", uid: "a", wake: []string{"c"}},
+			},
+		},
+		{
+			name: "priority first, then the order seen", limit: 1,
+			ops: []op{
+				{do: "acquire", uid: "running", want: true},
+				{do: "add", uid: "low1", priority: -1},
+				{do: "add", uid: "a"}, {do: "add", uid: "b"},
+				{do: "add", uid: "cluster", priority: 2000000000},
+				{do: "add", uid: "node", priority: 2000001000},
+				{do: "acquire", uid: "low1", priority: -1, want: false},
+				{do: "acquire", uid: "b", want: false},
+				{do: "acquire", uid: "a", want: false},
+				{do: "acquire", uid: "cluster", priority: 2000000000, want: false},
+				{do: "acquire", uid: "node", priority: 2000001000, want: false},
+				{do: "release", uid: "running", wake: []string{"node"}},
+				{do: "acquire", uid: "node", priority: 2000001000, want: true},
+				{do: "release", uid: "node", wake: []string{"cluster"}},
+				{do: "acquire", uid: "cluster", priority: 2000000000, want: true},
+				{do: "release", uid: "cluster", wake: []string{"a"}},
+				{do: "acquire", uid: "a", want: true},
+				{do: "release", uid: "a", wake: []string{"b"}},
+				{do: "acquire", uid: "b", want: true},
+				{do: "release", uid: "b", wake: []string{"low1"}},
+			},
+		},
+		{
+			name: "a withdrawn pod gives its turn to the next", limit: 1,
+			ops: []op{
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "b", want: false},
+				{do: "acquire", uid: "c", want: false},
+				{do: "withdraw", uid: "b", wake: []string{}},
+				{do: "release", uid: "a", wake: []string{"c"}},
+			},
+		},
+		{
+			name: "a candidate that needs no start frees its rank", limit: 1,
+			ops: []op{
+				{do: "add", uid: "adopted", priority: 10},
+				{do: "acquire", uid: "new", want: false},
+				{do: "withdraw", uid: "adopted", wake: []string{"new"}},
+				{do: "acquire", uid: "new", want: true},
+			},
+		},
+		{
+			name: "asking again while holding a slot keeps it", limit: 1,
+			ops: []op{
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "b", want: false},
+			},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newStartQueue(clocktesting.NewFakePassiveClock(time.Unix(0, 0)), newStartLimit(tt.limit))
+			seqs := map[string]uint64{}
+			seq := func(uid string) uint64 {
+				if _, ok := seqs[uid]; !ok {
+					seqs[uid] = uint64(len(seqs) + 1)
+				}
+				return seqs[uid]
+			}
+			for i, o := range tt.ops {
+				uid := types.UID(o.uid)
+				switch o.do {
+				case "add":
+					q.add(uid, o.priority, seq(o.uid))
+				case "acquire":
+					if got := q.acquire(uid, o.priority, seq(o.uid)); got != o.want {
+						t.Fatalf("op %d: acquire(%s) = %v, want %v", i, o.uid, got, o.want)
+					}
+				case "release", "withdraw":
+					q.release(uid, true)
+				}
+				if o.wake != nil {
+					var got []string
+					for _, u := range q.wakeable() {
+						got = append(got, string(u))
+					}
+					if !slices.Equal(got, o.wake) && len(got)+len(o.wake) > 0 {
+						t.Fatalf("op %d (%s %s): wakeable = %v, want %v", i, o.do, o.uid, got, o.wake)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestStartQueueWaitReason checks the message a waiting pod shows.
+func TestStartQueueWaitReason(t *testing.T) {
+	q := newStartQueue(clocktesting.NewFakePassiveClock(time.Unix(0, 0)), newStartLimit(1))
+	q.acquire("a", 0, 1)
+	q.acquire("b", 0, 2)
+	q.acquire("c", 0, 3)
+	got := q.waitReason("c")
+	if !strings.Contains(got, "1 pod starts in flight (limit 1), 1 pods ahead") {
+		t.Errorf("waitReason = %q", got)
+	}
+	if len(q.inflight) != 1 || len(q.entries) != 2 {
+		t.Errorf("%d in flight, %d waiting; want 1, 2", len(q.inflight), len(q.entries))
+	}
+}
+
+// TestStartLimitAdapts feeds start latencies measured on a fake clock
+// through the queue and checks that the limit shrinks while starts are
+// slow and grows back, never past the maximum nor below one.
+func TestStartLimitAdapts(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	q := newStartQueue(clk, newStartLimit(4))
+	next := uint64(0)
+	// round starts as many pods as the limit allows, with more waiting,
+	// and completes them all after d.
+	round := func(d time.Duration) int {
+		limit := q.limit.current()
+		var got []types.UID
+		for range limit + 1 {
+			next++
+			uid := types.UID(strings.Repeat("x", int(next)))
+			if q.acquire(uid, 0, next) {
+				got = append(got, uid)
+			}
+		}
+		if len(got) != limit {
+			t.Fatalf("%d pods got a slot, want the limit %d", len(got), limit)
+		}
+		clk.SetTime(clk.Now().Add(d))
+		for _, uid := range got {
+			q.release(uid, true)
+		}
+		for len(q.entries) > 0 {
+			q.release(q.entries[0].uid, false)
+		}
+		return q.limit.current()
+	}
+	steps := []struct {
+		d    time.Duration
+		want int
+	}{
+		{100 * time.Millisecond, 4}, // at the maximum already
+		{150 * time.Millisecond, 4},
+		{500 * time.Millisecond, 3}, // 5x the best: one slot fewer
+		{500 * time.Millisecond, 2},
+		{900 * time.Millisecond, 1},
+		{900 * time.Millisecond, 1}, // never below one
+		{150 * time.Millisecond, 2}, // fast again, with pods waiting
+		{200 * time.Millisecond, 3},
+		{300 * time.Millisecond, 3}, // neither slow nor fast: kept
+		{100 * time.Millisecond, 4},
+		{100 * time.Millisecond, 4}, // never above the maximum
+	}
+	for i, s := range steps {
+		if got := round(s.d); got != s.want {
+			t.Fatalf("step %d (%s): limit = %d, want %d", i, s.d, got, s.want)
+		}
+	}
+}
+
+// TestStartLimitNeedsWaitersToGrow: a fast start with nobody waiting says
+// nothing about room for more.
+func TestStartLimitNeedsWaitersToGrow(t *testing.T) {
+	l := newStartLimit(3)
+	now := time.Unix(0, 0)
+	start := func(d time.Duration, waiting bool) {
+		l.observe(now, now.Add(d), waiting)
+		now = now.Add(d)
+	}
+	start(100*time.Millisecond, true)
+	for range 2 {
+		start(time.Second, true)
+	}
+	if got := l.current(); got != 1 {
+		t.Fatalf("limit after slow starts = %d, want 1", got)
+	}
+	for range 5 {
+		start(100*time.Millisecond, false)
+	}
+	if got := l.current(); got != 1 {
+		t.Errorf("limit grew to %d with nobody waiting", got)
+	}
+	start(100*time.Millisecond, true)
+	if got := l.current(); got != 2 {
+		t.Errorf("limit = %d after a fast start with pods waiting, want 2", got)
+	}
+}

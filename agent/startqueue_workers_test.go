@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/cri"
+)
+
+// gatedRuntime is a podRuntime whose SyncPod of a pod without a sandbox
+// reports itself on entered and waits for proceed: the test decides when
+// each start ends. A started pod has a ready sandbox, so its later syncs
+// are no starts.
+type gatedRuntime struct {
+	stubRuntime
+	entered chan types.UID
+	proceed chan struct{}
+	// postStart, if set, runs in SyncPod before it reports itself, as the
+	// runtime manager tells the agent a postStart hook is about to run.
+	postStart func(types.UID)
+
+	mu     sync.Mutex // guards ready, killed and unreadable
+	ready  map[types.UID]bool
+	killed []types.UID
+	// unreadable are pods whose status the runtime fails to return.
+	unreadable map[types.UID]bool
+}
+
+func newGatedRuntime() *gatedRuntime {
+	return &gatedRuntime{stubRuntime: *newStubRuntime(), entered: make(chan types.UID, 100), proceed: make(chan struct{}), ready: map[types.UID]bool{}}
+}
+
+func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unreadable[uid] {
+		return nil, errors.New("status unreadable")
+	}
+	if !g.ready[uid] {
+		return &cri.PodStatus{UID: uid}, nil
+	}
+	return &cri.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*cri.SandboxStatus{{ID: "sb-" + string(uid), State: cri.SandboxStateReady, IP: "10.0.0.2"}}}, nil
+}
+
+func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus) cri.SyncResult {
+	if len(status.Sandboxes) > 0 {
+		return cri.SyncResult{}
+	}
+	if g.postStart != nil {
+		g.postStart(pod.UID)
+	}
+	g.entered <- pod.UID
+	<-g.proceed
+	g.mu.Lock()
+	g.ready[pod.UID] = true
+	g.mu.Unlock()
+	return cri.SyncResult{}
+}
+
+func (g *gatedRuntime) KillPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus, _ *int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.killed = append(g.killed, status.UID)
+	delete(g.ready, status.UID)
+	return nil
+}
+
+func (g *gatedRuntime) wasKilled(uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range g.killed {
+		if k == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func startPod(uid types.UID, priority int32) *v1.Pod {
+	p := stubPod(uid, string(uid), "1")
+	p.Spec.Priority = &priority
+	return p
+}
+
+// waitingForSlot reports whether uid's status shows its containers
+// waiting for a start slot.
+func waitingForSlot(w *podWorkers, uid types.UID) bool {
+	p := w.status.get(uid)
+	if p == nil || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	wt := p.Status.ContainerStatuses[0].State.Waiting
+	return wt != nil && wt.Reason == "ContainerCreating" && strings.Contains(wt.Message, "waiting for a pod start slot")
+}
+
+// TestPodWorkersStartOrder: with one start slot taken, pods that arrive
+// together start one at a time, the critical ones first, then in the
+// order they came; each waiting pod says why in its status.
+func TestPodWorkersStartOrder(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+
+	w.update(startPod("first", 0))
+	if got := <-rt.entered; got != "first" {
+		t.Fatalf("first start = %s", got)
+	}
+	batch := []*v1.Pod{startPod("low-a", 0), startPod("low-b", 0), startPod("cluster", 2000000000), startPod("negative", -10), startPod("node", 2000001000), startPod("low-c", 0)}
+	for _, p := range batch {
+		w.update(p)
+	}
+	for _, p := range batch {
+		waitUntil(t, string(p.UID)+" shown waiting for a start slot", func() bool { return waitingForSlot(w, p.UID) })
+	}
+	want := []types.UID{"node", "cluster", "low-a", "low-b", "low-c", "negative"}
+	for i, uid := range want {
+		rt.proceed <- struct{}{}
+		if got := <-rt.entered; got != uid {
+			t.Fatalf("start %d = %s, want %s (order %v)", i+1, got, uid, want)
+		}
+	}
+	rt.proceed <- struct{}{}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersPostStartFreesSlot: a pod whose postStart hook runs no
+// longer holds its start slot, so a hook that hangs holds nobody back.
+func TestPodWorkersPostStartFreesSlot(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	rt.postStart = w.startDone
+
+	w.update(startPod("hooked", 0))
+	<-rt.entered
+	w.update(startPod("next", 0))
+	if got := <-rt.entered; got != "next" {
+		t.Fatalf("second start = %s", got)
+	}
+	rt.proceed <- struct{}{}
+	rt.proceed <- struct{}{}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersUnreadablePodKeepsNoRank: a critical pod whose status the
+// runtime cannot read does not keep the only slot from the others.
+func TestPodWorkersUnreadablePodKeepsNoRank(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	rt.unreadable = map[types.UID]bool{"broken": true}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+
+	w.update(startPod("broken", 2000001000))
+	w.update(startPod("fine", 0))
+	select {
+	case got := <-rt.entered:
+		if got != "fine" {
+			t.Fatalf("start = %s, want fine", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other pod never started: the unreadable one kept its rank")
+	}
+	rt.proceed <- struct{}{}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersStopsIgnoreStartLimit: while every start slot is taken by
+// a start that does not end, a running pod is still stopped and removed.
+func TestPodWorkersStopsIgnoreStartLimit(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+
+	w.update(startPod("running", 0))
+	<-rt.entered
+	rt.proceed <- struct{}{}
+	waitUntil(t, "the first pod started", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.ready["running"]
+	})
+	w.update(startPod("stuck", 0))
+	<-rt.entered // holds the only slot from now on
+	w.update(startPod("waiting", 0))
+	waitUntil(t, "a pod waiting for the slot", func() bool { return waitingForSlot(w, "waiting") })
+
+	w.update(startPod("running", 0)) // a resync of the running pod is no start
+	w.remove("running", nil)
+	waitUntil(t, "the running pod stopped and its lane closed", func() bool { return rt.wasKilled("running") && !w.known("running") })
+	w.remove("waiting", nil)
+	waitUntil(t, "the waiting pod gone", func() bool { return !w.known("waiting") })
+	if rt.wasKilled("stuck") {
+		t.Error("the pod whose start is in flight was killed")
+	}
+	rt.proceed <- struct{}{}
+	cancel()
+	w.wait()
+}

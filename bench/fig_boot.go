@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// figBoot times the agent's start with 50 pods to bring up (one critical,
+// last by name): on an appliance's first boot (manifests present, an
+// empty runtime) and after a power cut (the pods left in the runtime with
+// every container dead and every sandbox NOTREADY). Time 0 is the agent's
+// exec; the figures are containerd's started_at of the new containers.
+func (r *runner) figBoot(ctx context.Context) error {
+	var cold, dead [4][]float64 // first, critical, median, all
+	for i := range r.plan.bootRuns {
+		ss := withCritical(fmt.Sprintf("boot-%d", i), burstSize)
+		if err := r.stopAgent(ctx); err != nil {
+			return err
+		}
+		if _, err := dropManifests(r.manifests, ss...); err != nil {
+			return err
+		}
+		up, crit, err := r.bootAndTime(ctx, ss, nil)
+		if err != nil {
+			return fmt.Errorf("first boot, run %d: %w", i, err)
+		}
+		appendTimes(&cold, up, crit)
+
+		old, err := r.killAll(ctx, ss)
+		if err != nil {
+			return fmt.Errorf("power cut, run %d: %w", i, err)
+		}
+		if up, crit, err = r.bootAndTime(ctx, ss, old); err != nil {
+			return fmt.Errorf("boot after a power cut, run %d: %w", i, err)
+		}
+		appendTimes(&dead, up, crit)
+		if err := r.clear(ctx); err != nil {
+			return err
+		}
+	}
+	r.addBurstRows("boot: 50 manifests, empty runtime", cold[0], cold[2], cold[3], cold[1], kubeletFigures{})
+	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{})
+	return nil
+}
+
+// appendTimes adds one run's figures to the per-figure sample lists.
+func appendTimes(to *[4][]float64, up burstTimes, crit float64) {
+	to[0] = append(to[0], up.first)
+	to[1] = append(to[1], crit)
+	to[2] = append(to[2], up.median)
+	to[3] = append(to[3], up.all)
+}
+
+// bootAndTime starts the (stopped) file agent and times ss's containers
+// that are not in old to RUNNING, from the moment before the exec.
+func (r *runner) bootAndTime(ctx context.Context, ss []podSpec, old map[string]bool) (burstTimes, float64, error) {
+	args, err := r.agentArgs(fileAgent)
+	if err != nil {
+		return burstTimes{}, 0, err
+	}
+	r.args, r.mode = args, fileAgent
+	t0 := time.Now()
+	if err := r.launch(); err != nil {
+		return burstTimes{}, 0, err
+	}
+	ctrs, err := r.waitRunning(ctx, names(ss), old, burstPoll, burstTimeout)
+	if err != nil {
+		return burstTimes{}, 0, err
+	}
+	if err := r.awaitReady(ctx); err != nil {
+		return burstTimes{}, 0, err
+	}
+	return r.timesAfter(ctx, ss, ctrs, t0)
+}
+
+// killAll stops the agent (SIGTERM: its pods stay) and then every sandbox
+// of ss, as a power cut leaves them after the next boot: containers
+// exited, sandboxes NOTREADY. It returns the IDs of the dead containers.
+func (r *runner) killAll(ctx context.Context, ss []podSpec) (map[string]bool, error) {
+	if err := r.agent.stop(10 * time.Second); err != nil {
+		return nil, err
+	}
+	r.agent, r.warmed = nil, false
+	ids, err := r.podIDs(ctx, names(ss))
+	if err != nil {
+		return nil, err
+	}
+	old := map[string]bool{}
+	for _, id := range ids {
+		old[id] = true
+	}
+	want := map[string]bool{}
+	for _, s := range ss {
+		want[r.runtimePodName(s.Name)] = true
+	}
+	cctx, cancel := context.WithTimeout(ctx, criTimeout)
+	resp, err := r.rt.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	for _, sb := range resp.GetItems() {
+		if !want[sb.GetLabels()[labelPodName]] || sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := r.rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("stop sandbox %s: %w", sb.GetId(), err)
+		}
+	}
+	return old, r.poll(ctx, burstPoll, burstTimeout, "the bed quiet", func() (bool, error) { return r.quiet(ctx) })
+}

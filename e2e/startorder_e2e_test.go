@@ -1,0 +1,205 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// startLimit is the --max-parallel-pod-starts of the start-order tests:
+// small, so the order shows.
+const startLimit = 2
+
+// prioritySleeper is a sleeper with a priority class ("" for none).
+func prioritySleeper(name, class string) *v1.Pod {
+	p := sleeper(name)
+	p.Spec.PriorityClassName = class
+	return p
+}
+
+// sandboxCreated waits until every named pod (full names) runs its
+// container and returns when the runtime created each pod's sandbox.
+func sandboxCreated(t *testing.T, names []string) map[string]time.Time {
+	t.Helper()
+	created := map[string]time.Time{}
+	waitCond(t, fmt.Sprintf("%d pods running", len(names)), 3*waitTimeout, func() (bool, string) {
+		var pending []string
+		for _, n := range names {
+			if _, ok := created[n]; ok {
+				continue
+			}
+			cs, err := containersOf(n)
+			if err != nil {
+				return false, err.Error()
+			}
+			sbs, err := sandboxesOf(n)
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(runningContainers(cs)) == 0 || len(sbs) == 0 {
+				pending = append(pending, n)
+				continue
+			}
+			if sbs[0].CreatedAt == 0 {
+				return false, n + ": sandbox without a creation time"
+			}
+			first := time.Unix(0, sbs[0].CreatedAt)
+			for _, sb := range sbs[1:] {
+				if at := time.Unix(0, sb.CreatedAt); at.Before(first) {
+					first = at
+				}
+			}
+			created[n] = first
+		}
+		return len(pending) == 0, "not running yet: " + strings.Join(pending, ", ")
+	})
+	return created
+}
+
+// createdBefore lists the pods of names whose sandbox the runtime created
+// before at, in creation order.
+func createdBefore(created map[string]time.Time, names []string, at time.Time) []string {
+	var out []string
+	for _, n := range names {
+		if created[n].Before(at) {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return created[out[i]].Before(created[out[j]]) })
+	return out
+}
+
+// TestStartOrder: with a start limit of 2, critical pods start before the
+// others, at boot (all manifests present when berth starts) and when 21
+// manifests arrive at once while berth runs with the critical one written
+// last. The order comes from the runtime's sandbox creation times, never
+// from how long anything took.
+func TestStartOrder(t *testing.T) {
+	manifests := map[string]string{}
+	var bootRegular []string
+	for i := range 4 {
+		n := fmt.Sprintf("so-boot-%02d", i)
+		manifests[n+".yaml"] = podManifest(prioritySleeper(n, ""))
+		bootRegular = append(bootRegular, podName(n))
+	}
+	// Named to sort last: the order seen would put them at the end.
+	manifests["so-boot-zz-node.yaml"] = podManifest(prioritySleeper("so-boot-zz-node", "system-node-critical"))
+	manifests["so-boot-zz-cluster.yaml"] = podManifest(prioritySleeper("so-boot-zz-cluster", "system-cluster-critical"))
+	b := newBerth(t, berthOptions{args: []string{"--max-parallel-pod-starts", fmt.Sprint(startLimit)}, manifests: manifests})
+	b.waitReady()
+
+	critical := []string{podName("so-boot-zz-node"), podName("so-boot-zz-cluster")}
+	created := sandboxCreated(t, append(append([]string{}, bootRegular...), critical...))
+	for _, c := range critical {
+		if early := createdBefore(created, bootRegular, created[c]); len(early) > 0 {
+			t.Errorf("boot: %s started after %v", c, early)
+		}
+	}
+	t.Logf("boot: critical sandboxes created at %s and %s, the first other one at %s", created[critical[0]].Format(time.StampMicro),
+		created[critical[1]].Format(time.StampMicro), created[createdBefore(created, bootRegular, time.Now())[0]].Format(time.StampMicro))
+
+	// 20 regular pods and a critical one, renamed into place together,
+	// the critical one last. The file source may hand over the first ones
+	// a few ms before it (one debounce window), and they may take the free
+	// slots: at most the limit. The critical pod then has the next slot,
+	// but the other slots may free in the same instant, and a regular pod
+	// granted a moment after it may reach the runtime first: at most the
+	// limit less one more. (This assumes no pod starts completely within
+	// the few ms the file source takes: a start takes hundreds.)
+	var liveRegular, files []string
+	for i := range 21 {
+		n, class := fmt.Sprintf("so-live-%02d", i), ""
+		if i == 20 {
+			n, class = "so-live-zz-crit", "system-node-critical"
+		} else {
+			liveRegular = append(liveRegular, podName(n))
+		}
+		files = append(files, n+".yaml")
+		// A dotfile, which berth ignores, until the rename below.
+		if err := os.WriteFile(b.manifestPath("."+n+".tmp"), []byte(podManifest(prioritySleeper(n, class))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range files {
+		if err := os.Rename(b.manifestPath("."+strings.TrimSuffix(f, ".yaml")+".tmp"), b.manifestPath(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crit := podName("so-live-zz-crit")
+	created = sandboxCreated(t, append(append([]string{}, liveRegular...), crit))
+	if early := createdBefore(created, liveRegular, created[crit]); len(early) > 2*startLimit-1 {
+		t.Errorf("live: %d regular pods started before the critical one, at most %d may: %v", len(early), 2*startLimit-1, early)
+	}
+	all := createdBefore(created, append(liveRegular, crit), time.Now())
+	t.Logf("live: creation order %v", all)
+}
+
+// TestStopsIgnoreStartLimit: with the only start slot held by a sandbox
+// creation that containerd does not answer (a CRI proxy holds the
+// answer), a running pod whose manifest is removed is still stopped, and
+// a third pod waits, shown as ContainerCreating with the reason.
+func TestStopsIgnoreStartLimit(t *testing.T) {
+	proxy := startCRIProxy(t, t.TempDir())
+	b := newBerth(t, berthOptions{
+		args:      []string{"--container-runtime-endpoint", proxy.endpoint(), "--max-parallel-pod-starts", "1"},
+		omit:      []string{"container-runtime-endpoint"},
+		manifests: map[string]string{"sl-running.yaml": podManifest(sleeper("sl-running"))},
+	})
+	b.waitReady()
+	running := b.waitRunning(podName("sl-running"))
+	b.waitRuntime(running.Name, "main", running.UID)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	hold := &proxyHook{methods: []string{"RunPodSandbox"}, phase: requestSent, pod: fullName(podName("sl-blocker"), "default"), fired: make(chan struct{}),
+		fire: func() {
+			close(entered)
+			<-release
+		}}
+	proxy.arm(hold)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	b.writeManifest("sl-blocker.yaml", podManifest(sleeper("sl-blocker")))
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("berth never asked for the blocker's sandbox")
+	}
+	b.writeManifest("sl-waiting.yaml", podManifest(sleeper("sl-waiting")))
+	waiting := b.waitPod(podName("sl-waiting"), "waiting for a start slot", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "main")
+		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating" &&
+			strings.Contains(cs.State.Waiting.Message, "waiting for a pod start slot")
+	})
+	t.Logf("waiting pod: %s", containerStatus(waiting, "main").State.Waiting.Message)
+
+	b.removeManifest("sl-running.yaml")
+	waitCond(t, "the removed pod stopped", waitTimeout, func() (bool, string) {
+		cs, err := containersOf(running.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(runningContainers(cs)) == 0, describeContainers(cs)
+	})
+	// The slot is still held: the waiting pod has not been given one.
+	if sbs, err := sandboxesOf(podName("sl-waiting")); err != nil || len(sbs) > 0 {
+		t.Fatalf("the waiting pod got a sandbox while the only slot was held: %v %s", err, describeSandboxes(sbs))
+	}
+	if proxy.disarm(hold) {
+		t.Fatal("the hook never fired")
+	}
+	close(release)
+	released = true
+	b.waitRunning(podName("sl-waiting"))
+	b.waitRunning(podName("sl-blocker"))
+}
