@@ -31,14 +31,11 @@ http:
 // the bed's registry process by its command line.
 func (b *Bed) registryConfigPath() string { return b.path("registry.yml") }
 
-// startRegistry runs docker-registry on a free loopback port, tells
-// containerd to reach it over plain HTTP, and pushes the busybox image from
-// the archive with skopeo. It records the registry in b.
-func (b *Bed) startRegistry(archive string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+// startRegistry runs docker-registry on loopback port (free a moment ago),
+// tells containerd to reach it over plain HTTP (CRI-O's config already
+// says so), and pushes the busybox image from the archive with skopeo. It
+// records the registry in b.
+func (b *Bed) startRegistry(archive string, port int) error {
 	host := "127.0.0.1:" + strconv.Itoa(port)
 	if err := os.WriteFile(b.registryConfigPath(), fmt.Appendf(nil, registryConfigTemplate, b.path("registry"), host), 0o644); err != nil {
 		return fmt.Errorf("write registry config: %w", err)
