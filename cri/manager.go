@@ -98,6 +98,9 @@ type Manager struct {
 	// health is what the probes found of running containers, consulted by
 	// SyncPod's ComputePodActions; nil until SetContainerHealth.
 	health ContainerHealth
+	// name is the runtime's name, the scheme of ContainerStatus.Runtime;
+	// it guards itself.
+	name runtimeName
 
 	// Pod-to-config translation (resources.go, env.go): the machine's
 	// figures, probed once on first use. probeNode nil means the real

@@ -283,7 +283,9 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 }
 
 // shimSockets returns the sockets of the bed's running shims, checking
-// that each is where shimSocket says containerd puts it.
+// that each is where shimSocket says containerd puts it. CRI-O's conmon
+// keeps its sockets below the bed's Dir: there it returns the conmon
+// processes' own paths in /proc, gone once they are.
 func shimSockets(t *testing.T, b *Bed) []string {
 	t.Helper()
 	procs, err := listProcs()
@@ -292,7 +294,11 @@ func shimSockets(t *testing.T, b *Bed) []string {
 	}
 	var sockets []string
 	for _, p := range procs {
-		if filepath.Base(p.Args[0]) != "containerd-shim-runc-v2" || argValue(p.Args, "-address") != b.Socket {
+		if !b.isShim(p.Args) {
+			continue
+		}
+		if b.version.CRIO {
+			sockets = append(sockets, fmt.Sprintf("/proc/%d", p.PID))
 			continue
 		}
 		s := shimSocket(b.Socket, argValue(p.Args, "-namespace"), argValue(p.Args, "-id"))
