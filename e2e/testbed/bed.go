@@ -318,8 +318,10 @@ func (b *Bed) runtimeConfig(registryPort int) ([]byte, error) {
 		if err := os.WriteFile(b.path("policy.json"), []byte(crioPolicy), 0o644); err != nil {
 			return nil, fmt.Errorf("write signature policy: %w", err)
 		}
-		// Empty: no search registries, no mirrors; not the machine's.
-		if err := os.WriteFile(b.path("registries.conf"), nil, 0o644); err != nil {
+		// Not the machine's: short names ("busybox:1.36") resolve on
+		// docker.io as containerd's do (CRI-O's packages ship the same
+		// search list), no mirrors.
+		if err := os.WriteFile(b.path("registries.conf"), []byte(crioRegistries), 0o644); err != nil {
 			return nil, fmt.Errorf("write registries.conf: %w", err)
 		}
 		if err := os.MkdirAll(b.path("registries.conf.d"), 0o755); err != nil {

@@ -95,7 +95,7 @@ func TestBusyboxImage(t *testing.T) {
 	defer cancel()
 	script := `for a in sh httpd sleep cat nc wget; do command -v $a >/dev/null || echo "missing $a"; done; echo "user $(id -un) in $(pwd) tmp $(stat -c %a /tmp)"`
 	p := runPodWith(ctx, t, b, "applets", false, script, func(_ *runtimeapi.PodSandboxConfig, c *runtimeapi.ContainerConfig) {
-		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 65534}}}
+		c.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 65534}
 	})
 	waitExited(ctx, t, b.Runtime(), p.container)
 	log, err := os.ReadFile(p.logFile)
@@ -534,11 +534,18 @@ func runPodWith(ctx context.Context, t *testing.T, b *Bed, name string, hostNetw
 	}
 	cConfig := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-		Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage},
-		Command:  []string{"sh", "-c", script},
-		LogPath:  "main/0.log",
+		Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage, UserSpecifiedImage: b.BusyboxImage},
+		// The sandbox's namespaces, as the kubelet passes them: CRI-O
+		// refuses a container whose PID namespace differs.
+		Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: sbConfig.Linux.SecurityContext.NamespaceOptions}},
+		Command: []string{"sh", "-c", script},
+		LogPath: "main/0.log",
 	}
 	edit(sbConfig, cConfig)
+	// As the kubelet does: CRI-O does not create the log file's directory.
+	if err := os.MkdirAll(filepath.Join(logDir, "main"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)

@@ -152,6 +152,11 @@ enable_nri = false
 // as containerd does (the machine's /etc/containers/policy.json may not).
 const crioPolicy = `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n"
 
+// crioRegistries is the bed's registries.conf.
+const crioRegistries = `unqualified-search-registries = ["docker.io"]
+short-name-mode = "permissive"
+`
+
 // render produces crio.conf.
 func (c crioConfig) render() ([]byte, error) {
 	var buf bytes.Buffer
