@@ -161,9 +161,17 @@ func removeSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient, id s
 // needs no CNI DEL either).
 func (b *Bed) hasSandboxes() bool {
 	if b.version.CRIO {
-		var list []json.RawMessage
-		data, err := os.ReadFile(b.path("storage", "root", b.snapshotter+"-containers", "containers.json"))
-		return err == nil && json.Unmarshal(data, &list) == nil && len(list) > 0
+		// Infra containers are "volatile" in containers/storage: they
+		// have a file of their own beside the others.
+		dir := b.path("storage", "root", b.snapshotter+"-containers")
+		for _, name := range []string{"containers.json", "volatile-containers.json"} {
+			var list []json.RawMessage
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err == nil && json.Unmarshal(data, &list) == nil && len(list) > 0 {
+				return true
+			}
+		}
+		return false
 	}
 	for _, base := range []string{"root", "state"} {
 		entries, err := os.ReadDir(b.path(base, "io.containerd.grpc.v1.cri", "sandboxes"))
