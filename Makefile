@@ -20,8 +20,10 @@ FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState
 # CONTAINERD is the test bed's containerd for e2e, bench, soak, demo and
 # testbed-up: 1.6 (Debian's package), 1.7 or 2.1 (built from their Go
 # modules on first use, about 2 minutes each, and cached with the test
-# images), or an exact 1.7.x / 2.x.y release. E2E_CONTAINERDS are the
-# versions `make test` runs the end-to-end suite on, one after the other.
+# images), or an exact 1.7.x / 2.x.y release; or crio for CRI-O (built
+# the same way, with CGO off; not part of `make test`). E2E_CONTAINERDS
+# are the versions `make test` runs the end-to-end suite on, one after
+# the other.
 CONTAINERD      ?= $(if $(BERTH_CONTAINERD),$(BERTH_CONTAINERD),1.6)
 E2E_CONTAINERDS ?= 1.6 2.1
 export BERTH_CONTAINERD := $(CONTAINERD)
@@ -80,6 +82,7 @@ TESTBED_FLAGS ?=
 testbed:
 	@sh e2e/testbed/install.sh
 	@sh e2e/systemdbed/install.sh
+	@if [ "$(CONTAINERD)" = crio ]; then sh e2e/testbed/install.sh testbed-crio conmon nftables gcc libc6-dev; fi
 
 testbed-up: testbed
 	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR) $(TESTBED_FLAGS)

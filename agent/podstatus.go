@@ -98,7 +98,7 @@ func containerStatuses(specs []v1.Container, rs *cri.PodStatus, in statusInput, 
 			cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: w.Message}
 		default:
 			newest := history[0]
-			cs.ContainerID = "containerd://" + newest.ID
+			cs.ContainerID = containerID(newest)
 			if newest.ImageRef != "" {
 				cs.ImageID = newest.ImageRef
 			}
@@ -129,6 +129,12 @@ func containerStatuses(specs []v1.Container, rs *cri.PodStatus, in statusInput, 
 	return out
 }
 
+// containerID is a runtime container's ID as a v1 status shows it, with
+// the runtime's name as scheme (containerd://ID, cri-o://ID).
+func containerID(c *cri.ContainerStatus) string {
+	return c.Runtime + "://" + c.ID
+}
+
 // runtimeState renders one runtime container as a v1 container state.
 func runtimeState(c *cri.ContainerStatus) v1.ContainerState {
 	switch c.State {
@@ -148,7 +154,7 @@ func runtimeState(c *cri.ContainerStatus) v1.ContainerState {
 			Message:     c.Message,
 			StartedAt:   metav1.NewTime(c.StartedAt),
 			FinishedAt:  metav1.NewTime(c.FinishedAt),
-			ContainerID: "containerd://" + c.ID,
+			ContainerID: containerID(c),
 		}}
 	case cri.ContainerStateCreated:
 		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}

@@ -28,11 +28,11 @@ func testPod(policy v1.RestartPolicy, init []string, apps ...string) *v1.Pod {
 }
 
 func running(name string, restarts int) *cri.ContainerStatus {
-	return &cri.ContainerStatus{ID: name + "-r", Name: name, State: cri.ContainerStateRunning, StartedAt: t0, RestartCount: restarts, ImageRef: "sha256:abc"}
+	return &cri.ContainerStatus{ID: name + "-r", Runtime: "containerd", Name: name, State: cri.ContainerStateRunning, StartedAt: t0, RestartCount: restarts, ImageRef: "sha256:abc"}
 }
 
 func exited(name string, code int32) *cri.ContainerStatus {
-	return &cri.ContainerStatus{ID: name + "-x", Name: name, State: cri.ContainerStateExited, ExitCode: code, StartedAt: t0, FinishedAt: t0.Add(time.Second)}
+	return &cri.ContainerStatus{ID: name + "-x", Runtime: "containerd", Name: name, State: cri.ContainerStateExited, ExitCode: code, StartedAt: t0, FinishedAt: t0.Add(time.Second)}
 }
 
 func TestBuildPodStatusPhase(t *testing.T) {

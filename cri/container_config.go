@@ -20,7 +20,7 @@ import (
 // the resolved image imageRef.
 //
 // It also prepares what the container's mounts need on the host (see
-// containerMounts). Every failure is a *SyncError with reason
+// containerMounts) and the container's log directory. Every failure is a *SyncError with reason
 // CreateContainerConfigError and a message naming what in the manifest is
 // wrong. ctx bounds the one runtime call it may make: reading the image's
 // user when runAsNonRoot must be verified.
@@ -81,6 +81,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		return nil, fmt.Errorf("log path of container %q: %w", c.Name, err)
 	}
 	logPath := filepath.Join(c.Name, strconv.Itoa(restartCount)+".log")
+	if err := m.ensureContainerLogDir(pod, c.Name); err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -103,6 +106,25 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.name, Value: []byte(e.value)})
 	}
 	return cfg, nil
+}
+
+// ensureContainerLogDir creates the container's directory in the pod's
+// log directory, where the runtime writes LogPath, as the kubelet does:
+// containerd creates it itself, CRI-O's conmon does not and fails the
+// container. It never goes through a symbolic link.
+func (m *Manager) ensureContainerLogDir(pod *v1.Pod, name string) error {
+	logDir, err := m.podLogDir(pod)
+	if err != nil {
+		return err
+	}
+	dir, err := podpath.Within(logDir, name)
+	if err != nil {
+		return fmt.Errorf("log directory of container %q: %w", name, err)
+	}
+	if err := podpath.MkdirAll(m.opts.PodLogsDir, dir, 0o755); err != nil {
+		return fmt.Errorf("create the log directory of container %q: %w", name, err)
+	}
+	return nil
 }
 
 // expandAll expands $(VAR) references in each of args.

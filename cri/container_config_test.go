@@ -97,6 +97,14 @@ func TestContainerConfigBasics(t *testing.T) {
 	if cfg.LogPath != "app/3.log" {
 		t.Errorf("log path = %q, want app/3.log", cfg.LogPath)
 	}
+	// The runtime may not create the log file's directory (CRI-O does not).
+	logDir, err := m.podLogDir(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(logDir, "app")); err != nil || !fi.IsDir() {
+		t.Errorf("container log directory not created: %v", err)
+	}
 	if !cfg.Tty || !cfg.Stdin || cfg.StdinOnce {
 		t.Errorf("tty/stdin/stdinOnce = %v/%v/%v", cfg.Tty, cfg.Stdin, cfg.StdinOnce)
 	}

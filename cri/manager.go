@@ -110,6 +110,9 @@ type Manager struct {
 	// is running and its postStart hook is about to run; nil until
 	// SetBeforePostStart.
 	beforePostStart func(types.UID)
+	// name is the runtime's name, the scheme of ContainerStatus.Runtime;
+	// it guards itself.
+	name runtimeName
 
 	// Pod-to-config translation (resources.go, env.go): the machine's
 	// figures, probed once on first use. probeNode nil means the real

@@ -81,7 +81,10 @@ type SandboxStatus struct {
 
 // ContainerStatus is one container of a pod, any attempt.
 type ContainerStatus struct {
-	ID        string
+	ID string
+	// Runtime is the runtime's name ("containerd", "cri-o"), the scheme
+	// of the container's ID in a v1 status: Runtime://ID.
+	Runtime   string
 	SandboxID string
 	Name      string
 	State     ContainerState

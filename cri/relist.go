@@ -292,6 +292,9 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 			return nil, err
 		}
 		if cs != nil {
+			if cs.Runtime, err = m.name.get(ctx, m); err != nil {
+				return nil, err
+			}
 			p := pod(c.Labels)
 			p.Containers = append(p.Containers, cs)
 		}

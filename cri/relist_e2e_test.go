@@ -69,10 +69,13 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 		}
 		id, err := m.runtime.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: c.name},
-			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage},
-			Command:  []string{"sh", "-c", c.script},
-			LogPath:  c.name + "/0.log",
-			Labels:   cl,
+			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage, UserSpecifiedImage: testBed.BusyboxImage},
+			// The sandbox's namespaces, as the kubelet passes them: CRI-O
+			// refuses a container whose PID namespace differs.
+			Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: cfg.Linux.SecurityContext.NamespaceOptions}},
+			Command: []string{"sh", "-c", c.script},
+			LogPath: c.name + "/0.log",
+			Labels:  cl,
 			Annotations: map[string]string{
 				AnnotationContainerHash:         "abc123",
 				AnnotationContainerRestartCount: "2",

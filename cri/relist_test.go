@@ -386,7 +386,7 @@ func TestPodStatusFields(t *testing.T) {
 	}
 	c := got.Containers[0]
 	want := ContainerStatus{
-		ID: "c-new", SandboxID: "s-new", Name: "app", State: ContainerStateRunning,
+		ID: "c-new", Runtime: "fakeRuntime", SandboxID: "s-new", Name: "app", State: ContainerStateRunning,
 		CreatedAt: baseTime.Add(time.Minute + time.Second), StartedAt: baseTime.Add(time.Minute + 2*time.Second),
 		Image: "busybox:1.36", ImageRef: "docker.io/library/busybox@sha256:abc", Hash: 0x1f2e3d, RestartCount: 4,
 	}
@@ -399,8 +399,16 @@ func TestPodStatusFields(t *testing.T) {
 		!e.FinishedAt.Equal(baseTime.Add(30*time.Second)) || e.SandboxID != "s-old" {
 		t.Errorf("exited container = %+v", e)
 	}
-	if calls := env.calls(); calls[0] != "ListPodSandbox" || calls[1] != "ListContainers" || len(calls) != 6 {
-		t.Errorf("calls = %v, want 2 lists filtered to the pod and 4 status calls", calls)
+	if calls := env.calls(); calls[0] != "ListPodSandbox" || calls[1] != "ListContainers" || len(calls) != 7 ||
+		countOf(calls, "Version") != 1 {
+		t.Errorf("calls = %v, want 2 lists filtered to the pod, 4 status calls and one Version for the runtime's name", calls)
+	}
+	// The runtime's name is asked once and kept.
+	if _, err := env.m.PodStatus(context.Background(), uid); err != nil {
+		t.Fatal(err)
+	}
+	if calls := env.calls(); slices.Contains(calls, "Version") {
+		t.Errorf("second read: calls = %v, want no Version again", calls)
 	}
 }
 
@@ -563,4 +571,15 @@ func TestTerminationMessageHostPath(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// countOf counts the calls named name.
+func countOf(calls []string, name string) int {
+	n := 0
+	for _, c := range calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
 }

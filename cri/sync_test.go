@@ -151,12 +151,14 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	}
 
 	// The worker's re-read right after SyncPod needs the new container's
-	// status, but not the sandbox's again: SyncPod already read it.
+	// status, but not the sandbox's again: SyncPod already read it. The
+	// runtime's name (the container ID's scheme) is read on this first
+	// status of a container, and never again.
 	st, err := f.m.PodStatus(context.Background(), pod.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.calls(), []string{"ListPodSandbox", "ListContainers", "ContainerStatus"}; !reflect.DeepEqual(got, want) {
+	if got, want := f.calls(), []string{"ListPodSandbox", "ListContainers", "ContainerStatus", "Version"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("re-read after SyncPod: CRI calls = %v, want %v", got, want)
 	}
 	if len(st.Sandboxes) != 1 || st.Sandboxes[0].ID != sb.Id || st.Sandboxes[0].State != SandboxStateReady {

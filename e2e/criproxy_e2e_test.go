@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -49,25 +50,36 @@ var redialBackoff = grpc.ConnectParams{
 type rawFrame struct{ data []byte }
 
 // rawCodec passes frames through untouched. It is named "proto" so the
-// content type on both legs stays the one berth and containerd expect.
+// content type on both legs stays the one berth and the runtime expect, and
+// registered as the "proto" codec rather than forced on the upstream
+// connection: a forced codec makes gRPC send "application/grpc+proto",
+// which CRI-O's listener (it tells gRPC from HTTP by an exact
+// "application/grpc") resets. Every other message of this test binary it
+// marshals as protobuf, as the codec it replaces did.
 type rawCodec struct{}
 
+func init() { encoding.RegisterCodec(rawCodec{}) }
+
 func (rawCodec) Marshal(v any) ([]byte, error) {
-	f, ok := v.(*rawFrame)
-	if !ok {
-		return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
+	switch m := v.(type) {
+	case *rawFrame:
+		return m.data, nil
+	case proto.Message:
+		return proto.Marshal(m)
 	}
-	return f.data, nil
+	return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
 }
 
 func (rawCodec) Unmarshal(data []byte, v any) error {
-	f, ok := v.(*rawFrame)
-	if !ok {
-		return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
+	switch m := v.(type) {
+	case *rawFrame:
+		// gRPC may reuse data's buffer once Unmarshal returns.
+		m.data = append(m.data[:0], data...)
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data, m)
 	}
-	// gRPC may reuse data's buffer once Unmarshal returns.
-	f.data = append(f.data[:0], data...)
-	return nil
+	return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
 }
 
 func (rawCodec) Name() string { return "proto" }
@@ -142,7 +154,7 @@ func startCRIProxy(t *testing.T, dir string) *criProxy {
 	up, err := grpc.NewClient("unix://"+bed.Socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(redialBackoff),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}), grpc.MaxCallRecvMsgSize(proxyMaxMsgSize), grpc.MaxCallSendMsgSize(proxyMaxMsgSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(proxyMaxMsgSize), grpc.MaxCallSendMsgSize(proxyMaxMsgSize)))
 	if err != nil {
 		t.Fatalf("CRI proxy: dial containerd: %v", err)
 	}

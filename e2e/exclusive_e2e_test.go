@@ -255,8 +255,13 @@ func createNeverStarted(t *testing.T, b *berth, rp runtimePod) string {
 	c, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: rp.sandbox.Id,
 		Config: &runtimeapi.ContainerConfig{
-			Metadata:    &runtimeapi.ContainerMetadata{Name: "main"},
-			Image:       rp.container.Image,
+			Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+			Image:    &runtimeapi.ImageSpec{Image: rp.container.Image.GetImage(), UserSpecifiedImage: bed.BusyboxImage},
+			// The namespaces berth gave the pod, as the kubelet passes them:
+			// CRI-O refuses a container whose PID namespace differs.
+			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+			}},
 			Command:     []string{"sh", "-c", sleepForever},
 			Labels:      rp.container.Labels,
 			Annotations: rp.container.Annotations,

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -120,6 +121,10 @@ func runCRIPod(t *testing.T, name, hostname, logDir string, labels map[string]st
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
 		}},
 	}
+	// As the kubelet does: CRI-O does not create the log file's directory.
+	if err := os.MkdirAll(filepath.Join(logDir, "main"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)
@@ -132,10 +137,13 @@ func runCRIPod(t *testing.T, name, hostname, logDir string, labels map[string]st
 		PodSandboxId: sb.PodSandboxId,
 		Config: &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-			Image:    &runtimeapi.ImageSpec{Image: bed.BusyboxImage},
-			Command:  []string{"sh", "-c", sleepForever},
-			Labels:   cLabels,
-			LogPath:  "main/0.log",
+			Image:    &runtimeapi.ImageSpec{Image: bed.BusyboxImage, UserSpecifiedImage: bed.BusyboxImage},
+			// The sandbox's namespaces, as the kubelet passes them: CRI-O
+			// refuses a container whose PID namespace differs.
+			Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: cfg.Linux.SecurityContext.NamespaceOptions}},
+			Command: []string{"sh", "-c", sleepForever},
+			Labels:  cLabels,
+			LogPath: "main/0.log",
 		},
 		SandboxConfig: cfg,
 	})

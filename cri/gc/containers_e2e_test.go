@@ -62,8 +62,11 @@ func TestE2EGarbageCollect(t *testing.T) {
 			cl[k] = v
 		}
 		id, err := env.rs.CreateContainer(ctx, current, &runtimeapi.ContainerConfig{
-			Metadata:    &runtimeapi.ContainerMetadata{Name: "app", Attempt: uint32(i)},
-			Image:       &runtimeapi.ImageSpec{Image: testBed.BusyboxImage},
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: uint32(i)},
+			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage, UserSpecifiedImage: testBed.BusyboxImage},
+			// The sandbox's namespaces, as the kubelet passes them: CRI-O
+			// refuses a container whose PID namespace differs.
+			Linux:       &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: cfg.Linux.SecurityContext.NamespaceOptions}},
 			Command:     []string{"sh", "-c", "echo run; exit 1"},
 			LogPath:     fmt.Sprintf("app/%d.log", i),
 			Labels:      cl,

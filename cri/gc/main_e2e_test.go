@@ -80,10 +80,13 @@ func startE2EPod(ctx context.Context, t *testing.T, env *e2eEnv, name, script st
 	}
 	id, err := env.rs.CreateContainer(ctx, sandbox, &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-		Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage},
-		Command:  []string{"sh", "-c", script},
-		LogPath:  "app/0.log",
-		Labels:   cl,
+		Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage, UserSpecifiedImage: testBed.BusyboxImage},
+		// The sandbox's namespaces, as the kubelet passes them: CRI-O
+		// refuses a container whose PID namespace differs.
+		Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: cfg.Linux.SecurityContext.NamespaceOptions}},
+		Command: []string{"sh", "-c", script},
+		LogPath: "app/0.log",
+		Labels:  cl,
 	}, cfg)
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)

@@ -35,6 +35,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,7 +155,11 @@ func start(opts Options) (*Bed, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, bin := range []string{version.bin("containerd"), version.bin("containerd-shim-runc-v2"), "runc", version.bin("ctr"), "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")} {
+	need := []string{version.bin("containerd"), version.bin("containerd-shim-runc-v2"), "runc", version.bin("ctr"), "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")}
+	if version.CRIO {
+		need = []string{version.bin("crio"), version.bin("pinns"), "/usr/bin/conmon", "/usr/sbin/runc", "skopeo", "ip", "/usr/bin/busybox", filepath.Join(cniBinDir, "bridge")}
+	}
+	for _, bin := range need {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s not found (run `make testbed`): %w", bin, err)
 		}
@@ -201,7 +207,7 @@ func start(opts Options) (*Bed, error) {
 	}
 	b := &Bed{
 		Dir:          dir,
-		Socket:       filepath.Join(dir, socketName),
+		Socket:       filepath.Join(dir, version.socketName()),
 		BusyboxImage: BusyboxRef,
 		PauseImage:   PauseRef,
 		owner:        own,
@@ -222,6 +228,14 @@ func start(opts Options) (*Bed, error) {
 // ".ttrpc" for its second one.
 const socketName = "containerd.sock"
 
+// socketName is the runtime's socket in the bed's Dir.
+func (v runtimeVersion) socketName() string {
+	if v.CRIO {
+		return "crio.sock"
+	}
+	return socketName
+}
+
 // checkSocketRoom fails when dir is too long a path for containerd's
 // sockets in it (unix socket paths have 108 bytes, NUL included).
 func checkSocketRoom(dir string) error {
@@ -239,7 +253,9 @@ func (b *Bed) setUp(opts Options, archive string) error {
 		}
 	}
 	b.snapshotter = "overlayfs"
-	if !overlayUsable(b.path("tmp")) {
+	if b.version.CRIO {
+		b.snapshotter = crioStorageDriver(b.path("tmp"))
+	} else if !overlayUsable(b.path("tmp")) {
 		b.snapshotter = "native"
 	}
 	n, err := pickNetwork(claimDir, b.Dir, networkInUse)
@@ -257,34 +273,28 @@ func (b *Bed) setUp(opts Options, archive string) error {
 	if err := os.WriteFile(b.path("cni", "net.d", "10-berth-testbed.conflist"), conflist, 0o644); err != nil {
 		return fmt.Errorf("write CNI config: %w", err)
 	}
-	cfg, err := containerdConfig{
-		Root:        b.path("root"),
-		State:       b.path("state"),
-		Socket:      b.Socket,
-		RuncRoot:    b.path("runc"),
-		OptDir:      b.path("opt"),
-		CNIConfDir:  b.path("cni", "net.d"),
-		CNIBinDir:   cniBinDir,
-		RegistryDir: b.path("certs.d"),
-		Snapshotter: b.snapshotter,
-		SandboxImg:  PauseRef,
-		Version:     b.version.configVersion(),
-		DisableNRI:  b.version.hasNRI(),
-	}.render()
+	// The registry's address goes into CRI-O's config, read at start.
+	var registryPort int
+	if opts.Registry {
+		if registryPort, err = freePort(); err != nil {
+			return err
+		}
+	}
+	cfg, err := b.runtimeConfig(registryPort)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(b.configPath(), cfg, 0o644); err != nil {
-		return fmt.Errorf("write containerd config: %w", err)
+		return fmt.Errorf("write runtime config: %w", err)
 	}
 	if b.conn, err = dial(b.Endpoint); err != nil {
 		return err
 	}
 
-	// The registry is independent of containerd: bring it up meanwhile.
+	// The registry is independent of the runtime: bring it up meanwhile.
 	registryDone := make(chan error, 1)
 	if opts.Registry {
-		go func() { registryDone <- b.startRegistry(archive) }()
+		go func() { registryDone <- b.startRegistry(archive, registryPort) }()
 	} else {
 		registryDone <- nil
 	}
@@ -302,10 +312,65 @@ func (b *Bed) setUp(opts Options, archive string) error {
 	defer cancel()
 	v, err := b.Runtime().Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil {
-		return fmt.Errorf("containerd version: %w", err)
+		return fmt.Errorf("runtime version: %w", err)
 	}
 	b.ContainerdVersion = v.GetRuntimeVersion()
 	return b.saveState()
+}
+
+// runtimeConfig renders the runtime's config file; a CRI-O bed also gets
+// its signature policy written. registryPort is the local registry's, or 0.
+func (b *Bed) runtimeConfig(registryPort int) ([]byte, error) {
+	if b.version.CRIO {
+		if err := os.WriteFile(b.path("policy.json"), []byte(crioPolicy), 0o644); err != nil {
+			return nil, fmt.Errorf("write signature policy: %w", err)
+		}
+		// Not the machine's: short names ("busybox:1.36") resolve on
+		// docker.io as containerd's do (CRI-O's packages ship the same
+		// search list), no mirrors.
+		if err := os.WriteFile(b.path("registries.conf"), []byte(crioRegistries), 0o644); err != nil {
+			return nil, fmt.Errorf("write registries.conf: %w", err)
+		}
+		if err := os.MkdirAll(b.path("registries.conf.d"), 0o755); err != nil {
+			return nil, fmt.Errorf("create registries.conf.d: %w", err)
+		}
+		c := b.crioConfig()
+		if registryPort != 0 {
+			c.Registry = "127.0.0.1:" + strconv.Itoa(registryPort)
+		}
+		return c.render()
+	}
+	return containerdConfig{
+		Root:        b.path("root"),
+		State:       b.path("state"),
+		Socket:      b.Socket,
+		RuncRoot:    b.path("runc"),
+		OptDir:      b.path("opt"),
+		CNIConfDir:  b.path("cni", "net.d"),
+		CNIBinDir:   cniBinDir,
+		RegistryDir: b.path("certs.d"),
+		Snapshotter: b.snapshotter,
+		SandboxImg:  PauseRef,
+		Version:     b.version.configVersion(),
+		DisableNRI:  b.version.hasNRI(),
+	}.render()
+}
+
+// crioConfig is a CRI-O bed's config: everything in the bed's Dir.
+func (b *Bed) crioConfig() crioConfig {
+	return crioConfig{
+		Root:       b.path("storage", "root"),
+		RunRoot:    b.path("storage", "run"),
+		Driver:     b.snapshotter,
+		Dir:        b.Dir,
+		Socket:     b.Socket,
+		BinDir:     b.version.BinDir,
+		RuncRoot:   b.path("runc"),
+		CNIConfDir: b.path("cni", "net.d"),
+		CNIBinDir:  cniBinDir,
+		PauseImage: PauseRef,
+		Policy:     b.path("policy.json"),
+	}
 }
 
 // path joins elem below the bed's Dir.
@@ -313,9 +378,14 @@ func (b *Bed) path(elem ...string) string {
 	return filepath.Join(append([]string{b.Dir}, elem...)...)
 }
 
-// configPath is containerd's config.toml; it also identifies the bed's
-// containerd process by its command line.
-func (b *Bed) configPath() string { return b.path("containerd.toml") }
+// configPath is containerd's config.toml or CRI-O's crio.conf; it also
+// identifies the bed's runtime process by its command line.
+func (b *Bed) configPath() string {
+	if b.version.CRIO {
+		return b.path("crio.conf")
+	}
+	return b.path("containerd.toml")
+}
 
 // StartContainerd starts containerd on the bed's dirs and socket (again,
 // after StopContainerd) and waits until CRI answers and reports the runtime
@@ -334,7 +404,13 @@ func (b *Bed) startContainerdLocked() error {
 	if b.containerd.alive() {
 		return nil
 	}
-	p, err := startProcess(b.path("containerd.log"), b.version.env(), b.version.bin("containerd"), "--config", b.configPath())
+	name, args := b.version.bin("containerd"), []string{"--config", b.configPath()}
+	if b.version.CRIO {
+		// Flags for what crio.conf cannot say; --config stays last, the
+		// process's marker.
+		name, args = b.version.bin("crio"), []string{"--registries-conf", b.path("registries.conf"), "--registries-conf-dir", b.path("registries.conf.d"), "--config", b.configPath()}
+	}
+	p, err := startProcess(b.path("containerd.log"), b.version.env(), name, args...)
 	if err != nil {
 		return fmt.Errorf("start containerd: %w", err)
 	}
@@ -413,17 +489,40 @@ func (b *Bed) KillContainerd() error {
 	return nil
 }
 
-// importImages imports the image archive into the k8s.io namespace,
-// unpacked for the CRI snapshotter, and waits until CRI sees both images.
+// importImages imports the busybox and pause images of archive into the
+// runtime and waits until CRI sees both.
 func (b *Bed) importImages(archive string) error {
-	if out, err := b.Ctr("images", "import", "--snapshotter", b.snapshotter, archive); err != nil {
-		return fmt.Errorf("import test images: %w: %s", err, out)
+	if err := b.importArchive(archive, BusyboxRef, PauseRef); err != nil {
+		return fmt.Errorf("import test images: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, ref := range []string{BusyboxRef, PauseRef} {
 		if err := b.waitImage(ctx, ref); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// importArchive imports the images refs of an OCI layout archive:
+// containerd's with ctr into the k8s.io namespace, unpacked for the CRI
+// snapshotter; CRI-O's with skopeo into its containers/storage (CRI-O has
+// no import of its own), each selected by its tag.
+func (b *Bed) importArchive(archive string, refs ...string) error {
+	if !b.version.CRIO {
+		if out, err := b.Ctr("images", "import", "--snapshotter", b.snapshotter, archive); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	c := b.crioConfig()
+	for _, ref := range refs {
+		tag := ref[strings.LastIndex(ref, ":")+1:]
+		cmd := exec.Command("skopeo", "--insecure-policy", "copy", "--quiet", "oci-archive:"+archive+":"+tag, c.storageRef(ref))
+		cmd.Env = append(os.Environ(), "TMPDIR="+b.path("tmp"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("skopeo copy %s: %w: %s", ref, err, out)
 		}
 	}
 	return nil
@@ -444,6 +543,9 @@ func (b *Bed) Images() runtimeapi.ImageServiceClient {
 // Ctr runs `ctr --address SOCKET -n k8s.io ARGS...` and returns its
 // combined output.
 func (b *Bed) Ctr(args ...string) ([]byte, error) {
+	if b.version.CRIO {
+		return nil, fmt.Errorf("ctr %v: the bed runs CRI-O, not containerd", args)
+	}
 	cmd := exec.Command(b.version.bin("ctr"), append([]string{"--address", b.Socket, "-n", "k8s.io"}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+b.path("tmp"))
 	out, err := cmd.CombinedOutput()

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +96,7 @@ func TestBusyboxImage(t *testing.T) {
 	defer cancel()
 	script := `for a in sh httpd sleep cat nc wget; do command -v $a >/dev/null || echo "missing $a"; done; echo "user $(id -un) in $(pwd) tmp $(stat -c %a /tmp)"`
 	p := runPodWith(ctx, t, b, "applets", false, script, func(_ *runtimeapi.PodSandboxConfig, c *runtimeapi.ContainerConfig) {
-		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 65534}}}
+		c.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 65534}
 	})
 	waitExited(ctx, t, b.Runtime(), p.container)
 	log, err := os.ReadFile(p.logFile)
@@ -276,14 +277,17 @@ func TestBedSurvivesOutageAndLeavesNothing(t *testing.T) {
 	}
 	assertNothingLeft(t, b, netns...)
 	for _, s := range sockets {
-		if _, err := os.Stat(s); err == nil {
+		if !shimGone(s) {
 			t.Errorf("shim socket %s survived Close", s)
 		}
 	}
 }
 
 // shimSockets returns the sockets of the bed's running shims, checking
-// that each is where shimSocket says containerd puts it.
+// that each is where shimSocket says containerd puts it. CRI-O's conmon
+// keeps its sockets below the bed's Dir: there it returns the conmon
+// processes' stat files in /proc, which outlive them as zombies (PID 1 of
+// a container may reap late): shimGone tells.
 func shimSockets(t *testing.T, b *Bed) []string {
 	t.Helper()
 	procs, err := listProcs()
@@ -292,7 +296,11 @@ func shimSockets(t *testing.T, b *Bed) []string {
 	}
 	var sockets []string
 	for _, p := range procs {
-		if filepath.Base(p.Args[0]) != "containerd-shim-runc-v2" || argValue(p.Args, "-address") != b.Socket {
+		if !b.isShim(p.Args) {
+			continue
+		}
+		if b.version.CRIO {
+			sockets = append(sockets, fmt.Sprintf("/proc/%d/stat", p.PID))
 			continue
 		}
 		s := shimSocket(b.Socket, argValue(p.Args, "-namespace"), argValue(p.Args, "-id"))
@@ -302,6 +310,17 @@ func shimSockets(t *testing.T, b *Bed) []string {
 		sockets = append(sockets, s)
 	}
 	return sockets
+}
+
+// shimGone reports whether what shimSockets returned is gone: a socket
+// removed, a conmon process exited (a zombie has exited).
+func shimGone(s string) bool {
+	if pid, ok := strings.CutPrefix(s, "/proc/"); ok {
+		n, err := strconv.Atoi(strings.TrimSuffix(pid, "/stat"))
+		return err == nil && (procState(n) == 0 || procState(n) == 'Z')
+	}
+	_, err := os.Stat(s)
+	return err != nil
 }
 
 // TestCLIUpDown drives the CLI's library path: a bed started in a given
@@ -372,7 +391,7 @@ func TestCloseWithoutContainerd(t *testing.T) {
 	}
 	assertNothingLeft(t, b, netns)
 	for _, s := range sockets {
-		if _, err := os.Stat(s); err == nil {
+		if !shimGone(s) {
 			t.Errorf("shim socket %s survived Close", s)
 		}
 	}
@@ -528,11 +547,18 @@ func runPodWith(ctx context.Context, t *testing.T, b *Bed, name string, hostNetw
 	}
 	cConfig := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-		Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage},
-		Command:  []string{"sh", "-c", script},
-		LogPath:  "main/0.log",
+		Image:    &runtimeapi.ImageSpec{Image: b.BusyboxImage, UserSpecifiedImage: b.BusyboxImage},
+		// The sandbox's namespaces, as the kubelet passes them: CRI-O
+		// refuses a container whose PID namespace differs.
+		Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: sbConfig.Linux.SecurityContext.NamespaceOptions}},
+		Command: []string{"sh", "-c", script},
+		LogPath: "main/0.log",
 	}
 	edit(sbConfig, cConfig)
+	// As the kubelet does: CRI-O does not create the log file's directory.
+	if err := os.MkdirAll(filepath.Join(logDir, "main"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)

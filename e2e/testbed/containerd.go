@@ -16,9 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// EnvContainerd selects the containerd a bed runs when Options.Containerd
-// is empty: "1.6" (Debian's package, the default), "1.7" or "2.1" (built
-// from their Go modules), or an exact upstream version such as "2.1.9".
+// EnvContainerd selects the runtime a bed runs when Options.Containerd is
+// empty: a containerd, "1.6" (Debian's package, the default), "1.7" or
+// "2.1" (built from their Go modules) or an exact upstream version such as
+// "2.1.9"; or "crio" (RuntimeCRIO) for CRI-O built from its Go module.
 const EnvContainerd = "BERTH_CONTAINERD"
 
 // DefaultContainerd is the containerd of Debian 12, installed by `make
@@ -36,10 +37,14 @@ var containerdReleases = map[string]string{
 // daemon, its runc shim (found by the daemon on PATH) and ctr.
 var containerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"}
 
-// runtimeVersion is the containerd a bed runs and what differs with it.
+// runtimeVersion is the runtime a bed runs and what differs with it.
 type runtimeVersion struct {
-	// Name is what was asked for: "1.6", "1.7", "2.1" or an exact version.
+	// Name is what was asked for: "1.6", "1.7", "2.1", an exact version
+	// or "crio".
 	Name string `json:"name"`
+	// CRIO is set for CRI-O; the rest of the fields then describe CRI-O's
+	// release and build, and the containerd-only methods do not apply.
+	CRIO bool `json:"crio,omitempty"`
 	// Release is the upstream release built, e.g. "2.1.9"; "" for
 	// Debian's package.
 	Release string `json:"release,omitempty"`
@@ -107,11 +112,14 @@ func parseContainerd(name string) (runtimeVersion, error) {
 	if name == DefaultContainerd {
 		return runtimeVersion{Name: name}, nil
 	}
+	if name == RuntimeCRIO {
+		return runtimeVersion{Name: name, CRIO: true, Release: crioRelease}, nil
+	}
 	release := containerdReleases[name]
 	if release == "" {
 		m := releasePattern.FindStringSubmatch(name)
 		if m == nil {
-			return runtimeVersion{}, fmt.Errorf("containerd version %q: want 1.6 (Debian's), 1.7, 2.1 or an exact 1.7.x / 2.x.y release", name)
+			return runtimeVersion{}, fmt.Errorf("containerd version %q: want 1.6 (Debian's), 1.7, 2.1, an exact 1.7.x / 2.x.y release, or crio", name)
 		}
 		if minor, _ := strconv.Atoi(m[2]); m[1] == "1" && minor < 7 {
 			return runtimeVersion{}, fmt.Errorf("containerd version %q: 1.x releases before 1.7 are not built (1.6 is Debian's package)", name)
@@ -129,11 +137,15 @@ func containerdModule(release string) string {
 	return "github.com/containerd/containerd/v" + strings.SplitN(release, ".", 2)[0]
 }
 
-// resolveContainerd returns the containerd to run for name, building it
-// into cache first when it is not there yet.
+// resolveContainerd returns the runtime to run for name, building it into
+// cache first when it is not there yet.
 func resolveContainerd(name, cache string) (runtimeVersion, error) {
 	v, err := parseContainerd(name)
 	if err != nil || v.Release == "" {
+		return v, err
+	}
+	if v.CRIO {
+		v.BinDir, err = buildCRIO(v.Release, cache)
 		return v, err
 	}
 	v.BinDir, err = buildContainerd(v.Release, cache)
@@ -142,64 +154,76 @@ func resolveContainerd(name, cache string) (runtimeVersion, error) {
 
 // buildContainerd returns the directory under cache holding containerd,
 // its runc shim and ctr of release, building them (about 2 minutes) when
-// missing. The build goes to a temporary directory renamed into place, so
-// a build cut short leaves nothing that looks complete; a lock file makes
-// concurrent test binaries wait for one build instead of racing.
+// missing.
 func buildContainerd(release, cache string) (string, error) {
 	dir := filepath.Join(cache, "containerd-"+release)
-	if haveBinaries(dir) {
-		return dir, nil
+	return dir, buildLocked(dir, cache, containerdBinaries, func(out string) error {
+		src, err := downloadModule(containerdModule(release), "v"+release)
+		if err != nil {
+			return err
+		}
+		args := []string{"build", "-trimpath", "-tags", "no_btrfs no_devmapper no_zfs",
+			"-ldflags", "-s -w -X " + containerdModule(release) + "/version.Version=v" + release, "-o", out + "/"}
+		for _, b := range containerdBinaries {
+			args = append(args, "./cmd/"+b)
+		}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = src // `go install` refuses the module for its exclude lines
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off", "GO111MODULE=on")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build containerd %s: %w\n%s", release, err, out)
+		}
+		return nil
+	})
+}
+
+// buildLocked makes sure dir holds every one of binaries, running build
+// with a fresh directory to put them in when it does not. The build goes
+// to a temporary directory renamed into place, so a build cut short leaves
+// nothing that looks complete; a lock file makes concurrent test binaries
+// wait for one build instead of racing.
+func buildLocked(dir, cache string, binaries []string, build func(out string) error) error {
+	if haveBinaries(dir, binaries) {
+		return nil
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", fmt.Errorf("create cache dir: %w", err)
+		return fmt.Errorf("create cache dir: %w", err)
 	}
 	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return "", fmt.Errorf("lock containerd build: %w", err)
+		return fmt.Errorf("lock build of %s: %w", dir, err)
 	}
 	defer lock.Close()
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock containerd build: %w", err)
+		return fmt.Errorf("lock build of %s: %w", dir, err)
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN) //nolint:errcheck // closing releases it too
-	if haveBinaries(dir) {
-		return dir, nil // built by another process while we waited
+	if haveBinaries(dir, binaries) {
+		return nil // built by another process while we waited
 	}
 	if err := os.RemoveAll(dir); err != nil { // a partial dir of an older layout
-		return "", fmt.Errorf("remove stale %s: %w", dir, err)
+		return fmt.Errorf("remove stale %s: %w", dir, err)
 	}
-	src, err := downloadModule(containerdModule(release), "v"+release)
+	tmp, err := os.MkdirTemp(cache, "."+filepath.Base(dir)+"-")
 	if err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(cache, ".containerd-"+release+"-")
-	if err != nil {
-		return "", fmt.Errorf("create build dir: %w", err)
+		return fmt.Errorf("create build dir: %w", err)
 	}
 	defer os.RemoveAll(tmp) // gone after the rename, or the remains of a failed build
-	args := []string{"build", "-trimpath", "-tags", "no_btrfs no_devmapper no_zfs",
-		"-ldflags", "-s -w -X " + containerdModule(release) + "/version.Version=v" + release, "-o", tmp + "/"}
-	for _, b := range containerdBinaries {
-		args = append(args, "./cmd/"+b)
-	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = src // `go install` refuses the module for its exclude lines
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off", "GO111MODULE=on")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build containerd %s: %w\n%s", release, err, out)
+	if err := build(tmp); err != nil {
+		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp's 0700 would hide it from other users' beds
-		return "", fmt.Errorf("install containerd %s: %w", release, err)
+		return fmt.Errorf("install %s: %w", dir, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		return "", fmt.Errorf("install containerd %s: %w", release, err)
+		return fmt.Errorf("install %s: %w", dir, err)
 	}
-	return dir, nil
+	return nil
 }
 
-// haveBinaries reports whether dir holds every one of containerdBinaries.
-func haveBinaries(dir string) bool {
-	for _, b := range containerdBinaries {
+// haveBinaries reports whether dir holds every one of binaries.
+func haveBinaries(dir string, binaries []string) bool {
+	for _, b := range binaries {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return false
 		}

@@ -47,14 +47,11 @@ const registryAuthTemplate = `auth:
 // the bed's registry process by its command line.
 func (b *Bed) registryConfigPath() string { return b.path("registry.yml") }
 
-// startRegistry runs docker-registry on a free loopback port, tells
-// containerd to reach it over plain HTTP, and pushes the busybox image from
-// the archive with skopeo. It records the registry in b.
-func (b *Bed) startRegistry(archive string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+// startRegistry runs docker-registry on loopback port (free a moment ago),
+// tells containerd to reach it over plain HTTP (CRI-O's config already
+// says so), and pushes the busybox image from the archive with skopeo. It
+// records the registry in b.
+func (b *Bed) startRegistry(archive string, port int) error {
 	host := "127.0.0.1:" + strconv.Itoa(port)
 	config := fmt.Appendf(nil, registryConfigTemplate, b.path("registry"), host)
 	if auth := b.registryAuth; auth != nil {

@@ -43,8 +43,8 @@ func ScratchImageArchive(dir, ref string) (string, error) {
 // ImportImage imports the single image ref from archive (as
 // ScratchImageArchive writes it) and waits until CRI sees it.
 func (b *Bed) ImportImage(archive, ref string) error {
-	if out, err := b.Ctr("images", "import", "--snapshotter", b.snapshotter, archive); err != nil {
-		return fmt.Errorf("import %s: %w: %s", ref, err, out)
+	if err := b.importArchive(archive, ref); err != nil {
+		return fmt.Errorf("import %s: %w", ref, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

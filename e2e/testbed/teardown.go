@@ -156,8 +156,23 @@ func removeSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient, id s
 
 // hasSandboxes reports whether containerd's CRI plugin keeps any sandbox
 // directory in the bed's root or state dir (it removes them with the
-// sandbox).
+// sandbox), or CRI-O's storage any container (a sandbox's infra container
+// among them; a host-network sandbox without containers has none, and
+// needs no CNI DEL either).
 func (b *Bed) hasSandboxes() bool {
+	if b.version.CRIO {
+		// Infra containers are "volatile" in containers/storage: they
+		// have a file of their own beside the others.
+		dir := b.path("storage", "root", b.snapshotter+"-containers")
+		for _, name := range []string{"containers.json", "volatile-containers.json"} {
+			var list []json.RawMessage
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err == nil && json.Unmarshal(data, &list) == nil && len(list) > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	for _, base := range []string{"root", "state"} {
 		entries, err := os.ReadDir(b.path(base, "io.containerd.grpc.v1.cri", "sandboxes"))
 		if err == nil && len(entries) > 0 {
@@ -209,7 +224,7 @@ func (b *Bed) killShims() (map[string]bool, error) {
 	var shims []procInfo
 	var doomed []int
 	for _, p := range procs {
-		if filepath.Base(p.Args[0]) == "containerd-shim-runc-v2" && argValue(p.Args, "-address") == b.Socket {
+		if b.isShim(p.Args) {
 			shims = append(shims, p)
 			doomed = append(doomed, descendants(children, p.PID)...)
 			doomed = append(doomed, p.PID)
@@ -228,6 +243,9 @@ func (b *Bed) killShims() (map[string]bool, error) {
 
 	var errs []error
 	runcRoot := filepath.Join(b.path("runc"), criNamespace)
+	if b.version.CRIO {
+		runcRoot = b.path("runc")
+	}
 	if entries, err := os.ReadDir(runcRoot); err == nil {
 		for _, e := range entries {
 			if out, err := exec.Command("runc", "--root", runcRoot, "delete", "--force", e.Name()).CombinedOutput(); err != nil {
@@ -247,12 +265,25 @@ func (b *Bed) killShims() (map[string]bool, error) {
 		}
 	}
 	for _, s := range shims {
+		if b.version.CRIO {
+			continue // conmon's sockets are below the bed's Dir
+		}
 		sock := shimSocket(argValue(s.Args, "-address"), argValue(s.Args, "-namespace"), argValue(s.Args, "-id"))
 		if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove shim socket: %w", err))
 		}
 	}
 	return inodes, errors.Join(errs...)
+}
+
+// isShim reports whether a process with args is one of the bed's shims:
+// containerd's runc shim serving the bed's socket, or CRI-O's conmon
+// writing exit files into the bed's exits dir.
+func (b *Bed) isShim(args []string) bool {
+	if b.version.CRIO {
+		return filepath.Base(args[0]) == "conmon" && argValue(args, "--exit-dir") == b.path("crio", "exits")
+	}
+	return filepath.Base(args[0]) == "containerd-shim-runc-v2" && argValue(args, "-address") == b.Socket
 }
 
 // shimSocket is the path containerd 1.6 gives a shim's socket: a hash of
