@@ -13,12 +13,16 @@
 //
 //	fleetsim -n 2000 -period 20s -idle 60s -rollouts 3
 //
-// -sig adds the fetch of a detached signature (<url>.sig, conditional)
-// beside every poll, as signed manifests will cost.
+// -sig signs every version (an ed25519 key made for the run, SSH
+// signatures as ssh-keygen -Y sign makes them, a serial first line) and
+// has every device verify it with berth's own verifier: the signature is
+// fetched beside a changed body only, as berth does.
 package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -35,6 +39,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hiddeco/sshsig"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/ssh"
+
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/e2e/testbed"
 	"github.com/berth-agent/berth/manifest"
@@ -50,7 +58,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window measured at the server")
 	flag.IntVar(&o.rollouts, "rollouts", 3, "new versions published per mode (at random points of the period)")
 	flag.StringVar(&o.modes, "modes", "jitter,nojitter", "poll modes to run: jitter (berth's schedule), nojitter (the same without jitter)")
-	flag.BoolVar(&o.sig, "sig", false, "also fetch <url>.sig (conditionally) beside every poll")
+	flag.BoolVar(&o.sig, "sig", false, "sign every version and have every device verify it (berth's SSH signature check)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetsim:", err)
@@ -80,10 +88,15 @@ func run(o options) error {
 	}
 	defer ngx.Stop() //nolint:errcheck // best effort at exit
 	s := &sim{o: o, ngx: ngx}
+	if o.sig {
+		if s.key, s.signers, err = newFleetKey(); err != nil {
+			return err
+		}
+	}
 	if err := s.publish(1); err != nil {
 		return err
 	}
-	fmt.Printf("fleet simulation: %d devices in %d groups (%d pods each), poll period %s, status period %s, nginx at %s, signature fetch %v\n",
+	fmt.Printf("fleet simulation: %d devices in %d groups (%d pods each), poll period %s, status period %s, nginx at %s, signed %v\n",
 		o.n, o.groups, o.podsPerGroup, o.period, o.statusPeriod, ngx.URL, o.sig)
 	for _, mode := range strings.Split(o.modes, ",") {
 		var r func() float64
@@ -109,6 +122,27 @@ type sim struct {
 	// failed counts the devices' requests for manifests that got no
 	// answer or an error status, in the current mode.
 	failed atomic.Int64
+	// key signs every version and signers verify it, with -sig.
+	key     ssh.Signer
+	signers *manifest.Signers
+}
+
+// newFleetKey makes the run's signing key and the allowed signers that
+// trust it, as an operator's ssh-keygen and allowed_signers file would.
+func newFleetKey() (ssh.Signer, *manifest.Signers, error) {
+	_, priv, err := ed25519.GenerateKey(crand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet key: %w", err)
+	}
+	key, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet key: %w", err)
+	}
+	signers, err := manifest.ParseAllowedSigners(append([]byte("fleet@example.com "), ssh.MarshalAuthorizedKey(key.PublicKey())...), "fleetsim allowed signers")
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet allowed signers: %w", err)
+	}
+	return key, signers, nil
 }
 
 // failCounter counts the requests of a device that failed.
@@ -128,11 +162,14 @@ func (c failCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 // groupPath is a group's manifest URL path.
 func groupPath(g int) string { return fmt.Sprintf("/groups/g%02d/pods.yaml", g) }
 
-// publish writes version v of every group's manifest (and a stand-in
-// signature beside it), each file atomically.
+// publish writes version v of every group's manifest (with -sig, signed
+// and its signature beside it, the body first), each file atomically.
 func (s *sim) publish(v int) error {
 	for g := range s.o.groups {
 		var b strings.Builder
+		if s.key != nil {
+			fmt.Fprintf(&b, "%s %d\n", manifest.SerialPrefix, v)
+		}
 		b.WriteString("apiVersion: v1\nkind: PodList\nitems:\n")
 		for p := range s.o.podsPerGroup {
 			fmt.Fprintf(&b, "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: app%d\n  spec:\n    containers:\n    - name: main\n      image: registry.example/g%02d/app%d:v%d\n", p, g, p, v)
@@ -140,7 +177,14 @@ func (s *sim) publish(v int) error {
 		if err := s.ngx.Publish(groupPath(g), []byte(b.String())); err != nil {
 			return err
 		}
-		if err := s.ngx.Publish(groupPath(g)+".sig", fmt.Appendf(nil, "stand-in signature of version %d\n", v)); err != nil {
+		if s.key == nil {
+			continue
+		}
+		sig, err := sshsig.Sign(strings.NewReader(b.String()), s.key, sshsig.HashSHA512, manifest.SignatureNamespace)
+		if err != nil {
+			return fmt.Errorf("sign version %d: %w", v, err)
+		}
+		if err := s.ngx.Publish(groupPath(g)+".sig", sshsig.Armor(sig)); err != nil {
 			return err
 		}
 	}
@@ -199,12 +243,10 @@ func (s *sim) runMode(mode string, r func() float64) error {
 		devices[i] = d
 		// Every device has its own connections, as real devices do.
 		var rt http.RoundTripper = failCounter{&http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 5 * time.Minute}, &s.failed}
-		if s.o.sig {
-			rt = &sigTransport{base: rt, etags: map[string]string{}}
-		}
 		url := s.ngx.URL + groupPath(i%s.o.groups)
 		cfg := manifest.SourceConfig{NodeName: d.node, URL: url, HTTPCheckFrequency: s.o.period,
-			HTTPClient: &http.Client{Transport: rt}, Rand: r, Logger: quiet}
+			HTTPClient: &http.Client{Transport: rt}, Rand: r, Logger: quiet,
+			URLSigners: s.signers, SignatureMetrics: manifest.NewSignatureMetrics(prometheus.NewRegistry())}
 		rep := agent.NewStatusReporter(agent.StatusReporterConfig{
 			URL: s.ngx.URL + "/status/" + d.node + ".json", Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
 			Period: s.o.statusPeriod, Rand: r, Logger: quiet,
@@ -382,42 +424,6 @@ func (s *sim) statusVisible(ctx context.Context, v int64, t0 time.Time) (float64
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// sigTransport fetches <url>.sig beside every request for a manifest,
-// conditionally on the signature's own ETag, as a device verifying
-// detached signatures would; the manifest's answer is returned as is.
-type sigTransport struct {
-	base  http.RoundTripper
-	mu    sync.Mutex // guards etags
-	etags map[string]string
-}
-
-func (t *sigTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(r)
-	if err != nil {
-		return resp, err
-	}
-	sigURL := r.URL.String() + ".sig"
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, sigURL, nil)
-	if err != nil {
-		return resp, nil
-	}
-	t.mu.Lock()
-	if e := t.etags[sigURL]; e != "" {
-		req.Header.Set("If-None-Match", e)
-	}
-	t.mu.Unlock()
-	if sr, err := t.base.RoundTrip(req); err == nil {
-		_, _ = io.Copy(io.Discard, sr.Body)
-		sr.Body.Close()
-		if e := sr.Header.Get("ETag"); e != "" && sr.StatusCode == http.StatusOK {
-			t.mu.Lock()
-			t.etags[sigURL] = e
-			t.mu.Unlock()
-		}
-	}
-	return resp, nil
 }
 
 // raiseFileLimit lifts the soft limit on open files to the hard one: each
