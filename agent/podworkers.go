@@ -493,10 +493,12 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	if p.probes != nil {
 		p.probes.AnnotateStatus(pod.UID, &st)
 	}
-	p.status.set(pod, st)
+	// The rollback tracker hears of a status before readers can see it:
+	// whoever sees a pod Ready may count on its trial having begun.
 	if p.onStatus != nil {
 		p.onStatus(pod, st, startTime)
 	}
+	p.status.set(pod, st)
 	if p.metrics != nil {
 		p.metrics.observeSync(pod, res)
 		if !w.running && st.Phase == v1.PodRunning {
