@@ -197,6 +197,10 @@ func (a *Agent) Healthy() error { return a.health.Healthy() }
 // handed to its worker.
 func (a *Agent) Ready() error { return a.health.Ready() }
 
+// maxHeldUpdates bounds how many updates in a row the sync loop hands over
+// while it holds pod starts, so a flood of updates cannot starve them.
+const maxHeldUpdates = 64
+
 // Run turns the sync loop until ctx is done. Stopping leaves every pod
 // running: berth's own restart adopts them.
 func (a *Agent) Run(ctx context.Context) error {
@@ -245,6 +249,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Updates wait for the first relist, so pods already running (adoption)
 	// and full names already held are known before anything starts.
 	var updates <-chan manifest.PodUpdate
+	held := 0 // updates handed over since starts were last released
 	for {
 		a.health.loopTurned()
 		var trigger string
@@ -260,7 +265,16 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case u := <-updates:
 			trigger, began = "update", a.cfg.Clock.Now()
+			// Starts wait until every update queued now is handed over
+			// (at boot, all the manifests read), so they go in priority
+			// order, not in the order the lanes happen to run; a flood
+			// of updates holds them for maxHeldUpdates at most.
+			a.workers.holdStarts()
 			a.handleUpdate(u)
+			if held++; len(updates) == 0 || held >= maxHeldUpdates {
+				a.workers.releaseStarts()
+				held = 0
+			}
 		case r := <-relists:
 			trigger, began = "relist", a.cfg.Clock.Now()
 			a.handleRelist(r)

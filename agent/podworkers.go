@@ -545,6 +545,28 @@ func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStat
 	return false
 }
 
+// holdStarts grants no start slot until releaseStarts: the sync loop
+// holds them while it hands over a batch of pods.
+func (p *podWorkers) holdStarts() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starts.held = true
+}
+
+// releaseStarts grants start slots again, best ranked first, and wakes
+// the lanes whose turn it is.
+func (p *podWorkers) releaseStarts() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.starts.held {
+		return
+	}
+	p.starts.held = false
+	for _, uid := range p.starts.wakeable() {
+		p.wakeUIDLocked(uid)
+	}
+}
+
 // startDone gives back uid's start slot once its first container runs and
 // a postStart hook is about to run: the hook is the pod's own business and
 // may take long; the start it follows was a success.

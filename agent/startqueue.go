@@ -39,6 +39,10 @@ type startQueue struct {
 	entries []*startEntry
 	// inflight maps the pods holding a slot to when they got it.
 	inflight map[types.UID]time.Time
+	// held grants no slot while the sync loop hands over a batch of
+	// pods: every pod of the batch ranks in the queue before the first
+	// lane of it may start, so a critical pod read last still goes first.
+	held bool
 }
 
 // startEntry is one pod waiting for a start slot.
@@ -136,6 +140,9 @@ func (q *startQueue) waitReason(uid types.UID) string {
 }
 
 func (q *startQueue) free() int {
+	if q.held {
+		return 0
+	}
 	return max(q.limit.current()-len(q.inflight), 0)
 }
 

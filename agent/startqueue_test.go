@@ -236,3 +236,25 @@ func TestStartLimitNeedsWaitersToGrow(t *testing.T) {
 		t.Errorf("limit = %d after a fast start with pods waiting, want 2", got)
 	}
 }
+
+// TestStartQueueHeldGrantsNothing: while held (the sync loop handing over
+// a batch), no slot is granted, whatever is free; once released, the best
+// ranked pod of the whole batch goes first, not the first to ask.
+func TestStartQueueHeldGrantsNothing(t *testing.T) {
+	q := newStartQueue(clocktesting.NewFakePassiveClock(time.Unix(0, 0)), newStartLimit(1))
+	q.held = true
+	if q.acquire("regular", 0, 1) {
+		t.Fatal("a held queue granted a slot")
+	}
+	q.add("critical", 2000001000, 2)
+	q.held = false
+	if got := q.wakeable(); len(got) != 0 {
+		t.Errorf("wakeable after release = %v, want none: the one slot is the critical pod's, whose lane asks on its own", got)
+	}
+	if q.acquire("regular", 0, 1) {
+		t.Fatal("the regular pod, first to ask, took the one slot before the critical pod")
+	}
+	if !q.acquire("critical", 2000001000, 2) {
+		t.Fatal("the critical pod did not get the slot")
+	}
+}
