@@ -132,7 +132,7 @@ func (s *rollbackState) read(p string) (rollbackFile, error) {
 	if err != nil {
 		return rollbackFile{}, err
 	}
-	if err := ownedBySelf(info, false); err != nil {
+	if err := manifest.OwnedByUs(info, false); err != nil {
 		return rollbackFile{}, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRollbackStateBytes+1))
@@ -239,43 +239,12 @@ func (s *rollbackState) ensureDir() bool {
 	if s.dir == "" || s.broken {
 		return false
 	}
-	err := os.MkdirAll(filepath.Dir(s.dir), 0o750)
-	if err == nil {
-		if err = os.Mkdir(s.dir, 0o700); errors.Is(err, fs.ErrExist) {
-			err = nil
-		}
-	}
-	var info os.FileInfo
-	if err == nil {
-		info, err = os.Lstat(s.dir)
-	}
-	if err == nil {
-		err = ownedBySelf(info, true)
-	}
-	if err != nil {
+	if err := manifest.MakePrivateDir(s.dir); err != nil {
 		s.log.Warn("cannot use the rollback state directory; the last Ready versions are not kept across restarts", "dir", s.dir, "err", err)
 		s.broken = true
 		return false
 	}
 	return true
-}
-
-// ownedBySelf checks a state file or directory is what berth made: of the
-// expected type (never a symlink), owned by berth's user, writable by no
-// one else.
-func ownedBySelf(info os.FileInfo, dir bool) error {
-	switch {
-	case dir && !info.IsDir():
-		return fmt.Errorf("not a directory (%s)", info.Mode().Type())
-	case !dir && !info.Mode().IsRegular():
-		return fmt.Errorf("not a regular file (%s)", info.Mode().Type())
-	case info.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("writable by group or others (mode %s)", info.Mode().Perm())
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
-	}
-	return nil
 }
 
 // syncDirectory makes a rename or removal in dir durable.

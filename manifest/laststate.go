@@ -166,7 +166,7 @@ func (l *lastGoodState) readEntry(p string) (stateFile, Result, error) {
 	if err != nil {
 		return stateFile{}, Result{}, err
 	}
-	if err := ownedByUs(info, false); err != nil {
+	if err := OwnedByUs(info, false); err != nil {
 		return stateFile{}, Result{}, err
 	}
 	if info.Size() > l.maxBytes {
@@ -382,45 +382,12 @@ func (l *lastGoodState) ensureDir() bool {
 	}
 	// The parents as the runtime manager makes --root-dir (0750); only
 	// the source's own directory is private.
-	err := os.MkdirAll(filepath.Dir(l.dir), 0o750)
-	if err == nil {
-		err = os.Mkdir(l.dir, 0o700)
-		if errors.Is(err, fs.ErrExist) {
-			err = nil
-		}
-	}
-	var info os.FileInfo
-	if err == nil {
-		info, err = os.Lstat(l.dir)
-	}
-	if err == nil {
-		err = ownedByUs(info, true)
-	}
-	if err != nil {
+	if err := MakePrivateDir(l.dir); err != nil {
 		l.log.Warn("cannot use the state directory; last good manifests are not kept across restarts", "dir", l.dir, "err", err)
 		l.broken = true
 		return false
 	}
 	return true
-}
-
-// ownedByUs checks a state file or directory is what berth made: of the
-// expected type (never a symlink), owned by berth's user, and writable by
-// no one else.
-func ownedByUs(info os.FileInfo, dir bool) error {
-	switch {
-	case dir && !info.IsDir():
-		return fmt.Errorf("not a directory (%s)", info.Mode().Type())
-	case !dir && !info.Mode().IsRegular():
-		return fmt.Errorf("not a regular file (%s)", info.Mode().Type())
-	case info.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("writable by group or others (mode %s)", info.Mode().Perm())
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
-	}
-	return nil
 }
 
 // sumState hashes what a state file says apart from when it was accepted.

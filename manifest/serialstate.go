@@ -165,20 +165,7 @@ func (st *serialState) ensureDir() bool {
 	if st.broken {
 		return false
 	}
-	err := os.MkdirAll(filepath.Dir(st.dir), 0o750)
-	if err == nil {
-		if err = os.Mkdir(st.dir, 0o700); errors.Is(err, fs.ErrExist) {
-			err = nil
-		}
-	}
-	var info os.FileInfo
-	if err == nil {
-		info, err = os.Lstat(st.dir)
-	}
-	if err == nil {
-		err = ownedByUs(info, true)
-	}
-	if err != nil {
+	if err := MakePrivateDir(st.dir); err != nil {
 		st.log.Warn("cannot use the serials directory; accepted serials are not kept across restarts", "dir", st.dir, "err", err)
 		st.broken = true
 		return false
@@ -198,7 +185,7 @@ func readStateFile(p string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ownedByUs(info, false); err != nil {
+	if err := OwnedByUs(info, false); err != nil {
 		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))

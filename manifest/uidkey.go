@@ -59,7 +59,7 @@ func readUIDKey(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ownedByUs(info, false); err != nil {
+	if err := OwnedByUs(info, false); err != nil {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
