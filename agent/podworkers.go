@@ -104,11 +104,14 @@ type podWorkers struct {
 	// It is called without mu held.
 	onStatus func(pod *v1.Pod, st v1.PodStatus, start time.Time)
 
-	mu      sync.Mutex // guards workers, gate, starts, seen, finished and the guarded fields of each podWorker
+	mu      sync.Mutex // guards workers, gate, starts, soloWake, seen, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
 	gate    *fullNameGate
 	// starts bounds and orders the pods' starts (startqueue.go).
 	starts *startQueue
+	// soloWake wakes the start queue when a critical start stops keeping
+	// the runtime to itself; nil when not armed.
+	soloWake clock.Timer
 	// seen numbers the lanes in the order they were created.
 	seen uint64
 	// finished records when each recently closed lane removed its pod.
@@ -532,6 +535,7 @@ func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStat
 		return true
 	}
 	msg := p.starts.waitReason(w.uid)
+	p.wakeStartsLocked()
 	if !w.observedAt.After(w.lastActed) || w.observed == nil {
 		w.observed, w.observedAt = status, p.clock.Now()
 	}
@@ -562,9 +566,7 @@ func (p *podWorkers) releaseStarts() {
 		return
 	}
 	p.starts.held = false
-	for _, uid := range p.starts.wakeable() {
-		p.wakeUIDLocked(uid)
-	}
+	p.wakeStartsLocked()
 }
 
 // startDone gives back uid's start slot once its first container runs and
@@ -583,8 +585,23 @@ func (p *podWorkers) startDone(uid types.UID) {
 // completed start's latency to the adaptive limit.
 func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
 	p.starts.release(w.uid, observe)
+	p.wakeStartsLocked()
+}
+
+// wakeStartsLocked wakes the lanes whose turn to start it now is, and,
+// while lanes wait only because a critical pod starts alone, wakes the
+// queue again once that time is up: nothing else would.
+func (p *podWorkers) wakeStartsLocked() {
 	for _, uid := range p.starts.wakeable() {
 		p.wakeUIDLocked(uid)
+	}
+	if d := p.starts.soloLeft(); d > 0 && p.soloWake == nil {
+		p.soloWake = p.clock.AfterFunc(d, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.soloWake = nil
+			p.wakeStartsLocked()
+		})
 	}
 }
 

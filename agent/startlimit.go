@@ -48,6 +48,14 @@ func newStartLimit(max int) *startLimit {
 
 func (l *startLimit) current() int { return l.limit }
 
+// best is the quickest of the recent starts; false before any.
+func (l *startLimit) best() (time.Duration, bool) {
+	if len(l.samples) == 0 {
+		return 0, false
+	}
+	return slices.Min(l.samples), true
+}
+
 // observe takes one completed start, from slot taken (began) to slot given
 // back (ended); waiting tells whether pods wait for a slot, without which
 // a larger limit would not be used.

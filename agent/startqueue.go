@@ -28,6 +28,13 @@ import (
 // rank while its lane is still on the way: a pod may start only while
 // fewer entries rank above it than there are free slots.
 //
+// Critical pods (priority at or above system-cluster-critical: the
+// control plane, the network) do not queue behind the others: they count
+// against the limit only among themselves, and while one of them starts,
+// or waits for its lane, no other pod gets a slot, for at most soloFor
+// (see there), so a critical pod read last in a batch of 50 starts at
+// nearly the pace of a lone pod. Pods already in flight finish.
+//
 // The limit adapts between 1 and max to the start latency the runtime
 // shows (see observe). It is not safe for concurrent use: the pod
 // workers' mutex guards it.
@@ -37,13 +44,26 @@ type startQueue struct {
 
 	// entries are the pods waiting for a slot, best first.
 	entries []*startEntry
-	// inflight maps the pods holding a slot to when they got it.
-	inflight map[types.UID]time.Time
+	// inflight maps the pods holding a slot to their start.
+	inflight map[types.UID]inflightStart
 	// held grants no slot while the sync loop hands over a batch of
 	// pods: every pod of the batch ranks in the queue before the first
 	// lane of it may start, so a critical pod read last still goes first.
 	held bool
 }
+
+// inflightStart is one pod holding a start slot.
+type inflightStart struct {
+	since    time.Time // when it got the slot
+	critical bool
+}
+
+// criticalSoloDefault is how long a critical start keeps the runtime to
+// itself before berth has measured any start: about ten lone starts on
+// the 2-core machines berth is measured on, short enough that a critical
+// pod whose start is slow (an image pull) does not hold up the others
+// for long.
+const criticalSoloDefault = 2 * time.Second
 
 // startEntry is one pod waiting for a start slot.
 type startEntry struct {
@@ -57,8 +77,10 @@ type startEntry struct {
 }
 
 func newStartQueue(clk clock.PassiveClock, limit *startLimit) *startQueue {
-	return &startQueue{clock: clk, limit: limit, inflight: map[types.UID]time.Time{}}
+	return &startQueue{clock: clk, limit: limit, inflight: map[types.UID]inflightStart{}}
 }
+
+func (e *startEntry) critical() bool { return e.priority >= criticalPriority }
 
 // before reports whether a ranks before b: higher priority, then seen
 // earlier.
@@ -94,9 +116,10 @@ func (q *startQueue) acquire(uid types.UID, priority int32, seq uint64) bool {
 	}
 	q.add(uid, priority, seq)
 	i := q.index(uid)
-	if i < q.free() {
+	if q.grantable(i) {
+		critical := q.entries[i].critical()
 		q.entries = slices.Delete(q.entries, i, i+1)
-		q.inflight[uid] = q.clock.Now()
+		q.inflight[uid] = inflightStart{since: q.clock.Now(), critical: critical}
 		return true
 	}
 	q.entries[i].asked = true
@@ -108,10 +131,10 @@ func (q *startQueue) acquire(uid types.UID, priority int32, seq uint64) bool {
 // as one start's latency when observe is set: a start that ended in an
 // error or a pull says nothing about how fast the runtime starts pods.
 func (q *startQueue) release(uid types.UID, observe bool) {
-	if since, ok := q.inflight[uid]; ok {
+	if in, ok := q.inflight[uid]; ok {
 		delete(q.inflight, uid)
 		if observe {
-			q.limit.observe(since, q.clock.Now(), len(q.entries) > 0)
+			q.limit.observe(in.since, q.clock.Now(), len(q.entries) > 0)
 		}
 		return
 	}
@@ -124,8 +147,8 @@ func (q *startQueue) release(uid types.UID, observe bool) {
 // slot: the caller wakes them.
 func (q *startQueue) wakeable() []types.UID {
 	var uids []types.UID
-	for _, e := range q.entries[:min(q.free(), len(q.entries))] {
-		if e.asked {
+	for i, e := range q.entries {
+		if e.asked && q.grantable(i) {
 			uids = append(uids, e.uid)
 		}
 	}
@@ -135,15 +158,80 @@ func (q *startQueue) wakeable() []types.UID {
 // waitReason says why uid waits, for its containers' ContainerCreating
 // message in `berth describe`.
 func (q *startQueue) waitReason(uid types.UID) string {
-	return fmt.Sprintf("waiting for a pod start slot: %d pod starts in flight (limit %d), %d pods ahead in the start queue (higher priority or seen earlier)",
-		len(q.inflight), q.limit.current(), max(q.index(uid), 0))
+	i := max(q.index(uid), 0)
+	msg := fmt.Sprintf("waiting for a pod start slot: %d pod starts in flight (limit %d), %d pods ahead in the start queue (higher priority or seen earlier)",
+		len(q.inflight), q.limit.current(), i)
+	if _, solo := q.soloUntil(); i < len(q.entries) && !q.entries[i].critical() && (solo || q.entries[0].critical()) {
+		msg += "; a critical pod is starting, alone"
+	}
+	return msg
 }
 
-func (q *startQueue) free() int {
-	if q.held {
+// soloLeft is how long the critical starts in flight keep the runtime to
+// themselves, if a pod that asked waits for that: its owner wakes the
+// queue again then. Zero when no asking pod waits for a critical start.
+func (q *startQueue) soloLeft() time.Duration {
+	end, ok := q.soloUntil()
+	if !ok || !slices.ContainsFunc(q.entries, func(e *startEntry) bool { return e.asked && !e.critical() }) {
 		return 0
 	}
-	return max(q.limit.current()-len(q.inflight), 0)
+	return max(end.Sub(q.clock.Now()), 0)
+}
+
+// soloUntil is when the last critical start in flight stops keeping the
+// runtime to itself; false when none is in flight.
+func (q *startQueue) soloUntil() (time.Time, bool) {
+	var end time.Time
+	found := false
+	for _, in := range q.inflight {
+		if in.critical {
+			found = true
+			if t := in.since.Add(q.soloFor()); t.After(end) {
+				end = t
+			}
+		}
+	}
+	return end, found
+}
+
+// soloFor is how long one critical start keeps the runtime to itself:
+// slowFactor times the quickest recent start (what the limit counts as
+// a start the runtime struggles with), or criticalSoloDefault before any
+// start was measured. A critical start that takes longer shares the
+// runtime again.
+func (q *startQueue) soloFor() time.Duration {
+	if best, ok := q.limit.best(); ok {
+		return slowFactor * best
+	}
+	return criticalSoloDefault
+}
+
+// grantable reports whether the entry at index i may take a slot now. A
+// critical pod may while fewer critical pods than the limit are in flight
+// or ranked before it; any other pod while no critical pod waits, none
+// started within soloFor, and fewer pods than the limit are in flight
+// or ranked before it.
+func (q *startQueue) grantable(i int) bool {
+	if q.held || i < 0 {
+		return false
+	}
+	limit := q.limit.current()
+	critInflight := 0
+	for _, in := range q.inflight {
+		if in.critical {
+			critInflight++
+		}
+	}
+	if q.entries[i].critical() {
+		return i < limit-critInflight
+	}
+	if q.entries[0].critical() {
+		return false // a critical pod waits or is on its way: it goes first
+	}
+	if end, ok := q.soloUntil(); ok && q.clock.Now().Before(end) {
+		return false
+	}
+	return i < limit-len(q.inflight)
 }
 
 func (q *startQueue) index(uid types.UID) int {

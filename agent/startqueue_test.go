@@ -16,11 +16,13 @@ import (
 // got a slot and who is to be woken.
 func TestStartQueueOrder(t *testing.T) {
 	type op struct {
-		do       string // add, acquire, release, withdraw
+		do       string // add, acquire, release, withdraw, advance, soloLeft
 		uid      string
 		priority int32
-		want     bool     // acquire's answer
-		wake     []string // wakeable() after the op, when not nil
+		want     bool          // acquire's answer
+		wake     []string      // wakeable() after the op, when not nil
+		by       time.Duration // advance's step of the clock
+		solo     time.Duration // soloLeft's answer
 	}
 	for _, tt := range []struct {
 		name  string
@@ -42,14 +44,15 @@ func TestStartQueueOrder(t *testing.T) {
 			ops: []op{
 				{do: "add", uid: "a"}, {do: "add", uid: "b"}, {do: "add", uid: "c"},
 				{do: "add", uid: "crit", priority: 2000001000},
-				// b's and c's lanes ask first: one slot is kept for crit.
+				// The others' lanes ask first: crit goes first, alone.
 				{do: "acquire", uid: "c", want: false},
 				{do: "acquire", uid: "b", want: false},
-				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "a", want: false},
 				{do: "acquire", uid: "crit", priority: 2000001000, want: true, wake: []string{}},
-				{do: "release", uid: "crit", wake: []string{"b"}},
+				{do: "release", uid: "crit", wake: []string{"a", "b"}},
 				{do: "acquire", uid: "c", want: false},
 				{do: "acquire", uid: "b", want: true},
+				{do: "acquire", uid: "a", want: true},
 				{do: "release", uid: "a", wake: []string{"c"}},
 			},
 		},
@@ -65,16 +68,44 @@ func TestStartQueueOrder(t *testing.T) {
 				{do: "acquire", uid: "b", want: false},
 				{do: "acquire", uid: "a", want: false},
 				{do: "acquire", uid: "cluster", priority: 2000000000, want: false},
-				{do: "acquire", uid: "node", priority: 2000001000, want: false},
-				{do: "release", uid: "running", wake: []string{"node"}},
-				{do: "acquire", uid: "node", priority: 2000001000, want: true},
+				// Critical pods do not wait for the others' starts,
+				// only for each other's.
+				{do: "acquire", uid: "node", priority: 2000001000, want: true, wake: []string{}},
 				{do: "release", uid: "node", wake: []string{"cluster"}},
 				{do: "acquire", uid: "cluster", priority: 2000000000, want: true},
-				{do: "release", uid: "cluster", wake: []string{"a"}},
+				{do: "release", uid: "cluster", wake: []string{}},
+				{do: "release", uid: "running", wake: []string{"a"}},
 				{do: "acquire", uid: "a", want: true},
 				{do: "release", uid: "a", wake: []string{"b"}},
 				{do: "acquire", uid: "b", want: true},
 				{do: "release", uid: "b", wake: []string{"low1"}},
+			},
+		},
+		{
+			name: "a critical start has the runtime to itself for a while", limit: 3,
+			ops: []op{
+				{do: "acquire", uid: "crit", priority: 2000000000, want: true},
+				{do: "acquire", uid: "a", want: false},
+				{do: "soloLeft", solo: criticalSoloDefault},
+				{do: "advance", by: criticalSoloDefault - time.Millisecond, wake: []string{}},
+				{do: "advance", by: time.Millisecond, wake: []string{"a"}},
+				{do: "soloLeft", solo: 0},
+				{do: "acquire", uid: "a", want: true},
+				// The critical start, now slow, shares the runtime.
+				{do: "acquire", uid: "b", want: true},
+				{do: "acquire", uid: "c", want: false},
+			},
+		},
+		{
+			name: "a critical start measured quick keeps the runtime a shorter while", limit: 3,
+			ops: []op{
+				{do: "acquire", uid: "lone", want: true},
+				{do: "advance", by: 100 * time.Millisecond},
+				{do: "release", uid: "lone"},
+				{do: "acquire", uid: "crit", priority: 2000000000, want: true},
+				{do: "acquire", uid: "a", want: false},
+				{do: "soloLeft", solo: slowFactor * 100 * time.Millisecond},
+				{do: "advance", by: slowFactor * 100 * time.Millisecond, wake: []string{"a"}},
 			},
 		},
 		{
@@ -106,7 +137,8 @@ func TestStartQueueOrder(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			q := newStartQueue(clocktesting.NewFakePassiveClock(time.Unix(0, 0)), newStartLimit(tt.limit))
+			clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+			q := newStartQueue(clk, newStartLimit(tt.limit))
 			seqs := map[string]uint64{}
 			seq := func(uid string) uint64 {
 				if _, ok := seqs[uid]; !ok {
@@ -125,6 +157,12 @@ func TestStartQueueOrder(t *testing.T) {
 					}
 				case "release", "withdraw":
 					q.release(uid, true)
+				case "advance":
+					clk.SetTime(clk.Now().Add(o.by))
+				case "soloLeft":
+					if got := q.soloLeft(); got != o.solo {
+						t.Fatalf("op %d: soloLeft = %s, want %s", i, got, o.solo)
+					}
 				}
 				if o.wake != nil {
 					var got []string

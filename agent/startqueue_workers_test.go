@@ -23,6 +23,9 @@ type gatedRuntime struct {
 	stubRuntime
 	entered chan types.UID
 	proceed chan struct{}
+	// hold, set before the test starts pods, keeps the starts of its pods
+	// until the test closes their channel, instead of proceed.
+	hold map[types.UID]chan struct{}
 	// postStart, if set, runs in SyncPod before it reports itself, as the
 	// runtime manager tells the agent a postStart hook is about to run.
 	postStart func(types.UID)
@@ -58,7 +61,11 @@ func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodSt
 		g.postStart(pod.UID)
 	}
 	g.entered <- pod.UID
-	<-g.proceed
+	if h, ok := g.hold[pod.UID]; ok {
+		<-h
+	} else {
+		<-g.proceed
+	}
 	g.mu.Lock()
 	g.ready[pod.UID] = true
 	g.mu.Unlock()
@@ -101,12 +108,15 @@ func waitingForSlot(w *podWorkers, uid types.UID) bool {
 	return wt != nil && wt.Reason == "ContainerCreating" && strings.Contains(wt.Message, "waiting for a pod start slot")
 }
 
-// TestPodWorkersStartOrder: with one start slot taken, pods that arrive
-// together start one at a time, the critical ones first, then in the
-// order they came; each waiting pod says why in its status.
+// TestPodWorkersStartOrder: with the one start slot taken, pods that
+// arrive together start one at a time in the order they came, after the
+// critical ones, which do not wait for the slot of a regular pod but only
+// for each other; each waiting pod says why in its status.
 func TestPodWorkersStartOrder(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rt := newGatedRuntime()
+	first := make(chan struct{})
+	rt.hold = map[types.UID]chan struct{}{"first": first}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := newTestWorkers(ctx, rt)
 	w.starts = newStartQueue(w.clock, newStartLimit(1))
@@ -119,17 +129,61 @@ func TestPodWorkersStartOrder(t *testing.T) {
 	for _, p := range batch {
 		w.update(p)
 	}
-	for _, p := range batch {
-		waitUntil(t, string(p.UID)+" shown waiting for a start slot", func() bool { return waitingForSlot(w, p.UID) })
+	if got := <-rt.entered; got != "node" {
+		t.Fatalf("second start = %s, want the node-critical pod beside the regular one", got)
 	}
-	want := []types.UID{"node", "cluster", "low-a", "low-b", "low-c", "negative"}
-	for i, uid := range want {
-		rt.proceed <- struct{}{}
-		if got := <-rt.entered; got != uid {
-			t.Fatalf("start %d = %s, want %s (order %v)", i+1, got, uid, want)
+	for _, p := range batch {
+		if p.UID != "node" {
+			waitUntil(t, string(p.UID)+" shown waiting for a start slot", func() bool { return waitingForSlot(w, p.UID) })
 		}
 	}
 	rt.proceed <- struct{}{}
+	if got := <-rt.entered; got != "cluster" {
+		t.Fatalf("third start = %s, want the cluster-critical pod", got)
+	}
+	rt.proceed <- struct{}{}
+	close(first)
+	want := []types.UID{"low-a", "low-b", "low-c", "negative"}
+	for i, uid := range want {
+		if got := <-rt.entered; got != uid {
+			t.Fatalf("regular start %d = %s, want %s (order %v)", i+1, got, uid, want)
+		}
+		rt.proceed <- struct{}{}
+	}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersCriticalStartsAlone: while a critical pod starts, the
+// others wait, even with slots free, and say why; once its solo time is
+// up on the clock (a slow start, say an image pull), they start beside it.
+func TestPodWorkersCriticalStartsAlone(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	crit := make(chan struct{})
+	rt.hold = map[types.UID]chan struct{}{"crit": crit}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	clk := w.clock.(asyncClock)
+
+	w.update(startPod("crit", 2000001000))
+	<-rt.entered
+	w.update(startPod("regular", 0))
+	waitUntil(t, "the regular pod waiting for the critical start, with a timer to wake it", func() bool {
+		p := w.status.get("regular")
+		return waitingForSlot(w, "regular") && strings.Contains(p.Status.ContainerStatuses[0].State.Waiting.Message, "a critical pod is starting, alone") && clk.Waiters() == 1
+	})
+	fired := clk.fired.Load()
+	clk.Step(criticalSoloDefault - time.Millisecond)
+	if clk.fired.Load() != fired || clk.Waiters() != 1 {
+		t.Fatalf("the wake fired %s into the critical start, before its solo time was up", criticalSoloDefault-time.Millisecond)
+	}
+	clk.Step(time.Millisecond)
+	if got := <-rt.entered; got != "regular" {
+		t.Fatalf("start = %s, want regular", got)
+	}
+	rt.proceed <- struct{}{}
+	close(crit)
 	cancel()
 	w.wait()
 }
