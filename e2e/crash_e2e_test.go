@@ -104,6 +104,14 @@ func TestCrashCycles(t *testing.T) {
 			{name: "crash-d", hostNetwork: true},
 		},
 	}
+	// Registered before berth's cleanup, so it runs after it: a failing
+	// run's output then ends with its violations, not with berth's log
+	// (CI shows the tail of the output).
+	t.Cleanup(func() {
+		if t.Failed() && c.w != nil {
+			t.Logf("TestCrashCycles failed (seed %d); its violations again, after berth's log:\n%s", seed, c.violationSummary())
+		}
+	})
 	c.proxy = startCRIProxy(t, t.TempDir())
 	manifests := map[string]string{}
 	for _, s := range c.slots {
@@ -869,6 +877,21 @@ func waitNewReservation(before map[string]bool, timeout time.Duration) bool {
 		time.Sleep(time.Millisecond)
 	}
 	return false
+}
+
+// violationSummary lists every violation recorded so far, one line each
+// with the first line of its detail.
+func (c *crashRun) violationSummary() string {
+	vs, _ := c.w.since(0)
+	if len(vs) == 0 {
+		return "(none recorded: the test failed otherwise)"
+	}
+	var lines []string
+	for _, v := range vs {
+		detail, _, _ := strings.Cut(v.detail, "\n")
+		lines = append(lines, fmt.Sprintf("cycle %d: %s (%s at %s): %.400s", v.cycle+1, v.kind, v.key, clock(v.at), detail))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // report prints the counts of violations by kind and each violation,
