@@ -14,7 +14,7 @@ const burstTimeout = 5 * time.Minute
 
 // burst drops n manifests at once (the last of them critical) and times
 // them to RUNNING, then deletes them all at once and times them to no
-// container running, then waits for a quiet bed.
+// container running, then waits for a quiet bed and settled sandboxes.
 func (r *runner) burst(ctx context.Context, prefix string, n int) (up burstTimes, critical float64, down time.Duration, err error) {
 	ss := withCritical(prefix, n)
 	t0, err := dropManifests(r.manifests, ss...)
@@ -40,8 +40,14 @@ func (r *runner) burst(ctx context.Context, prefix string, n int) (up burstTimes
 	if err != nil {
 		return up, 0, 0, err
 	}
-	err = r.poll(ctx, burstPoll, burstTimeout, "the bed quiet", func() (bool, error) { return r.quiet(ctx) })
-	return up, critical, stopped.Sub(t1), err
+	if err = r.poll(ctx, burstPoll, burstTimeout, "the bed quiet", func() (bool, error) { return r.quiet(ctx) }); err != nil {
+		return up, critical, 0, err
+	}
+	// The agent removes the stopped sandboxes (and their containers and
+	// snapshots) after the pods are quiet: the next burst must not start
+	// while the runtime is still busy with that, or it measures the
+	// clean-up of this one.
+	return up, critical, stopped.Sub(t1), r.settleSandboxes(ctx)
 }
 
 // timesAfter are the first, median and last container start of ss after
