@@ -51,14 +51,19 @@ type podWorker struct {
 	// observedOwn says observed is the lane's own read, not the PLEG's: on
 	// a tie with lastActed only an own read is known to follow the action.
 	observedOwn bool
-	state       workState
-	terminate   bool   // termination requested
-	remove      bool   // remove runtime objects once stopped
-	grace       *int64 // grace period override for the kill
-	started     bool   // passed the full-name gate
-	startTime   time.Time
-	readd       *v1.Pod // same UID added again while being removed
-	timer       clock.Timer
+	// observedRecv is when observed was handed to the lane.
+	observedRecv time.Time
+	// observedStale says two reads disagreed that cannot be ordered: the
+	// next sync reads the runtime instead of using observed.
+	observedStale bool
+	state         workState
+	terminate     bool   // termination requested
+	remove        bool   // remove runtime objects once stopped
+	grace         *int64 // grace period override for the kill
+	started       bool   // passed the full-name gate
+	startTime     time.Time
+	readd         *v1.Pod // same UID added again while being removed
+	timer         clock.Timer
 	// holding says what of a terminating pod still runs, and why berth
 	// could not stop it, while the lane keeps its full name; "" otherwise.
 	holding string
@@ -221,7 +226,7 @@ func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time)
 	if !ok {
 		return false
 	}
-	p.recordLocked(w, status, at, false)
+	p.recordLocked(w, status, at, p.clock.Now(), false)
 	p.wakeLocked(w)
 	return true
 }
@@ -233,19 +238,41 @@ func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time)
 func (p *podWorkers) record(w *podWorker, status *cri.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.recordLocked(w, status, at, true)
+	if p.recordLocked(w, status, at, p.clock.Now(), true) {
+		p.wakeLocked(w) // sync again, from a read of its own
+	}
 }
 
 // recordLocked replaces the lane's observation only with a newer one: a
 // relist that began before the worker's own read but arrives after it must
 // not put back what the worker has since changed. On a tie (a fake or
 // coarse clock) the worker's own read wins, since it was taken after
-// whatever the worker did at that instant.
-func (p *podWorkers) recordLocked(w *podWorker, status *cri.PodStatus, at time.Time, own bool) {
+// whatever the worker did at that instant. at is when the read began, now
+// when it is handed over.
+//
+// Which of two reads saw the runtime last is known only when one ended
+// before the other began; when they may overlap and show different states,
+// the one kept may be the older: a relist that began before the worker's
+// read can end after a container exited, while the worker's read saw it
+// running. Dropping the relist then would lose the exit for good (the next
+// relists see no change and deliver nothing), so the observation is marked
+// stale instead, and the next sync reads the runtime. recordLocked reports
+// whether it marked it.
+func (p *podWorkers) recordLocked(w *podWorker, status *cri.PodStatus, at, now time.Time, own bool) bool {
 	if w.observed != nil && !at.After(w.observedAt) && !(own && at.Equal(w.observedAt)) {
-		return
+		// Rejected, but its read may have ended after the kept one's.
+		if fingerprint(status) != fingerprint(w.observed) {
+			w.observedStale = true
+			return true
+		}
+		return false
 	}
-	w.observed, w.observedAt, w.observedOwn = status, at, own
+	// The observation replaced was handed over after this read began: its
+	// read may have ended after this one.
+	stale := w.observed != nil && w.observedRecv.After(at) && fingerprint(status) != fingerprint(w.observed)
+	w.observed, w.observedAt, w.observedOwn, w.observedRecv = status, at, own, now
+	w.observedStale = w.observedStale || stale
+	return stale
 }
 
 // wake wakes the lane of uid, if any: a probe result of its pod changed.
@@ -366,6 +393,9 @@ func (p *podWorkers) step(w *podWorker) bool {
 	}
 	state, pod, remove, grace := w.state, w.pod, w.remove, w.grace
 	obs, obsAt, obsOwn := w.observed, w.observedAt, w.observedOwn
+	if w.observedStale {
+		obs, w.observedStale = nil, false // this sync reads the runtime
+	}
 	if state == stateSyncing && !w.started {
 		if !p.gate.tryStart(w.fullName, w.uid) {
 			// Not a candidate for a start while the name is taken; it

@@ -207,34 +207,127 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 
 // TestPodWorkersObservationOnlyNewer: a relist that began before the
 // lane's own read must not replace it when it arrives later, and on a tie
-// the lane's own read (taken after its action) wins.
+// the lane's own read (taken after its action) wins. When the two reads
+// may overlap (one was handed over after the other began) and show
+// different states, the one kept may be the older: it is marked stale.
 func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	relist, own := &cri.PodStatus{Name: "relist"}, &cri.PodStatus{Name: "own"}
+	ms := time.Millisecond
+	state := func(name string, st cri.ContainerState) *cri.PodStatus {
+		return &cri.PodStatus{Name: name, Containers: []*cri.ContainerStatus{{ID: "c1", State: st}}}
+	}
+	relist, own := state("relist", cri.ContainerStateRunning), state("own", cri.ContainerStateRunning)
+	exited := state("relist", cri.ContainerStateExited)
 	for _, tc := range []struct {
-		name    string
-		first   *cri.PodStatus
-		firstAt time.Time
-		next    *cri.PodStatus
-		nextAt  time.Time
-		want    string
+		name             string
+		first            *cri.PodStatus
+		firstAt          time.Time
+		next             *cri.PodStatus
+		nextAt, nextRecv time.Time
+		want             string
+		wantStale        bool
 	}{
-		{"newer relist replaces own read", own, t0, relist, t0.Add(time.Millisecond), "relist"},
-		{"older relist keeps own read", own, t0, relist, t0.Add(-time.Millisecond), "own"},
-		{"relist tying own read keeps it", own, t0, relist, t0, "own"},
-		{"own read tying relist replaces it", relist, t0, own, t0, "own"},
-		{"older own read keeps relist", relist, t0, own, t0.Add(-time.Millisecond), "relist"},
+		{"newer relist replaces own read", own, t0, relist, t0.Add(ms), t0.Add(2 * ms), "relist", false},
+		{"older relist keeps own read", own, t0, relist, t0.Add(-ms), t0.Add(ms), "own", false},
+		{"relist tying own read keeps it", own, t0, relist, t0, t0.Add(ms), "own", false},
+		{"own read tying relist replaces it", relist, t0, own, t0, t0.Add(ms), "own", false},
+		{"older own read keeps relist", relist, t0, own, t0.Add(-ms), t0.Add(ms), "relist", false},
+		{"older relist seeing an exit marks the own read stale", own, t0, exited, t0.Add(-ms), t0.Add(ms), "own", true},
+		{"newer relist seeing an exit replaces the own read", own, t0, exited, t0.Add(ms), t0.Add(2 * ms), "relist", false},
+		{"own read replacing a relist handed over after it began is stale", exited, t0.Add(-2 * ms), own, t0, t0.Add(ms), "own", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, w := &podWorkers{}, &podWorker{}
-			p.recordLocked(w, tc.first, tc.firstAt, tc.first == own)
-			p.recordLocked(w, tc.next, tc.nextAt, tc.next == own)
+			// The first read was handed over a moment after it began,
+			// before the next one began, except in the last case.
+			firstRecv := tc.firstAt
+			if tc.wantStale && tc.next == own {
+				firstRecv = tc.nextAt.Add(ms / 2)
+			}
+			p.recordLocked(w, tc.first, tc.firstAt, firstRecv, tc.first == own)
+			stale := p.recordLocked(w, tc.next, tc.nextAt, tc.nextRecv, tc.next == own)
 			if w.observed.Name != tc.want {
 				t.Errorf("observation = %s, want %s", w.observed.Name, tc.want)
 			}
 			if w.observedOwn != (tc.want == "own") {
 				t.Errorf("observedOwn = %v for the %s observation", w.observedOwn, tc.want)
 			}
+			if stale != tc.wantStale || w.observedStale != tc.wantStale {
+				t.Errorf("stale = %v (marked %v), want %v", stale, w.observedStale, tc.wantStale)
+			}
 		})
 	}
+}
+
+// exitRuntime is a runtime whose pod has a ready sandbox and one container
+// in the state the test sets; SyncPod reports an action on its first call
+// only and records the container state each call was given.
+type exitRuntime struct {
+	stubRuntime
+	mu    sync.Mutex // guards state, reads and seen
+	state cri.ContainerState
+	reads int
+	seen  []cri.ContainerState
+}
+
+func (r *exitRuntime) status(uid types.UID) *cri.PodStatus {
+	return &cri.PodStatus{UID: uid, IPs: []string{"10.0.0.2"},
+		Sandboxes:  []*cri.SandboxStatus{{ID: "sb", State: cri.SandboxStateReady, IP: "10.0.0.2"}},
+		Containers: []*cri.ContainerStatus{{ID: "c1", Name: "app", SandboxID: "sb", State: r.state}}}
+}
+
+func (r *exitRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+	return r.status(uid), nil
+}
+
+func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *cri.PodStatus) cri.SyncResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, st.Containers[0].State)
+	if len(r.seen) == 1 {
+		return cri.SyncResult{Results: []cri.ActionResult{{Action: cri.ActionStartContainer, Target: "app"}}}
+	}
+	return cri.SyncResult{}
+}
+
+func (r *exitRuntime) syncsSeen() []cri.ContainerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]cri.ContainerState(nil), r.seen...)
+}
+
+// TestPodWorkersExitSeenByAnOlderRelist: the lane acted and read the pod
+// back (its container running); the container then exited, and the only
+// relist that saw it began before the lane's action. Later relists see no
+// change and deliver nothing, so that relist is the lane's one chance: it
+// cannot replace the lane's newer read, but the lane must read the runtime
+// again rather than sync from a container it still believes running.
+func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: cri.ContainerStateRunning}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.rt = rt
+	w.update(stubPod("u1", "web", "1"))
+	waitUntil(t, "the first sync and the lane's read after its action", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return len(rt.seen) == 1 && rt.reads == 2
+	})
+
+	rt.mu.Lock()
+	rt.state = cri.ContainerStateExited
+	exited := rt.status("u1")
+	rt.mu.Unlock()
+	w.observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
+
+	waitUntil(t, "a second sync", func() bool { return len(rt.syncsSeen()) == 2 })
+	if got := rt.syncsSeen()[1]; got != cri.ContainerStateExited {
+		t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, cri.ContainerStateExited)
+	}
+	cancel()
+	w.wait()
 }
