@@ -40,8 +40,10 @@ func TestDemo(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once the demo has exited, with its error in exitErr.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
 	defer func() {
 		if t.Failed() {
 			w.mu.Lock()
@@ -50,6 +52,25 @@ func TestDemo(t *testing.T) {
 		}
 	}()
 	interrupt := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	// However the test ends, the demo takes its bed down before the bed's
+	// directory goes (the deferred RemoveAll above): a failure that
+	// returned at once removed the testbed CLI and bed.json from under the
+	// teardown, and the bed's containers, the web server on the host's
+	// port 18080 among them, outlived the test and broke the next run.
+	defer func() {
+		select {
+		case <-exited:
+			return
+		default:
+		}
+		interrupt()
+		select {
+		case <-exited:
+		case <-time.After(2 * time.Minute):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Errorf("demo did not stop within 2m of Ctrl-C")
+		}
+	}()
 
 	d := &daemon{socket: filepath.Join(bedDir, "berth", "berth.sock")}
 	host, _ := os.Hostname()
@@ -69,8 +90,8 @@ func TestDemo(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		select {
-		case err := <-exited:
-			t.Fatalf("demo exited early: %v", err)
+		case <-exited:
+			t.Fatalf("demo exited early: %v", exitErr)
 		default:
 		}
 		stdout, _, _ := berth(t, d, "pods")
