@@ -7,10 +7,14 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 BUILDTAGS := grpcnotrace
 PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
-# (go test -fuzz runs one target of one package at a time). 5s each keeps
-# the 19 targets near two minutes of `make test`'s 20; FUZZTIME=10m on
-# one target (make fuzz FUZZ_TARGETS=FuzzDecode:./manifest/) digs deeper.
-FUZZTIME  ?= 5s
+# (go test -fuzz runs one target of one package at a time). It is a count
+# of inputs, not a duration: Go 1.26's fuzzing coordinator can fail a
+# target with a bare "context deadline exceeded" when a -fuzztime
+# duration ends while a starved worker is mid-call (golang/go#75804, fixed
+# in Go 1.27), which a loaded machine hits. 1000 inputs take 1 to 15 s per
+# target here; FUZZTIME=10m on one target (make fuzz
+# FUZZ_TARGETS=FuzzDecode:./manifest/) digs deeper.
+FUZZTIME  ?= 1000x
 FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ FuzzCheckPullSecret:./manifest/ FuzzPollHints:./manifest/ \
 	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
