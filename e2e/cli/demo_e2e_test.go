@@ -57,18 +57,25 @@ func TestDemo(t *testing.T) {
 	// returned at once removed the testbed CLI and bed.json from under the
 	// teardown, and the bed's containers, the web server on the host's
 	// port 18080 among them, outlived the test and broke the next run.
-	defer func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
+	// stop sends Ctrl-C and waits for the demo to exit; it reports false
+	// when the demo had to be killed after 2 minutes.
+	stop := func() bool {
 		interrupt()
 		select {
 		case <-exited:
+			return true
 		case <-time.After(2 * time.Minute):
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			t.Errorf("demo did not stop within 2m of Ctrl-C")
+			return false
+		}
+	}
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			if !stop() {
+				t.Errorf("demo did not stop within 2m of Ctrl-C")
+			}
 		}
 	}()
 
@@ -135,11 +142,7 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	}
-	interrupt()
-	select {
-	case <-exited:
-	case <-time.After(2 * time.Minute):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if !stop() {
 		t.Fatal("demo did not stop within 2m of Ctrl-C")
 	}
 	if _, err := os.Stat(filepath.Join(bedDir, "bed.json")); !os.IsNotExist(err) {
