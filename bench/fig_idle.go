@@ -44,8 +44,8 @@ func (r *runner) measureIdle(ctx context.Context) (idleCost, error) {
 	agent := r.agent.pid()
 	var opsBefore opCounts
 	opsStart := time.Now()
-	if r.opts.BerthAPI {
-		if opsBefore, err = scrapeOps(ctx, r.listen); err != nil {
+	if r.metricsURL() != "" {
+		if opsBefore, err = scrapeOps(ctx, r.metricsURL()); err != nil {
 			return c, err
 		}
 	}
@@ -92,8 +92,8 @@ func (r *runner) measureIdle(ctx context.Context) (idleCost, error) {
 		prevAgent, prevCtrd, prevShims, prevT = a, d, s, now
 	}
 	c.hwm = kibToMiB(mem.HWM)
-	if r.opts.BerthAPI {
-		after, err := scrapeOps(ctx, r.listen)
+	if r.metricsURL() != "" {
+		after, err := scrapeOps(ctx, r.metricsURL())
 		if err != nil {
 			return c, err
 		}
@@ -151,8 +151,8 @@ func (r *runner) addIdle(n int, c idleCost) {
 	r.res.add(p+"agent VmHWM", "MiB", []float64{c.hwm}, nil, "")
 	r.res.add(p+"containerd CPU", "%", c.containerdCPU, nil, "")
 	r.res.add(p+"shims+runc CPU", "%", c.shimCPU, nil, "")
-	if !r.opts.BerthAPI {
-		r.res.na(p+"CRI calls", "/min", "needs berth's /metrics", callsTarget, callsRef)
+	if r.metricsURL() == "" {
+		r.res.na(p+"CRI calls", "/min", "needs berth's /metrics or -agent-metrics", callsTarget, callsRef)
 		return
 	}
 	perMin := c.calls.total() / c.callsWindow.Minutes()

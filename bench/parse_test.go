@@ -48,6 +48,32 @@ berth_runtime_operations_duration_seconds_count{operation_type="list_containers"
 	}
 }
 
+// The kubelet's counter has the same operation names under its own
+// metric name; its periodic calls are told apart from a pod's work.
+func TestParseOpsKubelet(t *testing.T) {
+	text := `kubelet_runtime_operations_total{operation_type="container_status"} 4
+kubelet_runtime_operations_total{operation_type="list_podsandbox"} 7
+kubelet_runtime_operations_total{operation_type="status"} 3
+kubelet_runtime_operations_total{operation_type="list_pod_sandbox_stats"} 2
+kubelet_runtime_operations_total{operation_type="container_stats"} 2
+kubelet_runtime_operations_total{operation_type="image_fs_info"} 1
+kubelet_runtime_operations_total{operation_type="version"} 1
+kubelet_runtime_operations_total{operation_type="image_status"} 1
+kubelet_runtime_operations_errors_total{operation_type="image_status"} 1
+`
+	got, err := parseOps(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.total() != 21 {
+		t.Errorf("total = %v, want 21: %v", got.total(), got)
+	}
+	want := opCounts{"list_podsandbox": 7, "status": 3, "list_pod_sandbox_stats": 2, "container_stats": 2, "image_fs_info": 1, "version": 1}
+	if p := got.periodic(); !reflect.DeepEqual(p, want) {
+		t.Errorf("periodic = %v, want %v", p, want)
+	}
+}
+
 func TestParseGoBench(t *testing.T) {
 	out := `goos: linux
 BenchmarkParse1000-2   	       2	 535446398 ns/op	       535.4 µs/manifest	65581890 B/op	 1169276 allocs/op

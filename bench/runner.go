@@ -26,13 +26,16 @@ import (
 type Options struct {
 	Template string // the agent's command line with placeholders (DefaultTemplate)
 	BerthAPI bool   // the agent serves berth's /readyz, /metrics and /pods on {listen}
-	Bin      string // {bin}: the berth binary
-	Only     []string
-	Quick    bool
-	RepoDir  string   // where `go test -bench` runs
-	GoBench  []string // packages whose Go benchmarks are reported
-	Keep     bool     // keep the work dir (manifests, agent log) for a look afterwards
-	Log      *slog.Logger
+	// AgentMetrics is another agent's Prometheus metrics URL with
+	// kubelet_runtime_operations_total, for its CRI call counts.
+	AgentMetrics string
+	Bin          string // {bin}: the berth binary
+	Only         []string
+	Quick        bool
+	RepoDir      string   // where `go test -bench` runs
+	GoBench      []string // packages whose Go benchmarks are reported
+	Keep         bool     // keep the work dir (manifests, agent log) for a look afterwards
+	Log          *slog.Logger
 }
 
 // Figures are the figure groups in the order they run; -only selects
@@ -244,6 +247,15 @@ func (r *runner) launch() error {
 
 // logPath is where every agent start appends its output.
 func (r *runner) logPath() string { return filepath.Join(r.dir, "agent.log") }
+
+// metricsURL is where the agent's CRI call counts are read: berth's
+// /metrics, or -agent-metrics for another agent; "" when neither.
+func (r *runner) metricsURL() string {
+	if r.opts.BerthAPI {
+		return "http://" + r.listen + "/metrics"
+	}
+	return r.opts.AgentMetrics
+}
 
 // ensureAgent makes sure an agent of mode runs and is ready. Switching
 // modes clears every pod through the old agent first, so no pod is left

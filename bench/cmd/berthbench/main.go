@@ -46,6 +46,7 @@ func run() error {
 	flag.StringVar(&opts.Template, "agent", bench.DefaultTemplate, "the agent's command line; placeholders: "+bench.Placeholders)
 	flag.StringVar(&opts.Bin, "bin", "bin/berth", "the berth binary, for {bin}")
 	flag.BoolVar(&opts.BerthAPI, "berth-api", true, "the agent serves berth's /readyz, /metrics and /pods on {listen} (default false when -agent is given)")
+	flag.StringVar(&opts.AgentMetrics, "agent-metrics", "", "another agent's Prometheus metrics URL with kubelet_runtime_operations_total (the kubelet's: https://127.0.0.1:PORT/metrics), for its CRI call counts; its certificate is not checked")
 	only := flag.String("only", "", "comma-separated figures to run (default all): "+strings.Join(bench.Figures, ","))
 	flag.BoolVar(&opts.Quick, "quick", false, "fewer runs and shorter idle windows, to iterate")
 	goBench := flag.String("gobench", "./manifest/", "comma-separated packages whose Go benchmarks are reported")
