@@ -15,6 +15,7 @@ import (
 // exec; the figures are containerd's started_at of the new containers.
 func (r *runner) figBoot(ctx context.Context) error {
 	var cold, dead [4][]float64 // first, critical, median, all
+	var coldCPU, deadCPU []float64
 	for i := range r.plan.bootRuns {
 		ss := withCritical(fmt.Sprintf("boot-%d", i), burstSize)
 		if err := r.stopAgent(ctx); err != nil {
@@ -23,26 +24,30 @@ func (r *runner) figBoot(ctx context.Context) error {
 		if _, err := dropManifests(r.manifests, ss...); err != nil {
 			return err
 		}
-		up, crit, err := r.bootAndTime(ctx, ss, nil)
+		up, crit, cpu, err := r.bootAndTime(ctx, ss, nil)
 		if err != nil {
 			return fmt.Errorf("first boot, run %d: %w", i, err)
 		}
 		appendTimes(&cold, up, crit)
+		coldCPU = append(coldCPU, cpu)
 
 		old, err := r.killAll(ctx, ss)
 		if err != nil {
 			return fmt.Errorf("power cut, run %d: %w", i, err)
 		}
-		if up, crit, err = r.bootAndTime(ctx, ss, old); err != nil {
+		if up, crit, cpu, err = r.bootAndTime(ctx, ss, old); err != nil {
 			return fmt.Errorf("boot after a power cut, run %d: %w", i, err)
 		}
 		appendTimes(&dead, up, crit)
+		deadCPU = append(deadCPU, cpu)
 		if err := r.clear(ctx); err != nil {
 			return err
 		}
 	}
-	r.addBurstRows("boot: 50 manifests, empty runtime", cold[0], cold[2], cold[3], cold[1], kubeletFigures{})
-	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{})
+	r.addBurstRows("boot: 50 manifests, empty runtime", cold[0], cold[2], cold[3], cold[1], kubeletFigures{}, false)
+	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{}, true)
+	r.res.add("boot: 50 manifests, empty runtime -> agent CPU until all RUNNING", "s", coldCPU, nil, "")
+	r.res.add("boot: 50 pods dead -> agent CPU until all RUNNING", "s", deadCPU, nil, "")
 	return nil
 }
 
@@ -55,25 +60,33 @@ func appendTimes(to *[4][]float64, up burstTimes, crit float64) {
 }
 
 // bootAndTime starts the (stopped) file agent and times ss's containers
-// that are not in old to RUNNING, from the moment before the exec.
-func (r *runner) bootAndTime(ctx context.Context, ss []podSpec, old map[string]bool) (burstTimes, float64, error) {
+// that are not in old to RUNNING, from the moment before the exec. It also
+// returns the CPU time the agent used by the time they all ran (in
+// seconds of one core): on a machine the runtime saturates while it
+// starts pods, the agent's own work delays them.
+func (r *runner) bootAndTime(ctx context.Context, ss []podSpec, old map[string]bool) (burstTimes, float64, float64, error) {
 	args, err := r.agentArgs(fileAgent)
 	if err != nil {
-		return burstTimes{}, 0, err
+		return burstTimes{}, 0, 0, err
 	}
 	r.args, r.mode = args, fileAgent
 	t0 := time.Now()
 	if err := r.launch(); err != nil {
-		return burstTimes{}, 0, err
+		return burstTimes{}, 0, 0, err
 	}
 	ctrs, err := r.waitRunning(ctx, names(ss), old, burstPoll, burstTimeout)
 	if err != nil {
-		return burstTimes{}, 0, err
+		return burstTimes{}, 0, 0, err
+	}
+	ticks, err := cpuTicks(r.agent.pid())
+	if err != nil {
+		return burstTimes{}, 0, 0, err
 	}
 	if err := r.awaitReady(ctx); err != nil {
-		return burstTimes{}, 0, err
+		return burstTimes{}, 0, 0, err
 	}
-	return r.timesAfter(ctx, ss, ctrs, t0)
+	up, crit, err := r.timesAfter(ctx, ss, ctrs, t0)
+	return up, crit, float64(ticks) / userHZ, err
 }
 
 // killAll stops the agent (SIGTERM: its pods stay) and then every sandbox

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -21,11 +22,19 @@ var floorParallelism = []int{0, 1, 2, 4, 8, 16}
 // burstSize is the pod count of the cold and boot bursts.
 const burstSize = 50
 
+// floorDeadParallelism are the in-flight bounds of the floor after a
+// power cut: around the agent's default, fewer than the cold floor's
+// because each run must first bring its 50 pods up and kill them.
+var floorDeadParallelism = []int{2, 4, 8}
+
 // floorResult is what the floor figure found, for the overhead rows of
 // the figures measured after it.
 type floorResult struct {
 	add  map[bool]float64 // median one-pod add in ms, by host network
 	best burstTimes       // per figure, the best median over the bounds
+	// dead is best's counterpart for 50 pods left dead by a power cut:
+	// each one's dead sandbox stopped before its new one runs.
+	dead burstTimes
 }
 
 // burstTimes are one burst's first, median and last container start
@@ -86,8 +95,88 @@ func (r *runner) figFloor(ctx context.Context) error {
 		best.all = bestOf(best.all, summarize(all).Median)
 	}
 	f.best = best
+	dead, err := r.floorDead(ctx)
+	if err != nil {
+		return err
+	}
+	f.dead = dead
 	r.floor = f
 	r.res.note("floor, best over 1..16 and all in flight (medians): first %.2f s, median %.2f s, all %.2f s", best.first, best.median, best.all)
+	r.res.note("floor after a power cut, best over 2, 4, 8 in flight (medians): first %.2f s, median %.2f s, all %.2f s", dead.first, dead.median, dead.all)
+	return nil
+}
+
+// floorDead measures what the runtime itself does for the boot after a
+// power cut: 50 pods whose containers exited and whose sandboxes are
+// NOTREADY, each brought back by the four calls that takes at the least
+// (StopPodSandbox of the dead sandbox, which releases what it still
+// holds, such as its IP, then the three of a new pod).
+func (r *runner) floorDead(ctx context.Context) (burstTimes, error) {
+	best := burstTimes{first: -1, median: -1, all: -1}
+	for _, k := range floorDeadParallelism {
+		var first, med, all []float64
+		for i := range r.plan.floorRuns {
+			bt, err := r.floorDeadBurst(ctx, specs(fmt.Sprintf("floordead%d-%d", k, i), burstSize, false), k)
+			if err != nil {
+				return best, err
+			}
+			first, med, all = append(first, bt.first), append(med, bt.median), append(all, bt.all)
+		}
+		label := fmt.Sprintf("%d in flight", k)
+		r.res.add("floor: 50 pods dead, "+label+" -> first RUNNING", "s", first, nil, "")
+		r.res.add("floor: 50 pods dead, "+label+" -> median RUNNING", "s", med, nil, "")
+		r.res.add("floor: 50 pods dead, "+label+" -> all RUNNING", "s", all, nil, "")
+		best.first = bestOf(best.first, summarize(first).Median)
+		best.median = bestOf(best.median, summarize(med).Median)
+		best.all = bestOf(best.all, summarize(all).Median)
+	}
+	return best, nil
+}
+
+// floorDeadBurst brings ss up (4 in flight, not timed), stops every
+// sandbox as the power cut of the boot figure does, and then times ss
+// brought back with at most k in flight. Every sandbox is removed and the
+// bed quiet again before it returns.
+func (r *runner) floorDeadBurst(ctx context.Context, ss []podSpec, k int) (burstTimes, error) {
+	old := make([]string, len(ss))
+	_, errs := r.floorRun(ctx, len(ss), 4, func(i int) (string, string, error) {
+		sb, _, err := r.floorPod(ctx, ss[i])
+		old[i] = sb
+		return sb, "", err
+	})
+	failed := errors.Join(errs...)
+	if failed == nil {
+		_, errs = r.floorRun(ctx, len(ss), 4, func(i int) (string, string, error) {
+			return "", "", r.stopSandbox(ctx, old[i])
+		})
+		failed = errors.Join(errs...)
+	}
+	fresh := make([]string, len(ss))
+	var bt burstTimes
+	if failed == nil {
+		bt, failed = r.floorTimed(ctx, ss, k, func(i int) (string, string, error) {
+			if err := r.stopSandbox(ctx, old[i]); err != nil {
+				return "", "", err
+			}
+			sb, c, err := r.floorPod(ctx, ss[i])
+			fresh[i] = sb
+			return sb, c, err
+		})
+	}
+	if err := r.floorTeardown(ctx, append(old, fresh...)); err != nil && failed == nil {
+		failed = err
+	}
+	return bt, failed
+}
+
+// stopSandbox stops one sandbox; stopping a stopped one is a no-op for
+// the runtime, as CRI wants.
+func (r *runner) stopSandbox(ctx context.Context, id string) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := r.rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
 	return nil
 }
 
@@ -127,55 +216,71 @@ func (r *runner) floorBurst(ctx context.Context, prefix string, n, k int) (burst
 // container started_at after the moment the first call went out. The pods
 // are removed and the bed quiet again before it returns.
 func (r *runner) floorBurstOf(ctx context.Context, ss []podSpec, k int) (burstTimes, error) {
-	if k <= 0 || k > len(ss) {
-		k = len(ss)
-	}
 	sandboxes := make([]string, len(ss))
-	ctrs := make([]string, len(ss))
-	errs := make([]error, len(ss))
+	bt, failed := r.floorTimed(ctx, ss, k, func(i int) (string, string, error) {
+		sb, c, err := r.floorPod(ctx, ss[i])
+		sandboxes[i] = sb
+		return sb, c, err
+	})
+	if err := r.floorTeardown(ctx, sandboxes); err != nil && failed == nil {
+		failed = err
+	}
+	return bt, failed
+}
+
+// floorTimed runs up(i) for every pod of ss with at most k in flight and
+// times each pod's container started_at after the moment the first call
+// went out. It leaves the pods in place.
+func (r *runner) floorTimed(ctx context.Context, ss []podSpec, k int, up func(i int) (sandboxID, containerID string, err error)) (burstTimes, error) {
+	t0 := time.Now()
+	ctrs, errs := r.floorRun(ctx, len(ss), k, up)
+	var starts []float64
+	for i, id := range ctrs {
+		if errs[i] != nil {
+			return burstTimes{}, fmt.Errorf("floor pod %s: %w", ss[i].Name, errs[i])
+		}
+		st, err := r.containerStatus(ctx, id)
+		if err != nil {
+			return burstTimes{}, err
+		}
+		if st == nil || st.GetStartedAt() == 0 {
+			return burstTimes{}, fmt.Errorf("floor pod %s: container %s has no started_at", ss[i].Name, id)
+		}
+		starts = append(starts, time.Unix(0, st.GetStartedAt()).Sub(t0).Seconds())
+	}
+	slices.Sort(starts)
+	return burstTimes{first: starts[0], median: starts[len(starts)/2], all: starts[len(starts)-1]}, nil
+}
+
+// floorRun calls do(i) for i in [0, n) with at most k in flight (0: all)
+// and returns the container IDs and errors, by i.
+func (r *runner) floorRun(ctx context.Context, n, k int, do func(i int) (sandboxID, containerID string, err error)) ([]string, []error) {
+	if k <= 0 || k > n {
+		k = n
+	}
+	ctrs := make([]string, n)
+	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
-	t0 := time.Now()
 	for range k {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				sandboxes[i], ctrs[i], errs[i] = r.floorPod(ctx, ss[i])
+				if ctx.Err() != nil {
+					errs[i] = ctx.Err()
+					continue
+				}
+				_, ctrs[i], errs[i] = do(i)
 			}
 		}()
 	}
-	for i := range ss {
+	for i := range n {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	var starts []float64
-	var failed error
-	for i, id := range ctrs {
-		if errs[i] != nil {
-			failed = fmt.Errorf("floor pod %s: %w", ss[i].Name, errs[i])
-			continue
-		}
-		st, err := r.containerStatus(ctx, id)
-		if err != nil {
-			failed = err
-			continue
-		}
-		if st == nil || st.GetStartedAt() == 0 {
-			failed = fmt.Errorf("floor pod %s: container %s has no started_at", ss[i].Name, id)
-			continue
-		}
-		starts = append(starts, time.Unix(0, st.GetStartedAt()).Sub(t0).Seconds())
-	}
-	if err := r.floorTeardown(ctx, sandboxes); err != nil && failed == nil {
-		failed = err
-	}
-	if failed != nil {
-		return burstTimes{}, failed
-	}
-	slices.Sort(starts)
-	return burstTimes{first: starts[0], median: starts[len(starts)/2], all: starts[len(starts)-1]}, nil
+	return ctrs, errs
 }
 
 // floorPod is what a pod needs of the runtime at the least, with the
