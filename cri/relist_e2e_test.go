@@ -269,3 +269,54 @@ func TestE2ERelistFiftyPods(t *testing.T) {
 func frozenClock() *clocktesting.FakeClock {
 	return clocktesting.NewFakeClock(time.Now())
 }
+
+// After a restart or a power cut every object is new to the status cache:
+// the first relist reads them all, several at a time. On the real runtime
+// each dead pod must still come back whole (sandbox NOTREADY, container
+// EXITED with its code). The time of that read, beside the same statuses
+// read one after the other, is logged as a figure, not asserted.
+func TestE2ERelistReadsManyNewObjects(t *testing.T) {
+	base := newE2EManager(t)
+	ctx := context.Background()
+	const n = 12
+	pods := make([]*e2ePod, n)
+	for i := range pods {
+		pods[i] = startE2EPod(ctx, t, base, fmt.Sprintf("many-%d", i), false, e2eContainer{"app", "sleep 600"})
+	}
+	for _, p := range pods {
+		if err := base.runtime.StopPodSandbox(ctx, p.sandboxID); err != nil {
+			t.Fatalf("stop sandbox of %s: %v", p.name, err)
+		}
+	}
+	// A fresh manager, as after a restart: nothing cached.
+	m := NewManager(base.runtime, base.images, base.opts)
+	began := time.Now()
+	all, err := m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	concurrent := time.Since(began)
+	for _, p := range pods {
+		st := all[p.uid]
+		if st == nil || len(st.Sandboxes) != 1 || len(st.Containers) != 1 {
+			t.Fatalf("pod %s: status %+v, want its sandbox and its container", p.name, st)
+		}
+		if s := st.Sandboxes[0]; s.ID != p.sandboxID || s.State != SandboxStateNotReady {
+			t.Errorf("pod %s: sandbox %s in state %v, want %s NOTREADY", p.name, s.ID, s.State, p.sandboxID)
+		}
+		if c := st.Containers[0]; c.ID != p.containers["app"] || c.State != ContainerStateExited || c.FinishedAt.IsZero() || c.Name != "app" {
+			t.Errorf("pod %s: container %+v, want %s EXITED with its finish time", p.name, c, p.containers["app"])
+		}
+	}
+	began = time.Now()
+	for _, p := range pods {
+		if _, err := base.runtime.PodSandboxStatus(ctx, p.sandboxID, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := base.runtime.ContainerStatus(ctx, p.containers["app"], false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d dead pods: first relist %v (statuses %d at a time); the same %d status calls one after the other %v",
+		n, concurrent.Round(time.Millisecond), statusReadsInFlight, 2*n, time.Since(began).Round(time.Millisecond))
+}

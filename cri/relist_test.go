@@ -2,14 +2,17 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
@@ -582,4 +585,85 @@ func countOf(calls []string, name string) int {
 		}
 	}
 	return n
+}
+
+// runBounded is how a listing reads the statuses of many new objects (a
+// restart, a power cut): at most n at once, every one of them or an error.
+func TestRunBounded(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		fns     int
+		fail    int // index of the failing fn, -1 for none
+		cancel  bool
+		wantErr error
+	}{
+		{"none", 0, -1, false, nil},
+		{"one runs inline", 1, -1, false, nil},
+		{"many all run", 20, -1, false, nil},
+		{"a failure is returned", 20, 7, false, boom},
+		{"a cancelled caller gets its error, not a partial success", 20, -1, true, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancel {
+				cancel()
+			}
+			var ran atomic.Int32
+			fns := make([]func(context.Context) error, tt.fns)
+			for i := range fns {
+				fns[i] = func(context.Context) error {
+					ran.Add(1)
+					if i == tt.fail {
+						return boom
+					}
+					return nil
+				}
+			}
+			err := runBounded(ctx, fns, 4)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr == nil && int(ran.Load()) != tt.fns {
+				t.Errorf("%d of %d ran", ran.Load(), tt.fns)
+			}
+		})
+	}
+}
+
+// The reads overlap, n at a time and no more: each one waits until n are
+// in flight, which it could never see if they ran one after the other.
+func TestRunBoundedOverlaps(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const n = 4
+	var inFlight, peak atomic.Int32
+	full := make(chan struct{})
+	var once sync.Once
+	fns := make([]func(context.Context) error, 3*n)
+	for i := range fns {
+		fns[i] = func(ctx context.Context) error {
+			cur := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
+			}
+			if cur == n {
+				once.Do(func() { close(full) })
+			}
+			select {
+			case <-full:
+				return nil
+			case <-time.After(time.Minute):
+				return errors.New("never saw the reads overlap")
+			}
+		}
+	}
+	if err := runBounded(context.Background(), fns, n); err != nil {
+		t.Fatal(err)
+	}
+	if p := peak.Load(); p != n {
+		t.Errorf("peak in flight = %d, want %d", p, n)
+	}
 }
