@@ -47,8 +47,9 @@ type burstTimes struct {
 // bench pods (the same image, command and network) brought up by the
 // three CRI calls a pod needs (RunPodSandbox, CreateContainer,
 // StartContainer), one pod at a time, and 50 at once with at most 1, 2,
-// 4, 8, 16 or all of them in flight. Every agent figure is shown beside
-// it; no agent runs meanwhile, so nothing else competes for the cores.
+// 4, 8, 16 or all of them in flight; then 50 dead pods brought back
+// (floorDead). Every agent figure is shown beside it; no agent runs
+// meanwhile, so nothing else competes for the cores.
 func (r *runner) figFloor(ctx context.Context) error {
 	if err := r.stopAgent(ctx); err != nil {
 		return err
@@ -73,26 +74,11 @@ func (r *runner) figFloor(ctx context.Context) error {
 		r.res.add("floor: one pod, "+net+" network (3 CRI calls)", "ms", adds, nil, "132-136 / 155-159 ms")
 		f.add[host] = summarize(adds).Median
 	}
-	best := burstTimes{first: -1, median: -1, all: -1}
-	for _, k := range floorParallelism {
-		var first, med, all []float64
-		for i := range r.plan.floorRuns {
-			bt, err := r.floorBurst(ctx, fmt.Sprintf("floor%d-%d", k, i), burstSize, k)
-			if err != nil {
-				return err
-			}
-			first, med, all = append(first, bt.first), append(med, bt.median), append(all, bt.all)
-		}
-		label := fmt.Sprintf("%d in flight", k)
-		if k == 0 {
-			label = "all in flight"
-		}
-		r.res.add("floor: 50 pods, "+label+" -> first RUNNING", "s", first, nil, "")
-		r.res.add("floor: 50 pods, "+label+" -> median RUNNING", "s", med, nil, "")
-		r.res.add("floor: 50 pods, "+label+" -> all RUNNING", "s", all, nil, "")
-		best.first = bestOf(best.first, summarize(first).Median)
-		best.median = bestOf(best.median, summarize(med).Median)
-		best.all = bestOf(best.all, summarize(all).Median)
+	best, err := r.floorSeries("floor: 50 pods, ", floorParallelism, func(k, i int) (burstTimes, error) {
+		return r.floorBurst(ctx, fmt.Sprintf("floor%d-%d", k, i), burstSize, k)
+	})
+	if err != nil {
+		return err
 	}
 	f.best = best
 	dead, err := r.floorDead(ctx)
@@ -112,20 +98,32 @@ func (r *runner) figFloor(ctx context.Context) error {
 // (StopPodSandbox of the dead sandbox, which releases what it still
 // holds, such as its IP, then the three of a new pod).
 func (r *runner) floorDead(ctx context.Context) (burstTimes, error) {
+	return r.floorSeries("floor: 50 pods dead, ", floorDeadParallelism, func(k, i int) (burstTimes, error) {
+		return r.floorDeadBurst(ctx, specs(fmt.Sprintf("floordead%d-%d", k, i), burstSize, false), k)
+	})
+}
+
+// floorSeries runs burst plan.floorRuns times for each in-flight bound of
+// ks (0: all in flight), adds the first, median and all rows of each, and
+// returns the best median of each figure over the bounds.
+func (r *runner) floorSeries(prefix string, ks []int, burst func(k, run int) (burstTimes, error)) (burstTimes, error) {
 	best := burstTimes{first: -1, median: -1, all: -1}
-	for _, k := range floorDeadParallelism {
+	for _, k := range ks {
 		var first, med, all []float64
 		for i := range r.plan.floorRuns {
-			bt, err := r.floorDeadBurst(ctx, specs(fmt.Sprintf("floordead%d-%d", k, i), burstSize, false), k)
+			bt, err := burst(k, i)
 			if err != nil {
 				return best, err
 			}
 			first, med, all = append(first, bt.first), append(med, bt.median), append(all, bt.all)
 		}
 		label := fmt.Sprintf("%d in flight", k)
-		r.res.add("floor: 50 pods dead, "+label+" -> first RUNNING", "s", first, nil, "")
-		r.res.add("floor: 50 pods dead, "+label+" -> median RUNNING", "s", med, nil, "")
-		r.res.add("floor: 50 pods dead, "+label+" -> all RUNNING", "s", all, nil, "")
+		if k == 0 {
+			label = "all in flight"
+		}
+		r.res.add(prefix+label+" -> first RUNNING", "s", first, nil, "")
+		r.res.add(prefix+label+" -> median RUNNING", "s", med, nil, "")
+		r.res.add(prefix+label+" -> all RUNNING", "s", all, nil, "")
 		best.first = bestOf(best.first, summarize(first).Median)
 		best.median = bestOf(best.median, summarize(med).Median)
 		best.all = bestOf(best.all, summarize(all).Median)
