@@ -137,28 +137,28 @@ func (r *runner) floorSeries(prefix string, ks []int, burst func(k, run int) (bu
 // bed quiet again before it returns.
 func (r *runner) floorDeadBurst(ctx context.Context, ss []podSpec, k int) (burstTimes, error) {
 	old := make([]string, len(ss))
-	_, errs := r.floorRun(ctx, len(ss), 4, func(i int) (string, string, error) {
+	_, errs := r.floorRun(ctx, len(ss), 4, func(i int) (string, error) {
 		sb, _, err := r.floorPod(ctx, ss[i])
 		old[i] = sb
-		return sb, "", err
+		return "", err
 	})
 	failed := errors.Join(errs...)
 	if failed == nil {
-		_, errs = r.floorRun(ctx, len(ss), 4, func(i int) (string, string, error) {
-			return "", "", r.stopSandbox(ctx, old[i])
+		_, errs = r.floorRun(ctx, len(ss), 4, func(i int) (string, error) {
+			return "", r.stopSandbox(ctx, old[i])
 		})
 		failed = errors.Join(errs...)
 	}
 	fresh := make([]string, len(ss))
 	var bt burstTimes
 	if failed == nil {
-		bt, failed = r.floorTimed(ctx, ss, k, func(i int) (string, string, error) {
+		bt, failed = r.floorTimed(ctx, ss, k, func(i int) (string, error) {
 			if err := r.stopSandbox(ctx, old[i]); err != nil {
-				return "", "", err
+				return "", err
 			}
 			sb, c, err := r.floorPod(ctx, ss[i])
 			fresh[i] = sb
-			return sb, c, err
+			return c, err
 		})
 	}
 	if err := r.floorTeardown(ctx, append(old, fresh...)); err != nil && failed == nil {
@@ -215,10 +215,10 @@ func (r *runner) floorBurst(ctx context.Context, prefix string, n, k int) (burst
 // are removed and the bed quiet again before it returns.
 func (r *runner) floorBurstOf(ctx context.Context, ss []podSpec, k int) (burstTimes, error) {
 	sandboxes := make([]string, len(ss))
-	bt, failed := r.floorTimed(ctx, ss, k, func(i int) (string, string, error) {
+	bt, failed := r.floorTimed(ctx, ss, k, func(i int) (string, error) {
 		sb, c, err := r.floorPod(ctx, ss[i])
 		sandboxes[i] = sb
-		return sb, c, err
+		return c, err
 	})
 	if err := r.floorTeardown(ctx, sandboxes); err != nil && failed == nil {
 		failed = err
@@ -227,9 +227,9 @@ func (r *runner) floorBurstOf(ctx context.Context, ss []podSpec, k int) (burstTi
 }
 
 // floorTimed runs up(i) for every pod of ss with at most k in flight and
-// times each pod's container started_at after the moment the first call
-// went out. It leaves the pods in place.
-func (r *runner) floorTimed(ctx context.Context, ss []podSpec, k int, up func(i int) (sandboxID, containerID string, err error)) (burstTimes, error) {
+// times the started_at of the container each returns after the moment
+// the first call went out. It leaves the pods in place.
+func (r *runner) floorTimed(ctx context.Context, ss []podSpec, k int, up func(i int) (containerID string, err error)) (burstTimes, error) {
 	t0 := time.Now()
 	ctrs, errs := r.floorRun(ctx, len(ss), k, up)
 	var starts []float64
@@ -251,8 +251,8 @@ func (r *runner) floorTimed(ctx context.Context, ss []podSpec, k int, up func(i 
 }
 
 // floorRun calls do(i) for i in [0, n) with at most k in flight (0: all)
-// and returns the container IDs and errors, by i.
-func (r *runner) floorRun(ctx context.Context, n, k int, do func(i int) (sandboxID, containerID string, err error)) ([]string, []error) {
+// and returns what each returned (a container ID, or ""), by i.
+func (r *runner) floorRun(ctx context.Context, n, k int, do func(i int) (string, error)) ([]string, []error) {
 	if k <= 0 || k > n {
 		k = n
 	}
@@ -269,7 +269,7 @@ func (r *runner) floorRun(ctx context.Context, n, k int, do func(i int) (sandbox
 					errs[i] = ctx.Err()
 					continue
 				}
-				_, ctrs[i], errs[i] = do(i)
+				ctrs[i], errs[i] = do(i)
 			}
 		}()
 	}
