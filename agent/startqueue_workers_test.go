@@ -100,12 +100,22 @@ func startPod(uid types.UID, priority int32) *v1.Pod {
 // waitingForSlot reports whether uid's status shows its containers
 // waiting for a start slot.
 func waitingForSlot(w *podWorkers, uid types.UID) bool {
+	return strings.Contains(waitingMessage(w, uid), "waiting for a pod start slot")
+}
+
+// waitingMessage is the message of uid's first container while its status
+// shows it ContainerCreating, else "". One read of the status: a second
+// one could find it not yet recorded, or already replaced.
+func waitingMessage(w *podWorkers, uid types.UID) string {
 	p := w.status.get(uid)
 	if p == nil || len(p.Status.ContainerStatuses) == 0 {
-		return false
+		return ""
 	}
 	wt := p.Status.ContainerStatuses[0].State.Waiting
-	return wt != nil && wt.Reason == "ContainerCreating" && strings.Contains(wt.Message, "waiting for a pod start slot")
+	if wt == nil || wt.Reason != "ContainerCreating" {
+		return ""
+	}
+	return wt.Message
 }
 
 // TestPodWorkersStartOrder: with the one start slot taken, pods that
@@ -170,8 +180,7 @@ func TestPodWorkersCriticalStartsAlone(t *testing.T) {
 	<-rt.entered
 	w.update(startPod("regular", 0))
 	waitUntil(t, "the regular pod waiting for the critical start, with a timer to wake it", func() bool {
-		p := w.status.get("regular")
-		return waitingForSlot(w, "regular") && strings.Contains(p.Status.ContainerStatuses[0].State.Waiting.Message, "a critical pod is starting, alone") && clk.Waiters() == 1
+		return strings.Contains(waitingMessage(w, "regular"), "a critical pod is starting, alone") && clk.Waiters() == 1
 	})
 	fired := clk.fired.Load()
 	clk.Step(criticalSoloDefault - time.Millisecond)
