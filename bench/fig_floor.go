@@ -335,36 +335,22 @@ func (r *runner) floorPod(ctx context.Context, s podSpec) (sandboxID, containerI
 // floorTeardown stops and removes the floor's sandboxes (their containers
 // with them), a few at a time, and waits for a quiet bed.
 func (r *runner) floorTeardown(ctx context.Context, sandboxes []string) error {
-	errs := make([]error, len(sandboxes))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if sandboxes[i] == "" {
-					continue
-				}
-				cctx, cancel := context.WithTimeout(ctx, time.Minute)
-				if _, err := r.rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxes[i]}); err != nil {
-					errs[i] = fmt.Errorf("stop floor sandbox: %w", err)
-				} else if _, err := r.rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxes[i]}); err != nil {
-					errs[i] = fmt.Errorf("remove floor sandbox: %w", err)
-				}
-				cancel()
-			}
-		}()
-	}
-	for i := range sandboxes {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+	_, errs := r.floorRun(ctx, len(sandboxes), 4, func(i int) (string, error) {
+		if sandboxes[i] == "" {
+			return "", nil
 		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if _, err := r.rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxes[i]}); err != nil {
+			return "", fmt.Errorf("stop floor sandbox: %w", err)
+		}
+		if _, err := r.rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxes[i]}); err != nil {
+			return "", fmt.Errorf("remove floor sandbox: %w", err)
+		}
+		return "", nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	return r.poll(ctx, 50*time.Millisecond, 3*time.Minute, "the bed quiet", func() (bool, error) { return r.quiet(ctx) })
 }

@@ -352,8 +352,8 @@ func runBounded(ctx context.Context, fns []func(context.Context) error, n int) e
 	if len(fns) == 1 {
 		return fns[0](ctx)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	next := make(chan func(context.Context) error)
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -366,7 +366,7 @@ func runBounded(ctx context.Context, fns []func(context.Context) error, n int) e
 				}
 				if err := fn(ctx); err != nil {
 					once.Do(func() { first = err })
-					cancel(err)
+					cancel()
 				}
 			}
 		})
@@ -399,12 +399,10 @@ func podIPs(sandboxes []*SandboxStatus) []string {
 	return nil
 }
 
-// sandboxStatus completes a listed sandbox, from the cache while its state
-// is unchanged. A sandbox removed since the listing gives nil, nil.
+// sandboxStatus reads a listed sandbox's status from the runtime and
+// caches it (objectStatuses looks in the cache first). A sandbox removed
+// since the listing gives nil, nil.
 func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*SandboxStatus, error) {
-	if cached, ok := m.statusCache.sandbox(s.Id, s.State); ok {
-		return cached, nil
-	}
 	resp, err := m.runtime.PodSandboxStatus(ctx, s.Id, false)
 	if isNotFound(err) {
 		return nil, nil
@@ -436,12 +434,10 @@ func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *S
 	return ss
 }
 
-// containerStatus completes a listed container, from the cache while its
-// state is unchanged. A container removed since the listing gives nil, nil.
+// containerStatus reads a listed container's status from the runtime and
+// caches it (objectStatuses looks in the cache first). A container removed
+// since the listing gives nil, nil.
 func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*ContainerStatus, error) {
-	if cached, ok := m.statusCache.container(c.Id, c.State); ok {
-		return cached, nil
-	}
 	resp, err := m.runtime.ContainerStatus(ctx, c.Id, false)
 	if isNotFound(err) {
 		return nil, nil
