@@ -350,11 +350,11 @@ func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
 		// sync has finished.
 		a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
 	}
-	// The last relist already says whether the runtime holds anything of
-	// this UID: a pod it did not see (and no lane of which finished since)
-	// starts from that observation, without a list of its own.
-	if _, seen := a.lastRelist.pods[pod.UID]; !seen && !a.workers.finishedSince(pod.UID, a.lastRelist.at) {
-		a.workers.addAbsent(pod, a.lastRelist.at)
+	// The last relist already says what the runtime holds of this UID:
+	// unless a lane of it finished since, the pod starts (or is adopted)
+	// from that observation, without a list of its own.
+	if !a.workers.finishedSince(pod.UID, a.lastRelist.at) {
+		a.workers.addObserved(pod, a.lastRelist.pods[pod.UID], a.lastRelist.at)
 		return
 	}
 	a.workers.update(pod)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/manifest"
 )
@@ -187,13 +188,74 @@ func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
 	}
 }
 
+// TestAgentStartsFromTheFirstRelist: after a restart, a pod's lane begins
+// from what the first relist read of it, with no list of its own: an
+// adopted pod costs no CRI call at all, and a pod left dead by a power cut
+// is brought back with only the read that follows its start. At the boot
+// of a node with 50 pods that is 100 lists fewer, made while the runtime
+// is busiest.
+func TestAgentStartsFromTheFirstRelist(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// powerCut leaves the pod as a power cut does: its container
+		// exited, its sandbox NOTREADY.
+		powerCut bool
+		// ownLists are the lists of the lane's own beyond the relists'.
+		ownLists int
+	}{
+		{name: "running pod adopted", ownLists: 0},
+		{name: "dead pod brought back", powerCut: true, ownLists: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := newRecordingRuntime()
+			first := newHarness(t, harnessOpts{rt: rt})
+			p := simplePod(t, "web", loop)
+			first.apply(manifest.SourceFile, p)
+			first.eventually("pod running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
+			first.stop()
+			if tc.powerCut {
+				rt.exit(p.UID, 137, first.clock.Now())
+				rt.FakeRuntimeService.Lock()
+				for _, sb := range rt.Sandboxes {
+					sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				}
+				rt.FakeRuntimeService.Unlock()
+			}
+			rt.FakeRuntimeService.Lock()
+			rt.Called = nil
+			rt.FakeRuntimeService.Unlock()
+
+			h := newHarness(t, harnessOpts{rt: rt})
+			h.apply(manifest.SourceFile, p)
+			h.eventually("ready", func() bool { return h.agent.Ready() == nil })
+			h.eventually("status Running", func() bool {
+				n, _ := rt.running(p.UID)
+				return n == 1 && h.phase(p.UID) == v1.PodRunning
+			})
+			h.eventually("the sync done", func() bool { return h.steps("sync") > 0 })
+			lists := rt.calls("ListPodSandbox", "ListContainers")
+			relists := h.passes("relist")
+			for _, call := range []string{"ListPodSandbox", "ListContainers"} {
+				if got, want := lists[call], relists+tc.ownLists; got != want {
+					t.Errorf("%s called %d times over %d relists; want %d", call, got, relists, want)
+				}
+			}
+			starts := rt.calls("RunPodSandbox", "StartContainer")
+			if tc.powerCut && (starts["RunPodSandbox"] != 1 || starts["StartContainer"] != 1) {
+				t.Errorf("dead pod brought back with %v; want one new sandbox and container", starts)
+			}
+			if !tc.powerCut && len(starts) > 0 {
+				t.Errorf("adopting a running pod changed the runtime: %v", starts)
+			}
+		})
+	}
+}
+
 // TestAgentResyncReadsNothingForUnchangedPod: once a pod runs, the periodic
 // resync syncs it from the lane's last observation (its own read, or a
 // relist since): the only runtime reads over a resync are the relists
-// themselves. An adopted pod is the case that matters: the first relist
-// saw it before its lane existed, so the lane's own first read is all it
-// has, and reading each pod again every resync was most of an idle node's
-// CRI calls (issue 16).
+// themselves. An adopted pod is the case that matters: reading each pod
+// again every resync was most of an idle node's CRI calls (issue 16).
 func TestAgentResyncReadsNothingForUnchangedPod(t *testing.T) {
 	rt := newRecordingRuntime()
 	first := newHarness(t, harnessOpts{rt: rt})

@@ -166,13 +166,16 @@ func (p *podWorkers) updateLocked(pod *v1.Pod) {
 	p.wakeLocked(w)
 }
 
-// addAbsent starts the lane of a new pod that the runtime had nothing of
-// when it was relisted at at, handing it that observation: its first sync
-// then starts it without listing the runtime again, two CRI calls fewer
-// on the path from the manifest to the running container. Only a lane of
-// this UID creates its objects, and none ran since (the caller checked),
-// so the observation still holds; a pod whose lane exists is updated.
-func (p *podWorkers) addAbsent(pod *v1.Pod, at time.Time) {
+// addObserved starts the lane of a new pod with what the runtime held of
+// it when it was relisted at at (nil: nothing), so its first sync acts
+// without listing the runtime again: two lists fewer for a new pod on the
+// path from the manifest to the running container, and for each pod
+// adopted or brought back after a restart. Only a lane of this UID acts
+// on its objects, and none ran since (the caller checked), so the
+// observation still holds but for what the runtime does on its own (a
+// container that exits), which the next relist hands over as for any
+// lane. A pod whose lane exists is updated.
+func (p *podWorkers) addObserved(pod *v1.Pod, status *cri.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[pod.UID]; ok {
@@ -180,7 +183,10 @@ func (p *podWorkers) addAbsent(pod *v1.Pod, at time.Time) {
 		return
 	}
 	w := p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
-	w.observed, w.observedAt = &cri.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, at
+	if status == nil {
+		status = &cri.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	w.observed, w.observedAt = status, at
 }
 
 // remove asks the lane of uid to stop its pod and remove it from the

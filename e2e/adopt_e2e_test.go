@@ -56,6 +56,14 @@ func TestAdoptAfterSIGKILL(t *testing.T) {
 		return allRunning(b, names)
 	})
 	t.Logf("restart with %d pods: /pods shows all Running %s after start", n, time.Since(restarted).Round(time.Millisecond))
+	// Each adopted pod's lane began from the first relist's reading: the
+	// restart listed the runtime only for relists (one may be under way),
+	// not once more for each pod.
+	lists := metricValue(t, b, `berth_runtime_operations_total{operation_type="list_podsandbox"}`)
+	relists := metricValue(t, b, "berth_pleg_relist_duration_seconds_count")
+	if lists == 0 || lists > relists+1 {
+		t.Errorf("restart with %d pods listed sandboxes %v times over %v relists; want only the relists'", n, lists, relists)
+	}
 
 	list := b.mustPods()
 	for _, p := range list.Items {
