@@ -16,6 +16,7 @@ import (
 func (r *runner) figBoot(ctx context.Context) error {
 	var cold, dead [4][]float64 // first, critical, median, all
 	var coldCPU, deadCPU []float64
+	var coldOps, deadOps []opCounts
 	for i := range r.plan.bootRuns {
 		ss := withCritical(fmt.Sprintf("boot-%d", i), burstSize)
 		if err := r.stopAgent(ctx); err != nil {
@@ -24,22 +25,22 @@ func (r *runner) figBoot(ctx context.Context) error {
 		if _, err := dropManifests(r.manifests, ss...); err != nil {
 			return err
 		}
-		up, crit, cpu, err := r.bootAndTime(ctx, ss, nil)
+		up, crit, cpu, ops, err := r.bootAndTime(ctx, ss, nil)
 		if err != nil {
 			return fmt.Errorf("first boot, run %d: %w", i, err)
 		}
 		appendTimes(&cold, up, crit)
-		coldCPU = append(coldCPU, cpu)
+		coldCPU, coldOps = append(coldCPU, cpu), append(coldOps, ops)
 
 		old, err := r.killAll(ctx, ss)
 		if err != nil {
 			return fmt.Errorf("power cut, run %d: %w", i, err)
 		}
-		if up, crit, cpu, err = r.bootAndTime(ctx, ss, old); err != nil {
+		if up, crit, cpu, ops, err = r.bootAndTime(ctx, ss, old); err != nil {
 			return fmt.Errorf("boot after a power cut, run %d: %w", i, err)
 		}
 		appendTimes(&dead, up, crit)
-		deadCPU = append(deadCPU, cpu)
+		deadCPU, deadOps = append(deadCPU, cpu), append(deadOps, ops)
 		if err := r.clear(ctx); err != nil {
 			return err
 		}
@@ -48,7 +49,32 @@ func (r *runner) figBoot(ctx context.Context) error {
 	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{}, true)
 	r.res.add("boot: 50 manifests, empty runtime -> agent CPU until all RUNNING", "s", coldCPU, nil, "")
 	r.res.add("boot: 50 pods dead -> agent CPU until all RUNNING", "s", deadCPU, nil, "")
+	r.bootOpsRows("boot: 50 manifests, empty runtime", coldOps)
+	r.bootOpsRows("boot: 50 pods dead", deadOps)
 	return nil
+}
+
+// bootOpsRows adds the CRI calls an agent made from its exec until every
+// pod ran, per pod, with and without its periodic calls, and a note of
+// their mean by operation: what a boot asks of the runtime besides the
+// calls that create the pods. Nothing when the agent's metrics are not
+// known (ops nil).
+func (r *runner) bootOpsRows(prefix string, runs []opCounts) {
+	if len(runs) == 0 || runs[0] == nil {
+		return
+	}
+	var all, own []float64
+	mean := opCounts{}
+	for _, ops := range runs {
+		all = append(all, ops.total()/burstSize)
+		own = append(own, (ops.total()-ops.periodic().total())/burstSize)
+		for op, v := range ops {
+			mean[op] += v / float64(len(runs))
+		}
+	}
+	r.res.add(prefix+" -> CRI calls per pod until all RUNNING (all)", "calls", all, nil, "")
+	r.res.add(prefix+" -> CRI calls per pod until all RUNNING (without periodic calls)", "calls", own, nil, "")
+	r.res.note("%s: CRI calls from the exec until all RUNNING (mean of %d): %s", prefix, len(runs), mean)
 }
 
 // appendTimes adds one run's figures to the per-figure sample lists.
@@ -63,30 +89,37 @@ func appendTimes(to *[4][]float64, up burstTimes, crit float64) {
 // that are not in old to RUNNING, from the moment before the exec. It also
 // returns the CPU time the agent used by the time they all ran (in
 // seconds of one core): on a machine the runtime saturates while it
-// starts pods, the agent's own work delays them.
-func (r *runner) bootAndTime(ctx context.Context, ss []podSpec, old map[string]bool) (burstTimes, float64, float64, error) {
+// starts pods, the agent's own work delays them; and the CRI calls it
+// made by then, nil when its metrics are not known.
+func (r *runner) bootAndTime(ctx context.Context, ss []podSpec, old map[string]bool) (burstTimes, float64, float64, opCounts, error) {
 	args, err := r.agentArgs(fileAgent)
 	if err != nil {
-		return burstTimes{}, 0, 0, err
+		return burstTimes{}, 0, 0, nil, err
 	}
 	r.args, r.mode = args, fileAgent
 	t0 := time.Now()
 	if err := r.launch(); err != nil {
-		return burstTimes{}, 0, 0, err
+		return burstTimes{}, 0, 0, nil, err
 	}
 	ctrs, err := r.waitRunning(ctx, names(ss), old, burstPoll, burstTimeout)
 	if err != nil {
-		return burstTimes{}, 0, 0, err
+		return burstTimes{}, 0, 0, nil, err
 	}
 	ticks, err := cpuTicks(r.agent.pid())
 	if err != nil {
-		return burstTimes{}, 0, 0, err
+		return burstTimes{}, 0, 0, nil, err
+	}
+	var ops opCounts
+	if url := r.metricsURL(); url != "" {
+		if ops, err = scrapeOps(ctx, url); err != nil {
+			return burstTimes{}, 0, 0, nil, err
+		}
 	}
 	if err := r.awaitReady(ctx); err != nil {
-		return burstTimes{}, 0, 0, err
+		return burstTimes{}, 0, 0, nil, err
 	}
 	up, crit, err := r.timesAfter(ctx, ss, ctrs, t0)
-	return up, crit, float64(ticks) / userHZ, err
+	return up, crit, float64(ticks) / userHZ, ops, err
 }
 
 // killAll stops the agent (SIGTERM: its pods stay) and then every sandbox
