@@ -54,6 +54,9 @@ type Results struct {
 	Rows     []Row     `json:"rows"`
 	Notes    []string  `json:"notes,omitempty"`
 	Failures []string  `json:"failures,omitempty"`
+	// Compared is the compared agent's own results of the same run
+	// (-compare), whose medians the kubelet column shows.
+	Compared *Results `json:"compared,omitempty"`
 }
 
 // add records a figure from its samples; target and kubelet may be empty.
@@ -76,8 +79,11 @@ func (r *Results) fail(figure string, err error) {
 	r.Failures = append(r.Failures, fmt.Sprintf("%s: %v", figure, err))
 }
 
-// Failed reports whether any figure could not be measured.
-func (r *Results) Failed() bool { return len(r.Failures) > 0 }
+// Failed reports whether any figure could not be measured, of the agent
+// or of the compared one.
+func (r *Results) Failed() bool {
+	return len(r.Failures) > 0 || r.Compared != nil && r.Compared.Failed()
+}
 
 // note adds a line printed under the table (breakdowns, caveats).
 func (r *Results) note(format string, args ...any) {
@@ -125,8 +131,19 @@ func (r *Results) Print(w io.Writer) error {
 	for _, f := range r.Failures {
 		fmt.Fprintln(w, "FAILED "+f)
 	}
+	if c := r.Compared; c != nil {
+		for _, n := range c.Notes {
+			fmt.Fprintln(w, "- compared agent: "+n)
+		}
+		for _, f := range c.Failures {
+			fmt.Fprintln(w, "FAILED compared agent: "+f)
+		}
+	}
 	fmt.Fprintf(w, "\nagent: %s\nberth API: %v; bench took %s%s\n", r.Agent, r.BerthAPI, r.Duration,
 		map[bool]string{true: " (-quick: fewer runs, shorter windows)", false: ""}[r.Quick])
+	if r.Compared != nil {
+		fmt.Fprintf(w, "compared agent (kubelet column, measured in this run): %s\n", r.Compared.Agent)
+	}
 	return nil
 }
 

@@ -29,13 +29,18 @@ type Options struct {
 	// AgentMetrics is another agent's Prometheus metrics URL with
 	// kubelet_runtime_operations_total, for its CRI call counts.
 	AgentMetrics string
-	Bin          string // {bin}: the berth binary
-	Only         []string
-	Quick        bool
-	RepoDir      string   // where `go test -bench` runs
-	GoBench      []string // packages whose Go benchmarks are reported
-	Keep         bool     // keep the work dir (manifests, agent log) for a look afterwards
-	Log          *slog.Logger
+	// Compare is the command line template of an agent (the kubelet)
+	// measured in the same run on comparedFigures, each just before the
+	// agent's own: its medians fill the kubelet column and set the targets
+	// that are relative to the kubelet. CompareMetrics is its AgentMetrics.
+	Compare, CompareMetrics string
+	Bin                     string // {bin}: the berth binary
+	Only                    []string
+	Quick                   bool
+	RepoDir                 string   // where `go test -bench` runs
+	GoBench                 []string // packages whose Go benchmarks are reported
+	Keep                    bool     // keep the work dir (manifests, agent log) for a look afterwards
+	Log                     *slog.Logger
 }
 
 // Figures are the figure groups in the order they run; -only selects
@@ -104,6 +109,9 @@ type runner struct {
 	removes []float64    // remove latencies of the add figure's pod-network cycles, in ms
 	floor   *floorResult // what the floor figure found, nil before it ran
 	addPod  float64      // median one-pod add on the pod network in ms, 0 before the add figure
+	// cmp measures the compared agent (Options.Compare) on the same bed;
+	// nil when there is none.
+	cmp *runner
 }
 
 // node is the --hostname-override of every run; pod names end in it.
@@ -122,12 +130,15 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 		return nil, err
 	}
 	defer r.close(ctx)
+	if opts.Compare != "" {
+		if r.cmp, err = newRunner(bed, compareOptions(opts)); err != nil {
+			return nil, fmt.Errorf("compared agent: %w", err)
+		}
+		defer r.cmp.close(ctx)
+		defer r.fillCompared()
+	}
 	r.noteLoad("start")
 	defer r.noteLoad("end")
-	funcs := map[string]func(context.Context) error{
-		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
-		"restart": r.figRestart, "burst": r.figBurst, "boot": r.figBoot, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
-	}
 	for _, name := range Figures {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, name) {
 			continue
@@ -135,9 +146,10 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 		if ctx.Err() != nil {
 			break
 		}
+		r.runCompared(ctx, name)
 		started := time.Now()
 		r.log.Info("figure", "name", name)
-		err := funcs[name](ctx)
+		err := r.figure(name)(ctx)
 		if err == nil {
 			r.log.Info("figure done", "name", name, "took", time.Since(started).Round(time.Second))
 			continue
@@ -152,6 +164,14 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 		}
 	}
 	return r.res, ctx.Err()
+}
+
+// figure is the function that measures the figure group called name.
+func (r *runner) figure(name string) func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
+		"restart": r.figRestart, "burst": r.figBurst, "boot": r.figBoot, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
+	}[name]
 }
 
 // newRunner creates the work dirs, the notify socket and a free port.

@@ -11,6 +11,8 @@
 //	berthbench -agent 'kubelet --pod-manifest-path={manifests} --manifest-url={url}
 //	    --http-check-frequency={http_check} --container-runtime-endpoint={endpoint}
 //	    --root-dir={root} --hostname-override={node} ...'
+//	berthbench -compare 'kubelet ...' -compare-metrics https://127.0.0.1:10250/metrics
+//	                                    # berth and the kubelet, figure by figure
 package main
 
 import (
@@ -47,6 +49,8 @@ func run() error {
 	flag.StringVar(&opts.Bin, "bin", "bin/berth", "the berth binary, for {bin}")
 	flag.BoolVar(&opts.BerthAPI, "berth-api", true, "the agent serves berth's /readyz, /metrics and /pods on {listen} (default false when -agent is given)")
 	flag.StringVar(&opts.AgentMetrics, "agent-metrics", "", "another agent's Prometheus metrics URL with kubelet_runtime_operations_total (the kubelet's: https://127.0.0.1:PORT/metrics), for its CRI call counts; its certificate is not checked")
+	flag.StringVar(&opts.Compare, "compare", "", "an agent measured in the same run (the kubelet), each of the onepod, add, burst and boot figures just before the agent's own: its medians fill the kubelet column and set the targets relative to the kubelet's; placeholders as -agent's")
+	flag.StringVar(&opts.CompareMetrics, "compare-metrics", "", "the -compare agent's metrics URL, as -agent-metrics")
 	only := flag.String("only", "", "comma-separated figures to run (default all): "+strings.Join(bench.Figures, ","))
 	flag.BoolVar(&opts.Quick, "quick", false, "fewer runs and shorter idle windows, to iterate")
 	goBench := flag.String("gobench", "./manifest/", "comma-separated packages whose Go benchmarks are reported")
