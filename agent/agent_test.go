@@ -120,11 +120,8 @@ spec:
 
 func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
 	rt := newRecordingRuntime()
-	first := newHarness(t, harnessOpts{rt: rt})
 	gone := simplePod(t, "gone", loop)
-	first.apply(manifest.SourceFile, gone)
-	first.eventually("pod running", func() bool { n, _ := rt.running(gone.UID); return n == 1 })
-	first.stop()
+	ranBefore(t, rt, gone)
 
 	h := newHarness(t, harnessOpts{rt: rt, sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
 	h.apply(manifest.SourceFile)
@@ -166,14 +163,9 @@ func TestAgentLeavesForeignSandboxesAlone(t *testing.T) {
 
 func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
 	rt := newRecordingRuntime()
-	first := newHarness(t, harnessOpts{rt: rt})
 	p := simplePod(t, "web", loop)
-	first.apply(manifest.SourceFile, p)
-	first.eventually("pod running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
-	first.stop()
-	rt.FakeRuntimeService.Lock()
-	rt.Called = nil
-	rt.FakeRuntimeService.Unlock()
+	ranBefore(t, rt, p)
+	rt.resetCalls()
 
 	h := newHarness(t, harnessOpts{rt: rt})
 	h.apply(manifest.SourceFile, p)
@@ -208,22 +200,17 @@ func TestAgentStartsFromTheFirstRelist(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := newRecordingRuntime()
-			first := newHarness(t, harnessOpts{rt: rt})
 			p := simplePod(t, "web", loop)
-			first.apply(manifest.SourceFile, p)
-			first.eventually("pod running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
-			first.stop()
+			stopped := ranBefore(t, rt, p)
 			if tc.powerCut {
-				rt.exit(p.UID, 137, first.clock.Now())
+				rt.exit(p.UID, 137, stopped)
 				rt.FakeRuntimeService.Lock()
 				for _, sb := range rt.Sandboxes {
 					sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 				}
 				rt.FakeRuntimeService.Unlock()
 			}
-			rt.FakeRuntimeService.Lock()
-			rt.Called = nil
-			rt.FakeRuntimeService.Unlock()
+			rt.resetCalls()
 
 			h := newHarness(t, harnessOpts{rt: rt})
 			h.apply(manifest.SourceFile, p)
@@ -258,11 +245,8 @@ func TestAgentStartsFromTheFirstRelist(t *testing.T) {
 // again every resync was most of an idle node's CRI calls (issue 16).
 func TestAgentResyncReadsNothingForUnchangedPod(t *testing.T) {
 	rt := newRecordingRuntime()
-	first := newHarness(t, harnessOpts{rt: rt})
 	p := simplePod(t, "web", loop)
-	first.apply(manifest.SourceFile, p)
-	first.eventually("pod running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
-	first.stop()
+	ranBefore(t, rt, p)
 
 	h := newHarness(t, harnessOpts{rt: rt})
 	h.apply(manifest.SourceFile, p)

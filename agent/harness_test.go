@@ -500,6 +500,25 @@ func (r *recordingRuntime) exit(uid types.UID, code int32, at time.Time) {
 	}
 }
 
+// ranBefore brings p up in a first berth on rt and stops that berth, as a
+// restart of berth finds the runtime: the pod's objects stay. It returns
+// the first berth's clock time at its stop.
+func ranBefore(t *testing.T, rt *recordingRuntime, p *v1.Pod) time.Time {
+	t.Helper()
+	first := newHarness(t, harnessOpts{rt: rt})
+	first.apply(manifest.SourceFile, p)
+	first.eventually(p.Name+" running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
+	first.stop()
+	return first.clock.Now()
+}
+
+// resetCalls forgets the calls the fake saw, so a test counts only its own.
+func (r *recordingRuntime) resetCalls() {
+	r.FakeRuntimeService.Lock()
+	r.Called = nil
+	r.FakeRuntimeService.Unlock()
+}
+
 // calls returns how many times the fake saw each of the named methods.
 func (r *recordingRuntime) calls(names ...string) map[string]int {
 	out := map[string]int{}

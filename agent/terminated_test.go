@@ -179,12 +179,8 @@ func TestAgentEditWaitsForStartInFlight(t *testing.T) {
 // orphan, holds the full name until its in-flight container is gone.
 func TestAgentAdoptedPodWithStartInFlightHoldsName(t *testing.T) {
 	rt := newRecordingRuntime()
-	first := newHarness(t, harnessOpts{rt: rt})
 	old := simplePod(t, "web", loop)
-	first.apply(manifest.SourceFile, old)
-	first.eventually("old running", func() bool { c, _ := rt.running(old.UID); return c == 1 })
-	first.stop()
-	id := rt.startInFlight(old.UID, "app", first.clock.Now())
+	id := rt.startInFlight(old.UID, "app", ranBefore(t, rt, old))
 
 	// Relists only when the test says, so the orphan's lane is woken by
 	// its retry timer alone and its teardowns can be counted.
