@@ -11,7 +11,7 @@ func TestComparedTargets(t *testing.T) {
 	const prefix = "burst: 50 manifests"
 	type want struct {
 		first, median, overhead float64 // target limits
-		column                          string
+		column                  string
 	}
 	tests := []struct {
 		name string
