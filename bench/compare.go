@@ -38,6 +38,7 @@ func (r *runner) runCompared(ctx context.Context, name string) {
 		return
 	}
 	c.floor = r.floor
+	r.markLoad("compared " + name)
 	c.log.Info("figure of the compared agent", "name", name)
 	err := c.figure(name)(ctx)
 	if err == nil {

@@ -112,6 +112,8 @@ type runner struct {
 	// cmp measures the compared agent (Options.Compare) on the same bed;
 	// nil when there is none.
 	cmp *runner
+	// loads are "figure load" as each figure started (markLoad).
+	loads []string
 }
 
 // node is the --hostname-override of every run; pod names end in it.
@@ -139,6 +141,7 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 	}
 	r.noteLoad("start")
 	defer r.noteLoad("end")
+	defer r.noteFigureLoads()
 	for _, name := range Figures {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, name) {
 			continue
@@ -147,6 +150,7 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 			break
 		}
 		r.runCompared(ctx, name)
+		r.markLoad(name)
 		started := time.Now()
 		r.log.Info("figure", "name", name)
 		err := r.figure(name)(ctx)
@@ -436,15 +440,40 @@ func (r *runner) ensurePods(ctx context.Context, ss []podSpec) error {
 // noteLoad records the machine's load averages: the machines are shared,
 // and a figure means little without the load it was measured under.
 func (r *runner) noteLoad(when string) {
+	if f := loadAverages(); f != nil {
+		r.res.note("load average at the %s of the run (1, 5, 15 min): %s %s %s", when, f[0], f[1], f[2])
+	}
+}
+
+// loadAverages are the machine's 1, 5 and 15 minute load averages as
+// /proc/loadavg gives them; nil if it cannot be read.
+func loadAverages() []string {
 	data, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return
+		return nil
 	}
 	f := strings.Fields(string(data))
 	if len(f) < 3 {
-		return
+		return nil
 	}
-	r.res.note("load average at the %s of the run (1, 5, 15 min): %s %s %s", when, f[0], f[1], f[2])
+	return f[:3]
+}
+
+// markLoad remembers the 1-minute load average as a figure starts: the
+// floor runs first and the agents' figures minutes later, and a load that
+// rose in between makes every ratio to the floor say more about the
+// machine than about the agent. noteFigureLoads prints them.
+func (r *runner) markLoad(figure string) {
+	if f := loadAverages(); f != nil {
+		r.loads = append(r.loads, figure+" "+f[0])
+	}
+}
+
+// noteFigureLoads adds the load at each figure's start to the notes.
+func (r *runner) noteFigureLoads() {
+	if len(r.loads) > 0 {
+		r.res.note("1-minute load average as each figure started: %s", strings.Join(r.loads, ", "))
+	}
 }
 
 // sleep waits d unless ctx ends first.
