@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -50,10 +51,14 @@ func (r *runner) runCompared(ctx context.Context, name string) {
 	if err != nil {
 		c.log.Error("figure of the compared agent failed", "name", name, "err", err)
 		c.res.fail(name, err)
-		if ctx.Err() == nil {
-			if err := c.reset(ctx); err != nil {
-				c.res.fail(name, fmt.Errorf("reset: %w", err))
-			}
+		if ctx.Err() != nil {
+			return
+		}
+		// Back to a runtime the agent under test has to itself: the
+		// compared agent's pods removed through it (started again if it
+		// died), the agent stopped, and what it kept removed.
+		if err := errors.Join(c.reset(ctx), c.stopAgent(ctx), r.removeLeftovers(ctx)); err != nil {
+			c.res.fail(name, fmt.Errorf("clean up after the compared agent: %w", err))
 		}
 	}
 }
