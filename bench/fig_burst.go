@@ -110,9 +110,9 @@ func (r *runner) figBurst(ctx context.Context) error {
 	return nil
 }
 
-// andKubelets adds "no later than the kubelet's median v" to a median
-// target (nil: none yet): the stricter limit of the two counts.
-func andKubelets(t *Target, v float64) *Target {
+// withKubeletMedian adds "no later than the kubelet's median v" to a
+// median target (nil: none yet): the stricter limit of the two counts.
+func withKubeletMedian(t *Target, v float64) *Target {
 	k := &Target{Text: fmt.Sprintf("<= the kubelet's (%.2f s)", v), Limit: v, AtMost: true}
 	if t == nil {
 		return k
@@ -155,7 +155,7 @@ func (r *runner) addBurstRows(prefix string, first, med, all, crit []float64, k 
 		firstTarget = &Target{Text: fmt.Sprintf("<= %.2f s (half the kubelet's)", v/2), Limit: v / 2, AtMost: true}
 	}
 	if v, ok := r.compared(prefix + " -> median RUNNING"); ok {
-		medTarget = andKubelets(medTarget, v)
+		medTarget = withKubeletMedian(medTarget, v)
 	}
 	r.res.add(prefix+" -> first RUNNING", "s", first, firstTarget, k.first)
 	r.res.add(prefix+" -> critical pod RUNNING", "s", crit, critTarget, "")
