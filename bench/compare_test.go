@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestComparedTargets: where the compared agent (the kubelet) measured a
 // figure in the same run, issue 18's targets relative to the kubelet come
@@ -86,5 +89,37 @@ func TestComparedTargets(t *testing.T) {
 				t.Errorf("compared results kept: %v, want %v", r.res.Compared != nil, tt.cmp != nil)
 			}
 		})
+	}
+}
+
+// TestBootOpsRows: a boot's CRI calls are shown per pod of the burst, with
+// and without the periodic ones, and not at all when the agent's metrics
+// were not read.
+func TestBootOpsRows(t *testing.T) {
+	r := &runner{res: &Results{}}
+	r.bootOpsRows("boot: none", []opCounts{nil})
+	if len(r.res.Rows) != 0 || len(r.res.Notes) != 0 {
+		t.Fatalf("rows %v, notes %v without metrics; want none", r.res.Rows, r.res.Notes)
+	}
+	runs := []opCounts{
+		{"list_containers": 50, "run_podsandbox": 50, "create_container": 50, "start_container": 50},
+		{"list_containers": 150, "run_podsandbox": 50, "create_container": 50, "start_container": 50},
+	}
+	r.bootOpsRows("boot: x", runs)
+	got := map[string][]float64{}
+	for _, row := range r.res.Rows {
+		got[row.Name] = row.Samples
+	}
+	want := map[string][]float64{
+		"boot: x -> CRI calls per pod until all RUNNING (all)":                    {4, 6},
+		"boot: x -> CRI calls per pod until all RUNNING (without periodic calls)": {3, 3},
+	}
+	for name, w := range want {
+		if g := got[name]; len(g) != len(w) || g[0] != w[0] || g[1] != w[1] {
+			t.Errorf("%s = %v, want %v", name, g, w)
+		}
+	}
+	if len(r.res.Notes) != 1 || !strings.Contains(r.res.Notes[0], "list_containers 100") {
+		t.Errorf("notes %q; want the mean by operation, list_containers 100", r.res.Notes)
 	}
 }
