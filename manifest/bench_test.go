@@ -138,3 +138,59 @@ func BenchmarkRenameToAdd(b *testing.B) {
 	b.ReportMetric(ms(lat[len(lat)*99/100]), "ms-p99")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkFirstScan50 measures what a boot waits for before its first
+// pod can start: from Run to the ADD of 50 manifests already in place,
+// with the last-good state written, on a first boot (no state yet) and on
+// a later one (the state of the same manifests already on disk).
+func BenchmarkFirstScan50(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		again bool
+	}{{"first boot", false}, {"state present", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "manifests")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			for f := range 50 {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("app-%d.yaml", f)), []byte(benchManifest(f)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			boot := func(stateDir string) time.Duration {
+				store := NewStore(SourceFile)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error)
+				start := time.Now()
+				go func() {
+					done <- Run(ctx, SourceConfig{NodeName: testNode, ManifestPath: dir, FileCheckFrequency: time.Hour,
+						StateDir: stateDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store)
+				}()
+				defer func() { cancel(); <-done }()
+				for n := 0; n < 50; {
+					select {
+					case u := <-store.Updates():
+						n += len(u.Pods)
+					case <-time.After(10 * time.Second):
+						b.Fatal("no ADD of 50 within 10s")
+					}
+				}
+				return time.Since(start)
+			}
+			var lat []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				stateDir := filepath.Join(b.TempDir(), "state")
+				if bc.again {
+					boot(stateDir)
+				}
+				b.StartTimer()
+				lat = append(lat, boot(stateDir))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-median")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
