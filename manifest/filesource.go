@@ -60,6 +60,9 @@ type fileSource struct {
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
+	// preparsed holds, during a rescan only, the files parsed ahead on
+	// every core (preparse); nil otherwise.
+	preparsed map[string]preparsed
 }
 
 // fileState is the last read of one manifest file.
@@ -284,15 +287,19 @@ func (s *fileSource) rescan(force bool) {
 		return
 	}
 	s.failed = nil
-	seen := map[string]bool{}
+	var paths []string
 	for _, e := range entries {
-		if !isManifestName(e.Name()) {
-			continue
+		if isManifestName(e.Name()) {
+			paths = append(paths, filepath.Join(s.path, e.Name()))
 		}
-		p := filepath.Join(s.path, e.Name())
+	}
+	s.preparsed = s.preparse(paths)
+	seen := map[string]bool{}
+	for _, p := range paths {
 		seen[p] = true
 		s.read(p, force)
 	}
+	s.preparsed = nil
 	for p := range s.files {
 		if !seen[p] {
 			delete(s.files, p)
@@ -418,7 +425,7 @@ func (s *fileSource) read(p string, force bool) {
 			res = *refused
 			break
 		}
-		res = ParseLimited(data, Origin{Source: SourceFile, Path: p}, s.nodeName, s.maxPods)
+		res = s.parse(p, data)
 	}
 	res = keepLastGood(prev.res, res)
 	if !slices.Equal(prev.res.Problems, res.Problems) {
