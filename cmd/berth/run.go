@@ -59,11 +59,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 }
 
 // run wires berth in one order, each piece from the ones before it: the
-// CRI transport, the event log, the runtime manager (recording into the
-// event log), the sources and their merge store, the agent (over the store,
-// the event log, the runtime manager and an exec handler on the same
-// transport), and the local API. It returns when ctx ends (leaving pods
-// running) or something fatal happens.
+// sources and their merge store (started at once, see there), the CRI
+// transport, the event log, the runtime manager (recording into the event
+// log), the agent (over the store, the event log, the runtime manager and
+// an exec handler on the same transport), and the local API. It returns
+// when ctx ends (leaving pods running) or something fatal happens.
 func run(ctx context.Context, s settings, log *slog.Logger) error {
 	nodeName, err := nodeName(s.HostnameOverride)
 	if err != nil {
@@ -94,19 +94,6 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
-	if err != nil {
-		return err
-	}
-	if v, err := criclient.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
-		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
-	} else {
-		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
-	}
-	rs, is = criclient.Instrument(rs, is, reg)
-
-	clk := clock.RealClock{}
-	events := agent.NewEventLog(clk, log)
 	srcCfg := manifest.SourceConfig{
 		NodeName:           nodeName,
 		ManifestPath:       s.PodManifestPath,
@@ -126,6 +113,40 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 	}
 	// The manager reads the pods' ConfigMaps and Secrets from the store.
 	store := manifest.NewStore(srcCfg.SourceNames()...)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	// The sources read and check the manifests while the runtime is
+	// dialled and the rest is built: at boot every pod waits for that
+	// reading, and it needs nothing from the runtime. The store holds
+	// what they deliver until the agent runs.
+	go func() {
+		errc <- manifest.Run(ctx, srcCfg, store)
+	}()
+	running := 1
+	// abort ends the components started so far before berth returns err.
+	abort := func(err error) error {
+		cancel()
+		for range running {
+			<-errc
+		}
+		return err
+	}
+
+	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
+	if err != nil {
+		return abort(err)
+	}
+	if v, err := criclient.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
+		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
+	} else {
+		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
+	}
+	rs, is = criclient.Instrument(rs, is, reg)
+
+	clk := clock.RealClock{}
+	events := agent.NewEventLog(clk, log)
 	mgr := cri.NewManager(rs, is, cri.Options{
 		NodeName:                nodeName,
 		RootDir:                 s.RootDir,
@@ -145,7 +166,7 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 
 	status, err := s.statusConfig(nodeName)
 	if err != nil {
-		return err
+		return abort(err)
 	}
 	a := agent.New(agent.Config{
 		NodeName:             nodeName,
@@ -169,25 +190,20 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Version:  version,
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 3)
-	go func() {
-		errc <- manifest.Run(ctx, srcCfg, store)
-	}()
 	api := agent.NewAPI(a, store, reg, log)
 	api.PodLogsDir = s.PodLogsDir
 	api.ListenPods = agent.Exposure(s.ListenPods)
 	if err := api.Listen(s.Listen, s.Socket); err != nil {
-		return err
+		return abort(err)
 	}
 	go func() { errc <- api.Serve(ctx) }()
 	go func() { errc <- a.Run(ctx) }()
+	running += 2
 
 	// The first component to return ends berth; the others follow ctx.
 	err = <-errc
 	cancel()
-	for range 2 {
+	for range running - 1 {
 		if e := <-errc; e != nil && err == nil {
 			err = e
 		}
