@@ -66,6 +66,9 @@ type Config struct {
 	Status *StatusReporterConfig
 	// Version is berth's version, for the status report.
 	Version string
+	// OnReady, when set, is called from the agent's goroutine each time
+	// berth becomes ready (checkReady); it must not block.
+	OnReady func()
 	Clock   clock.WithTickerAndDelayedExecution
 	Logger  *slog.Logger
 }
@@ -481,6 +484,9 @@ func (a *Agent) checkReady(updates <-chan manifest.PodUpdate) {
 		a.log.Info("berth is ready", "pods", all)
 		a.notify.ready()
 		a.notify.status(a.summary())
+		if a.cfg.OnReady != nil {
+			a.cfg.OnReady()
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,28 @@ func TestAgentRunsAndRemovesPod(t *testing.T) {
 	h.eventually("pod removed from the runtime", func() bool { return h.rt.objects(p.UID) == 0 })
 	h.eventually("status dropped", func() bool { return h.status(p.UID) == nil })
 	h.eventually("lane closed", func() bool { all, _ := h.agent.workers.count(); return all == 0 })
+}
+
+// TestAgentOnReady: OnReady is called once berth is ready (berth's start
+// ends there: its collector comes back on), not before every source has
+// delivered, and not again while berth stays ready.
+func TestAgentOnReady(t *testing.T) {
+	var calls atomic.Int32
+	h := newHarness(t, harnessOpts{onReady: func() { calls.Add(1) }})
+	h.step(h.agent.cfg.HousekeepingPeriod)
+	if n := calls.Load(); n != 0 || h.agent.Ready() == nil {
+		t.Fatalf("before the source delivered: OnReady called %d times, Ready() = %v", n, h.agent.Ready())
+	}
+	p := simplePod(t, "web", loop)
+	h.apply(manifest.SourceFile, p)
+	h.eventually("ready", func() bool { return h.agent.Ready() == nil })
+	h.eventually("OnReady called", func() bool { return calls.Load() > 0 })
+	h.apply(manifest.SourceFile, p, simplePod(t, "db", loop))
+	h.eventually("the second pod dispatched", func() bool { all, _ := h.agent.workers.count(); return all == 2 })
+	h.step(h.agent.cfg.HousekeepingPeriod)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("OnReady called %d times, want once", n)
+	}
 }
 
 func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {

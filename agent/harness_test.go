@@ -58,6 +58,8 @@ type harnessOpts struct {
 	relistPeriod time.Duration
 	// rollback configures the automatic rollback (off when zero).
 	rollback RollbackConfig
+	// onReady is the agent's OnReady.
+	onReady func()
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -90,7 +92,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
 	h.agent = New(Config{NodeName: testNode, HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
-		RelistPeriod: o.relistPeriod, Rollback: o.rollback}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
+		RelistPeriod: o.relistPeriod, Rollback: o.rollback, OnReady: o.onReady}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
 		gc.New(h.rt, h.img, h.mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

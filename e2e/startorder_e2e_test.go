@@ -94,6 +94,13 @@ func TestStartOrder(t *testing.T) {
 	manifests["so-boot-zz-cluster.yaml"] = podManifest(prioritySleeper("so-boot-zz-cluster", "system-cluster-critical"))
 	b := newBerth(t, berthOptions{args: []string{"--max-parallel-pod-starts", fmt.Sprint(startLimit)}, manifests: manifests})
 	b.waitReady()
+	// The start ran without the garbage collector; once every pod is
+	// handed over it is back, as is the memory limit there was (none).
+	// Well before the 10 s after which it would be back anyway.
+	waitCond(t, "the collector back on after the start", 5*time.Second, func() (bool, string) {
+		gogc, limit := metricValue(t, b, "go_gc_gogc_percent"), metricValue(t, b, "go_gc_gomemlimit_bytes")
+		return gogc == 50 && limit > 1<<60, fmt.Sprintf("GOGC %v, memory limit %v", gogc, limit)
+	})
 
 	critical := []string{podName("so-boot-zz-node"), podName("so-boot-zz-cluster")}
 	created := sandboxCreated(t, append(append([]string{}, bootRegular...), critical...))

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -40,10 +39,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	// berth's live heap is a few MB; the default GOGC=100 lets it double
 	// before collecting. Half the headroom saves ~4 MB of RSS on an idle
-	// appliance for a negligible GC cost. GOGC from the environment wins.
+	// appliance for a negligible GC cost. The start runs without the
+	// collector (holdGC). GOGC from the environment wins.
+	started := func() {}
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(50)
+		started = holdGC(50)
 	}
+	defer started()
 	level, _ := parseLogLevel(s.LogLevel)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	for _, w := range configWarnings {
@@ -51,7 +53,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, s, log); err != nil {
+	if err := run(ctx, s, log, started); err != nil {
 		log.Error("berth stopped", "err", err)
 		return 1
 	}
@@ -64,7 +66,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // log), the agent (over the store, the event log, the runtime manager and
 // an exec handler on the same transport), and the local API. It returns
 // when ctx ends (leaving pods running) or something fatal happens.
-func run(ctx context.Context, s settings, log *slog.Logger) error {
+//
+// started is called (in a goroutine of its own) once berth is first ready,
+// every pod handed over, or after startBound, whichever comes first.
+func run(ctx context.Context, s settings, log *slog.Logger, started func()) error {
 	nodeName, err := nodeName(s.HostnameOverride)
 	if err != nil {
 		return err
@@ -188,7 +193,12 @@ func run(ctx context.Context, s settings, log *slog.Logger) error {
 		Shutdown: s.shutdownSettings.agentConfig(),
 		Status:   status,
 		Version:  version,
+		OnReady:  func() { go started() },
 	}, store, events, mgr, handlers.NewExecer(rs), collector)
+	// A start that never gets ready (a source that cannot deliver) still
+	// ends; its pods wait for the source, not for the collector.
+	bound := time.AfterFunc(startBound, started)
+	defer bound.Stop()
 
 	api := agent.NewAPI(a, store, reg, log)
 	api.PodLogsDir = s.PodLogsDir

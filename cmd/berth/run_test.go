@@ -38,7 +38,7 @@ func TestRunEndsItsSourcesWhenItCannotStart(t *testing.T) {
 	s.Socket = filepath.Join(dir, "berth.sock")
 	s.ContainerRuntimeEndpoint = "tcp://127.0.0.1:1"
 
-	err := run(context.Background(), s, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := run(context.Background(), s, slog.New(slog.NewTextHandler(io.Discard, nil)), func() {})
 	stacks := make([]byte, 1<<20)
 	stacks = stacks[:runtime.Stack(stacks, true)]
 	if err == nil || !strings.Contains(err.Error(), `unsupported scheme "tcp"`) {
