@@ -60,9 +60,6 @@ type fileSource struct {
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
-	// preparsed holds, during a rescan only, the files parsed ahead on
-	// every core (preparse); nil otherwise.
-	preparsed map[string]preparsed
 }
 
 // fileState is the last read of one manifest file.
@@ -274,7 +271,7 @@ func (s *fileSource) rescan(force bool) {
 			}
 		}
 		s.failed = nil
-		s.read(s.path, force)
+		s.read(s.path, force, nil)
 		return
 	}
 	if err := s.checkDir(s.path); err != nil {
@@ -293,13 +290,12 @@ func (s *fileSource) rescan(force bool) {
 			paths = append(paths, filepath.Join(s.path, e.Name()))
 		}
 	}
-	s.preparsed = s.preparse(paths)
+	ahead := s.preparse(paths)
 	seen := map[string]bool{}
 	for _, p := range paths {
 		seen[p] = true
-		s.read(p, force)
+		s.read(p, force, ahead[p])
 	}
-	s.preparsed = nil
 	for p := range s.files {
 		if !seen[p] {
 			delete(s.files, p)
@@ -324,7 +320,7 @@ func (s *fileSource) readOne(p string) {
 		s.fail(err)
 		return
 	}
-	s.read(p, true)
+	s.read(p, true, nil)
 }
 
 // checkDir checks who may write the directory holding the manifests (see
@@ -367,8 +363,9 @@ func (s *fileSource) fail(err error) {
 }
 
 // read reads one manifest file unless it is unchanged since the last read
-// (and force is off), and records what it yields.
-func (s *fileSource) read(p string, force bool) {
+// (and force is off), and records what it yields. ahead is the file as
+// preparse parsed it, nil if it did not.
+func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 	prev := s.files[p]
 	info, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -425,7 +422,7 @@ func (s *fileSource) read(p string, force bool) {
 			res = *refused
 			break
 		}
-		res = s.parse(p, data)
+		res = s.parse(p, data, ahead)
 	}
 	res = keepLastGood(prev.res, res)
 	if !slices.Equal(prev.res.Problems, res.Problems) {

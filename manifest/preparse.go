@@ -26,7 +26,7 @@ type preparsed struct {
 // Files that need a signature are not parsed ahead: their bytes reach the
 // parser only once the signature holds. Nor are files refused for who may
 // write them, nor those read could not use.
-func (s *fileSource) preparse(paths []string) map[string]preparsed {
+func (s *fileSource) preparse(paths []string) map[string]*preparsed {
 	if s.signed != nil {
 		return nil
 	}
@@ -41,6 +41,7 @@ func (s *fileSource) preparse(paths []string) map[string]preparsed {
 			todo = append(todo, p)
 		}
 	}
+	// One file alone gains nothing from another goroutine.
 	if len(todo) < 2 {
 		return nil
 	}
@@ -52,20 +53,20 @@ func (s *fileSource) preparse(paths []string) map[string]preparsed {
 		}
 		out[i] = &preparsed{sum: sha256.Sum256(m.data), res: ParseLimited(m.data, Origin{Source: SourceFile, Path: todo[i]}, s.nodeName, s.maxPods)}
 	})
-	byPath := make(map[string]preparsed, len(todo))
+	byPath := make(map[string]*preparsed, len(todo))
 	for i, p := range todo {
 		if out[i] != nil {
-			byPath[p] = *out[i]
+			byPath[p] = out[i]
 		}
 	}
 	return byPath
 }
 
-// parse is what the manifest file p holding data yields: preparse's result
-// when it parsed these same bytes, else a parse now.
-func (s *fileSource) parse(p string, data []byte) Result {
-	if pre, ok := s.preparsed[p]; ok && pre.sum == sha256.Sum256(data) {
-		return pre.res
+// parse is what the manifest file p holding data yields: ahead's result
+// when preparse parsed these same bytes, else a parse now.
+func (s *fileSource) parse(p string, data []byte, ahead *preparsed) Result {
+	if ahead != nil && ahead.sum == sha256.Sum256(data) {
+		return ahead.res
 	}
 	return ParseLimited(data, Origin{Source: SourceFile, Path: p}, s.nodeName, s.maxPods)
 }

@@ -98,13 +98,13 @@ func TestPreparseNotTakenForOtherBytes(t *testing.T) {
 	}
 	s := newFileSource(SourceConfig{ManifestPath: dir, NodeName: testNode,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, NewStore(SourceFile))
-	s.preparsed = s.preparse(paths)
-	if len(s.preparsed) != 2 {
-		t.Fatalf("parsed ahead: %d files, want 2", len(s.preparsed))
+	ahead := s.preparse(paths)
+	if len(ahead) != 2 {
+		t.Fatalf("parsed ahead: %d files, want 2", len(ahead))
 	}
 	renameIn(t, paths[0], podManifest("a", "img:2"))
 	for _, p := range paths {
-		s.read(p, true)
+		s.read(p, true, ahead[p])
 	}
 	if got := s.files[paths[0]].res.Pods[0].Spec.Containers[0].Image; got != "img:2" {
 		t.Fatalf("a.yaml replaced after its parse ahead yields image %q, want img:2", got)
