@@ -121,6 +121,16 @@ func TestE2EGarbageCollect(t *testing.T) {
 	if err := env.rs.StopPodSandbox(ctx, current); err != nil {
 		t.Fatal(err)
 	}
+	// containerd 2.x may list the sandbox as ready for a moment after
+	// StopPodSandbox returns; the pass is over a sandbox seen stopped.
+	waitPodStatus(ctx, t, m, uid, "sandbox stopped", func(s *cri.PodStatus) bool {
+		for _, sb := range s.Sandboxes {
+			if sb.ID == current {
+				return sb.State != cri.SandboxStateReady
+			}
+		}
+		return false
+	})
 	if got, want := pass(true), []string{"sandbox:" + current, "pod_log_dir:" + filepath.Base(logDir)}; !slices.Equal(got, want) {
 		t.Errorf("pass over the stopped deleted pod removed %v, want %v", got, want)
 	}
