@@ -82,6 +82,36 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 // a container failed to stop, as the kubelet does, since stopping the
 // sandbox kills what is left.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriodOverride *int64) error {
+	return m.killPod(ctx, pod, status, gracePeriodOverride).err()
+}
+
+// killResult is what a kill left undone, split by whether it matters to
+// what runs next.
+type killResult struct {
+	// live are the failures that may leave something of the pod running:
+	// a container that did not stop or could not be removed, a sandbox
+	// that was not already NOTREADY; and with them the dead ones.
+	live error
+	// dead are the failures to stop sandboxes that were NOTREADY before
+	// the kill, when every container stopped: nothing of the pod runs any
+	// more (a NOTREADY sandbox never becomes ready again), only runtime
+	// state is left behind (a network namespace, an address, a CNI cache
+	// entry). A runtime can fail that stop forever: containerd 1.6 does
+	// when it died while libcni wrote its cache (containernetworking/cni
+	// #1055), and only an operator's repair ends it.
+	dead error
+}
+
+// err is every failure, joined once.
+func (k killResult) err() error {
+	if k.live != nil {
+		return k.live // which holds the dead ones too
+	}
+	return k.dead
+}
+
+// killPod is KillPod with its failures split; see killResult.
+func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriodOverride *int64) killResult {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex // guards errs
@@ -109,19 +139,31 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 		})
 	}
 	wg.Wait()
+	var dead []error
 	for _, s := range status.Sandboxes {
 		if !Owned(s.Labels) {
 			continue
 		}
-		if err := m.runtime.StopPodSandbox(ctx, s.ID); err != nil && !isNotFound(err) {
-			errs = append(errs, &SyncError{
-				Reason:  ReasonKillPodSandboxError,
-				Message: fmt.Sprintf("stop sandbox %q of pod %s/%s: %v", s.ID, status.Namespace, status.Name, err),
-				Err:     err,
-			})
+		err := m.runtime.StopPodSandbox(ctx, s.ID)
+		if err == nil || isNotFound(err) {
+			continue
+		}
+		err = &SyncError{
+			Reason:  ReasonKillPodSandboxError,
+			Message: fmt.Sprintf("stop sandbox %q of pod %s/%s: %v", s.ID, status.Namespace, status.Name, err),
+			Err:     err,
+		}
+		if s.State == SandboxStateNotReady {
+			dead = append(dead, err)
+		} else {
+			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		// A container still running makes every failure count.
+		return killResult{live: errors.Join(append(errs, dead...)...)}
+	}
+	return killResult{dead: errors.Join(dead...)}
 }
 
 // podIdentity names the pod for events and logs: from the spec when there

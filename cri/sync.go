@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -50,9 +51,20 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		m.event(pod, EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 	}
 	if actions.KillPod {
-		err := m.KillPod(ctx, pod, status, nil)
-		result.add(ActionKillPodSandbox, pod.Name, asSyncError(err, ReasonKillPodSandboxError), 0)
-		if err != nil {
+		k := m.killPod(ctx, pod, status, nil)
+		result.add(ActionKillPodSandbox, pod.Name, asSyncError(k.err(), ReasonKillPodSandboxError), 0)
+		if k.live != nil {
+			return result
+		}
+		if k.dead != nil && actions.CreateSandbox {
+			// Nothing of the old sandbox runs: the pod gets its new one
+			// now rather than wait, maybe forever, for a runtime that
+			// cannot tear the dead one down. The stop is retried with
+			// the pod's removal and by garbage collection.
+			result.Results[len(result.Results)-1].Recorded = true
+			m.event(pod, EventWarning, "FailedKillPod", fmt.Sprintf(
+				"A stopped sandbox could not be cleaned up; creating a new one anyway: %s", strings.ReplaceAll(k.dead.Error(), "\n", "; ")))
+		} else if k.dead != nil {
 			return result
 		}
 	} else {

@@ -17,6 +17,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // syncRecorder keeps event reasons in order.
@@ -438,6 +441,97 @@ func TestSyncPodReplacesDeadSandbox(t *testing.T) {
 		if s.Id != "sb1" && s.Metadata.Attempt != 3 {
 			t.Errorf("new sandbox attempt %d, want 3", s.Metadata.Attempt)
 		}
+	}
+}
+
+// TestSyncPodSandboxThatCannotBeStopped: a runtime that fails to stop a
+// sandbox (containerd 1.6 fails forever on a CNI cache it left half
+// written) holds the pod's new sandbox back only while something of the
+// old one may still run: a dead sandbox whose containers all stopped does
+// not, and the failure is reported as an event instead.
+func TestSyncPodSandboxThatCannotBeStopped(t *testing.T) {
+	stopFails := status.Error(codes.Unknown, "failed to destroy network for sandbox: failed to get network cached result: unexpected end of JSON input")
+	tests := []struct {
+		name string
+		// status is the pod's observed state, over the sandbox sb1.
+		status           func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus
+		runningContainer bool // the runtime has the container, RUNNING
+		injectStop       bool // the running container's stop fails too
+		wantCreate       bool
+		wantEvent        string
+	}{
+		{
+			name: "dead sandbox, containers exited: a new sandbox anyway",
+			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
+				sb.State = SandboxStateNotReady
+				return exitedStatus(pod, sb, 0, now)
+			},
+			wantCreate: true, wantEvent: "FailedKillPod",
+		},
+		{
+			name: "dead sandbox, a container that stops: a new sandbox anyway",
+			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
+				sb.State = SandboxStateNotReady
+				st := exitedStatus(pod, sb, 0, now)
+				st.Containers[0].State = ContainerStateRunning
+				return st
+			},
+			runningContainer: true, wantCreate: true, wantEvent: "FailedKillPod",
+		},
+		{
+			name: "dead sandbox, a container that does not stop: no new sandbox",
+			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
+				sb.State = SandboxStateNotReady
+				st := exitedStatus(pod, sb, 0, now)
+				st.Containers[0].State = ContainerStateRunning
+				return st
+			},
+			runningContainer: true, injectStop: true,
+		},
+		{
+			name: "ready sandbox without an address: no new sandbox",
+			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
+				sb.IP = ""
+				st := exitedStatus(pod, sb, 0, now)
+				st.IPs = nil
+				return st
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newSyncFixture(t)
+			pod := syncPod("app")
+			st := tt.status(pod, f.runningSandbox(pod), f.clock.Now())
+			if tt.runningContainer {
+				f.rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: "sb1", ContainerStatus: runtimeapi.ContainerStatus{
+					Id: st.Containers[0].ID, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+				}}})
+			}
+			f.rt.InjectError("StopPodSandbox", stopFails)
+			if tt.injectStop {
+				f.rt.InjectError("StopContainer", status.Error(codes.DeadlineExceeded, "stop timed out"))
+			}
+			f.calls()
+			res := f.m.SyncPod(context.Background(), pod, st)
+			if err := res.Error(); err == nil || !strings.Contains(err.Error(), ReasonKillPodSandboxError+": stop sandbox \"sb1\"") {
+				t.Fatalf("Error() = %v, want the failed stop as %s", err, ReasonKillPodSandboxError)
+			}
+			calls := f.calls()
+			if got := slices.Contains(calls, "RunPodSandbox"); got != tt.wantCreate {
+				t.Errorf("RunPodSandbox called: %v, want %v (calls %v)", got, tt.wantCreate, calls)
+			}
+			if tt.wantCreate && !slices.Contains(calls, "StartContainer") {
+				t.Errorf("the container was not started in the new sandbox: calls %v", calls)
+			}
+			events := f.events.take()
+			if got := slices.Contains(events, "FailedKillPod"); got != (tt.wantEvent != "") {
+				t.Errorf("events = %v, want FailedKillPod: %v", events, tt.wantEvent != "")
+			}
+			if got := res.UnrecordedError() == nil; got != (tt.wantEvent != "") {
+				t.Errorf("UnrecordedError() = %v: a failure is either an event or left to the agent to log", res.UnrecordedError())
+			}
+		})
 	}
 }
 
