@@ -72,7 +72,7 @@ type podWorker struct {
 	lastActed time.Time // when this worker last changed the runtime
 	running   bool      // the pod has been seen Running since it started
 	// teardownDelay is the back-off of the teardown retries of a pod that
-	// is not terminated yet.
+	// is not terminated yet, or not removed yet.
 	teardownDelay time.Duration
 }
 
@@ -84,6 +84,16 @@ const (
 	teardownRetryInitial = time.Second
 	teardownRetryMax     = 30 * time.Second
 )
+
+// backOffTeardown sets the delay before the next teardown retry: the
+// first, or twice the last one, up to the maximum.
+func (w *podWorker) backOffTeardown() {
+	if w.teardownDelay == 0 {
+		w.teardownDelay = teardownRetryInitial
+	} else {
+		w.teardownDelay = min(2*w.teardownDelay, teardownRetryMax)
+	}
+}
 
 // podWorkers owns every pod's lane, the full-name gate and the status store
 // writes. Work for different pods runs concurrently; work for one pod never.
@@ -673,11 +683,7 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 	}
 	if !done {
 		p.holdName(w, why)
-		if w.teardownDelay == 0 {
-			w.teardownDelay = teardownRetryInitial
-		} else {
-			w.teardownDelay = min(2*w.teardownDelay, teardownRetryMax)
-		}
+		w.backOffTeardown()
 		logErr := err
 		if logErr == nil {
 			logErr = errors.New(why)
@@ -694,9 +700,9 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 	p.mu.Lock()
 	w.holding = ""
 	p.wakeUIDLocked(p.gate.release(w.fullName, w.uid))
-	if !remove {
-		w.state = stateTerminated
-	}
+	// A removal that fails is retried from here: the pod is not stopped
+	// again, and its retries keep backing off.
+	w.state = stateTerminated
 	p.mu.Unlock()
 	if remove {
 		return p.finish(w, status)
@@ -739,8 +745,11 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	}
 	if err != nil {
 		if p.ctx.Err() == nil {
-			warnUnlessUnreachable(log, "remove pod", err)
-			p.requeue(w, p.retryAfterError)
+			// A runtime may refuse for good (a sandbox whose network it
+			// cannot tear down): retries back off like the teardown's.
+			w.backOffTeardown()
+			warnUnlessUnreachable(log, "remove pod; retrying in "+w.teardownDelay.String(), err)
+			p.requeue(w, w.teardownDelay)
 		}
 		return false
 	}

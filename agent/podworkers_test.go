@@ -28,6 +28,9 @@ type stubRuntime struct {
 	entered chan struct{}
 	// syncErr is the error SyncPod reports, with no back-off of its own.
 	syncErr error
+	// removeErr is the error RemovePod reports; removes counts its calls.
+	removeErr error
+	removes   int
 }
 
 func newStubRuntime() *stubRuntime { return &stubRuntime{live: map[types.UID]bool{}} }
@@ -59,9 +62,19 @@ func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *cri.PodStatus, *int64) 
 
 func (s *stubRuntime) RemovePod(_ context.Context, st *cri.PodStatus) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removes++
+	if s.removeErr != nil {
+		return s.removeErr
+	}
 	delete(s.live, st.UID)
-	s.mu.Unlock()
 	return nil
+}
+
+func (s *stubRuntime) removeCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.removes
 }
 
 func (s *stubRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
@@ -201,6 +214,45 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 		clk.Step(time.Millisecond)
 		waitUntil(t, "the retry", func() bool { return rt.syncs() == i+1 })
 	}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersRemoveRetriesBackOff: a runtime that refuses to remove a
+// stopped pod (containerd 1.6 cannot remove a sandbox whose network it
+// cannot tear down, possibly for good) is asked again after 1, 2, 4, ...
+// up to 30 s, not every 2 s forever; and once it succeeds the lane ends.
+func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newStubRuntime()
+	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	clk := w.clock.(asyncClock)
+	w.update(stubPod("u1", "web", "1"))
+	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
+	w.remove("u1", nil)
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+	for i, d := range want {
+		d *= time.Second
+		waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == i+1 && clk.Waiters() == 1 })
+		fired := clk.fired.Load()
+		clk.Step(d - time.Millisecond)
+		if clk.fired.Load() != fired {
+			t.Fatalf("retry %d came before %s", i+1, d)
+		}
+		if i == len(want)-1 {
+			rt.mu.Lock()
+			rt.removeErr = nil
+			rt.mu.Unlock()
+		}
+		clk.Step(time.Millisecond)
+	}
+	waitUntil(t, "the lane ended once the removal succeeded", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.workers) == 0
+	})
 	cancel()
 	w.wait()
 }
