@@ -774,6 +774,14 @@ func cleanRuntime(t *testing.T, when string) {
 			return
 		}
 		retry := strings.Contains(err.Error(), "starting state") || strings.Contains(err.Error(), "removing state")
+		if strings.Contains(err.Error(), "cached result") {
+			// containerd 1.6 killed while libcni wrote a sandbox's cache
+			// (TestCrashCycles does that) cannot stop that sandbox until
+			// the entry is removed: the operator's repair, not berth's.
+			removed, rerr := bed.RepairCNICache()
+			t.Logf("clean runtime %s: removed broken CNI cache entries %v (%v)", when, removed, rerr)
+			retry = len(removed) > 0
+		}
 		if !retry || time.Now().After(deadline) {
 			t.Errorf("clean runtime %s: %v", when, err)
 			return

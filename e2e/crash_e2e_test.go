@@ -311,6 +311,13 @@ func (c *crashRun) cycle(i, cycles int) {
 	} else {
 		summary += fmt.Sprintf("; the manifests ran %s after berth was ready", c.settled.Sub(ready).Round(time.Millisecond))
 	}
+	// containerd 1.6 killed while libcni wrote a sandbox's cache can never
+	// stop that sandbox: berth must have run the pod anyway (settle), and
+	// the operator's repair lets it clean the sandbox up in later cycles.
+	if removed, err := bed.RepairCNICache(); err != nil || len(removed) > 0 {
+		c.mark("removed broken CNI cache entries %v (%v)", removed, err)
+		summary += fmt.Sprintf("; removed %d broken CNI cache entries after it (%v)", len(removed), err)
+	}
 	t.Logf("%s (%s in all)", summary, took.Round(time.Millisecond))
 
 	if vs, _ := c.w.since(vFrom); len(vs) > 0 {

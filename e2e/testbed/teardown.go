@@ -100,6 +100,11 @@ func (b *Bed) removeSandboxesLocked() ([]string, error) {
 	if err := b.startContainerdLocked(); err != nil {
 		return nil, fmt.Errorf("start containerd to remove sandboxes: %w", err)
 	}
+	// A broken cache entry would fail its sandbox's stop for good.
+	var repairErr error
+	if _, err := b.RepairCNICache(); err != nil {
+		repairErr = fmt.Errorf("repair the CNI cache: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := runtimeapi.NewRuntimeServiceClient(b.conn)
@@ -133,7 +138,7 @@ func (b *Bed) removeSandboxesLocked() ([]string, error) {
 		}()
 	}
 	wg.Wait()
-	return netns, errors.Join(errs...)
+	return netns, errors.Join(append(errs, repairErr)...)
 }
 
 // removeSandbox stops and removes one sandbox, returning the network
