@@ -102,6 +102,10 @@ func TestDeadSandboxThatCannotBeStopped(t *testing.T) {
 		b.waitFor("berth retrying the removal with back-off", waitTimeout, func() (bool, string) {
 			return b.logContains("remove pod; retrying in 2s"), "no second failed removal logged"
 		})
+		// What the runtime still holds of it stays visible.
+		if p, err := b.apiPod(name); err != nil || p == nil {
+			t.Errorf("the removed pod left /pods (%v) while the runtime still holds its sandbox", err)
+		}
 		removed, err := bed.RepairCNICache()
 		if err != nil || len(removed) == 0 {
 			t.Fatalf("repair the CNI cache: removed %v, %v", removed, err)
