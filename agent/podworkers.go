@@ -744,13 +744,17 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 		err = p.rt.RemovePod(p.ctx, status)
 	}
 	if err != nil {
-		if p.ctx.Err() == nil {
-			// A runtime may refuse for good (a sandbox whose network it
-			// cannot tear down): retries back off like the teardown's.
-			w.backOffTeardown()
-			warnUnlessUnreachable(log, "remove pod; retrying in "+w.teardownDelay.String(), err)
-			p.requeue(w, w.teardownDelay)
+		if p.ctx.Err() != nil {
+			return false
 		}
+		if p.handOver(w, log, err) {
+			return true
+		}
+		// A runtime may refuse for good (a sandbox whose network it
+		// cannot tear down): retries back off like the teardown's.
+		w.backOffTeardown()
+		warnUnlessUnreachable(log, "remove pod; retrying in "+w.teardownDelay.String(), err)
+		p.requeue(w, w.teardownDelay)
 		return false
 	}
 	if err := p.rt.CleanupPodDir(w.uid); err != nil {
@@ -771,6 +775,30 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	if p.onTerminated != nil {
 		p.onTerminated(w.uid)
 	}
+	return true
+}
+
+// handOver ends the lane of a stopped pod whose removal failed when the
+// pod is back (re-added with the same UID), and starts the lane of its new
+// run, which takes over what the runtime would not remove, as a pod whose
+// sandbox died does: nothing of the stopped run can run any more, and a
+// runtime that refuses for good must not keep the pod down. The pod's
+// directory stays, for the new run; the garbage collector removes the old
+// sandboxes once the runtime lets it. It reports whether it handed over.
+func (p *podWorkers) handOver(w *podWorker, log *slog.Logger, removeErr error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	readd := w.readd
+	if readd == nil {
+		return false
+	}
+	warnUnlessUnreachable(log, "remove pod; it is back, and its new run takes over what is left", removeErr)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	delete(p.workers, w.uid)
+	p.status.delete(w.uid)
+	p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)
 	return true
 }
 

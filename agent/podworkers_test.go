@@ -257,6 +257,34 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 	w.wait()
 }
 
+// TestPodWorkersReaddWhileRemovalFails: a pod removed and then added back
+// with the same UID runs again although the runtime still refuses to
+// remove what its stopped run left: its new run takes over.
+func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newStubRuntime()
+	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	clk := w.clock.(asyncClock)
+	w.update(stubPod("u1", "web", "1"))
+	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
+	w.remove("u1", nil)
+	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
+	w.update(stubPod("u1", "web", "2"))
+	clk.Step(time.Second)
+	waitUntil(t, "the pod back and synced", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return len(rt.synced) == 2 && rt.synced[1] == "2"
+	})
+	if n := rt.removeCalls(); n != 2 {
+		t.Errorf("%d removals, want the one that failed before the pod came back and the one that handed over", n)
+	}
+	cancel()
+	w.wait()
+}
+
 // TestPodWorkersObservationOnlyNewer: a relist that began before the
 // lane's own read must not replace it when it arrives later, and on a tie
 // the lane's own read (taken after its action) wins. When the two reads

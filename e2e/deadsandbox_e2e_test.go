@@ -106,6 +106,24 @@ func TestDeadSandboxThatCannotBeStopped(t *testing.T) {
 		if p, err := b.apiPod(name); err != nil || p == nil {
 			t.Errorf("the removed pod left /pods (%v) while the runtime still holds its sandbox", err)
 		}
+
+		// Added back, the same pod (the same UID) runs again at once
+		// although the runtime still refuses; removed again, it waits
+		// for the repair as before.
+		b.writeManifest(base+".yaml", podManifest(sleeper(base)))
+		b.waitFor(name+" running again beside the old sandbox", waitTimeout, func() (bool, string) {
+			rp, ok, detail := runtimeState(name, "main", api.UID)
+			return ok && rp.sandbox.Id != before.sandbox.Id, detail
+		})
+		b.waitRunning(name)
+		b.removeManifest(base + ".yaml")
+		b.waitFor("only the old sandbox of "+name+" left again", waitTimeout, func() (bool, string) {
+			sbs, err := sandboxesOf(name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(sbs) == 1 && sbs[0].Id == before.sandbox.Id, describeSandboxes(sbs)
+		})
 		removed, err := bed.RepairCNICache()
 		if err != nil || len(removed) == 0 {
 			t.Fatalf("repair the CNI cache: removed %v, %v", removed, err)
