@@ -762,14 +762,8 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	}
 	p.status.delete(w.uid)
 	p.mu.Lock()
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	delete(p.workers, w.uid)
+	p.endLaneLocked(w)
 	p.finished[w.uid] = p.clock.Now()
-	if readd := w.readd; readd != nil {
-		p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)
-	}
 	p.mu.Unlock()
 	log.Info("pod removed")
 	if p.onTerminated != nil {
@@ -793,13 +787,21 @@ func (p *podWorkers) handOver(w *podWorker, log *slog.Logger, removeErr error) b
 		return false
 	}
 	warnUnlessUnreachable(log, "remove pod; it is back, and its new run takes over what is left", removeErr)
+	p.status.delete(w.uid)
+	p.endLaneLocked(w)
+	return true
+}
+
+// endLaneLocked forgets w's lane and starts the lane of the pod added back
+// meanwhile, if any.
+func (p *podWorkers) endLaneLocked(w *podWorker) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
 	delete(p.workers, w.uid)
-	p.status.delete(w.uid)
-	p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)
-	return true
+	if readd := w.readd; readd != nil {
+		p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)
+	}
 }
 
 // finishedSince reports whether the lane of uid removed its pod at or after

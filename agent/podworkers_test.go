@@ -218,20 +218,27 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 	w.wait()
 }
 
+// removalRefused runs pod u1, then removes it from a runtime that refuses
+// to remove it.
+func removalRefused(t *testing.T) (*stubRuntime, *podWorkers, asyncClock, context.CancelFunc) {
+	t.Helper()
+	rt := newStubRuntime()
+	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.update(stubPod("u1", "web", "1"))
+	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
+	w.remove("u1", nil)
+	return rt, w, w.clock.(asyncClock), cancel
+}
+
 // TestPodWorkersRemoveRetriesBackOff: a runtime that refuses to remove a
 // stopped pod (containerd 1.6 cannot remove a sandbox whose network it
 // cannot tear down, possibly for good) is asked again after 1, 2, 4, ...
 // up to 30 s, not every 2 s forever; and once it succeeds the lane ends.
 func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	clk := w.clock.(asyncClock)
-	w.update(stubPod("u1", "web", "1"))
-	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
-	w.remove("u1", nil)
+	rt, w, clk, cancel := removalRefused(t)
 	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
 	for i, d := range want {
 		d *= time.Second
@@ -262,14 +269,7 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 // remove what its stopped run left: its new run takes over.
 func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	clk := w.clock.(asyncClock)
-	w.update(stubPod("u1", "web", "1"))
-	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
-	w.remove("u1", nil)
+	rt, w, clk, cancel := removalRefused(t)
 	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
 	w.update(stubPod("u1", "web", "2"))
 	clk.Step(time.Second)

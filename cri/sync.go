@@ -53,10 +53,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 	if actions.KillPod {
 		k := m.killPod(ctx, pod, status, nil)
 		result.add(ActionKillPodSandbox, pod.Name, asSyncError(k.err(), ReasonKillPodSandboxError), 0)
-		if k.live != nil {
+		if k.live != nil || (k.dead != nil && !actions.CreateSandbox) {
 			return result
 		}
-		if k.dead != nil && actions.CreateSandbox {
+		if k.dead != nil {
 			// Nothing of the old sandbox runs: the pod gets its new one
 			// now rather than wait, maybe forever, for a runtime that
 			// cannot tear the dead one down. The stop is retried with
@@ -64,8 +64,6 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 			result.Results[len(result.Results)-1].Recorded = true
 			m.event(pod, EventWarning, "FailedKillPod", fmt.Sprintf(
 				"A stopped sandbox could not be cleaned up; creating a new one anyway: %s", strings.ReplaceAll(k.dead.Error(), "\n", "; ")))
-		} else if k.dead != nil {
-			return result
 		}
 	} else {
 		for _, c := range actions.ContainersToRemove {

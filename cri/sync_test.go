@@ -453,57 +453,35 @@ func TestSyncPodSandboxThatCannotBeStopped(t *testing.T) {
 	stopFails := status.Error(codes.Unknown, "failed to destroy network for sandbox: failed to get network cached result: unexpected end of JSON input")
 	tests := []struct {
 		name string
-		// status is the pod's observed state, over the sandbox sb1.
-		status           func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus
-		runningContainer bool // the runtime has the container, RUNNING
+		// The pod's one container runs in sandbox sb1: dead (NOTREADY)
+		// or ready without an address; its container RUNNING or exited.
+		deadSandbox      bool
+		runningContainer bool
 		injectStop       bool // the running container's stop fails too
 		wantCreate       bool
 		wantEvent        string
 	}{
-		{
-			name: "dead sandbox, containers exited: a new sandbox anyway",
-			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
-				sb.State = SandboxStateNotReady
-				return exitedStatus(pod, sb, 0, now)
-			},
-			wantCreate: true, wantEvent: "FailedKillPod",
-		},
-		{
-			name: "dead sandbox, a container that stops: a new sandbox anyway",
-			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
-				sb.State = SandboxStateNotReady
-				st := exitedStatus(pod, sb, 0, now)
-				st.Containers[0].State = ContainerStateRunning
-				return st
-			},
-			runningContainer: true, wantCreate: true, wantEvent: "FailedKillPod",
-		},
-		{
-			name: "dead sandbox, a container that does not stop: no new sandbox",
-			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
-				sb.State = SandboxStateNotReady
-				st := exitedStatus(pod, sb, 0, now)
-				st.Containers[0].State = ContainerStateRunning
-				return st
-			},
-			runningContainer: true, injectStop: true,
-		},
-		{
-			name: "ready sandbox without an address: no new sandbox",
-			status: func(pod *v1.Pod, sb *SandboxStatus, now time.Time) *PodStatus {
-				sb.IP = ""
-				st := exitedStatus(pod, sb, 0, now)
-				st.IPs = nil
-				return st
-			},
-		},
+		{name: "dead sandbox, containers exited: a new sandbox anyway", deadSandbox: true, wantCreate: true, wantEvent: "FailedKillPod"},
+		{name: "dead sandbox, a container that stops: a new sandbox anyway", deadSandbox: true, runningContainer: true, wantCreate: true, wantEvent: "FailedKillPod"},
+		{name: "dead sandbox, a container that does not stop: no new sandbox", deadSandbox: true, runningContainer: true, injectStop: true},
+		{name: "ready sandbox without an address: no new sandbox"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newSyncFixture(t)
 			pod := syncPod("app")
-			st := tt.status(pod, f.runningSandbox(pod), f.clock.Now())
+			sb := f.runningSandbox(pod)
+			if tt.deadSandbox {
+				sb.State = SandboxStateNotReady
+			} else {
+				sb.IP = ""
+			}
+			st := exitedStatus(pod, sb, 0, f.clock.Now())
+			if !tt.deadSandbox {
+				st.IPs = nil
+			}
 			if tt.runningContainer {
+				st.Containers[0].State = ContainerStateRunning
 				f.rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: "sb1", ContainerStatus: runtimeapi.ContainerStatus{
 					Id: st.Containers[0].ID, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 				}}})
