@@ -114,6 +114,24 @@ func (p *agentProc) stop(grace time.Duration) error {
 	return p.kill()
 }
 
+// freeze stops the agent's whole process group (SIGSTOP) until the
+// returned thaw is called (SIGCONT): the floor's pods, timed right beside
+// the agent's, then have the runtime to themselves, and an agent that
+// kills pods it does not know (the kubelet) cannot see them. A frozen
+// agent uses no CPU, so nothing but the runtime works meanwhile.
+func (p *agentProc) freeze() (thaw func() error, err error) {
+	pgid := p.pid()
+	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("freeze agent pid %d: %w", pgid, err)
+	}
+	return func() error {
+		if err := syscall.Kill(-pgid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("thaw agent pid %d: %w", pgid, err)
+		}
+		return nil
+	}, nil
+}
+
 // signalAndWait signals the agent and waits up to timeout for its exit.
 func (p *agentProc) signalAndWait(sig syscall.Signal, timeout time.Duration) error {
 	select {

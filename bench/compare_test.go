@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,7 +12,7 @@ import (
 // from its medians, not from the reference figures; the kubelet column
 // shows them; and without a compared agent the references stay.
 func TestComparedTargets(t *testing.T) {
-	floor := &floorResult{add: map[bool]float64{true: 150, false: 180}, best: burstTimes{first: 0.2, median: 3, all: 5}}
+	floor := &floorResult{best: burstTimes{first: 0.2, median: 3, all: 5}}
 	const prefix = "burst: 50 manifests"
 	type want struct {
 		first, median, overhead float64 // target limits
@@ -61,8 +63,8 @@ func TestComparedTargets(t *testing.T) {
 				}
 			}
 			samples := []float64{1, 2, 3}
-			r.addBurstRows(prefix, samples, samples, samples, samples, kubeletCold, false)
-			r.overheadRow("host", []float64{160}, 150, kubeletOverheadHost)
+			r.addBurstRows(prefix, samples, samples, samples, samples, kubeletCold, false, nil)
+			r.overheadRow("host", []float64{160}, []float64{150}, kubeletOverheadHost)
 			r.fillCompared()
 
 			limits := map[string]float64{}
@@ -89,6 +91,29 @@ func TestComparedTargets(t *testing.T) {
 				t.Errorf("compared results kept: %v, want %v", r.res.Compared != nil, tt.cmp != nil)
 			}
 		})
+	}
+}
+
+// TestOverheadRowPaired: the one-pod overhead is each add less the floor's
+// add timed beside it, not the difference of two medians taken apart: a
+// machine that slows down through the series slows both.
+func TestOverheadRowPaired(t *testing.T) {
+	r := &runner{res: &Results{}}
+	adds := []float64{150, 260, 300, 210}
+	floors := []float64{140, 250, 290, 205}
+	r.overheadRow("pod", adds, floors, kubeletOverheadPod)
+	if len(r.res.Rows) != 1 {
+		t.Fatalf("rows %v, want one", r.res.Rows)
+	}
+	row := r.res.Rows[0]
+	want := []float64{10, 10, 10, 5}
+	for i, w := range want {
+		if row.Samples[i] != w {
+			t.Fatalf("samples %v, want %v", row.Samples, want)
+		}
+	}
+	if row.Summary.Median != 10 {
+		t.Errorf("median %v, want 10 (the medians' difference would be 7.5)", row.Summary.Median)
 	}
 }
 
@@ -121,5 +146,93 @@ func TestBootOpsRows(t *testing.T) {
 	}
 	if len(r.res.Notes) != 1 || !strings.Contains(r.res.Notes[0], "list_containers 100") {
 		t.Errorf("notes %q; want the mean by operation, list_containers 100", r.res.Notes)
+	}
+}
+
+// TestBurstRowsBesideFloor: a 50-pod figure timed beside the floor is held
+// to that floor's medians; without it, to the floor figure's best.
+func TestBurstRowsBesideFloor(t *testing.T) {
+	floor := &floorResult{best: burstTimes{first: 0.2, median: 3, all: 5}, dead: burstTimes{median: 3.5, all: 6}, bestK: 4, deadK: 8}
+	beside := &burstTimes{first: 0.3, median: 4, all: 6}
+	tests := []struct {
+		name        string
+		dead        bool
+		beside      *burstTimes
+		median, all float64
+		note        string
+	}{
+		{name: "floor figure's best", median: 3.6, all: 5.5, note: "over the best floor"},
+		{name: "floor figure's best after a power cut", dead: true, median: 4.2, all: 6.6, note: "over the best floor after a power cut"},
+		{name: "beside", beside: beside, median: 4.8, all: 6.6, note: "over the floor beside it (4 in flight)"},
+		{name: "beside after a power cut", dead: true, beside: beside, median: 4.8, all: 6.6, note: "over the floor after a power cut beside it (8 in flight)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &runner{res: &Results{}, floor: floor}
+			samples := []float64{1, 2, 3}
+			r.addBurstRows("p", samples, samples, samples, samples, kubeletFigures{}, tt.dead, tt.beside)
+			limits := map[string]float64{}
+			for _, row := range r.res.Rows {
+				if row.Target != nil {
+					limits[row.Name] = row.Target.Limit
+				}
+			}
+			for name, want := range map[string]float64{"p -> median RUNNING": tt.median, "p -> all RUNNING": tt.all} {
+				if d := limits[name] - want; d > 1e-9 || d < -1e-9 {
+					t.Errorf("%s target = %v, want %v", name, limits[name], want)
+				}
+			}
+			if len(r.res.Notes) != 1 || !strings.Contains(r.res.Notes[0], tt.note) {
+				t.Errorf("notes %q, want one with %q", r.res.Notes, tt.note)
+			}
+		})
+	}
+}
+
+// TestFloorSeriesBestBound: the floor figure reports, besides each
+// figure's best median, the bound whose median and all-50 are together
+// nearest the best, the one the 50-pod figures are timed beside.
+func TestFloorSeriesBestBound(t *testing.T) {
+	tests := []struct {
+		name     string
+		med, all map[int]float64
+		want     int
+	}{
+		{
+			name: "best at both",
+			med:  map[int]float64{0: 6, 2: 3.4, 4: 3.2, 8: 3.5},
+			all:  map[int]float64{0: 7, 2: 6.6, 4: 6.2, 8: 6.5},
+			want: 4,
+		},
+		{
+			// 16 has the best all by 2 % but a median 25 % over the
+			// best; 8 is 4 % over on both.
+			name: "a best all-50 with a poor median loses",
+			med:  map[int]float64{2: 3.2, 8: 3.33, 16: 4},
+			all:  map[int]float64{2: 7, 8: 6.24, 16: 6},
+			want: 8,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &runner{res: &Results{}, plan: plan{floorRuns: 2}}
+			var ks []int
+			for k := range tt.all {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			best, k, err := r.floorSeries("f: ", ks, func(k, run int) (burstTimes, error) {
+				return burstTimes{first: 0.1, median: tt.med[k], all: tt.all[k]}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k != tt.want {
+				t.Errorf("best bound %d, want %d", k, tt.want)
+			}
+			if best.all != slices.Min(slices.Collect(maps.Values(tt.all))) || best.median != slices.Min(slices.Collect(maps.Values(tt.med))) {
+				t.Errorf("best %+v, want each figure's smallest median", best)
+			}
+		})
 	}
 }

@@ -17,9 +17,23 @@ func (r *runner) figBoot(ctx context.Context) error {
 	var cold, dead [4][]float64 // first, critical, median, all
 	var coldCPU, deadCPU []float64
 	var coldOps, deadOps []opCounts
+	var coldFloor, deadFloor floorBeside
+	beside := func(i int, now bool) error {
+		if err := r.besideRun(ctx, &coldFloor, fmt.Sprintf("bootfloor-%d", i), false, now); err != nil {
+			return fmt.Errorf("floor beside the first boot, run %d: %w", i, err)
+		}
+		if err := r.besideRun(ctx, &deadFloor, fmt.Sprintf("bootfloordead-%d", i), true, now); err != nil {
+			return fmt.Errorf("floor beside the boot after a power cut, run %d: %w", i, err)
+		}
+		return nil
+	}
 	for i := range r.plan.bootRuns {
 		ss := withCritical(fmt.Sprintf("boot-%d", i), burstSize)
 		if err := r.stopAgent(ctx); err != nil {
+			return err
+		}
+		floorFirst := i%2 == 0
+		if err := beside(i, floorFirst); err != nil {
 			return err
 		}
 		if _, err := dropManifests(r.manifests, ss...); err != nil {
@@ -44,9 +58,14 @@ func (r *runner) figBoot(ctx context.Context) error {
 		if err := r.clear(ctx); err != nil {
 			return err
 		}
+		if err := beside(i, !floorFirst); err != nil {
+			return err
+		}
 	}
-	r.addBurstRows("boot: 50 manifests, empty runtime", cold[0], cold[2], cold[3], cold[1], kubeletFigures{}, false)
-	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{}, true)
+	r.addBurstRows("boot: 50 manifests, empty runtime", cold[0], cold[2], cold[3], cold[1], kubeletFigures{}, false,
+		r.besideRows("boot: 50 manifests, empty runtime", &coldFloor, false))
+	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{}, true,
+		r.besideRows("boot: 50 pods dead (sandboxes NOTREADY)", &deadFloor, true))
 	r.res.add("boot: 50 manifests, empty runtime -> agent CPU until all RUNNING", "s", coldCPU, nil, "")
 	r.res.add("boot: 50 pods dead -> agent CPU until all RUNNING", "s", deadCPU, nil, "")
 	r.bootOpsRows("boot: 50 manifests, empty runtime", coldOps)

@@ -30,11 +30,14 @@ var floorDeadParallelism = []int{2, 4, 8}
 // floorResult is what the floor figure found, for the overhead rows of
 // the figures measured after it.
 type floorResult struct {
-	add  map[bool]float64 // median one-pod add in ms, by host network
-	best burstTimes       // per figure, the best median over the bounds
+	best burstTimes // per figure, the best median over the bounds
 	// dead is best's counterpart for 50 pods left dead by a power cut:
 	// each one's dead sandbox stopped before its new one runs.
 	dead burstTimes
+	// bestK and deadK are the best in-flight bounds (floorSeries; 0: all
+	// in flight): the floor the 50-pod figures are timed beside
+	// (besideRun).
+	bestK, deadK int
 }
 
 // burstTimes are one burst's first, median and last container start
@@ -46,50 +49,40 @@ type burstTimes struct {
 // figFloor measures what the runtime itself does, with no agent: the
 // bench pods (the same image, command and network) brought up by the
 // three CRI calls a pod needs (RunPodSandbox, CreateContainer,
-// StartContainer), one pod at a time, and 50 at once with at most 1, 2,
-// 4, 8, 16 or all of them in flight; then 50 dead pods brought back
-// (floorDead). Every agent figure is shown beside it; no agent runs
-// meanwhile, so nothing else competes for the cores.
+// StartContainer), 50 at once with at most 1, 2, 4, 8, 16 or all of them
+// in flight; then 50 dead pods brought back (floorDead). Every 50-pod
+// figure is shown beside it; no agent runs meanwhile, so nothing else
+// competes for the cores. The one-pod floor is timed beside the agent's
+// own adds instead (cycles).
 func (r *runner) figFloor(ctx context.Context) error {
 	if err := r.stopAgent(ctx); err != nil {
 		return err
 	}
-	f := &floorResult{add: map[bool]float64{}}
 	if _, err := r.floorBurst(ctx, "floor-warm", 1, 1); err != nil {
 		return fmt.Errorf("floor warm-up: %w", err)
 	}
-	for _, host := range []bool{true, false} {
-		var adds []float64
-		for i := range r.plan.latencyRuns / 2 {
-			bt, err := r.floorBurstOf(ctx, []podSpec{{Name: fmt.Sprintf("floor-one-%d", i), HostNetwork: host}}, 1)
-			if err != nil {
-				return err
-			}
-			adds = append(adds, bt.all*1000)
-		}
-		net := "pod"
-		if host {
-			net = "host"
-		}
-		r.res.add("floor: one pod, "+net+" network (3 CRI calls)", "ms", adds, nil, "132-136 / 155-159 ms")
-		f.add[host] = summarize(adds).Median
-	}
-	best, err := r.floorSeries("floor: 50 pods, ", floorParallelism, func(k, i int) (burstTimes, error) {
+	best, bestK, err := r.floorSeries("floor: 50 pods, ", floorParallelism, func(k, i int) (burstTimes, error) {
 		return r.floorBurst(ctx, fmt.Sprintf("floor%d-%d", k, i), burstSize, k)
 	})
 	if err != nil {
 		return err
 	}
-	f.best = best
-	dead, err := r.floorDead(ctx)
+	dead, deadK, err := r.floorDead(ctx)
 	if err != nil {
 		return err
 	}
-	f.dead = dead
-	r.floor = f
-	r.res.note("floor, best over 1..16 and all in flight (medians): first %.2f s, median %.2f s, all %.2f s", best.first, best.median, best.all)
-	r.res.note("floor after a power cut, best over 2, 4, 8 in flight (medians): first %.2f s, median %.2f s, all %.2f s", dead.first, dead.median, dead.all)
+	r.floor = &floorResult{best: best, dead: dead, bestK: bestK, deadK: deadK}
+	r.res.note("floor, best over 1..16 and all in flight (medians): first %.2f s, median %.2f s, all %.2f s (%s)", best.first, best.median, best.all, inFlight(bestK))
+	r.res.note("floor after a power cut, best over 2, 4, 8 in flight (medians): first %.2f s, median %.2f s, all %.2f s (%s)", dead.first, dead.median, dead.all, inFlight(deadK))
 	return nil
+}
+
+// inFlight names an in-flight bound (0: all) for rows and notes.
+func inFlight(k int) string {
+	if k == 0 {
+		return "all in flight"
+	}
+	return fmt.Sprintf("%d in flight", k)
 }
 
 // floorDead measures what the runtime itself does for the boot after a
@@ -97,38 +90,52 @@ func (r *runner) figFloor(ctx context.Context) error {
 // NOTREADY, each brought back by the four calls that takes at the least
 // (StopPodSandbox of the dead sandbox, which releases what it still
 // holds, such as its IP, then the three of a new pod).
-func (r *runner) floorDead(ctx context.Context) (burstTimes, error) {
+func (r *runner) floorDead(ctx context.Context) (burstTimes, int, error) {
 	return r.floorSeries("floor: 50 pods dead, ", floorDeadParallelism, func(k, i int) (burstTimes, error) {
-		return r.floorDeadBurst(ctx, specs(fmt.Sprintf("floordead%d-%d", k, i), burstSize, false), k)
+		return r.floorDeadOf(ctx, fmt.Sprintf("floordead%d-%d", k, i), k)
 	})
+}
+
+// floorDeadOf is floorDeadBurst of 50 pod-network pods named prefix-N.
+func (r *runner) floorDeadOf(ctx context.Context, prefix string, k int) (burstTimes, error) {
+	return r.floorDeadBurst(ctx, specs(prefix, burstSize, false), k)
 }
 
 // floorSeries runs burst plan.floorRuns times for each in-flight bound of
 // ks (0: all in flight), adds the first, median and all rows of each, and
-// returns the best median of each figure over the bounds.
-func (r *runner) floorSeries(prefix string, ks []int, burst func(k, run int) (burstTimes, error)) (burstTimes, error) {
+// returns the best median of each figure over the bounds and the best
+// bound: the one whose median and all-50 are both nearest the best,
+// its worse ratio to them the smallest. The 50-pod figures are timed
+// beside the floor at that bound, held to one configuration of the
+// runtime for both their median and their last pod.
+func (r *runner) floorSeries(prefix string, ks []int, burst func(k, run int) (burstTimes, error)) (burstTimes, int, error) {
 	best := burstTimes{first: -1, median: -1, all: -1}
-	for _, k := range ks {
+	byK := make([]burstTimes, len(ks))
+	for j, k := range ks {
 		var first, med, all []float64
 		for i := range r.plan.floorRuns {
 			bt, err := burst(k, i)
 			if err != nil {
-				return best, err
+				return best, 0, err
 			}
 			first, med, all = append(first, bt.first), append(med, bt.median), append(all, bt.all)
 		}
-		label := fmt.Sprintf("%d in flight", k)
-		if k == 0 {
-			label = "all in flight"
-		}
+		label := inFlight(k)
 		r.res.add(prefix+label+" -> first RUNNING", "s", first, nil, "")
 		r.res.add(prefix+label+" -> median RUNNING", "s", med, nil, "")
 		r.res.add(prefix+label+" -> all RUNNING", "s", all, nil, "")
-		best.first = bestOf(best.first, summarize(first).Median)
-		best.median = bestOf(best.median, summarize(med).Median)
-		best.all = bestOf(best.all, summarize(all).Median)
+		byK[j] = burstTimes{first: summarize(first).Median, median: summarize(med).Median, all: summarize(all).Median}
+		best.first = bestOf(best.first, byK[j].first)
+		best.median = bestOf(best.median, byK[j].median)
+		best.all = bestOf(best.all, byK[j].all)
 	}
-	return best, nil
+	bestK, worst := 0, -1.0
+	for j, bt := range byK {
+		if w := max(bt.median/best.median, bt.all/best.all); worst < 0 || w < worst {
+			bestK, worst = ks[j], w
+		}
+	}
+	return best, bestK, nil
 }
 
 // floorDeadBurst brings ss up (4 in flight, not timed), stops every

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -70,16 +71,85 @@ func (r *runner) warmUp(ctx context.Context) error {
 }
 
 // cycles runs n add/remove cycles of fresh pods (a new name each, so no
-// cycle waits on the previous one's identity).
-func (r *runner) cycles(ctx context.Context, prefix string, hostNetwork bool, n int) (adds, removes []float64, err error) {
+// cycle waits on the previous one's identity). With paired set, each
+// cycle also brings one floor pod of the same network up beside it
+// (pairedFloor), alternately before and after the agent's, and floors
+// holds its times: what the runtime took for the same pod under the same
+// load, to take the agent's add from.
+func (r *runner) cycles(ctx context.Context, prefix string, hostNetwork, paired bool, n int) (adds, removes, floors []float64, err error) {
 	for i := range n {
+		floorFirst := i%2 == 0
+		if paired && floorFirst {
+			f, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+			}
+			floors = append(floors, f)
+		}
 		c, err := r.addRemove(ctx, podSpec{Name: fmt.Sprintf("%s-%d", prefix, i), HostNetwork: hostNetwork})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
 		adds, removes = append(adds, ms(c.add)), append(removes, ms(c.remove))
+		if paired && !floorFirst {
+			f, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+			}
+			floors = append(floors, f)
+		}
 	}
-	return adds, removes, nil
+	return adds, removes, floors, nil
+}
+
+// pairedFloor is the floor's add of s (its three CRI calls, in ms) while
+// the agent is frozen, the pod removed and the bed quiet again before the
+// agent is thawed. The machine these figures run on is shared: its speed
+// drifts by tens of percent within minutes, and a long series of pods
+// slows the runtime down, so a floor timed minutes apart from the agent's
+// adds measures the machine, not the agent. The bench lists the running
+// containers meanwhile as often as it does while it waits for the agent's
+// pod (mirrorPolls): both sides pay for the same observer.
+func (r *runner) pairedFloor(ctx context.Context, s podSpec) (took float64, err error) {
+	thaw, err := r.agent.freeze()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, thaw()) }()
+	stop := r.mirrorPolls(ctx, singlePoll)
+	var sandbox string
+	bt, err := r.floorTimed(ctx, []podSpec{s}, 1, func(int) (string, error) {
+		sb, c, err := r.floorPod(ctx, s)
+		sandbox = sb
+		return c, err
+	})
+	stop()
+	return bt.all * 1000, errors.Join(err, r.floorTeardown(ctx, []string{sandbox}))
+}
+
+// mirrorPolls lists the running containers every period, as waitRunning
+// does, until the returned stop is called; stop returns once the last
+// list has ended.
+func (r *runner) mirrorPolls(ctx context.Context, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			if _, err := r.running(ctx); err != nil {
+				r.log.Debug("mirrored poll failed", "err", err)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // ms converts a duration to milliseconds for the table.
@@ -107,22 +177,22 @@ func (r *runner) figAdd(ctx context.Context) error {
 		return err
 	}
 	n := r.plan.latencyRuns
-	hostAdds, _, err := r.cycles(ctx, "add-host", true, n)
+	hostAdds, _, hostFloors, err := r.cycles(ctx, "add-host", true, true, n)
 	if err != nil {
 		return err
 	}
 	r.res.add("add: rename -> RUNNING, host network", "ms", hostAdds, addTarget, "148 ms")
-	podAdds, podRemoves, err := r.cycles(ctx, "add-pod", false, n)
+	podAdds, podRemoves, podFloors, err := r.cycles(ctx, "add-pod", false, true, n)
 	if err != nil {
 		return err
 	}
 	r.res.add("add: rename -> RUNNING, pod network", "ms", podAdds, addTarget, "181 ms")
 	r.removes = podRemoves
 	r.addPod = summarize(podAdds).Median
-	if r.floor != nil {
-		r.overheadRow("host", hostAdds, r.floor.add[true], kubeletOverheadHost)
-		r.overheadRow("pod", podAdds, r.floor.add[false], kubeletOverheadPod)
-	}
+	r.res.add("add: floor beside the adds, host network (3 CRI calls)", "ms", hostFloors, nil, "132-136 ms")
+	r.res.add("add: floor beside the adds, pod network (3 CRI calls)", "ms", podFloors, nil, "155-159 ms")
+	r.overheadRow("host", hostAdds, hostFloors, kubeletOverheadHost)
+	r.overheadRow("pod", podAdds, podFloors, kubeletOverheadPod)
 	return nil
 }
 
@@ -133,14 +203,15 @@ const (
 	kubeletOverheadPod  = 24
 )
 
-// overheadRow records an add figure's samples less the floor's median of
-// the same run: what the agent adds above the runtime's own work, with
-// the target of a third of the kubelet's overhead: the compared agent's,
-// measured in this run, else the reference figure kubelet (issue 18).
-func (r *runner) overheadRow(network string, adds []float64, floor, kubelet float64) {
+// overheadRow records an add figure's samples less the floor's add taken
+// beside each (cycles): what the agent adds above the runtime's own work,
+// with the target of a third of the kubelet's overhead: the compared
+// agent's, measured in this run the same way, else the reference figure
+// kubelet (issue 18).
+func (r *runner) overheadRow(network string, adds, floors []float64, kubelet float64) {
 	over := make([]float64, len(adds))
 	for i, a := range adds {
-		over[i] = a - floor
+		over[i] = a - floors[i]
 	}
 	name := "add: overhead over the floor, " + network + " network"
 	if v, ok := r.compared(name); ok {
@@ -161,7 +232,7 @@ func (r *runner) figRemove(ctx context.Context) error {
 		if err := r.warmUp(ctx); err != nil {
 			return err
 		}
-		_, removes, err := r.cycles(ctx, "remove", false, r.plan.latencyRuns)
+		_, removes, _, err := r.cycles(ctx, "remove", false, false, r.plan.latencyRuns)
 		if err != nil {
 			return err
 		}

@@ -112,6 +112,10 @@ type runner struct {
 	// cmp measures the compared agent (Options.Compare) on the same bed;
 	// nil when there is none.
 	cmp *runner
+	// besideFloors times the floor beside each 50-pod figure's runs
+	// (besideRun): for the agent under test, whose targets it sets, not
+	// for the compared agent, whose figures are only shown beside.
+	besideFloors bool
 	// loads are "figure load" as each figure started (markLoad).
 	loads []string
 }
@@ -131,6 +135,7 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 	if err != nil {
 		return nil, err
 	}
+	r.besideFloors = true
 	defer r.close(ctx)
 	if opts.Compare != "" {
 		if r.cmp, err = newRunner(bed, compareOptions(opts)); err != nil {
