@@ -63,7 +63,7 @@ func TestComparedTargets(t *testing.T) {
 				}
 			}
 			samples := []float64{1, 2, 3}
-			r.addBurstRows(prefix, samples, samples, samples, samples, kubeletCold, false, nil)
+			r.addBurstRows(prefix, samples, samples, samples, samples, kubeletCold, false, besideRef{})
 			r.overheadRow("host", []float64{160}, []float64{150}, kubeletOverheadHost)
 			r.fillCompared()
 
@@ -150,34 +150,37 @@ func TestBootOpsRows(t *testing.T) {
 }
 
 // TestBurstRowsBesideFloor: a 50-pod figure timed beside the floor is held
-// to that floor's medians; without it, to the floor figure's best.
+// to that floor's medians, and its critical pod to the lone add timed
+// beside it; without them, to the floor figure's best and the add
+// figure's median.
 func TestBurstRowsBesideFloor(t *testing.T) {
 	floor := &floorResult{best: burstTimes{first: 0.2, median: 3, all: 5}, dead: burstTimes{median: 3.5, all: 6}, bestK: 4, deadK: 8}
 	beside := &burstTimes{first: 0.3, median: 4, all: 6}
 	tests := []struct {
-		name        string
-		dead        bool
-		beside      *burstTimes
-		median, all float64
-		note        string
+		name              string
+		dead              bool
+		beside            *burstTimes
+		add               float64 // the lone add beside, ms
+		median, all, crit float64
+		note              string
 	}{
-		{name: "floor figure's best", median: 3.6, all: 5.5, note: "over the best floor"},
-		{name: "floor figure's best after a power cut", dead: true, median: 4.2, all: 6.6, note: "over the best floor after a power cut"},
-		{name: "beside", beside: beside, median: 4.8, all: 6.6, note: "over the floor beside it (4 in flight)"},
-		{name: "beside after a power cut", dead: true, beside: beside, median: 4.8, all: 6.6, note: "over the floor after a power cut beside it (8 in flight)"},
+		{name: "floor figure's best", median: 3.6, all: 5.5, crit: 0.3, note: "over the best floor"},
+		{name: "floor figure's best after a power cut", dead: true, median: 4.2, all: 6.6, crit: 0.3, note: "over the best floor after a power cut"},
+		{name: "beside", beside: beside, add: 300, median: 4.8, all: 6.6, crit: 0.45, note: "over the floor beside it (4 in flight)"},
+		{name: "beside after a power cut", dead: true, beside: beside, add: 400, median: 4.8, all: 6.6, crit: 0.6, note: "over the floor after a power cut beside it (8 in flight)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &runner{res: &Results{}, floor: floor}
+			r := &runner{res: &Results{}, floor: floor, addPod: 200}
 			samples := []float64{1, 2, 3}
-			r.addBurstRows("p", samples, samples, samples, samples, kubeletFigures{}, tt.dead, tt.beside)
+			r.addBurstRows("p", samples, samples, samples, samples, kubeletFigures{}, tt.dead, besideRef{floor: tt.beside, add: tt.add})
 			limits := map[string]float64{}
 			for _, row := range r.res.Rows {
 				if row.Target != nil {
 					limits[row.Name] = row.Target.Limit
 				}
 			}
-			for name, want := range map[string]float64{"p -> median RUNNING": tt.median, "p -> all RUNNING": tt.all} {
+			for name, want := range map[string]float64{"p -> median RUNNING": tt.median, "p -> all RUNNING": tt.all, "p -> critical pod RUNNING": tt.crit} {
 				if d := limits[name] - want; d > 1e-9 || d < -1e-9 {
 					t.Errorf("%s target = %v, want %v", name, limits[name], want)
 				}

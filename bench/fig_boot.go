@@ -17,7 +17,7 @@ func (r *runner) figBoot(ctx context.Context) error {
 	var cold, dead [4][]float64 // first, critical, median, all
 	var coldCPU, deadCPU []float64
 	var coldOps, deadOps []opCounts
-	var coldFloor, deadFloor floorBeside
+	var coldFloor, deadFloor besideTimes
 	beside := func(i int, now bool) error {
 		if err := r.besideRun(ctx, &coldFloor, fmt.Sprintf("bootfloor-%d", i), false, now); err != nil {
 			return fmt.Errorf("floor beside the first boot, run %d: %w", i, err)
@@ -58,6 +58,12 @@ func (r *runner) figBoot(ctx context.Context) error {
 		if err := r.clear(ctx); err != nil {
 			return err
 		}
+		// The lone add both boots' critical pods are held to, on the
+		// agent that has just booted.
+		if err := r.besideAdd(ctx, &coldFloor, fmt.Sprintf("bootone-%d", i)); err != nil {
+			return fmt.Errorf("boot, run %d: %w", i, err)
+		}
+		deadFloor.adds = coldFloor.adds
 		if err := beside(i, !floorFirst); err != nil {
 			return err
 		}
