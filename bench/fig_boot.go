@@ -68,11 +68,11 @@ func (r *runner) figBoot(ctx context.Context) error {
 		if err := r.besideAdd(ctx, &coldFloor, fmt.Sprintf("bootone-%d", i)); err != nil {
 			return fmt.Errorf("boot, run %d: %w", i, err)
 		}
-		deadFloor.adds = coldFloor.adds
 		if err := beside(i, !floorFirst); err != nil {
 			return err
 		}
 	}
+	deadFloor.adds = coldFloor.adds
 	r.addBurstRows("boot: 50 manifests, empty runtime", cold[0], cold[2], cold[3], cold[1], kubeletFigures{}, false,
 		r.besideRows("boot: 50 manifests, empty runtime", &coldFloor, false))
 	r.addBurstRows("boot: 50 pods dead (sandboxes NOTREADY)", dead[0], dead[2], dead[3], dead[1], kubeletFigures{}, true,

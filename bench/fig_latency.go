@@ -78,25 +78,25 @@ func (r *runner) warmUp(ctx context.Context) error {
 // load, to take the agent's add from.
 func (r *runner) cycles(ctx context.Context, prefix string, hostNetwork, paired bool, n int) (adds, removes, floors []float64, err error) {
 	for i := range n {
-		floorFirst := i%2 == 0
-		if paired && floorFirst {
-			f, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+		floor := func(now bool) error {
+			if !paired || !now {
+				return nil
 			}
+			f, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
 			floors = append(floors, f)
+			return err
+		}
+		floorFirst := i%2 == 0
+		if err := floor(floorFirst); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
 		c, err := r.addRemove(ctx, podSpec{Name: fmt.Sprintf("%s-%d", prefix, i), HostNetwork: hostNetwork})
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
 		adds, removes = append(adds, ms(c.add)), append(removes, ms(c.remove))
-		if paired && !floorFirst {
-			f, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
-			}
-			floors = append(floors, f)
+		if err := floor(!floorFirst); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
 	}
 	return adds, removes, floors, nil
