@@ -23,8 +23,8 @@ type cycle struct {
 
 // addRemove drops one pod's manifest, times it to RUNNING, deletes the
 // manifest, times it to no container running, and waits until the bed is
-// quiet again so the next cycle does not compete with this one's
-// teardown.
+// quiet and the agent's removal of the sandbox settled (settleOne) so the
+// next cycle does not compete with this one's teardown.
 func (r *runner) addRemove(ctx context.Context, s podSpec) (cycle, error) {
 	var c cycle
 	t0, err := dropManifests(r.manifests, s)
@@ -53,7 +53,10 @@ func (r *runner) addRemove(ctx context.Context, s podSpec) (cycle, error) {
 		return c, err
 	}
 	c.remove = stopped.Sub(t1)
-	return c, r.poll(ctx, 20*time.Millisecond, podTimeout, "the bed quiet", func() (bool, error) { return r.quiet(ctx) })
+	if err := r.poll(ctx, 20*time.Millisecond, podTimeout, "the bed quiet", func() (bool, error) { return r.quiet(ctx) }); err != nil {
+		return c, err
+	}
+	return c, r.settleOne(ctx)
 }
 
 // warmUp runs one untimed cycle per agent start, so the first timed run

@@ -233,8 +233,23 @@ func (r *runner) quiet(ctx context.Context) (bool, error) {
 // when the bed closes races with the bed's own clean-up. An agent that
 // keeps stopped sandboxes (the kubelet, until its GC) settles at once.
 func (r *runner) settleSandboxes(ctx context.Context) error {
-	last, stable := -1, 0
-	return r.poll(ctx, 200*time.Millisecond, time.Minute, "sandbox removals to settle", func() (bool, error) {
+	return r.settle(ctx, 200*time.Millisecond, 10)
+}
+
+// settleOne is settleSandboxes after one pod's removal: the count
+// unchanged for 300 ms. An add cycle waits for it, so the next add, and
+// the floor pod timed beside it while the agent is frozen, do not share
+// the runtime with the last pod's removal; a frozen agent would otherwise
+// send its pending removal once thawed, into its own next add.
+func (r *runner) settleOne(ctx context.Context) error {
+	return r.settle(ctx, 25*time.Millisecond, 12)
+}
+
+// settle waits until the sandbox count reached zero or stayed the same
+// for stable polls every period, at most a minute.
+func (r *runner) settle(ctx context.Context, every time.Duration, stable int) error {
+	last, same := -1, 0
+	return r.poll(ctx, every, time.Minute, "sandbox removals to settle", func() (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, criTimeout)
 		defer cancel()
 		resp, err := r.rt.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{})
@@ -243,10 +258,10 @@ func (r *runner) settleSandboxes(ctx context.Context) error {
 		}
 		n := len(resp.GetItems())
 		if n == last {
-			stable++
+			same++
 		} else {
-			last, stable = n, 0
+			last, same = n, 0
 		}
-		return n == 0 || stable >= 10, nil
+		return n == 0 || same >= stable, nil
 	})
 }
