@@ -188,9 +188,9 @@ func (r *runner) addBurstRows(prefix string, first, med, all, crit []float64, k 
 func (r *runner) burstFloor(dead bool, beside *burstTimes) (burstTimes, string, bool) {
 	switch {
 	case beside != nil && dead:
-		return *beside, fmt.Sprintf("floor after a power cut beside it (%s)", inFlight(r.floor.deadK)), true
+		return *beside, fmt.Sprintf("floor after a power cut beside it (%s)", inFlight(r.floor.bound(dead))), true
 	case beside != nil:
-		return *beside, fmt.Sprintf("floor beside it (%s)", inFlight(r.floor.bestK)), true
+		return *beside, fmt.Sprintf("floor beside it (%s)", inFlight(r.floor.bound(dead))), true
 	case r.floor == nil:
 		return burstTimes{}, "", false
 	case dead:
@@ -234,9 +234,9 @@ func (r *runner) besideRun(ctx context.Context, b *besideTimes, prefix string, d
 	}
 	var bt burstTimes
 	if dead {
-		bt, err = r.floorDeadOf(ctx, prefix, r.floor.deadK)
+		bt, err = r.floorDeadOf(ctx, prefix, r.floor.bound(dead))
 	} else {
-		bt, err = r.floorBurst(ctx, prefix, burstSize, r.floor.bestK)
+		bt, err = r.floorBurst(ctx, prefix, burstSize, r.floor.bound(dead))
 	}
 	if err != nil {
 		return err
@@ -272,11 +272,7 @@ func (r *runner) besideRows(prefix string, b *besideTimes, dead bool) besideRef 
 	if len(b.all) == 0 {
 		return ref
 	}
-	k := r.floor.bestK
-	if dead {
-		k = r.floor.deadK
-	}
-	label := fmt.Sprintf("%s: floor beside it, %s", prefix, inFlight(k))
+	label := fmt.Sprintf("%s: floor beside it, %s", prefix, inFlight(r.floor.bound(dead)))
 	r.res.add(label+" -> first RUNNING", "s", b.first, nil, "")
 	r.res.add(label+" -> median RUNNING", "s", b.median, nil, "")
 	r.res.add(label+" -> all RUNNING", "s", b.all, nil, "")

@@ -77,6 +77,15 @@ func (r *runner) figFloor(ctx context.Context) error {
 	return nil
 }
 
+// bound is the best in-flight bound of the cold floor, or of the floor
+// after a power cut when dead is set.
+func (f *floorResult) bound(dead bool) int {
+	if dead {
+		return f.deadK
+	}
+	return f.bestK
+}
+
 // inFlight names an in-flight bound (0: all) for rows and notes.
 func inFlight(k int) string {
 	if k == 0 {
