@@ -158,8 +158,12 @@ func (p *pleg) relistOnce(ctx context.Context) relist {
 }
 
 // fingerprint captures what makes a pod's runtime state different for its
-// worker: the set of sandboxes and containers and their states.
+// worker: the set of sandboxes and containers and their states. A relist
+// hands a pod it no longer finds as nil: nothing, an empty fingerprint.
 func fingerprint(st *cri.PodStatus) string {
+	if st == nil {
+		return ""
+	}
 	parts := make([]string, 0, len(st.Sandboxes)+len(st.Containers))
 	for _, s := range st.Sandboxes {
 		parts = append(parts, "s:"+s.ID+":"+string(s.State))

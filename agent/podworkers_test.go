@@ -314,6 +314,7 @@ func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 		{"older own read keeps relist", relist, t0, own, t0.Add(-ms), t0.Add(ms), "relist", false},
 		{"older relist seeing an exit marks the own read stale", own, t0, exited, t0.Add(-ms), t0.Add(ms), "own", true},
 		{"newer relist seeing an exit replaces the own read", own, t0, exited, t0.Add(ms), t0.Add(2 * ms), "relist", false},
+		{"older relist finding the pod gone marks the own read stale", own, t0, nil, t0.Add(-ms), t0.Add(ms), "own", true},
 		{"own read replacing a relist handed over after it began is stale", exited, t0.Add(-2 * ms), own, t0, t0.Add(ms), "own", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
