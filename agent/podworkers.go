@@ -630,7 +630,11 @@ func (p *podWorkers) startDone(uid types.UID) {
 // start queue, and wakes the lanes whose turn it now is. observe feeds a
 // completed start's latency to the adaptive limit.
 func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
+	was := p.starts.limit.current()
 	p.starts.release(w.uid, observe)
+	if now := p.starts.limit.current(); now != was {
+		p.log.Debug("pod start limit changed", "limit", now, "was", was)
+	}
 	p.wakeStartsLocked()
 }
 

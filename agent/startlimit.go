@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"runtime"
 	"slices"
 	"time"
@@ -15,29 +16,49 @@ func DefaultMaxParallelPodStarts() int {
 	return max(2, 2*runtime.NumCPU())
 }
 
-// Tuning of the start limit's adaptation. A start that takes more than
-// slowFactor times the best recent one means the runtime is saturated (by
-// berth's own starts, or by whatever else loads the machine): one slot
-// fewer. One within fastFactor of it, while pods wait, means there is room:
-// one slot more, up to the configured maximum. On the 2-core machines
-// berth is measured on, a start with 4 in flight takes 2-3 times a lone
-// one and all 50 pods of a burst come up as fast as with every pod in
-// flight; with 8 or more, latency grows with no gain in throughput.
+// Tuning of the start limit's adaptation.
+//
+// A start's cost is its latency divided by the mean number of starts in
+// flight while it ran, itself included: the runtime's time per start. A
+// runtime that is only busy (every core taken, by berth's starts or by
+// anything else) takes longer per start as more run at once, at the same
+// cost, and fewer in flight would only leave it idle between starts: on
+// the 2-core machines berth is measured on, at load 10 and more, a start
+// with 4 in flight took 3 to 4 times a lone one, at about a lone one's
+// cost, and a limit that shrank to 3 on that latency left a burst of 50
+// about 10% behind the same pods brought up 4 at a time. A cost over slowFactor times the lowest recent
+// one means the runtime gets through starts at a fraction of its pace, as
+// a runtime thrashing under too many at once does: one slot fewer.
+//
+// A start within fastFactor of the quickest recent latency, while pods
+// wait, means there is room: one slot more, up to the configured maximum.
 const (
-	slowFactor   = 4
+	slowFactor   = 3
 	fastFactor   = 2
-	limitSamples = 64 // the window of starts the best latency is taken from
+	limitSamples = 64 // the window of starts the best figures are taken from
 )
 
+// soloFactor is how many times the quickest recent start a critical start
+// keeps the runtime to itself (startQueue.soloFor): about what a start
+// takes with the runtime busy with a few others.
+const soloFactor = 4
+
+// startSample is one completed start.
+type startSample struct {
+	latency time.Duration // from slot taken to slot given back
+	cost    time.Duration // latency per start in flight meanwhile
+}
+
 // startLimit is how many pod starts may be in flight: at most max (the
-// --max-parallel-pod-starts setting), fewer while the runtime is slow. It
-// changes by one at a time, and only on starts that began after its last
-// change, so the starts that ran together under one limit move it once.
-// It is not safe for concurrent use: the start queue's owner guards it.
+// --max-parallel-pod-starts setting), fewer while the runtime gets through
+// starts far slower than it did (see slowFactor). It changes by one at a
+// time, and only on starts that began after its last change, so the
+// starts that ran together under one limit move it once. It is not safe
+// for concurrent use: the start queue's owner guards it.
 type startLimit struct {
 	max, limit int
-	// samples are the latest start latencies, oldest first.
-	samples []time.Duration
+	// samples are the latest starts, oldest first.
+	samples []startSample
 	// changed is when the limit last changed.
 	changed time.Time
 }
@@ -53,24 +74,27 @@ func (l *startLimit) best() (time.Duration, bool) {
 	if len(l.samples) == 0 {
 		return 0, false
 	}
-	return slices.Min(l.samples), true
+	return slices.MinFunc(l.samples, func(a, b startSample) int { return cmp.Compare(a.latency, b.latency) }).latency, true
 }
 
 // observe takes one completed start, from slot taken (began) to slot given
-// back (ended); waiting tells whether pods wait for a slot, without which
-// a larger limit would not be used.
-func (l *startLimit) observe(began, ended time.Time, waiting bool) {
+// back (ended), with inflight the mean number of starts in flight
+// meanwhile, itself included; waiting tells whether pods wait for a slot,
+// without which a larger limit would not be used.
+func (l *startLimit) observe(began, ended time.Time, inflight float64, waiting bool) {
 	d := ended.Sub(began)
-	l.samples = append(l.samples, d)
+	s := startSample{latency: d, cost: time.Duration(float64(d) / max(inflight, 1))}
+	l.samples = append(l.samples, s)
 	if len(l.samples) > limitSamples {
 		l.samples = slices.Delete(l.samples, 0, len(l.samples)-limitSamples)
 	}
 	if began.Before(l.changed) {
 		return
 	}
-	best := slices.Min(l.samples)
+	best, _ := l.best()
+	bestCost := slices.MinFunc(l.samples, func(a, b startSample) int { return cmp.Compare(a.cost, b.cost) }).cost
 	switch {
-	case d > slowFactor*best && l.limit > 1:
+	case s.cost > slowFactor*bestCost && l.limit > 1:
 		l.limit--
 		l.changed = ended
 	case d <= fastFactor*best && waiting && l.limit < l.max:

@@ -35,8 +35,8 @@ import (
 // (see there), so a critical pod read last in a batch of 50 starts at
 // nearly the pace of a lone pod. Pods already in flight finish.
 //
-// The limit adapts between 1 and max to the start latency the runtime
-// shows (see observe). It is not safe for concurrent use: the pod
+// The limit adapts between 1 and max to the start latency and cost the
+// runtime shows (see startLimit.observe). It is not safe for concurrent use: the pod
 // workers' mutex guards it.
 type startQueue struct {
 	clock clock.PassiveClock
@@ -50,11 +50,17 @@ type startQueue struct {
 	// pods: every pod of the batch ranks in the queue before the first
 	// lane of it may start, so a critical pod read last still goes first.
 	held bool
+	// load is the integral of the number of starts in flight over time
+	// (in-flight starts times nanoseconds) up to loadAt: a start's share
+	// of it tells how many ran beside it on average.
+	load   time.Duration
+	loadAt time.Time
 }
 
 // inflightStart is one pod holding a start slot.
 type inflightStart struct {
-	since    time.Time // when it got the slot
+	since    time.Time     // when it got the slot
+	load     time.Duration // the queue's load then
 	critical bool
 }
 
@@ -119,7 +125,8 @@ func (q *startQueue) acquire(uid types.UID, priority int32, seq uint64) bool {
 	if q.grantable(i) {
 		critical := q.entries[i].critical()
 		q.entries = slices.Delete(q.entries, i, i+1)
-		q.inflight[uid] = inflightStart{since: q.clock.Now(), critical: critical}
+		now := q.accrue()
+		q.inflight[uid] = inflightStart{since: now, load: q.load, critical: critical}
 		return true
 	}
 	q.entries[i].asked = true
@@ -128,13 +135,19 @@ func (q *startQueue) acquire(uid types.UID, priority int32, seq uint64) bool {
 
 // release gives back uid's slot, or withdraws it from the queue (a pod
 // removed while it waited never starts). A slot held is fed to the limit
-// as one start's latency when observe is set: a start that ended in an
-// error or a pull says nothing about how fast the runtime starts pods.
+// as one start, with the mean number of starts in flight beside it, when
+// observe is set: a start that ended in an error or a pull says nothing
+// about how fast the runtime starts pods.
 func (q *startQueue) release(uid types.UID, observe bool) {
 	if in, ok := q.inflight[uid]; ok {
+		now := q.accrue()
+		inflight := float64(len(q.inflight))
+		if d := now.Sub(in.since); d > 0 {
+			inflight = float64(q.load-in.load) / float64(d)
+		}
 		delete(q.inflight, uid)
 		if observe {
-			q.limit.observe(in.since, q.clock.Now(), len(q.entries) > 0)
+			q.limit.observe(in.since, now, inflight, len(q.entries) > 0)
 		}
 		return
 	}
@@ -195,13 +208,12 @@ func (q *startQueue) soloUntil() (time.Time, bool) {
 }
 
 // soloFor is how long one critical start keeps the runtime to itself:
-// slowFactor times the quickest recent start (what the limit counts as
-// a start the runtime struggles with), or criticalSoloDefault before any
-// start was measured. A critical start that takes longer shares the
-// runtime again.
+// soloFactor times the quickest recent start, or criticalSoloDefault
+// before any start was measured. A critical start that takes longer
+// shares the runtime again.
 func (q *startQueue) soloFor() time.Duration {
 	if best, ok := q.limit.best(); ok {
-		return slowFactor * best
+		return soloFactor * best
 	}
 	return criticalSoloDefault
 }
@@ -232,6 +244,17 @@ func (q *startQueue) grantable(i int) bool {
 		return false
 	}
 	return i < limit-len(q.inflight)
+}
+
+// accrue brings load up to now and returns now; it runs before every
+// change of the starts in flight.
+func (q *startQueue) accrue() time.Time {
+	now := q.clock.Now()
+	if !q.loadAt.IsZero() {
+		q.load += time.Duration(len(q.inflight)) * now.Sub(q.loadAt)
+	}
+	q.loadAt = now
+	return now
 }
 
 func (q *startQueue) index(uid types.UID) int {

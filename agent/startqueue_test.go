@@ -104,8 +104,8 @@ func TestStartQueueOrder(t *testing.T) {
 				{do: "release", uid: "lone"},
 				{do: "acquire", uid: "crit", priority: 2000000000, want: true},
 				{do: "acquire", uid: "a", want: false},
-				{do: "soloLeft", solo: slowFactor * 100 * time.Millisecond},
-				{do: "advance", by: slowFactor * 100 * time.Millisecond, wake: []string{"a"}},
+				{do: "soloLeft", solo: soloFactor * 100 * time.Millisecond},
+				{do: "advance", by: soloFactor * 100 * time.Millisecond, wake: []string{"a"}},
 			},
 		},
 		{
@@ -194,29 +194,34 @@ func TestStartQueueWaitReason(t *testing.T) {
 }
 
 // TestStartLimitAdapts feeds start latencies measured on a fake clock
-// through the queue and checks that the limit shrinks while starts are
-// slow and grows back, never past the maximum nor below one.
+// through the queue and checks that the limit keeps its slots while the
+// runtime is only busy (more starts in flight, each longer, at the same
+// cost per start), shrinks while its cost per start is far above its
+// best, and grows back while starts are quick, never past the maximum
+// nor below one.
 func TestStartLimitAdapts(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
 	q := newStartQueue(clk, newStartLimit(4))
 	next := uint64(0)
-	// round starts as many pods as the limit allows, with more waiting,
-	// and completes them all after d.
-	round := func(d time.Duration) int {
-		limit := q.limit.current()
+	// round starts n pods together, with one more waiting, and completes
+	// them all after d.
+	round := func(n int, d time.Duration) int {
 		var got []types.UID
-		for range limit + 1 {
+		for range n + 1 {
 			next++
 			uid := types.UID(strings.Repeat("x", int(next)))
 			if q.acquire(uid, 0, next) {
 				got = append(got, uid)
 			}
 		}
-		if len(got) != limit {
-			t.Fatalf("%d pods got a slot, want the limit %d", len(got), limit)
+		if len(got) < n {
+			t.Fatalf("%d pods got a slot, want %d", len(got), n)
+		}
+		for _, uid := range got[n:] {
+			q.release(uid, false)
 		}
 		clk.SetTime(clk.Now().Add(d))
-		for _, uid := range got {
+		for _, uid := range got[:n] {
 			q.release(uid, true)
 		}
 		for len(q.entries) > 0 {
@@ -225,24 +230,58 @@ func TestStartLimitAdapts(t *testing.T) {
 		return q.limit.current()
 	}
 	steps := []struct {
+		n    int
 		d    time.Duration
 		want int
 	}{
-		{100 * time.Millisecond, 4}, // at the maximum already
-		{150 * time.Millisecond, 4},
-		{500 * time.Millisecond, 3}, // 5x the best: one slot fewer
-		{500 * time.Millisecond, 2},
-		{900 * time.Millisecond, 1},
-		{900 * time.Millisecond, 1}, // never below one
-		{150 * time.Millisecond, 2}, // fast again, with pods waiting
-		{200 * time.Millisecond, 3},
-		{300 * time.Millisecond, 3}, // neither slow nor fast: kept
-		{100 * time.Millisecond, 4},
-		{100 * time.Millisecond, 4}, // never above the maximum
+		{1, 100 * time.Millisecond, 4},  // a lone start: 100 ms a start
+		{4, 450 * time.Millisecond, 4},  // 4.5x as long, but 4 at once: busy, not slow
+		{4, 1400 * time.Millisecond, 3}, // 350 ms a start, 3.5x the best: one slot fewer
+		{3, 1200 * time.Millisecond, 2},
+		{2, 900 * time.Millisecond, 1},
+		{1, 900 * time.Millisecond, 1}, // never below one
+		{1, 150 * time.Millisecond, 2}, // quick again, with pods waiting
+		{2, 200 * time.Millisecond, 3}, // twice the quickest: still quick
+		{3, 500 * time.Millisecond, 3}, // neither slow nor quick: kept
+		{3, 180 * time.Millisecond, 4},
+		{4, 100 * time.Millisecond, 4}, // never above the maximum
 	}
 	for i, s := range steps {
-		if got := round(s.d); got != s.want {
-			t.Fatalf("step %d (%s): limit = %d, want %d", i, s.d, got, s.want)
+		if got := round(s.n, s.d); got != s.want {
+			t.Fatalf("step %d (%d for %s): limit = %d, want %d", i, s.n, s.d, got, s.want)
+		}
+	}
+}
+
+// TestStartQueueCostSharesTheTime: a start's cost is its latency over the
+// mean number of starts in flight while it ran, whenever the others began
+// or ended.
+func TestStartQueueCostSharesTheTime(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	q := newStartQueue(clk, newStartLimit(3))
+	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
+	q.acquire("a", 0, 1)
+	step(100 * time.Millisecond)
+	q.acquire("b", 0, 2)
+	step(100 * time.Millisecond)
+	q.acquire("c", 0, 3)
+	step(100 * time.Millisecond)
+	q.release("a", true) // 300 ms: 1, 2 then 3 in flight, 2 on average
+	step(200 * time.Millisecond)
+	q.release("b", true) // 400 ms: 2, 3 then 2 in flight for 200 ms, 2.25 on average
+	q.release("c", true) // 300 ms: 3 then 2 in flight for 200 ms, 7/3 on average
+	want := []struct {
+		latency  time.Duration
+		inflight float64
+	}{{300 * time.Millisecond, 2}, {400 * time.Millisecond, 2.25}, {300 * time.Millisecond, 7.0 / 3}}
+	if len(q.limit.samples) != len(want) {
+		t.Fatalf("%d samples, want %d", len(q.limit.samples), len(want))
+	}
+	for i, w := range want {
+		got := q.limit.samples[i]
+		cost := time.Duration(float64(w.latency) / w.inflight)
+		if got.latency != w.latency || (got.cost-cost).Abs() > time.Microsecond {
+			t.Errorf("start %d: latency %s cost %s, want %s and %s (%.2f in flight)", i, got.latency, got.cost, w.latency, cost, w.inflight)
 		}
 	}
 }
@@ -253,7 +292,7 @@ func TestStartLimitNeedsWaitersToGrow(t *testing.T) {
 	l := newStartLimit(3)
 	now := time.Unix(0, 0)
 	start := func(d time.Duration, waiting bool) {
-		l.observe(now, now.Add(d), waiting)
+		l.observe(now, now.Add(d), 1, waiting)
 		now = now.Add(d)
 	}
 	start(100*time.Millisecond, true)
