@@ -216,7 +216,9 @@ type besideRef struct {
 // is set and the runner times floors beside its figures (besideFloors)
 // and the floor figure ran: 50 pods at the bound that was best there
 // (floorSeries; dead: 50 dead pods brought back, at the best bound after
-// a power cut), with a running agent frozen meanwhile. The machine these figures
+// a power cut), with a running agent frozen meanwhile, and the running
+// containers listed every burstPoll as the bench lists them while it
+// waits for the agent's 50 (mirrorPolls). The machine these figures
 // run on is shared and drifts by tens of percent within minutes, and the
 // best of six bounds' medians of two runs each, taken on a fresh bed, is
 // the luckiest of twelve samples: the figure's own runs are held to the
@@ -233,11 +235,13 @@ func (r *runner) besideRun(ctx context.Context, b *besideTimes, prefix string, d
 		defer func() { err = errors.Join(err, thaw()) }()
 	}
 	var bt burstTimes
+	stop := r.mirrorPolls(ctx, burstPoll)
 	if dead {
 		bt, err = r.floorDeadOf(ctx, prefix, r.floor.bound(dead))
 	} else {
 		bt, err = r.floorBurst(ctx, prefix, burstSize, r.floor.bound(dead))
 	}
+	stop()
 	if err != nil {
 		return err
 	}
