@@ -27,8 +27,9 @@ func DefaultMaxParallelPodStarts() int {
 // with 4 in flight took 3 to 4 times a lone one, at about a lone one's
 // cost, and a limit that shrank to 3 on that latency left a burst of 50
 // about 10% behind the same pods brought up 4 at a time. A cost over slowFactor times the lowest recent
-// one means the runtime gets through starts at a fraction of its pace, as
-// a runtime thrashing under too many at once does: one slot fewer.
+// one, while pods wait, means the runtime gets through starts at a
+// fraction of its pace, as a runtime thrashing under too many at once
+// does: one slot fewer.
 //
 // A start within fastFactor of the quickest recent latency, while pods
 // wait, means there is room: one slot more, up to the configured maximum.
@@ -79,8 +80,9 @@ func (l *startLimit) best() (time.Duration, bool) {
 
 // observe takes one completed start, from slot taken (began) to slot given
 // back (ended), with inflight the mean number of starts in flight
-// meanwhile, itself included; waiting tells whether pods wait for a slot,
-// without which a larger limit would not be used.
+// meanwhile, itself included; waiting tells whether pods wait for a slot:
+// without them the limit held nobody back, and a larger one would not be
+// used.
 func (l *startLimit) observe(began, ended time.Time, inflight float64, waiting bool) {
 	d := ended.Sub(began)
 	s := startSample{latency: d, cost: time.Duration(float64(d) / max(inflight, 1))}
@@ -94,10 +96,14 @@ func (l *startLimit) observe(began, ended time.Time, inflight float64, waiting b
 	best, _ := l.best()
 	bestCost := slices.MinFunc(l.samples, func(a, b startSample) int { return cmp.Compare(a.cost, b.cost) }).cost
 	switch {
+	case !waiting:
+		// The limit held nobody back: it says nothing either way. A lone
+		// start costs more than one among several on a runtime that
+		// runs starts in parallel.
 	case s.cost > slowFactor*bestCost && l.limit > 1:
 		l.limit--
 		l.changed = ended
-	case d <= fastFactor*best && waiting && l.limit < l.max:
+	case d <= fastFactor*best && l.limit < l.max:
 		l.limit++
 		l.changed = ended
 	}

@@ -286,31 +286,36 @@ func TestStartQueueCostSharesTheTime(t *testing.T) {
 	}
 }
 
-// TestStartLimitNeedsWaitersToGrow: a fast start with nobody waiting says
-// nothing about room for more.
-func TestStartLimitNeedsWaitersToGrow(t *testing.T) {
+// TestStartLimitNeedsWaiters: a start with nobody waiting says nothing
+// about room for more, nor about too many: a lone start costs more than
+// one among several on a runtime that starts pods in parallel.
+func TestStartLimitNeedsWaiters(t *testing.T) {
 	l := newStartLimit(3)
 	now := time.Unix(0, 0)
-	start := func(d time.Duration, waiting bool) {
-		l.observe(now, now.Add(d), 1, waiting)
+	start := func(d time.Duration, inflight float64, waiting bool) {
+		l.observe(now, now.Add(d), inflight, waiting)
 		now = now.Add(d)
 	}
-	start(100*time.Millisecond, true)
+	start(400*time.Millisecond, 3, true) // 133 ms a start
+	start(500*time.Millisecond, 1, false)
+	if got := l.current(); got != 3 {
+		t.Fatalf("limit = %d after a lone start with nobody waiting, want 3", got)
+	}
 	for range 2 {
-		start(time.Second, true)
+		start(time.Second, 1, true)
 	}
 	if got := l.current(); got != 1 {
 		t.Fatalf("limit after slow starts = %d, want 1", got)
 	}
 	for range 5 {
-		start(100*time.Millisecond, false)
+		start(400*time.Millisecond, 1, false)
 	}
 	if got := l.current(); got != 1 {
 		t.Errorf("limit grew to %d with nobody waiting", got)
 	}
-	start(100*time.Millisecond, true)
+	start(400*time.Millisecond, 1, true)
 	if got := l.current(); got != 2 {
-		t.Errorf("limit = %d after a fast start with pods waiting, want 2", got)
+		t.Errorf("limit = %d after a quick start with pods waiting, want 2", got)
 	}
 }
 
