@@ -26,10 +26,10 @@ func DefaultMaxParallelPodStarts() int {
 // the 2-core machines berth is measured on, at load 10 and more, a start
 // with 4 in flight took 3 to 4 times a lone one, at about a lone one's
 // cost, and a limit that shrank to 3 on that latency left a burst of 50
-// about 10% behind the same pods brought up 4 at a time. A cost over slowFactor times the lowest recent
-// one, while pods wait, means the runtime gets through starts at a
-// fraction of its pace, as a runtime thrashing under too many at once
-// does: one slot fewer.
+// about 10% behind the same pods brought up 4 at a time. A cost over
+// slowFactor times the lowest recent one, while pods wait, means the
+// runtime gets through starts at a fraction of its pace, as a runtime
+// thrashing under too many at once does: one slot fewer.
 //
 // A start within fastFactor of the quickest recent latency, while pods
 // wait, means there is room: one slot more, up to the configured maximum.

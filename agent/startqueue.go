@@ -36,8 +36,8 @@ import (
 // nearly the pace of a lone pod. Pods already in flight finish.
 //
 // The limit adapts between 1 and max to the start latency and cost the
-// runtime shows (see startLimit.observe). It is not safe for concurrent use: the pod
-// workers' mutex guards it.
+// runtime shows (see startLimit.observe). It is not safe for concurrent
+// use: the pod workers' mutex guards it.
 type startQueue struct {
 	clock clock.PassiveClock
 	limit *startLimit
