@@ -29,6 +29,14 @@ const (
 	debounceMax   = 20 * time.Millisecond
 )
 
+// vanishGrace is how long a manifest path that was read and vanished must
+// stay missing before its pods are removed. Replacing a directory takes
+// two renames (the old one away, the new one in); a burst read between
+// them would stop every pod and start it again a moment later. A path
+// missing at start, or deleted for good, is an empty snapshot as for the
+// kubelet, this much later.
+const vanishGrace = time.Second
+
 // fileSource turns a manifest directory, or a single manifest file, into
 // snapshots: fsnotify for immediate reaction to the files that changed, and
 // a full re-read every period as the safety net for what inotify misses
@@ -60,6 +68,12 @@ type fileSource struct {
 	// warned holds, per path, the ownership or mode problem last logged
 	// under --manifest-permissions=warn, to log each once.
 	warned map[string]string
+	// watching is set once the first scan was sent: from then on a path
+	// that vanishes gets vanishGrace before its pods are removed.
+	watching bool
+	// vanishedAt is when the path was first found missing while its
+	// files still counted; zero while it is there.
+	vanishedAt time.Time
 }
 
 // fileState is the last read of one manifest file.
@@ -111,17 +125,29 @@ func (s *fileSource) run(ctx context.Context) {
 	if s.send(ctx) != nil {
 		return
 	}
+	s.watching = true
 	ticker := s.clock.NewTicker(s.period)
 	defer ticker.Stop()
 
 	b := newBurst()
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
+	// recheck fires when a vanished path's grace is over.
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	rechecking := false
+	armRecheck := func() {
+		if !s.vanishedAt.IsZero() && !rechecking {
+			recheck.Reset(vanishGrace)
+			rechecking = true
+		}
+	}
 	var first time.Time // of the burst being debounced
 	for {
 		select {
 		case <-ctx.Done():
 			debounce.Stop()
+			recheck.Stop()
 			return
 		case ev := <-events:
 			if !s.classify(ev, b) {
@@ -148,12 +174,22 @@ func (s *fileSource) run(ctx context.Context) {
 			if s.send(ctx) != nil {
 				return
 			}
+			armRecheck()
+		case <-recheck.C:
+			rechecking = false
+			b.scan, b.rewatch = true, true
+			s.settle(b)
+			if s.send(ctx) != nil {
+				return
+			}
+			armRecheck()
 		case <-ticker.C():
 			s.ensureWatches(false)
 			s.rescan(true)
 			if s.send(ctx) != nil {
 				return
 			}
+			armRecheck()
 		}
 	}
 }
@@ -246,12 +282,39 @@ func (s *fileSource) ensureWatches(renew bool) {
 	}
 }
 
+// holdVanished reports whether the missing path's files still count: it
+// was read, had pods, and has been missing for less than vanishGrace.
+// The first miss starts the grace; run rechecks once it is over.
+func (s *fileSource) holdVanished() bool {
+	if !s.watching || len(s.files) == 0 {
+		s.vanishedAt = time.Time{}
+		return false
+	}
+	now := time.Now()
+	if s.vanishedAt.IsZero() {
+		s.vanishedAt = now
+		s.log.Debug("manifest path missing; its pods stay until it has been missing for the grace", "path", s.path, "grace", vanishGrace)
+		return true
+	}
+	if now.Sub(s.vanishedAt) < vanishGrace {
+		return true
+	}
+	s.vanishedAt = time.Time{}
+	return false
+}
+
 // rescan lists the path and reads what changed; with force it re-reads
 // every file, the safety net against changes that kept size and mtime.
 func (s *fileSource) rescan(force bool) {
 	info, err := os.Stat(s.path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		s.vanishedAt = time.Time{}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if s.holdVanished() {
+			return
+		}
 		// Not there (yet): an empty, valid snapshot, as for the kubelet;
 		// otherwise a node without manifests never cleans up orphans.
 		clear(s.files)
