@@ -108,8 +108,9 @@ type podWorkers struct {
 	// carried no back-off of its own.
 	retryAfterError time.Duration
 	metrics         *metrics
-	// onTerminated is told about every lane that finished terminating, for
-	// metrics and the next sync loop turn; may be nil.
+	// onTerminated is told about every lane that finished terminating
+	// whose pod was not added back meanwhile (the agent forgets its
+	// events); may be nil.
 	onTerminated func(uid types.UID)
 	// probes runs the pods' probes: each sync feeds it the pod's status and
 	// reads readiness back; nil runs none.
@@ -766,11 +767,14 @@ func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
 	}
 	p.status.delete(w.uid)
 	p.mu.Lock()
+	back := w.readd != nil
 	p.endLaneLocked(w)
 	p.finished[w.uid] = p.clock.Now()
 	p.mu.Unlock()
 	log.Info("pod removed")
-	if p.onTerminated != nil {
+	// A pod added back meanwhile goes on with its story: what was said of
+	// it while this run ended (a rollback to it, for one) stays.
+	if p.onTerminated != nil && !back {
 		p.onTerminated(w.uid)
 	}
 	return true

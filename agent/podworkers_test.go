@@ -412,3 +412,40 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 	cancel()
 	w.wait()
 }
+
+// TestPodWorkersReaddedPodKeepsItsEvents: a lane whose removal ends after
+// its pod was added back (a rollback to it, decided while its old run was
+// still being removed) must not have the agent forget the pod's events,
+// or the RolledBack event recorded on it is lost; a lane that ends for
+// good still does.
+func TestPodWorkersReaddedPodKeepsItsEvents(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newStubRuntime()
+	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	told := make(chan types.UID, 4)
+	w.onTerminated = func(uid types.UID) { told <- uid }
+	clk := w.clock.(asyncClock)
+	w.update(stubPod("u1", "web", "1"))
+	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
+	w.remove("u1", nil)
+	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
+	w.update(stubPod("u1", "web", "2"))
+	rt.mu.Lock()
+	rt.removeErr = nil
+	rt.mu.Unlock()
+	clk.Step(time.Second)
+	waitUntil(t, "the pod back and synced", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return len(rt.synced) == 2 && rt.synced[1] == "2"
+	})
+	w.remove("u1", nil)
+	waitUntil(t, "the pod removed for good", func() bool { return rt.removeCalls() == 3 })
+	cancel()
+	w.wait()
+	if n := len(told); n != 1 {
+		t.Errorf("told of %d terminations, want 1: the pod removed for good, not the run that ended while it was back", n)
+	}
+}
