@@ -219,13 +219,14 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 }
 
 // removalRefused runs pod u1, then removes it from a runtime that refuses
-// to remove it.
-func removalRefused(t *testing.T) (*stubRuntime, *podWorkers, asyncClock, context.CancelFunc) {
+// to remove it. onTerminated, when not nil, is set before any lane runs.
+func removalRefused(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *podWorkers, asyncClock, context.CancelFunc) {
 	t.Helper()
 	rt := newStubRuntime()
 	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
 	ctx, cancel := context.WithCancel(context.Background())
 	w := newTestWorkers(ctx, rt)
+	w.onTerminated = onTerminated
 	w.update(stubPod("u1", "web", "1"))
 	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
 	w.remove("u1", nil)
@@ -238,7 +239,7 @@ func removalRefused(t *testing.T) (*stubRuntime, *podWorkers, asyncClock, contex
 // up to 30 s, not every 2 s forever; and once it succeeds the lane ends.
 func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt, w, clk, cancel := removalRefused(t)
+	rt, w, clk, cancel := removalRefused(t, nil)
 	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
 	for i, d := range want {
 		d *= time.Second
@@ -269,7 +270,7 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 // remove what its stopped run left: its new run takes over.
 func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt, w, clk, cancel := removalRefused(t)
+	rt, w, clk, cancel := removalRefused(t, nil)
 	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
 	w.update(stubPod("u1", "web", "2"))
 	clk.Step(time.Second)
@@ -420,16 +421,8 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 // good still does.
 func TestPodWorkersReaddedPodKeepsItsEvents(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
 	told := make(chan types.UID, 4)
-	w.onTerminated = func(uid types.UID) { told <- uid }
-	clk := w.clock.(asyncClock)
-	w.update(stubPod("u1", "web", "1"))
-	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
-	w.remove("u1", nil)
+	rt, w, clk, cancel := removalRefused(t, func(uid types.UID) { told <- uid })
 	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
 	w.update(stubPod("u1", "web", "2"))
 	rt.mu.Lock()
