@@ -71,6 +71,21 @@ func (s *stubRuntime) RemovePod(_ context.Context, st *cri.PodStatus) error {
 	return nil
 }
 
+// allowRemoval makes RemovePod succeed from now on.
+func (s *stubRuntime) allowRemoval() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeErr = nil
+}
+
+// syncedAgain reports whether the pod was synced twice, the second time
+// at version v: it came back.
+func (s *stubRuntime) syncedAgain(v string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.synced) == 2 && s.synced[1] == v
+}
+
 func (s *stubRuntime) removeCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,9 +265,7 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 			t.Fatalf("retry %d came before %s", i+1, d)
 		}
 		if i == len(want)-1 {
-			rt.mu.Lock()
-			rt.removeErr = nil
-			rt.mu.Unlock()
+			rt.allowRemoval()
 		}
 		clk.Step(time.Millisecond)
 	}
@@ -274,11 +287,7 @@ func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
 	w.update(stubPod("u1", "web", "2"))
 	clk.Step(time.Second)
-	waitUntil(t, "the pod back and synced", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return len(rt.synced) == 2 && rt.synced[1] == "2"
-	})
+	waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
 	if n := rt.removeCalls(); n != 2 {
 		t.Errorf("%d removals, want the one that failed before the pod came back and the one that handed over", n)
 	}
@@ -425,15 +434,9 @@ func TestPodWorkersReaddedPodKeepsItsEvents(t *testing.T) {
 	rt, w, clk, cancel := removalRefused(t, func(uid types.UID) { told <- uid })
 	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
 	w.update(stubPod("u1", "web", "2"))
-	rt.mu.Lock()
-	rt.removeErr = nil
-	rt.mu.Unlock()
+	rt.allowRemoval()
 	clk.Step(time.Second)
-	waitUntil(t, "the pod back and synced", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return len(rt.synced) == 2 && rt.synced[1] == "2"
-	})
+	waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
 	w.remove("u1", nil)
 	waitUntil(t, "the pod removed for good", func() bool { return rt.removeCalls() == 3 })
 	cancel()

@@ -72,8 +72,10 @@ type fileSource struct {
 	// that vanishes gets vanishGrace before its pods are removed.
 	watching bool
 	// vanishedAt is when the path was first found missing while its
-	// files still counted; zero while it is there.
+	// files still counted, zero while it is there; vanished fires when
+	// its grace is over, for run to look again.
 	vanishedAt time.Time
+	vanished   *time.Timer
 }
 
 // fileState is the last read of one manifest file.
@@ -132,22 +134,16 @@ func (s *fileSource) run(ctx context.Context) {
 	b := newBurst()
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
-	// recheck fires when a vanished path's grace is over.
-	recheck := time.NewTimer(time.Hour)
-	recheck.Stop()
-	rechecking := false
-	armRecheck := func() {
-		if !s.vanishedAt.IsZero() && !rechecking {
-			recheck.Reset(vanishGrace)
-			rechecking = true
-		}
-	}
 	var first time.Time // of the burst being debounced
 	for {
+		var recheck <-chan time.Time // a vanished path's grace is over
+		if s.vanished != nil {
+			recheck = s.vanished.C
+		}
 		select {
 		case <-ctx.Done():
 			debounce.Stop()
-			recheck.Stop()
+			s.clearVanished()
 			return
 		case ev := <-events:
 			if !s.classify(ev, b) {
@@ -174,22 +170,19 @@ func (s *fileSource) run(ctx context.Context) {
 			if s.send(ctx) != nil {
 				return
 			}
-			armRecheck()
-		case <-recheck.C:
-			rechecking = false
+		case <-recheck:
+			s.vanished = nil
 			b.scan, b.rewatch = true, true
 			s.settle(b)
 			if s.send(ctx) != nil {
 				return
 			}
-			armRecheck()
 		case <-ticker.C():
 			s.ensureWatches(false)
 			s.rescan(true)
 			if s.send(ctx) != nil {
 				return
 			}
-			armRecheck()
 		}
 	}
 }
@@ -284,23 +277,35 @@ func (s *fileSource) ensureWatches(renew bool) {
 
 // holdVanished reports whether the missing path's files still count: it
 // was read, had pods, and has been missing for less than vanishGrace.
-// The first miss starts the grace; run rechecks once it is over.
+// The first miss starts the grace and the timer run rechecks on.
 func (s *fileSource) holdVanished() bool {
 	if !s.watching || len(s.files) == 0 {
-		s.vanishedAt = time.Time{}
+		s.clearVanished()
 		return false
 	}
 	now := time.Now()
 	if s.vanishedAt.IsZero() {
-		s.vanishedAt = now
+		s.vanishedAt, s.vanished = now, time.NewTimer(vanishGrace)
 		s.log.Debug("manifest path missing; its pods stay until it has been missing for the grace", "path", s.path, "grace", vanishGrace)
 		return true
 	}
-	if now.Sub(s.vanishedAt) < vanishGrace {
+	if left := vanishGrace - now.Sub(s.vanishedAt); left > 0 {
+		if s.vanished == nil {
+			s.vanished = time.NewTimer(left)
+		}
 		return true
 	}
-	s.vanishedAt = time.Time{}
+	s.clearVanished()
 	return false
+}
+
+// clearVanished ends a vanished path's grace: the path is back, its grace
+// is over, or the source stops.
+func (s *fileSource) clearVanished() {
+	if s.vanished != nil {
+		s.vanished.Stop()
+	}
+	s.vanishedAt, s.vanished = time.Time{}, nil
 }
 
 // rescan lists the path and reads what changed; with force it re-reads
@@ -308,7 +313,7 @@ func (s *fileSource) holdVanished() bool {
 func (s *fileSource) rescan(force bool) {
 	info, err := os.Stat(s.path)
 	if !errors.Is(err, fs.ErrNotExist) {
-		s.vanishedAt = time.Time{}
+		s.clearVanished()
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
