@@ -212,6 +212,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.cfg.MaxParallelPodStarts, a.log)
 	a.workers.onTerminated = a.events.forget
 	a.workers.metrics = a.metrics
+	a.metrics.startLimit.Set(float64(a.cfg.MaxParallelPodStarts))
 	a.workers.probes = a.probes
 	a.workers.onStatus = a.rollback.observe
 

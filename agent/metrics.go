@@ -23,6 +23,12 @@ type metrics struct {
 	startedContainers       *prometheus.CounterVec
 	startedContainersErrors *prometheus.CounterVec
 	podStartDuration        prometheus.Histogram
+	// The start queue's state (startqueue.go), set by the pod workers as
+	// it changes: the limit adapts to the runtime, and an operator sees
+	// it shrink and pods wait without reading debug logs.
+	startLimit     prometheus.Gauge
+	startsInFlight prometheus.Gauge
+	startsQueued   prometheus.Gauge
 }
 
 // latencyBuckets cover 5 ms to about 40 s: pod starts are hundreds of ms.
@@ -63,10 +69,19 @@ func newMetrics(reg prometheus.Registerer, a *Agent) *metrics {
 		podStartDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "berth_pod_start_duration_seconds", Help: "Time from berth first seeing a pod to all its containers running.", Buckets: latencyBuckets,
 		}),
+		startLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_pod_start_limit", Help: "Pod starts allowed in flight: --max-parallel-pod-starts, fewer while the runtime gets through starts far slower than it did.",
+		}),
+		startsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_pod_starts_in_flight", Help: "Pod starts in flight (a sandbox created and its containers started).",
+		}),
+		startsQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_pod_starts_queued", Help: "Pods waiting for a pod start slot.",
+		}),
 	}
 	reg.MustRegister(m.workerDuration, m.loopIterations, m.loopDuration, m.relistDuration, m.relistInterval,
 		m.startedPods, m.startedPodsErrors, m.startedContainers, m.startedContainersErrors, m.podStartDuration,
-		&stateCollector{agent: a})
+		m.startLimit, m.startsInFlight, m.startsQueued, &stateCollector{agent: a})
 	return m
 }
 

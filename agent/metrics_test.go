@@ -33,6 +33,9 @@ berth_started_pods_total 1
 	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "berth_running_pods", "berth_pods_rejected", "berth_started_pods_total"); err != nil {
 		t.Error(err)
 	}
+	if got, want := testutil.ToFloat64(h.agent.metrics.startLimit), float64(DefaultMaxParallelPodStarts()); got != want {
+		t.Errorf("berth_pod_start_limit = %v, want the default maximum %v", got, want)
+	}
 	for _, name := range []string{"berth_pod_start_duration_seconds", "berth_pleg_relist_duration_seconds", "berth_sync_loop_iterations_total", "berth_pod_worker_duration_seconds"} {
 		if n, err := testutil.GatherAndCount(h.reg, name); err != nil || n == 0 {
 			t.Errorf("%s: %d series, err %v", name, n, err)

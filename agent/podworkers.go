@@ -352,6 +352,7 @@ func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, po
 		// A candidate for a start from now on, so it holds its rank
 		// against pods of the same batch whose lanes run first.
 		p.starts.add(uid, w.priority, w.seq)
+		p.reportStartsLocked()
 	}
 	p.workers[uid] = w
 	p.wg.Add(1)
@@ -430,6 +431,7 @@ func (p *podWorkers) step(w *podWorker) bool {
 		w.started = true
 		w.startTime = p.clock.Now()
 		p.starts.add(w.uid, w.priority, w.seq)
+		p.reportStartsLocked()
 	}
 	startTime := w.startTime
 	p.mu.Unlock()
@@ -577,7 +579,9 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 // from it instead of reading the runtime again.
 func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStatus) bool {
 	p.mu.Lock()
-	if p.starts.acquire(w.uid, w.priority, w.seq) {
+	granted := p.starts.acquire(w.uid, w.priority, w.seq)
+	p.reportStartsLocked()
+	if granted {
 		p.mu.Unlock()
 		return true
 	}
@@ -636,7 +640,19 @@ func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
 	if now := p.starts.limit.current(); now != was {
 		p.log.Debug("pod start limit changed", "limit", now, "was", was)
 	}
+	p.reportStartsLocked()
 	p.wakeStartsLocked()
+}
+
+// reportStartsLocked sets the start queue's gauges (metrics.go) after a
+// change of it; without metrics (tests of the lanes alone) it does nothing.
+func (p *podWorkers) reportStartsLocked() {
+	if p.metrics == nil {
+		return
+	}
+	p.metrics.startLimit.Set(float64(p.starts.limit.current()))
+	p.metrics.startsInFlight.Set(float64(len(p.starts.inflight)))
+	p.metrics.startsQueued.Set(float64(len(p.starts.entries)))
 }
 
 // wakeStartsLocked wakes the lanes whose turn to start it now is, and,

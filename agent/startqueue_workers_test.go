@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -160,6 +162,41 @@ func TestPodWorkersStartOrder(t *testing.T) {
 		}
 		rt.proceed <- struct{}{}
 	}
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersStartGauges: the start queue's gauges follow its pods
+// as they wait, start and finish.
+func TestPodWorkersStartGauges(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	m := newMetrics(prometheus.NewRegistry(), nil)
+	w.metrics = m
+	gauges := func(inflight, queued float64) func() bool {
+		return func() bool {
+			return testutil.ToFloat64(m.startsInFlight) == inflight && testutil.ToFloat64(m.startsQueued) == queued && testutil.ToFloat64(m.startLimit) == 1
+		}
+	}
+
+	w.update(startPod("first", 0))
+	<-rt.entered
+	waitUntil(t, "one start in flight, none queued", gauges(1, 0))
+	w.update(startPod("second", 0))
+	w.update(startPod("third", 0))
+	waitUntil(t, "one start in flight, two queued", gauges(1, 2))
+	for _, next := range []types.UID{"second", "third"} {
+		rt.proceed <- struct{}{}
+		if got := <-rt.entered; got != next {
+			t.Fatalf("start = %s, want %s", got, next)
+		}
+	}
+	waitUntil(t, "one start in flight, none queued", gauges(1, 0))
+	rt.proceed <- struct{}{}
+	waitUntil(t, "no start in flight", gauges(0, 0))
 	cancel()
 	w.wait()
 }
