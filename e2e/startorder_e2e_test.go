@@ -189,6 +189,11 @@ func TestStopsIgnoreStartLimit(t *testing.T) {
 			strings.Contains(cs.State.Waiting.Message, "waiting for a pod start slot")
 	})
 	t.Logf("waiting pod: %s", containerStatus(waiting, "main").State.Waiting.Message)
+	for series, want := range map[string]float64{"berth_pod_start_limit": 1, "berth_pod_starts_in_flight": 1, "berth_pod_starts_queued": 1} {
+		if got, line := b.metric(series); got != want {
+			t.Errorf("%s = %v, want %v (%s)", series, got, want, line)
+		}
+	}
 
 	b.removeManifest("sl-running.yaml")
 	waitCond(t, "the removed pod stopped", waitTimeout, func() (bool, string) {
