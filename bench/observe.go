@@ -227,13 +227,17 @@ func (r *runner) quiet(ctx context.Context) (bool, error) {
 	return len(resp.GetItems()) == 0, nil
 }
 
-// settleSandboxes waits until the runtime's sandbox count stops changing
-// (or reaches zero), at most a minute: an agent removes a stopped pod's
-// sandbox a moment after the pod is quiet, and a removal still under way
-// when the bed closes races with the bed's own clean-up. An agent that
-// keeps stopped sandboxes (the kubelet, until its GC) settles at once.
+// settleSandboxes waits until the runtime's sandbox count reaches zero or
+// stops changing for 6 s, at most a minute: an agent removes a stopped
+// pod's sandbox a moment after the pod is quiet, and what runs next (a
+// lone add, a floor beside, the next burst) must not share the runtime
+// with those removals, nor must a removal race with the bed's own
+// clean-up. 50 removals at once on a loaded 2-core machine came 4 s
+// apart: a 2 s window let a lone add start among 48 of them (6.9 and
+// 8.2 s instead of 0.4). An agent that keeps stopped sandboxes (the
+// kubelet, until its GC) settles after the window.
 func (r *runner) settleSandboxes(ctx context.Context) error {
-	return r.settle(ctx, 200*time.Millisecond, 10)
+	return r.settle(ctx, 200*time.Millisecond, 30)
 }
 
 // settleOne is settleSandboxes after one pod's removal: the count
