@@ -93,6 +93,15 @@ func (g *gatedRuntime) wasKilled(uid types.UID) bool {
 	return false
 }
 
+// oneSlotWorkers builds lanes over rt with a single start slot, so the
+// order and the waits show; cancel stops them.
+func oneSlotWorkers(rt podRuntime) (*podWorkers, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	return w, cancel
+}
+
 func startPod(uid types.UID, priority int32) *v1.Pod {
 	p := stubPod(uid, string(uid), "1")
 	p.Spec.Priority = &priority
@@ -129,9 +138,7 @@ func TestPodWorkersStartOrder(t *testing.T) {
 	rt := newGatedRuntime()
 	first := make(chan struct{})
 	rt.hold = map[types.UID]chan struct{}{"first": first}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	w, cancel := oneSlotWorkers(rt)
 
 	w.update(startPod("first", 0))
 	if got := <-rt.entered; got != "first" {
@@ -171,9 +178,7 @@ func TestPodWorkersStartOrder(t *testing.T) {
 func TestPodWorkersStartGauges(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rt := newGatedRuntime()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	w, cancel := oneSlotWorkers(rt)
 	m := newMetrics(prometheus.NewRegistry(), nil)
 	w.metrics = m
 	gauges := func(inflight, queued float64) func() bool {
@@ -239,9 +244,7 @@ func TestPodWorkersCriticalStartsAlone(t *testing.T) {
 func TestPodWorkersPostStartFreesSlot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rt := newGatedRuntime()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	w, cancel := oneSlotWorkers(rt)
 	rt.postStart = w.startDone
 
 	w.update(startPod("hooked", 0))
@@ -262,9 +265,7 @@ func TestPodWorkersUnreadablePodKeepsNoRank(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rt := newGatedRuntime()
 	rt.unreadable = map[types.UID]bool{"broken": true}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	w, cancel := oneSlotWorkers(rt)
 
 	w.update(startPod("broken", 2000001000))
 	w.update(startPod("fine", 0))
@@ -286,9 +287,7 @@ func TestPodWorkersUnreadablePodKeepsNoRank(t *testing.T) {
 func TestPodWorkersStopsIgnoreStartLimit(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rt := newGatedRuntime()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(1))
+	w, cancel := oneSlotWorkers(rt)
 
 	w.update(startPod("running", 0))
 	<-rt.entered
