@@ -573,13 +573,14 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	}
 }
 
-// acquireStart takes a start slot for w, or records why its pod waits for
-// one (ContainerCreating, with its place in the queue) and keeps status as
-// the lane's observation, so the sync that follows the slot's grant starts
-// from it instead of reading the runtime again.
+// acquireStart takes the start slots w's pod needs (startSlots of
+// status), or records why its pod waits for them (ContainerCreating, with
+// its place in the queue) and keeps status as the lane's observation, so
+// the sync that follows the grant starts from it instead of reading the
+// runtime again.
 func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStatus) bool {
 	p.mu.Lock()
-	granted := p.starts.acquire(w.uid, w.priority, w.seq)
+	granted := p.starts.acquire(w.uid, w.priority, w.seq, startSlots(status))
 	p.reportStartsLocked()
 	if granted {
 		p.mu.Unlock()

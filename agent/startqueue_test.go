@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/cri"
 )
 
 // TestStartQueueOrder drives the queue through a scripted sequence: pods
@@ -19,6 +21,7 @@ func TestStartQueueOrder(t *testing.T) {
 		do       string // add, acquire, release, withdraw, advance, soloLeft
 		uid      string
 		priority int32
+		slots    int           // acquire's slots; 0 stands for 1
 		want     bool          // acquire's answer
 		wake     []string      // wakeable() after the op, when not nil
 		by       time.Duration // advance's step of the clock
@@ -128,6 +131,50 @@ func TestStartQueueOrder(t *testing.T) {
 			},
 		},
 		{
+			name: "a start that first stops an old sandbox takes two slots", limit: 4,
+			ops: []op{
+				{do: "acquire", uid: "dead1", slots: 2, want: true},
+				{do: "acquire", uid: "dead2", slots: 2, want: true},
+				{do: "acquire", uid: "dead3", slots: 2, want: false},
+				{do: "acquire", uid: "new", want: false}, // ranks after dead3
+				{do: "release", uid: "dead1", wake: []string{"dead3"}},
+				{do: "acquire", uid: "dead3", slots: 2, want: true},
+				// One slot free, the next pod needs one.
+				{do: "release", uid: "dead2", wake: []string{"new"}},
+			},
+		},
+		{
+			name: "a pod ranked after a two-slot start counts its two", limit: 4,
+			ops: []op{
+				{do: "acquire", uid: "a", want: true},
+				{do: "add", uid: "dead"}, {do: "add", uid: "b"},
+				{do: "acquire", uid: "b", want: true}, // dead's lane not asked yet: one slot
+				{do: "acquire", uid: "dead", slots: 2, want: true},
+				{do: "acquire", uid: "c", want: false},
+				{do: "release", uid: "a", wake: []string{"c"}},
+			},
+		},
+		{
+			name: "a two-slot start goes alone under a limit of one", limit: 1,
+			ops: []op{
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "dead", slots: 2, want: false},
+				{do: "release", uid: "a", wake: []string{"dead"}},
+				{do: "acquire", uid: "dead", slots: 2, want: true},
+				{do: "acquire", uid: "b", want: false},
+			},
+		},
+		{
+			name: "a critical two-slot start counts among the critical ones only", limit: 2,
+			ops: []op{
+				{do: "acquire", uid: "a", want: true},
+				{do: "acquire", uid: "b", want: true},
+				{do: "acquire", uid: "crit1", priority: 2000000000, slots: 2, want: true},
+				{do: "acquire", uid: "crit2", priority: 2000000000, slots: 2, want: false},
+				{do: "release", uid: "crit1", wake: []string{"crit2"}},
+			},
+		},
+		{
 			name: "asking again while holding a slot keeps it", limit: 1,
 			ops: []op{
 				{do: "acquire", uid: "a", want: true},
@@ -152,7 +199,7 @@ func TestStartQueueOrder(t *testing.T) {
 				case "add":
 					q.add(uid, o.priority, seq(o.uid))
 				case "acquire":
-					if got := q.acquire(uid, o.priority, seq(o.uid)); got != o.want {
+					if got := q.acquire(uid, o.priority, seq(o.uid), max(o.slots, 1)); got != o.want {
 						t.Fatalf("op %d: acquire(%s) = %v, want %v", i, o.uid, got, o.want)
 					}
 				case "release", "withdraw":
@@ -181,9 +228,9 @@ func TestStartQueueOrder(t *testing.T) {
 // TestStartQueueWaitReason checks the message a waiting pod shows.
 func TestStartQueueWaitReason(t *testing.T) {
 	q := newStartQueue(clocktesting.NewFakePassiveClock(time.Unix(0, 0)), newStartLimit(1))
-	q.acquire("a", 0, 1)
-	q.acquire("b", 0, 2)
-	q.acquire("c", 0, 3)
+	q.acquire("a", 0, 1, 1)
+	q.acquire("b", 0, 2, 1)
+	q.acquire("c", 0, 3, 1)
 	got := q.waitReason("c")
 	if !strings.Contains(got, "1 pod starts in flight (limit 1), 1 pods ahead") {
 		t.Errorf("waitReason = %q", got)
@@ -210,7 +257,7 @@ func TestStartLimitAdapts(t *testing.T) {
 		for range n + 1 {
 			next++
 			uid := types.UID(strings.Repeat("x", int(next)))
-			if q.acquire(uid, 0, next) {
+			if q.acquire(uid, 0, next, 1) {
 				got = append(got, uid)
 			}
 		}
@@ -260,11 +307,11 @@ func TestStartQueueCostSharesTheTime(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
 	q := newStartQueue(clk, newStartLimit(3))
 	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
-	q.acquire("a", 0, 1)
+	q.acquire("a", 0, 1, 1)
 	step(100 * time.Millisecond)
-	q.acquire("b", 0, 2)
+	q.acquire("b", 0, 2, 1)
 	step(100 * time.Millisecond)
-	q.acquire("c", 0, 3)
+	q.acquire("c", 0, 3, 1)
 	step(100 * time.Millisecond)
 	q.release("a", true) // 300 ms: 1, 2 then 3 in flight, 2 on average
 	step(200 * time.Millisecond)
@@ -325,7 +372,7 @@ func TestStartLimitNeedsWaiters(t *testing.T) {
 func TestStartQueueHeldGrantsNothing(t *testing.T) {
 	q := newStartQueue(clocktesting.NewFakePassiveClock(time.Unix(0, 0)), newStartLimit(1))
 	q.held = true
-	if q.acquire("regular", 0, 1) {
+	if q.acquire("regular", 0, 1, 1) {
 		t.Fatal("a held queue granted a slot")
 	}
 	q.add("critical", 2000001000, 2)
@@ -333,10 +380,47 @@ func TestStartQueueHeldGrantsNothing(t *testing.T) {
 	if got := q.wakeable(); len(got) != 0 {
 		t.Errorf("wakeable after release = %v, want none: the one slot is the critical pod's, whose lane asks on its own", got)
 	}
-	if q.acquire("regular", 0, 1) {
+	if q.acquire("regular", 0, 1, 1) {
 		t.Fatal("the regular pod, first to ask, took the one slot before the critical pod")
 	}
-	if !q.acquire("critical", 2000001000, 2) {
+	if !q.acquire("critical", 2000001000, 2, 1) {
 		t.Fatal("the critical pod did not get the slot")
+	}
+}
+
+// TestStartSlots: a start takes two slots when it must first stop an old
+// sandbox of berth's, one otherwise.
+func TestStartSlots(t *testing.T) {
+	owned := map[string]string{cri.LabelManaged: "true"}
+	for _, tt := range []struct {
+		name   string
+		status *cri.PodStatus
+		want   int
+	}{
+		{"no status read", nil, 1},
+		{"a new pod", &cri.PodStatus{}, 1},
+		{"a dead sandbox", &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{{ID: "a", State: cri.SandboxStateNotReady, Labels: owned}}}, 2},
+		{"several old sandboxes", &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{{ID: "a", Labels: owned}, {ID: "b", Labels: owned}}}, 2},
+		{"only a sandbox berth does not own", &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{{ID: "a", State: cri.SandboxStateNotReady}}}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := startSlots(tt.status); got != tt.want {
+				t.Errorf("startSlots = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStartQueueCostCountsSlots: a start's cost divides its latency by
+// the slots taken beside it, a two-slot start counting two.
+func TestStartQueueCostCountsSlots(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	q := newStartQueue(clk, newStartLimit(4))
+	q.acquire("dead", 0, 1, 2)
+	q.acquire("new", 0, 2, 1)
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	q.release("dead", true)
+	if got, want := q.limit.samples[0].cost, 100*time.Millisecond; got != want {
+		t.Errorf("cost = %s, want %s (300 ms over 3 slots)", got, want)
 	}
 }

@@ -32,11 +32,13 @@ type gatedRuntime struct {
 	// runtime manager tells the agent a postStart hook is about to run.
 	postStart func(types.UID)
 
-	mu     sync.Mutex // guards ready, killed and unreadable
+	mu     sync.Mutex // guards ready, killed, unreadable and dead
 	ready  map[types.UID]bool
 	killed []types.UID
 	// unreadable are pods whose status the runtime fails to return.
 	unreadable map[types.UID]bool
+	// dead are pods left with a dead sandbox (NOTREADY) until started.
+	dead map[types.UID]bool
 }
 
 func newGatedRuntime() *gatedRuntime {
@@ -49,6 +51,10 @@ func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStat
 	if g.unreadable[uid] {
 		return nil, errors.New("status unreadable")
 	}
+	if !g.ready[uid] && g.dead[uid] {
+		return &cri.PodStatus{UID: uid, Sandboxes: []*cri.SandboxStatus{{ID: "dead-" + string(uid), State: cri.SandboxStateNotReady,
+			Labels: map[string]string{cri.LabelManaged: "true"}}}}, nil
+	}
 	if !g.ready[uid] {
 		return &cri.PodStatus{UID: uid}, nil
 	}
@@ -56,7 +62,7 @@ func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStat
 }
 
 func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus) cri.SyncResult {
-	if len(status.Sandboxes) > 0 {
+	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == cri.SandboxStateReady {
 		return cri.SyncResult{}
 	}
 	if g.postStart != nil {
@@ -208,6 +214,46 @@ func TestPodWorkersStartGauges(t *testing.T) {
 	waitUntil(t, "one start in flight, none queued", gauges(1, 0))
 	rt.proceed <- struct{}{}
 	waitUntil(t, "no start in flight", gauges(0, 0))
+	cancel()
+	w.wait()
+}
+
+// TestPodWorkersDeadSandboxTakesTwoSlots: with four slots, pods whose
+// sandboxes died (the boot after a power cut) start two at a time, a
+// waiting one saying so, and a new pod needs only two slots free.
+func TestPodWorkersDeadSandboxTakesTwoSlots(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := newGatedRuntime()
+	rt.dead = map[types.UID]bool{"dead-a": true, "dead-b": true, "dead-c": true}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newTestWorkers(ctx, rt)
+	w.starts = newStartQueue(w.clock, newStartLimit(4))
+
+	for _, uid := range []types.UID{"dead-a", "dead-b"} {
+		w.update(startPod(uid, 0))
+		if got := <-rt.entered; got != uid {
+			t.Fatalf("start = %s, want %s", got, uid)
+		}
+	}
+	w.update(startPod("dead-c", 0))
+	w.update(startPod("new", 0))
+	waitUntil(t, "dead-c and new waiting, dead-c told the two starts in flight take four slots", func() bool {
+		return strings.Contains(waitingMessage(w, "dead-c"), "2 pod starts in flight (limit 4), 0 pods ahead") &&
+			strings.Contains(waitingMessage(w, "dead-c"), "the starts in flight take 4 slots") && waitingForSlot(w, "new")
+	})
+	rt.proceed <- struct{}{}
+	if next := <-rt.entered; next != "dead-c" {
+		t.Fatalf("third start = %s, want dead-c", next)
+	}
+	// dead-c and the other first start take all four slots; once one of
+	// them is done, new fits in the two left.
+	rt.proceed <- struct{}{}
+	if next := <-rt.entered; next != "new" {
+		t.Fatalf("fourth start = %s, want new", next)
+	}
+	for range 2 {
+		rt.proceed <- struct{}{}
+	}
 	cancel()
 	w.wait()
 }

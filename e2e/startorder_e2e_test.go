@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // startLimit is the --max-parallel-pod-starts of the start-order tests:
@@ -214,4 +215,82 @@ func TestStopsIgnoreStartLimit(t *testing.T) {
 	released = true
 	b.waitRunning(podName("sl-waiting"))
 	b.waitRunning(podName("sl-blocker"))
+}
+
+// TestDeadSandboxStartTakesTwoSlots: a pod whose sandbox died must stop it
+// before it starts again, and that start takes two of the start slots.
+// With three slots and one such start held in sandbox creation (a CRI
+// proxy holds the answer), a second pod whose sandbox dies waits, though
+// a count of pods would leave it two slots, and says why; once the first
+// start ends, it starts.
+func TestDeadSandboxStartTakesTwoSlots(t *testing.T) {
+	proxy := startCRIProxy(t, t.TempDir())
+	b := newBerth(t, berthOptions{
+		args: []string{"--container-runtime-endpoint", proxy.endpoint(), "--max-parallel-pod-starts", "3"},
+		omit: []string{"container-runtime-endpoint"},
+		manifests: map[string]string{
+			"ds-first.yaml":  podManifest(sleeper("ds-first")),
+			"ds-second.yaml": podManifest(sleeper("ds-second")),
+		},
+	})
+	b.waitReady()
+	var old [2]runtimePod
+	for i, base := range []string{"ds-first", "ds-second"} {
+		api := b.waitRunning(podName(base))
+		old[i] = b.waitRuntime(api.Name, "main", api.UID)
+	}
+	stopSandbox := func(rp runtimePod) {
+		t.Helper()
+		ctx, cancel := criCtx()
+		defer cancel()
+		if _, err := bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err != nil {
+			t.Fatalf("stop sandbox %s: %v", shortID(rp.sandbox.Id), err)
+		}
+	}
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	hold := &proxyHook{methods: []string{"RunPodSandbox"}, phase: requestSent, pod: fullName(podName("ds-first"), "default"), fired: make(chan struct{}),
+		fire: func() {
+			close(entered)
+			<-release
+		}}
+	proxy.arm(hold)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	stopSandbox(old[0])
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("berth never asked for the first pod's new sandbox")
+	}
+	stopSandbox(old[1])
+	waiting := b.waitPod(podName("ds-second"), "waiting for the slots the first start takes", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "main")
+		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating" &&
+			strings.Contains(cs.State.Waiting.Message, "the starts in flight take 2 slots")
+	})
+	t.Logf("waiting pod: %s", containerStatus(waiting, "main").State.Waiting.Message)
+	for series, want := range map[string]float64{"berth_pod_start_limit": 3, "berth_pod_starts_in_flight": 1, "berth_pod_starts_queued": 1} {
+		if got, line := b.metric(series); got != want {
+			t.Errorf("%s = %v, want %v (%s)", series, got, want, line)
+		}
+	}
+	if sbs, err := sandboxesOf(podName("ds-second")); err != nil || len(sbs) != 1 {
+		t.Fatalf("the waiting pod got a new sandbox beside a two-slot start under a limit of three: %v %s", err, describeSandboxes(sbs))
+	}
+	if proxy.disarm(hold) {
+		t.Fatal("the hook never fired")
+	}
+	close(release)
+	released = true
+	for i, base := range []string{"ds-first", "ds-second"} {
+		api := b.waitRunning(podName(base))
+		if now := b.waitRuntime(api.Name, "main", api.UID); now.sandbox.Id == old[i].sandbox.Id {
+			t.Errorf("%s runs in its old sandbox %s", base, shortID(old[i].sandbox.Id))
+		}
+	}
 }
