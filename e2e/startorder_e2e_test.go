@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,37 +165,11 @@ func TestStopsIgnoreStartLimit(t *testing.T) {
 	running := b.waitRunning(podName("sl-running"))
 	b.waitRuntime(running.Name, "main", running.UID)
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	hold := &proxyHook{methods: []string{"RunPodSandbox"}, phase: requestSent, pod: fullName(podName("sl-blocker"), "default"), fired: make(chan struct{}),
-		fire: func() {
-			close(entered)
-			<-release
-		}}
-	proxy.arm(hold)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	hold := holdSandbox(t, proxy, "sl-blocker")
 	b.writeManifest("sl-blocker.yaml", podManifest(sleeper("sl-blocker")))
-	select {
-	case <-entered:
-	case <-time.After(waitTimeout):
-		t.Fatal("berth never asked for the blocker's sandbox")
-	}
+	hold.waitAsked(t)
 	b.writeManifest("sl-waiting.yaml", podManifest(sleeper("sl-waiting")))
-	waiting := b.waitPod(podName("sl-waiting"), "waiting for a start slot", func(p *v1.Pod) bool {
-		cs := containerStatus(p, "main")
-		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating" &&
-			strings.Contains(cs.State.Waiting.Message, "waiting for a pod start slot")
-	})
-	t.Logf("waiting pod: %s", containerStatus(waiting, "main").State.Waiting.Message)
-	for series, want := range map[string]float64{"berth_pod_start_limit": 1, "berth_pod_starts_in_flight": 1, "berth_pod_starts_queued": 1} {
-		if got, line := b.metric(series); got != want {
-			t.Errorf("%s = %v, want %v (%s)", series, got, want, line)
-		}
-	}
+	waitForStartSlot(b, "sl-waiting", "waiting for a pod start slot", 1)
 
 	b.removeManifest("sl-running.yaml")
 	waitCond(t, "the removed pod stopped", waitTimeout, func() (bool, string) {
@@ -208,11 +183,7 @@ func TestStopsIgnoreStartLimit(t *testing.T) {
 	if sbs, err := sandboxesOf(podName("sl-waiting")); err != nil || len(sbs) > 0 {
 		t.Fatalf("the waiting pod got a sandbox while the only slot was held: %v %s", err, describeSandboxes(sbs))
 	}
-	if proxy.disarm(hold) {
-		t.Fatal("the hook never fired")
-	}
-	close(release)
-	released = true
+	hold.release(t)
 	b.waitRunning(podName("sl-waiting"))
 	b.waitRunning(podName("sl-blocker"))
 }
@@ -248,49 +219,81 @@ func TestDeadSandboxStartTakesTwoSlots(t *testing.T) {
 		}
 	}
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	hold := &proxyHook{methods: []string{"RunPodSandbox"}, phase: requestSent, pod: fullName(podName("ds-first"), "default"), fired: make(chan struct{}),
-		fire: func() {
-			close(entered)
-			<-release
-		}}
-	proxy.arm(hold)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	hold := holdSandbox(t, proxy, "ds-first")
 	stopSandbox(old[0])
-	select {
-	case <-entered:
-	case <-time.After(waitTimeout):
-		t.Fatal("berth never asked for the first pod's new sandbox")
-	}
+	hold.waitAsked(t)
 	stopSandbox(old[1])
-	waiting := b.waitPod(podName("ds-second"), "waiting for the slots the first start takes", func(p *v1.Pod) bool {
-		cs := containerStatus(p, "main")
-		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating" &&
-			strings.Contains(cs.State.Waiting.Message, "the starts in flight take 2 slots")
-	})
-	t.Logf("waiting pod: %s", containerStatus(waiting, "main").State.Waiting.Message)
-	for series, want := range map[string]float64{"berth_pod_start_limit": 3, "berth_pod_starts_in_flight": 1, "berth_pod_starts_queued": 1} {
-		if got, line := b.metric(series); got != want {
-			t.Errorf("%s = %v, want %v (%s)", series, got, want, line)
-		}
-	}
+	waitForStartSlot(b, "ds-second", "the starts in flight take 2 slots", 3)
 	if sbs, err := sandboxesOf(podName("ds-second")); err != nil || len(sbs) != 1 {
 		t.Fatalf("the waiting pod got a new sandbox beside a two-slot start under a limit of three: %v %s", err, describeSandboxes(sbs))
 	}
-	if proxy.disarm(hold) {
-		t.Fatal("the hook never fired")
-	}
-	close(release)
-	released = true
+	hold.release(t)
 	for i, base := range []string{"ds-first", "ds-second"} {
 		api := b.waitRunning(podName(base))
 		if now := b.waitRuntime(api.Name, "main", api.UID); now.sandbox.Id == old[i].sandbox.Id {
 			t.Errorf("%s runs in its old sandbox %s", base, shortID(old[i].sandbox.Id))
+		}
+	}
+}
+
+// heldSandbox holds the answer to one pod's next RunPodSandbox in the CRI
+// proxy, so the start it belongs to keeps its start slots until the test
+// lets it go.
+type heldSandbox struct {
+	proxy   *criProxy
+	hook    *proxyHook
+	asked   chan struct{} // closed once berth asked
+	letGo   chan struct{}
+	letOnce sync.Once
+}
+
+// holdSandbox arms the hold for the pod of base; the test's cleanup lets
+// the answer go if the test did not, before berth is stopped.
+func holdSandbox(t *testing.T, proxy *criProxy, base string) *heldSandbox {
+	h := &heldSandbox{proxy: proxy, asked: make(chan struct{}), letGo: make(chan struct{})}
+	h.hook = &proxyHook{methods: []string{"RunPodSandbox"}, phase: requestSent, pod: fullName(podName(base), "default"), fired: make(chan struct{}),
+		fire: func() {
+			close(h.asked)
+			<-h.letGo
+		}}
+	proxy.arm(h.hook)
+	t.Cleanup(func() { h.letOnce.Do(func() { close(h.letGo) }) })
+	return h
+}
+
+// waitAsked waits until berth has asked for the held sandbox.
+func (h *heldSandbox) waitAsked(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.asked:
+	case <-time.After(waitTimeout):
+		t.Fatalf("berth never asked for the sandbox of %s", h.hook.pod)
+	}
+}
+
+// release disarms the hold and lets the held answer go.
+func (h *heldSandbox) release(t *testing.T) {
+	t.Helper()
+	if h.proxy.disarm(h.hook) {
+		t.Fatal("the hook never fired")
+	}
+	h.letOnce.Do(func() { close(h.letGo) })
+}
+
+// waitForStartSlot waits until the pod of base shows its container
+// ContainerCreating with a message that says why (contains), and checks
+// the start queue's gauges: the limit, one start in flight, one queued.
+func waitForStartSlot(b *berth, base, contains string, limit float64) {
+	b.t.Helper()
+	waiting := b.waitPod(podName(base), "waiting for a start slot: "+contains, func(p *v1.Pod) bool {
+		cs := containerStatus(p, "main")
+		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating" &&
+			strings.Contains(cs.State.Waiting.Message, contains)
+	})
+	b.t.Logf("waiting pod: %s", containerStatus(waiting, "main").State.Waiting.Message)
+	for series, want := range map[string]float64{"berth_pod_start_limit": limit, "berth_pod_starts_in_flight": 1, "berth_pod_starts_queued": 1} {
+		if got, line := b.metric(series); got != want {
+			b.t.Errorf("%s = %v, want %v (%s)", series, got, want, line)
 		}
 	}
 }
