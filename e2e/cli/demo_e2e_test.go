@@ -25,6 +25,7 @@ func TestDemo(t *testing.T) {
 	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
 		t.Skip("no network namespaces")
 	}
+	lockDemoPort(t)
 	bedDir, err := os.MkdirTemp("", "berth-demo-")
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +170,22 @@ func httpGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// lockDemoPort holds, until the test ends, an exclusive lock that every
+// test process on this machine takes before it runs the demo: the
+// host-network example binds the host's port 18080, and `make e2e-all`
+// runs each containerd version's suite side by side, so two demos at once
+// left the second one's web server crash-looping on a taken port.
+func lockDemoPort(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "berth-demo-port-18080.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("the demo's port lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("the demo's port lock: %v", err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
 }
