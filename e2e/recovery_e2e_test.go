@@ -34,7 +34,18 @@ func TestOutOfBandRecovery(t *testing.T) {
 		{
 			name: "sandbox-stopped",
 			break_: func(ctx context.Context, rp runtimePod) error {
-				_, err := bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id})
+				// As an operator would with crictl stopp, retrying: once
+				// the runtime has stopped the sandbox's processes, berth
+				// stops the sandbox too, and on containerd 2.1 one of the
+				// two network teardowns can then fail ("failed to delete
+				// "eth0": no such device").
+				var err error
+				for try := 0; try < 20; try++ {
+					if _, err = bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err == nil {
+						return nil
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
 				return err
 			},
 		},
