@@ -82,7 +82,7 @@ type inflightStart struct {
 // median 20.2 against 21.8 s (three boots each, alternated), while a first
 // boot gains nothing from fewer.
 func startSlots(pod *cri.PodStatus) int {
-	if pod != nil && slices.ContainsFunc(pod.Sandboxes, func(s *cri.SandboxStatus) bool { return cri.Owned(s.Labels) }) {
+	if pod != nil && len(pod.OwnedSandboxes()) > 0 {
 		return 2
 	}
 	return 1

@@ -140,10 +140,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 	}
 	wg.Wait()
 	var dead []error
-	for _, s := range status.Sandboxes {
-		if !Owned(s.Labels) {
-			continue
-		}
+	for _, s := range status.OwnedSandboxes() {
 		err := m.runtime.StopPodSandbox(ctx, s.ID)
 		if err == nil || isNotFound(err) {
 			continue

@@ -106,6 +106,19 @@ type ContainerStatus struct {
 	Annotations  map[string]string
 }
 
+// OwnedSandboxes are the pod's sandboxes that berth created, newest
+// first: the ones a kill of the pod stops and its removal removes; a
+// sandbox someone else made under the pod's labels is left alone.
+func (s *PodStatus) OwnedSandboxes() []*SandboxStatus {
+	var owned []*SandboxStatus
+	for _, sb := range s.Sandboxes {
+		if Owned(sb.Labels) {
+			owned = append(owned, sb)
+		}
+	}
+	return owned
+}
+
 // FindContainer returns the newest status of the named container, or nil.
 func (s *PodStatus) FindContainer(name string) *ContainerStatus {
 	for _, c := range s.Containers {

@@ -70,10 +70,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 		}
 	}
 	var removed []string
-	for _, s := range status.Sandboxes {
-		if !Owned(s.Labels) {
-			continue
-		}
+	for _, s := range status.OwnedSandboxes() {
 		if err := m.runtime.RemovePodSandbox(ctx, s.ID); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove sandbox %q: %w", s.ID, err))
 			continue
