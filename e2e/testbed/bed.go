@@ -131,6 +131,13 @@ func StartT(t testing.TB, opts Options) *Bed {
 	if err != nil {
 		t.Fatalf("start test bed: %v", err)
 	}
+	b.CloseWith(t)
+	return b
+}
+
+// CloseWith closes b when t ends, for a bed started with Start; when t
+// has failed, the end of containerd's log is logged first.
+func (b *Bed) CloseWith(t testing.TB) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("test bed %s: last lines of containerd.log:\n%s", b.Dir, tail(b.path("containerd.log"), 30))
@@ -139,7 +146,6 @@ func StartT(t testing.TB, opts Options) *Bed {
 			t.Errorf("close test bed: %v", err)
 		}
 	})
-	return b
 }
 
 // start does Start's work; on error it closes what it already set up.

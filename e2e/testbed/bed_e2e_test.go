@@ -413,21 +413,44 @@ func natRulesOf(t *testing.T, b *Bed) int {
 
 // TestConcurrentBeds starts beds at the same time, as parallel test
 // binaries do: each gets its own bridge and subnet and runs pods there.
+// The beds start on goroutines, not in parallel subtests: -parallel
+// (GOMAXPROCS by default, 2 here) may run such subtests one after another,
+// and a closed bed's network is free for the next, so their networks
+// would differ by chance only.
 func TestConcurrentBeds(t *testing.T) {
 	const beds = 3
-	var mu sync.Mutex
+	all := make([]*Bed, beds)
+	errs := make([]error, beds)
+	var wg sync.WaitGroup
+	for i := range beds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			all[i], errs[i] = Start(Options{})
+		}()
+	}
+	wg.Wait()
+	for i, b := range all {
+		if errs[i] != nil {
+			t.Errorf("start bed %d: %v", i, errs[i])
+			continue
+		}
+		b.CloseWith(t)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	subnets := map[string]bool{}
 	bridges := map[string]bool{}
-	for i := range beds {
+	for _, b := range all {
+		if subnets[b.Subnet] || bridges[b.Bridge] {
+			t.Errorf("subnet %s or bridge %s given to two beds up at once", b.Subnet, b.Bridge)
+		}
+		subnets[b.Subnet], bridges[b.Bridge] = true, true
+	}
+	for i, b := range all {
 		t.Run(fmt.Sprint("bed", i), func(t *testing.T) {
 			t.Parallel()
-			b := StartT(t, Options{})
-			mu.Lock()
-			if subnets[b.Subnet] || bridges[b.Bridge] {
-				t.Errorf("subnet %s or bridge %s given to two beds", b.Subnet, b.Bridge)
-			}
-			subnets[b.Subnet], bridges[b.Bridge] = true, true
-			mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			p := runPod(ctx, t, b, "pod", false, "echo hi")
