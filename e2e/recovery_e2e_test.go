@@ -34,37 +34,28 @@ func TestOutOfBandRecovery(t *testing.T) {
 		{
 			name: "sandbox-stopped",
 			break_: func(ctx context.Context, rp runtimePod) error {
-				// As an operator would with crictl stopp, retrying: once
-				// the runtime has stopped the sandbox's processes, berth
-				// stops the sandbox too, and on containerd 2.1 one of the
-				// two network teardowns can then fail ("failed to delete
-				// "eth0": no such device").
-				var err error
-				for try := 0; try < 20; try++ {
-					if _, err = bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err == nil {
-						return nil
-					}
-					time.Sleep(500 * time.Millisecond)
-				}
-				return err
+				// Once the runtime has stopped the sandbox's processes,
+				// berth stops the sandbox too, and on containerd 2.1 one
+				// of the two network teardowns can then fail ("failed to
+				// delete "eth0": no such device").
+				return retried(func() error {
+					_, err := bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id})
+					return err
+				})
 			},
 		},
 		{
 			name: "sandbox-removed",
 			break_: func(ctx context.Context, rp runtimePod) error {
-				// As an operator would with crictl stopp/rmp, retrying:
-				// berth may be acting on the pod at that very moment
+				// Berth may be acting on the pod at that very moment
 				// ("container is in starting state, can't be removed").
-				var err error
-				for try := 0; try < 20; try++ {
-					if _, err = bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err == nil {
-						if _, err = bed.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err == nil {
-							return nil
-						}
+				return retried(func() error {
+					if _, err := bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: rp.sandbox.Id}); err != nil {
+						return err
 					}
-					time.Sleep(500 * time.Millisecond)
-				}
-				return err
+					_, err := bed.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: rp.sandbox.Id})
+					return err
+				})
 			},
 		},
 	}
@@ -151,4 +142,18 @@ func TestOutOfBandRecovery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// retried runs op until it succeeds, at most 20 times half a second apart,
+// as an operator repeats a crictl stopp or rmp that failed: berth may be
+// acting on the same sandbox at that moment.
+func retried(op func() error) error {
+	var err error
+	for range 20 {
+		if err = op(); err == nil {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return err
 }
