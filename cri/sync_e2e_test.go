@@ -247,23 +247,30 @@ func TestE2ESyncPodCrashLoopBackoff(t *testing.T) {
 			t.Fatalf("run %d: %+v, want exited 3", i, runs[i])
 		}
 	}
-	// Run 1 starts at once; runs 2 and 3 wait 1s and 2s after the exit
-	// before them.
+	// Runs 2 and 3 wait 1s and 2s after the exit before them.
 	for i, want := range map[int]time.Duration{2: time.Second, 3: 2 * time.Second} {
 		gap := runs[i].StartedAt.Sub(runs[i-1].FinishedAt)
 		if gap < want-100*time.Millisecond || gap > want+2*time.Second {
 			t.Errorf("run %d started %v after run %d exited, want about %v", i, gap, i-1, want)
 		}
 	}
-	if gap := runs[1].StartedAt.Sub(runs[0].FinishedAt); gap > 2*time.Second {
-		t.Errorf("first restart took %v, want immediate", gap)
-	}
-	backoffs := 0
+	// Run 1 starts without a back-off: no sync backs off before the
+	// second start. Its delay after the exit is the runtime's and this
+	// loop's, seconds on a loaded machine, so it is not timed.
+	backoffs, starts := 0, 0
 	for _, r := range results {
 		if w := r.Waiting("app"); w != nil && w.Reason == ReasonCrashLoopBackOff {
 			backoffs++
+			if starts < 2 {
+				t.Errorf("a back-off after %d start(s): the first restart must not wait", starts)
+			}
 			if r.RetryAfter() <= 0 || r.RetryAfter() > 2*time.Second {
 				t.Errorf("back-off result with retry after %v", r.RetryAfter())
+			}
+		}
+		for _, a := range r.Results {
+			if a.Action == ActionStartContainer && a.Target == "app" && a.Err == nil {
+				starts++
 			}
 		}
 	}

@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -19,7 +21,7 @@ import (
 // this is berth's own delivery.
 func TestStopSignal(t *testing.T) {
 	out := t.TempDir()
-	c := shContainer("main", "trap 'echo USR1 > /out/signal; exit 0' USR1; trap 'echo TERM > /out/signal; exit 0' TERM; echo started; sleep 3600 & wait")
+	c := shContainer("main", "trap 'echo USR1 > /out/signal; exit 0' USR1; trap 'echo TERM > /out/signal; exit 0' TERM; echo > /out/trapped; sleep 3600 & wait")
 	usr1 := v1.SIGUSR1
 	c.Lifecycle = &v1.Lifecycle{
 		StopSignal: &usr1,
@@ -36,6 +38,13 @@ func TestStopSignal(t *testing.T) {
 	b := newBerth(t, berthOptions{manifests: map[string]string{"stopsig.yaml": podManifest(p)}})
 	b.waitReady()
 	b.waitRunning(podName("stopsig"))
+	// Running is the process started, not its traps set: the shell is
+	// PID 1 of its namespace, so a signal it has no trap for yet is
+	// ignored, and the pod would go only at its grace period's SIGKILL.
+	b.waitFor("the container's traps set", 30*time.Second, func() (bool, string) {
+		_, err := os.Stat(filepath.Join(out, "trapped"))
+		return err == nil, fmt.Sprint(err)
+	})
 	b.removeManifest("stopsig.yaml")
 	b.waitGone(podName("stopsig"))
 	got, err := os.ReadFile(filepath.Join(out, "signal"))
