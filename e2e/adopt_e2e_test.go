@@ -52,7 +52,7 @@ func TestAdoptAfterSIGKILL(t *testing.T) {
 	b.start()
 	ready := b.waitReady()
 	t.Logf("restart with %d pods: /readyz 200 after %s", n, ready.Round(time.Millisecond))
-	took = b.waitFor(fmt.Sprintf("all %d pods Running in /pods", n), waitTimeout, func() (bool, string) {
+	b.waitFor(fmt.Sprintf("all %d pods Running in /pods", n), waitTimeout, func() (bool, string) {
 		return allRunning(b, names)
 	})
 	t.Logf("restart with %d pods: /pods shows all Running %s after start", n, time.Since(restarted).Round(time.Millisecond))
