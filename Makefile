@@ -86,8 +86,8 @@ e2e-all: build testbed
 	$(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_SYSTEMD)
 
 # A bounded run of every fuzz target over input berth does not control:
-# manifests (issue 3), CRI log files, log queries, config files,
-# resolv.conf and mount paths (issue 13).
+# manifests, signatures and state files, CRI log files, log queries,
+# config files, resolv.conf and mount paths.
 fuzz:
 	@set -e; for tp in $(FUZZ_TARGETS); do \
 		echo "fuzz $${tp%%:*} in $${tp#*:} for $(FUZZTIME)"; \

@@ -8,10 +8,9 @@ import (
 )
 
 // DefaultMaxParallelPodStarts is the default bound on pod starts in flight:
-// two per CPU. A start is CPU work in the runtime (shim, runc, CNI); on the
-// 2-core machines berth is measured on (`make bench`, the floor figure),
-// 4 in flight bring the first pod up ten times sooner than 50 and the last
-// no later.
+// two per CPU. A start is CPU work in the runtime (shim, runc, CNI): more
+// in flight than the cores can serve only delays the first pod without
+// bringing the last one sooner.
 func DefaultMaxParallelPodStarts() int {
 	return max(2, 2*runtime.NumCPU())
 }
@@ -22,11 +21,9 @@ func DefaultMaxParallelPodStarts() int {
 // flight while it ran, itself included: the runtime's time per start. A
 // runtime that is only busy (every core taken, by berth's starts or by
 // anything else) takes longer per start as more run at once, at the same
-// cost, and fewer in flight would only leave it idle between starts: on
-// the 2-core machines berth is measured on, at load 10 and more, a start
-// with 4 in flight took 3 to 4 times a lone one, at about a lone one's
-// cost, and a limit that shrank to 3 on that latency left a burst of 50
-// about 10% behind the same pods brought up 4 at a time. A cost over
+// cost, and fewer in flight would only leave it idle between starts: a
+// limit that shrinks on latency alone slows a burst on a loaded machine
+// without relieving the runtime. A cost over
 // slowFactor times the lowest recent one, while pods wait, means the
 // runtime gets through starts at a fraction of its pace, as a runtime
 // thrashing under too many at once does: one slot fewer.

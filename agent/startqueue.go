@@ -74,13 +74,9 @@ type inflightStart struct {
 // an old sandbox of the pod (a sandbox that died: after a power cut every
 // pod brings a dead one), one otherwise. Tearing a sandbox down is runtime
 // work of the size of setting one up (the CNI plugins' DEL, unmounts, the
-// network namespace), and the runtime gets through such starts faster at
-// half the starts in flight: on the 2-core machines berth is measured on,
-// 50 pods left dead by a power cut brought back by direct CRI calls took
-// 18.0 and 18.5 s at 2 in flight against 20.1 and 19.3 s at 4 (the floor
-// of `make bench`, two runs of two), and berth at 2 against 4 took a
-// median 20.2 against 21.8 s (three boots each, alternated), while a first
-// boot gains nothing from fewer.
+// network namespace), so such a start is counted as the two pieces of
+// runtime work it is; a first boot, with no old sandboxes, keeps one slot
+// per start.
 func startSlots(pod *cri.PodStatus) int {
 	if pod != nil && len(pod.OwnedSandboxes()) > 0 {
 		return 2
@@ -89,10 +85,9 @@ func startSlots(pod *cri.PodStatus) int {
 }
 
 // criticalSoloDefault is how long a critical start keeps the runtime to
-// itself before berth has measured any start: about ten lone starts on
-// the 2-core machines berth is measured on, short enough that a critical
-// pod whose start is slow (an image pull) does not hold up the others
-// for long.
+// itself before berth has measured any start: several lone starts of a
+// small pod, short enough that a critical pod whose start is slow (an
+// image pull) does not hold up the others for long.
 const criticalSoloDefault = 2 * time.Second
 
 // startEntry is one pod waiting for a start slot.

@@ -10,8 +10,8 @@ import (
 )
 
 // comparedFigures are the figures a compared agent (-compare, the kubelet
-// in practice) runs too, in the same run: issue 18's targets are set
-// against the kubelet's first, median and one-pod overhead measured on
+// in practice) runs too, in the same run: the targets are set against
+// the kubelet's first, median and one-pod overhead measured on
 // the same machine in the same run, not against figures of another day.
 var comparedFigures = []string{"onepod", "add", "burst", "boot"}
 
@@ -95,8 +95,8 @@ func (r *runner) compared(name string) (float64, bool) {
 }
 
 // fillCompared puts the compared agent's medians in the kubelet column of
-// every figure it measured too, in place of the reference figures of
-// issue 18, and keeps its whole results beside the agent's.
+// every figure it measured too, in place of the reference figures, and
+// keeps its whole results beside the agent's.
 func (r *runner) fillCompared() {
 	if r.cmp == nil {
 		return

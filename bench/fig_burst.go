@@ -74,8 +74,8 @@ func (r *runner) timesAfter(ctx context.Context, ss []podSpec, ctrs map[string]*
 	return burstTimes{first: starts[0], median: starts[len(starts)/2], all: starts[len(starts)-1]}, critical, nil
 }
 
-// Targets of the burst and boot figures (issue 18), against the kubelet's
-// figures in the issue and the floor measured in the same run.
+// Targets of the burst and boot figures, against the kubelet's reference
+// figures and the floor measured in the same run.
 var (
 	burstAllTarget = &Target{Text: "< 3.55 s (half)", Limit: 3.55}
 )
@@ -132,7 +132,7 @@ func withKubeletMedian(t *Target, v float64) *Target {
 	return &Target{Text: t.Text + " and " + k.Text, Limit: min(t.Limit, v), AtMost: true}
 }
 
-// kubeletFigures are the kubelet's medians of a 50-pod figure (issue 18),
+// kubeletFigures are the kubelet's medians of a 50-pod figure,
 // shown beside berth's: first, median, all RUNNING in seconds.
 type kubeletFigures struct{ first, median, all string }
 
@@ -140,7 +140,7 @@ type kubeletFigures struct{ first, median, all string }
 var kubeletCold = kubeletFigures{first: "1.40 s", median: "2.71 s", all: "7.48 s"}
 
 // addBurstRows records a 50-pod figure's first, median, all and critical
-// rows, with the targets of issue 18 where the floor of this run is known:
+// rows, with their targets where the floor of this run is known:
 // the median within 1.2x and all within 1.1x of the floor for the same
 // work (dead: the floor after a power cut), the critical pod within 1.5x
 // of the one-pod add; and where the compared agent (the kubelet) ran the

@@ -101,7 +101,7 @@ func reportsOwn(keys []string, name string) bool {
 	return false
 }
 
-// goBenchTargets are the targets of known Go benchmark figures (issue 3),
+// goBenchTargets are the targets of known Go benchmark figures,
 // by "name\x00unit".
 var goBenchTargets = map[string]*Target{
 	"BenchmarkRenameToAdd\x00ms-median": {Text: "< 5 ms", Limit: 5},

@@ -140,7 +140,7 @@ func (r *runner) addIdle(n int, c idleCost) {
 		callsTarget = &Target{Text: "< 118/min (1/5)", Limit: 9.8 * 60 / 5}
 		if r.bed.ContainerdAtLeast(1, 7) {
 			// The runtime streams container events: the relist is only
-			// a safety net (issue 16).
+			// a safety net.
 			callsTarget = &Target{Text: "<= 10/min (events)", Limit: 10, AtMost: true}
 		}
 		cpuRef, rssRef, callsRef = "2.45%", "111 MiB, growing", "588/min"

@@ -199,8 +199,8 @@ func (r *runner) figAdd(ctx context.Context) error {
 	return nil
 }
 
-// The kubelet v1.31's one-pod overhead over the floor on these machines
-// (issue 18: 148 ms over 132-136, 181 ms over 155-159), in ms.
+// The kubelet's one-pod overhead over the floor, host and pod network, in
+// ms: the reference used when no compared kubelet ran (-compare).
 const (
 	kubeletOverheadHost = 14
 	kubeletOverheadPod  = 24
@@ -209,8 +209,8 @@ const (
 // overheadRow records an add figure's samples less the floor's add taken
 // beside each (cycles): what the agent adds above the runtime's own work,
 // with the target of a third of the kubelet's overhead: the compared
-// agent's, measured in this run the same way, else the reference figure
-// kubelet (issue 18).
+// agent's, measured in this run the same way, else the kubelet's
+// reference figure.
 func (r *runner) overheadRow(network string, adds, floors []float64, kubelet float64) {
 	over := make([]float64, len(adds))
 	for i, a := range adds {
@@ -308,9 +308,9 @@ func (r *runner) figEdit(ctx context.Context) error {
 // leaves them out (periodicOp: lists, runtime status, stats).
 func (r *runner) figOnePod(ctx context.Context) error {
 	const name = "CRI calls: one pod up"
-	// The kubelet v1.36.3's own count, measured by this figure with
-	// -agent-metrics on containerd 1.6 (median of 5, 2026-11-25): its
-	// relist reads each sandbox's status again, and the image twice.
+	// The kubelet's own count, as this figure measures it with
+	// -agent-metrics: its relist reads each sandbox's status again, and
+	// the image twice.
 	target := &Target{Text: "<= 9 (kubelet's)", Limit: 9, AtMost: true}
 	if v, ok := r.compared(name + " (without periodic calls)"); ok {
 		target = &Target{Text: fmt.Sprintf("<= %s (kubelet's)", num(v)), Limit: v, AtMost: true}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// probePods is the population of the probe figure (issue 8).
+// probePods is the population of the probe figure.
 const probePods = 100
 
 // figProbes measures the idle cost of 100 pods, each with an exec

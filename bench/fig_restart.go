@@ -9,7 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// restartTarget is issue 16's bar for an agent that watches the runtime's
+// restartTarget is the bar for an agent that watches the runtime's
 // container events; with a 1 s relist the reaction is bounded by the
 // period instead.
 var restartTarget = &Target{Text: "< 100 ms (events)", Limit: 100}

@@ -232,9 +232,9 @@ func (r *runner) quiet(ctx context.Context) (bool, error) {
 // pod's sandbox a moment after the pod is quiet, and what runs next (a
 // lone add, a floor beside, the next burst) must not share the runtime
 // with those removals, nor must a removal race with the bed's own
-// clean-up. 50 removals at once on a loaded 2-core machine came 4 s
-// apart: a 2 s window let a lone add start among 48 of them (6.9 and
-// 8.2 s instead of 0.4). An agent that keeps stopped sandboxes (the
+// clean-up. On a loaded machine 50 removals at once can come seconds
+// apart, so a short window lets a lone add start among them and measure
+// the removals instead of the add. An agent that keeps stopped sandboxes (the
 // kubelet, until its GC) settles after the window.
 func (r *runner) settleSandboxes(ctx context.Context) error {
 	return r.settle(ctx, 200*time.Millisecond, 30)

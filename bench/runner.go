@@ -64,18 +64,14 @@ type plan struct {
 // plans are the full and the quick plan.
 var (
 	// latencyRuns is 30: a one-pod add and its floor beside it each
-	// spread by tens of ms on the slow shared machines, and the median of
-	// 20 paired differences moved by 20 ms from run to run (+1.8, +24.8
-	// and +1.1 ms on the pod network) about an agent-side time of 8 ms
-	// (traced: 5 ms from the rename to RunPodSandbox, 3 ms between it and
-	// CreateContainer), against a target of a third of the kubelet's,
-	// 16 to 28 ms.
+	// spread by tens of ms on a shared machine, far more than the
+	// agent's own few ms, so the median of the paired differences needs
+	// many pairs to be steady against a target of a third of the
+	// kubelet's overhead.
 	//
-	// burstRuns and bootRuns are 5, as the medians of issue 18's own
-	// figures: one burst or boot of 50, berth's or the floor's beside it,
-	// moved by 10 to 15 % from run to run (all 50 of berth's first boot at
-	// 16.8 to 22.1 s in six runs alternated over two limits), against
-	// targets 10 and 20 % above the floor, and a median of 3 moved with a
+	// burstRuns and bootRuns are 5: one burst or boot of 50, berth's or
+	// the floor's beside it, moves by 10 to 15 % from run to run against
+	// targets 10 and 20 % above the floor, and a median of 3 moves with a
 	// single lucky or unlucky sample.
 	fullPlan = plan{
 		latencyRuns: 30, editRuns: 10, onePodRuns: 5, burstRuns: 5, floorRuns: 2, bootRuns: 5, burst110: true,

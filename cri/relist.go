@@ -303,9 +303,9 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 
 // statusReadsInFlight bounds the status calls one listing makes at once.
 // After a restart or a power cut every object is new to the cache: read
-// one after the other, the statuses of 50 dead pods (100 calls) held the
-// first start back by about 25 ms on a 2-core machine. A few in flight
-// read them in a fraction of that without flooding a loaded runtime.
+// one after the other, the statuses of every dead pod hold the first start
+// back. A few in flight read them in a fraction of that time without
+// flooding a loaded runtime.
 const statusReadsInFlight = 8
 
 // objectStatuses completes the listed objects berth owns, by index: nil

@@ -37,10 +37,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth run: %v\n", err)
 		return 2
 	}
-	// berth's live heap is a few MB; the default GOGC=100 lets it double
-	// before collecting. Half the headroom saves ~4 MB of RSS on an idle
-	// appliance for a negligible GC cost. The start runs without the
-	// collector (holdGC). GOGC from the environment wins.
+	// berth's live heap is small and mostly long-lived; the default
+	// GOGC=100 lets it double before collecting. Half the headroom keeps
+	// an idle appliance's RSS lower for a GC cost that stays small with
+	// such a heap. The start runs without the collector (holdGC). GOGC
+	// from the environment wins.
 	started := func() {}
 	if os.Getenv("GOGC") == "" {
 		started = holdGC(50)

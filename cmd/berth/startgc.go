@@ -7,10 +7,11 @@ import (
 )
 
 // startHeapLimit bounds the heap while the collector is off during
-// berth's start (holdGC). Reading 50 manifests, their last good state and
-// the runtime allocates some 25 MB; a start that allocates more (many
-// large manifests) has the collector run again as it must to stay under
-// the limit, so an appliance's memory is never at the start's mercy.
+// berth's start (holdGC): room for the start of a node's worth of pods
+// (manifests, their last good state, the runtime's listing), while a
+// start that allocates more (many large manifests) has the collector run
+// again as it must to stay under the limit, so an appliance's memory is
+// never at the start's mercy.
 const startHeapLimit = 64 << 20
 
 // startBound is the longest berth's start runs without the collector when
@@ -22,9 +23,9 @@ const startBound = 10 * time.Second
 // lower) meanwhile; release then sets the collector to gcPercent, puts the
 // memory limit back and returns what the start left to the OS.
 //
-// Why: with the small heap berth keeps, the collector runs 8 times in the
-// first 60 ms, and its marking and assists take about 30 ms from the moment
-// the first pod can start (measured on 2 cores with 50 pods). release is
+// Why: with the small heap berth keeps, the collector would run again and
+// again while the start allocates, and its marking and assists would take
+// CPU from the moment the first pod can start. release is
 // meant for when every pod has been handed over (the agent's ready); it
 // may be called any number of times, from any goroutine.
 func holdGC(gcPercent int) (release func()) {

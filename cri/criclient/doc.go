@@ -4,19 +4,9 @@
 // per call. It knows nothing of pods: the cri package builds on the
 // internalapi.RuntimeService and ImageManagerService it returns.
 //
-// Why not k8s.io/cri-client, the kubelet's client? Measured with the
-// Makefile's flags (CGO_ENABLED=0, -trimpath, -tags grpcnotrace,
-// -ldflags '-s -w'), Go 1.26, cri-client v0.37.2:
-//
-//   - berth's binary with cri-client's runtime and image services linked in
-//     beside its own: 19.30 MB instead of 18.64 MB (+0.66 MB, +3.6%),
-//     for OpenTelemetry (26 packages), k8s.io/component-base and klog,
-//     none of which berth otherwise needs;
-//   - a throwaway program that dials and asks the runtime's version:
-//     8.89 MB with cri-client, 8.51 MB with this package (which carries
-//     the Prometheus client besides).
-//
-// Size is thus a modest reason; behaviour weighs more. cri-client asks
+// Why not k8s.io/cri-client, the kubelet's client? It links in
+// OpenTelemetry, k8s.io/component-base and klog, none of which berth
+// otherwise needs; but size is the lesser reason. cri-client asks
 // the runtime its version while it is built and fails when the runtime is
 // not up yet, where Dial never waits, so berth can start before containerd
 // and keeps its pods' status served meanwhile; calls here are not
