@@ -132,7 +132,7 @@ deb: build
 
 .PHONY: demo deb fleet-sim
 
-# The performance figures (issue 7): builds berth, starts a private test
+# The performance figures: builds berth, starts a private test
 # bed, prints one table and writes bench/results.json. BENCH_FLAGS passes
 # flags through, e.g. BENCH_FLAGS='-quick -only add,remove', or
 # -agent '...' to measure another agent (see bin/berthbench -h).
@@ -142,7 +142,7 @@ bench: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthbench ./bench/cmd/berthbench
 	bin/berthbench $(BENCH_FLAGS)
 
-# The GC soak (issue 9): 20 crash-looping and 20 chatty pods on a
+# The GC soak: 20 crash-looping and 20 chatty pods on a
 # private test bed for 10 minutes; prints disk used under berth's log and
 # root directories, its RSS and goroutines at the start and the end.
 # SOAK_FLAGS passes flags through, e.g. SOAK_FLAGS='-duration 2m'.
@@ -152,7 +152,7 @@ soak: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthsoak ./bench/soak
 	bin/berthsoak -berth bin/berth $(SOAK_FLAGS)
 
-# The fleet simulation (issue 17): N simulated devices running berth's
+# The fleet simulation: N simulated devices running berth's
 # real URL source and status reporter against a private nginx on loopback;
 # prints the server's idle load and rollout times with and without poll
 # jitter. Not part of `make test`. FLEET_FLAGS passes flags through, e.g.
