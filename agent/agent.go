@@ -231,7 +231,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	if s := a.cfg.Shutdown; s != nil && s.GracePeriod > 0 {
-		sm := &shutdownManager{cfg: *s, dial: dialLogind, pods: a.workers, clock: a.cfg.Clock, log: a.log}
+		sm := &shutdownManager{cfg: *s, dial: systemLogind(a.log), pods: a.workers, clock: a.cfg.Clock, log: a.log}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

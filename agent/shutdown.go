@@ -139,6 +139,7 @@ func (s *shutdownManager) run(ctx context.Context) {
 			if !starting {
 				// A cancelled shutdown: take the lock again for the next.
 				// Pods stopped meanwhile stay stopped until berth restarts.
+				s.log.Info("node shutdown: logind cancelled the shutdown")
 				if lock == nil {
 					if lock, err = l.Inhibit("berth", "berth stops its static pods, critical ones last"); err != nil {
 						s.log.Warn("graceful node shutdown is off after a cancelled shutdown", "err", err)
