@@ -40,6 +40,10 @@ func TestMain(m *testing.M) {
 		addr, socket, _ := strings.Cut(target, " ")
 		os.Exit(attack(addr, socket))
 	}
+	if target := os.Getenv(spooferEnv); target != "" {
+		addr, dest, _ := strings.Cut(target, " ")
+		os.Exit(spoof(addr, dest))
+	}
 	os.Exit(run(m))
 }
 
