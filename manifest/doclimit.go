@@ -68,9 +68,14 @@ func isYAMLSpace(b byte) bool {
 // a manifest past it becomes one TooManyDocuments problem and no pods,
 // found before any pod is decoded.
 func ParseLimited(data []byte, origin Origin, nodeName string, maxPods int) Result {
+	return parseLimited(data, origin, nodeName, maxPods, nil)
+}
+
+// parseLimited is ParseLimited with the node's UID key, for the sources.
+func parseLimited(data []byte, origin Origin, nodeName string, maxPods int, key []byte) Result {
 	limit := MaxDocuments(maxPods)
 	if countDocuments(data, limit) {
 		return Result{Problems: []Problem{tooManyDocuments(origin, limit)}}
 	}
-	return parse(data, origin, nodeName, limit)
+	return parse(data, origin, nodeName, limit, key)
 }

@@ -62,6 +62,8 @@ type fileSource struct {
 	dirInfo os.FileInfo    // the directory being watched, to notice replacement
 	state   *lastGoodState // files' last good pods across restarts
 	signed  *signedOrigin  // nil: manifests need no signature
+	// uidKey is the node's UID key the pods' UIDs are derived with.
+	uidKey []byte
 	// resolver resolves the pods' references to the ConfigMaps and
 	// Secrets of all the files, keeping the last good resolution.
 	resolver resolver
@@ -102,6 +104,7 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		warned:   map[string]string{},
 		state:    newLastGoodState(cfg, SourceFile, log),
 		signed:   newSignedOrigin(cfg.FileSigners, cfg, SourceFile, log),
+		uidKey:   cfg.uidKey,
 		resolver: resolver{key: cfg.uidKey},
 	}
 }

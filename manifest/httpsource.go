@@ -46,6 +46,7 @@ type httpSource struct {
 	problem            *Problem
 	state              *lastGoodState // last good body's pods across restarts
 	signed             *signedOrigin  // nil: bodies need no signature
+	uidKey             []byte         // the node's UID key the pods' UIDs are derived with
 	// resolver resolves the pods' references to the body's ConfigMaps
 	// and Secrets, keeping the last good resolution.
 	resolver resolver
@@ -68,6 +69,7 @@ func newHTTPSource(cfg SourceConfig, u *url.URL, client *http.Client, store *Sto
 		schedule: newPollSchedule(cfg.httpCheckFrequency(), cfg.httpBackoffMax(), cfg.rand()),
 		state:    newLastGoodState(cfg, SourceHTTP, log),
 		signed:   newSignedOrigin(cfg.URLSigners, cfg, SourceHTTP, log),
+		uidKey:   cfg.uidKey,
 		resolver: resolver{key: cfg.uidKey},
 	}
 }
@@ -207,7 +209,7 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	}
 	s.etag = resp.Header.Get("ETag")
 	s.lastModified = resp.Header.Get("Last-Modified")
-	return ParseLimited(data, s.origin, s.nodeName, s.maxPods), true, nil
+	return parseLimited(data, s.origin, s.nodeName, s.maxPods, s.uidKey), true, nil
 }
 
 // timedOut is the error of a request the timeout cancelled: the client

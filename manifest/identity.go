@@ -1,9 +1,11 @@
 package manifest
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"net/url"
 	"time"
 
@@ -54,10 +56,13 @@ func httpOrigin(u *url.URL) Origin {
 // (unless metadata.uid is set), and the config annotations. It must run on
 // the pod exactly as decoded, before API defaults, so that a comment-only
 // edit or a newer berth with more defaults keeps the UID and the pod keeps
-// running.
-func applyIdentity(pod *v1.Pod, nodeName string, origin Origin) {
+// running. key is the node's UID key (nil: an unkeyed hash, as berth
+// validate shows). It returns the UID an earlier berth derived without the
+// key when it differs from the one given ("" otherwise), for
+// keepLegacyUIDs.
+func applyIdentity(pod *v1.Pod, nodeName string, origin Origin, key []byte) (legacy types.UID) {
 	if pod.UID == "" {
-		pod.UID = contentUID(pod, nodeName, origin)
+		pod.UID, legacy = contentUID(pod, nodeName, origin, key)
 	}
 	pod.Name = pod.Name + "-" + nodeName
 	if pod.Namespace == "" {
@@ -70,24 +75,38 @@ func applyIdentity(pod *v1.Pod, nodeName string, origin Origin) {
 	pod.Annotations[AnnotationHash] = string(pod.UID)
 	pod.Annotations[AnnotationSource] = origin.Source
 	pod.Annotations[AnnotationOrigin] = origin.Path
+	return legacy
 }
 
 // contentUID hashes the node name, the origin and the canonical JSON of the
 // decoded pod into 32 hex digits, the shape of the kubelet's config hash.
-func contentUID(pod *v1.Pod, nodeName string, origin Origin) types.UID {
-	h := sha256.New()
+//
+// With the node's key it is an HMAC-SHA256. The JSON holds what
+// --listen-pods=redacted hides (environment values, commands, annotation
+// values), while the UID is shown to every local user (in /pods, and as
+// the name of the pod's directory under /var/log/pods): a plain hash would
+// let anyone check guesses of a hidden value against it, and a short one
+// (a PIN) falls to trying every candidate. legacy is then the plain hash,
+// the UID berths before the key gave the same pod.
+func contentUID(pod *v1.Pod, nodeName string, origin Origin, key []byte) (uid, legacy types.UID) {
 	path := origin.Path
 	if origin.identity != "" {
 		path = origin.identity
 	}
-	for _, s := range []string{nodeName, origin.Source, path} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
 	// Marshalling a decoded v1.Pod cannot fail: every field is plain data.
 	b, _ := json.Marshal(pod)
-	h.Write(b)
-	return types.UID(hex.EncodeToString(h.Sum(nil))[:32])
+	sum := func(h hash.Hash) types.UID {
+		for _, s := range []string{nodeName, origin.Source, path} {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+		h.Write(b)
+		return types.UID(hex.EncodeToString(h.Sum(nil))[:32])
+	}
+	if key == nil {
+		return sum(sha256.New()), ""
+	}
+	return sum(hmac.New(sha256.New, key)), sum(sha256.New())
 }
 
 // FullName is the pod's name_namespace, the key of static-pod exclusivity.

@@ -20,7 +20,10 @@ const (
 // version; when a rejection cannot be tied to a name (a syntax error, an
 // unreadable or empty file) every previous pod without a new version is
 // kept. Only pods the manifest no longer mentions at all are dropped.
+// First, the pods of an earlier berth's unkeyed UIDs keep them
+// (keepLegacyUIDs).
 func keepLastGood(prev, cur Result) Result {
+	keepLegacyUIDs(prev, cur)
 	if len(prev.Pods) == 0 && len(prev.Objects) == 0 || len(cur.Problems) == 0 {
 		return cur
 	}
@@ -75,6 +78,38 @@ func keepLastGood(prev, cur Result) Result {
 		out.Problems = append(out.Problems, p)
 	}
 	return out
+}
+
+// keepLegacyUIDs gives each pod of cur the UID a berth before the node's
+// UID key derived for it (podExtra.legacyUID) in place of its keyed UID
+// when prev, the manifest's previous version, has a pod of that UID: the
+// very content that runs under it. After an upgrade prev is the version
+// the last good state kept (written before the earlier berth ran any of
+// it, see lastGoodState.stage), so a running pod, a rollback's bad version
+// and the pods a restart with a broken manifest keeps all keep the UIDs
+// they run and are known by, and nothing restarts. Any new content gets
+// its keyed UID, and so does content coming back to what had the unkeyed
+// one: prev then has the keyed UID, and the unkeyed one is gone for good.
+// The pods of cur are the manifest's fresh parse, not yet shared; their
+// UIDs are set in place.
+func keepLegacyUIDs(prev, cur Result) {
+	var had sets.Set[types.UID]
+	for i, p := range cur.Pods {
+		legacy := cur.extraOf(i).legacyUID
+		if legacy == "" {
+			continue
+		}
+		if had == nil {
+			had = sets.New[types.UID]()
+			for _, q := range prev.Pods {
+				had.Insert(q.UID)
+			}
+		}
+		if had.Has(legacy) {
+			p.UID = legacy
+			p.Annotations[AnnotationHash] = string(legacy)
+		}
+	}
 }
 
 // merged is one manifest's result with where it came from, in the order

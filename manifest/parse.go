@@ -1,10 +1,11 @@
 package manifest
 
 import (
-	v1 "k8s.io/api/core/v1"
 	"slices"
 	"sort"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -37,6 +38,10 @@ type podExtra struct {
 	// Secrets, by field path.
 	refLines map[string]int
 	prefix   string // of the pod in its manifest, as decoded.prefix
+	// legacyUID is the UID a berth before the node's UID key derived
+	// for the pod ("" when the UID is explicit or unkeyed); see
+	// keepLegacyUIDs.
+	legacyUID types.UID
 }
 
 // extraOf is the podExtra of Pods[i].
@@ -52,13 +57,16 @@ func (r Result) extraOf(i int) podExtra {
 // node cannot honour. A pod that fails any step becomes a Problem (named
 // when decoding got that far) and never affects its siblings. It does not
 // check the size: readers enforce the limit while reading. Nor does it
-// limit the number of documents: sources use ParseLimited.
+// limit the number of documents: sources use ParseLimited. The UIDs it
+// derives are unkeyed, as berth validate shows them; the sources' are
+// keyed with the node's UID key (contentUID).
 func Parse(data []byte, origin Origin, nodeName string) Result {
-	return parse(data, origin, nodeName, 0)
+	return parse(data, origin, nodeName, 0, nil)
 }
 
-// parse is Parse with a document limit (0: none), see decodeManifests.
-func parse(data []byte, origin Origin, nodeName string, limit int) Result {
+// parse is Parse with a document limit (0: none), see decodeManifests, and
+// the node's UID key (nil: none).
+func parse(data []byte, origin Origin, nodeName string, limit int, key []byte) Result {
 	docs, decodeProblems := decodeManifests(data, origin, limit)
 	var res Result
 	for i := range decodeProblems {
@@ -83,7 +91,7 @@ func parse(data []byte, origin Origin, nodeName string, limit int) Result {
 		pod := d.pod
 		named := pod.Name != ""
 		derived := pod.UID == ""
-		applyIdentity(pod, nodeName, origin)
+		legacy := applyIdentity(pod, nodeName, origin, key)
 		setDefaults(pod)
 		errs := validatePod(pod)
 		if !named {
@@ -104,7 +112,7 @@ func parse(data []byte, origin Origin, nodeName string, limit int) Result {
 		}
 		res.Pods = append(res.Pods, pod)
 		res.Lines = append(res.Lines, lineOf(d.node, "metadata.name"))
-		res.extra = append(res.extra, podExtra{derivedUID: derived, refLines: refLines(pod, d), prefix: d.prefix})
+		res.extra = append(res.extra, podExtra{derivedUID: derived, refLines: refLines(pod, d), prefix: d.prefix, legacyUID: legacy})
 	}
 	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Line < res.Problems[j].Line })
 	return res

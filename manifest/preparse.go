@@ -51,7 +51,7 @@ func (s *fileSource) preparse(paths []string) map[string]*preparsed {
 		if err != nil || m.perm != nil || int64(len(m.data)) > s.maxBytes {
 			return
 		}
-		out[i] = &preparsed{sum: sha256.Sum256(m.data), res: ParseLimited(m.data, Origin{Source: SourceFile, Path: todo[i]}, s.nodeName, s.maxPods)}
+		out[i] = &preparsed{sum: sha256.Sum256(m.data), res: parseLimited(m.data, Origin{Source: SourceFile, Path: todo[i]}, s.nodeName, s.maxPods, s.uidKey)}
 	})
 	byPath := make(map[string]*preparsed, len(todo))
 	for i, p := range todo {
@@ -68,7 +68,7 @@ func (s *fileSource) parse(p string, data []byte, ahead *preparsed) Result {
 	if ahead != nil && ahead.sum == sha256.Sum256(data) {
 		return ahead.res
 	}
-	return ParseLimited(data, Origin{Source: SourceFile, Path: p}, s.nodeName, s.maxPods)
+	return parseLimited(data, Origin{Source: SourceFile, Path: p}, s.nodeName, s.maxPods, s.uidKey)
 }
 
 // onAllCores calls do(i) for every i in [0, n), on as many goroutines as

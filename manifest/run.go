@@ -74,8 +74,9 @@ type SourceConfig struct {
 	// Logger receives the sources' logs; nil is slog.Default().
 	Logger *slog.Logger
 
-	// uidKey is the node's key for the UIDs of pods taking ConfigMap and
-	// Secret values as environment (loadUIDKey); Run sets it.
+	// uidKey is the node's key the UIDs berth derives from manifests
+	// are HMACs with (loadUIDKey); Run sets it before starting either
+	// source, so both derive with the same key from their first pod on.
 	uidKey []byte
 }
 
