@@ -70,8 +70,11 @@ type berth struct {
 	logFile   string // berth's stderr, across restarts
 	args      []string
 	env       []string
-	http      *http.Client
-	unixHTTP  *http.Client
+	// bin, when set, is the binary start runs instead of berthBin (an
+	// earlier berth, for the upgrade tests).
+	bin      string
+	http     *http.Client
+	unixHTTP *http.Client
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -206,8 +209,12 @@ func (b *berth) start() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	fmt.Fprintf(logf, "=== e2e: starting berth %s\n", strings.Join(b.args, " "))
-	cmd := exec.Command(berthBin, b.args...)
+	bin := berthBin
+	if b.bin != "" {
+		bin = b.bin
+	}
+	fmt.Fprintf(logf, "=== e2e: starting %s %s\n", bin, strings.Join(b.args, " "))
+	cmd := exec.Command(bin, b.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), b.env...)
 	// berth must not outlive a test binary that dies.

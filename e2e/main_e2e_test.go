@@ -9,6 +9,8 @@
 // Environment:
 //
 //	BERTH_E2E_BINARY     use this berth binary instead of building one
+//	BERTH_E2E_OLD_BINARY the berth before the UID key, for the upgrade test
+//	                     (default: built from the repository's history)
 //	BERTH_E2E_RACE=1     build berth with -race (slower, catches races in berth)
 //	BERTH_E2E_LOG_LEVEL  berth's --log-level (default debug)
 //	BERTH_CRASH_CYCLES   cycles of TestCrashCycles (default 12)
