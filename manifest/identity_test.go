@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -264,6 +268,50 @@ func TestLegacyUIDMigration(t *testing.T) {
 		}
 	}
 	s.stop()
+}
+
+// TestLegacyUIDMigrationHTTP: the same for the URL source, whose last good
+// state keeps the body's pods under the URL.
+func TestLegacyUIDMigrationHTTP(t *testing.T) {
+	body := podList(pinPod("env", "1234"))
+	fake := &fakeServer{status: http.StatusOK, body: body}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	stateDir := filepath.Join(t.TempDir(), "state")
+	cfg := SourceConfig{URL: srv.URL + "/pods", HTTPClient: srv.Client(), StateDir: stateDir,
+		HTTPCheckFrequency: time.Hour, HTTPTimeout: time.Second}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := httpOrigin(u)
+	res := Parse([]byte(body), origin, testNode)
+	if len(res.Pods) != 1 {
+		t.Fatalf("problems: %v", res.Problems)
+	}
+	want := res.Pods[0].UID
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	state := newLastGoodState(SourceConfig{NodeName: testNode, StateDir: stateDir}, SourceHTTP, log)
+	state.load()
+	state.save(map[string]Result{origin.Path: res})
+
+	uid := func() types.UID {
+		s := startSources(t, cfg)
+		defer s.stop()
+		eventually(t, "ready", s.store.SourcesReady)
+		if ps := s.store.Pods(); len(ps) == 1 {
+			return ps[0].UID
+		}
+		return ""
+	}
+	if got := uid(); got != want {
+		t.Errorf("after the upgrade: UID %s, want the earlier berth's %s", got, want)
+	}
+	fake.set(http.StatusOK, "", podList(pinPod("env", "5678")), false)
+	edited := uid()
+	if plain := Parse([]byte(podList(pinPod("env", "5678"))), origin, testNode).Pods[0].UID; edited == "" || edited == plain {
+		t.Errorf("edited: UID %q, the plain hash is %s", edited, plain)
+	}
 }
 
 // TestKeepLegacyUIDs: a pod keeps its plain-hash UID only when the
