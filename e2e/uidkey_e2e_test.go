@@ -268,8 +268,11 @@ func buildOldBerth() (string, error) {
 		return "", err
 	}
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
+	// As make build builds, so the packages of the dependencies come
+	// from the build cache.
 	build := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", tmp, "./cmd/berth")
 	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build of %s: %w\n%s", base, err, out)
 	}
