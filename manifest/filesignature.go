@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // signatureFileOf is the manifest a detached signature in the manifest
@@ -54,21 +57,105 @@ func signedSum(data, sig []byte) [sha256.Size]byte {
 	return sum
 }
 
-// checkSignedFile verifies a manifest file read from p against its
-// signature when the source requires signatures. It returns the result to
-// record instead of parsing the file (a refusal, which keepLastGood turns
-// into "the pods it defined before keep running"), or nil to go on.
-func (s *fileSource) checkSignedFile(p string, data, sig []byte, sigErr error) *Result {
-	if s.signed == nil {
-		return nil
-	}
+// verifySignedFile verifies a manifest file read from p against its
+// signature. It returns the verified body, or the result to record instead
+// of parsing the file: a refusal, which keepLastGood turns into "the pods
+// it defined before keep running".
+func (s *fileSource) verifySignedFile(p string, data, sig []byte, sigErr error) (verifiedBody, *Result) {
 	if sigErr != nil {
 		s.signed.metrics.failed(SourceFile, ReasonBadSignature)
-		return &Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonBadSignature,
+		return verifiedBody{}, &Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: ReasonBadSignature,
 			Message: fmt.Sprintf("signed manifest refused: cannot read its signature: %v", sigErr)}}}
 	}
-	if err := s.signed.check(p, data, sig, s.clock.Now()); err != nil {
-		return &Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: reasonOf(err), Message: err.Error()}}}
+	b, err := s.signed.verify(data, sig, s.clock.Now())
+	if err != nil {
+		return verifiedBody{}, signedRefusal(p, err)
+	}
+	return b, nil
+}
+
+// admitSignedFile checks the serial of the verified body of p, parsed as
+// fresh, against what it defines and what it replaces (prev, what p holds
+// now): a refused body yields no pod, so it never wins a duplicate name
+// from the manifest running the newer version. nil admits it.
+func (s *fileSource) admitSignedFile(p string, b verifiedBody, fresh, prev Result) *Result {
+	if err := s.signed.admit(p, b, append(serialKeys(fresh), serialKeys(prev)...)); err != nil {
+		return signedRefusal(p, err)
 	}
 	return nil
+}
+
+func signedRefusal(p string, err error) *Result {
+	return &Result{Problems: []Problem{{Source: SourceFile, Origin: p, Reason: reasonOf(err), Message: err.Error()}}}
+}
+
+// dropSuperseded drops from each file what another file's body defined
+// since with a higher serial: two files may both hold a pod, each accepted
+// when it was read (both present at a first start, or the pod moved to a
+// file signed anew), and the older version must not run because its file
+// comes first by name. What a file holds of an unknown serial (its state
+// restored from an earlier version without any) is left as it is.
+func (s *fileSource) dropSuperseded() {
+	if s.signed == nil {
+		return
+	}
+	for p, f := range s.files {
+		stale := map[string]uint64{}
+		for k, n := range f.serials {
+			if last, ok := s.signed.serials.serialOf(k); ok && last > n {
+				stale[k] = last
+			}
+		}
+		if len(stale) == 0 {
+			continue
+		}
+		superseded := func(line int, k, name, namespace string) Problem {
+			pr := Problem{Source: SourceFile, Origin: p, Line: line, Field: "metadata.name", Reason: ReasonReplayed,
+				Message: fmt.Sprintf("serial %d of this manifest is older than %d, the last one accepted for %s from another manifest: this version no longer runs; remove it, or sign it with a serial of %d or more",
+					f.serials[k], stale[k], describeSerialKey(k), stale[k])}
+			if name != "" {
+				pr.Name, pr.Namespace = name, namespace
+			}
+			s.log.Warn("manifest rejected", "origin", p, "line", line, "field", pr.Field, "reason", pr.Reason,
+				"pod", name, "namespace", namespace, "err", pr.Message)
+			return pr
+		}
+		res := f.res
+		out := Result{Problems: slices.Clone(res.Problems)}
+		for i, pod := range res.Pods {
+			k := serialKey("", pod.Name, pod.Namespace)
+			if _, ok := stale[k]; ok {
+				out.Problems = append(out.Problems, superseded(res.Lines[i], k, pod.Name, pod.Namespace))
+				continue
+			}
+			out.Pods = append(out.Pods, pod)
+			out.Lines = append(out.Lines, res.Lines[i])
+			out.extra = append(out.extra, res.extraOf(i))
+		}
+		for _, o := range res.Objects {
+			ref := o.key()
+			k := serialKey(ref.kind, ref.name, ref.namespace)
+			if _, drop := stale[k]; drop {
+				out.Problems = append(out.Problems, superseded(0, k, "", ""))
+				continue
+			}
+			out.Objects = append(out.Objects, o)
+		}
+		slices.SortStableFunc(out.Problems, func(a, b Problem) int { return a.Line - b.Line })
+		for k := range stale {
+			delete(f.serials, k)
+		}
+		f.res = out
+	}
+}
+
+// liveSerials are the origins (files) and names (their pods and objects)
+// the file source holds now, which the serial state keeps past its bound.
+func (s *fileSource) liveSerials() (origins, names sets.Set[string]) {
+	origins, names = sets.New[string](), sets.New[string]()
+	for p, f := range s.files {
+		origins.Insert(p)
+		names.Insert(serialKeys(f.res)...)
+	}
+	return origins, names
 }

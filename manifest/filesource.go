@@ -85,6 +85,11 @@ type fileState struct {
 	info os.FileInfo       // to skip unchanged files on event-driven rescans; nil after a failed read
 	sum  [sha256.Size]byte // of the bytes read, to skip parsing them again
 	res  Result            // after keepLastGood
+	// serials are, when signatures are required, the serial of the body
+	// each pod and object of res (by serialKey) came from; one restored
+	// from the state has its file's last accepted serial, an upper
+	// bound, or none.
+	serials map[string]uint64
 }
 
 func newFileSource(cfg SourceConfig, store *Store) *fileSource {
@@ -471,7 +476,8 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 	if prev == nil {
 		prev = &fileState{}
 	}
-	var res Result
+	var res, fresh Result
+	var body *verifiedBody // the signed body accepted, when one is
 	var sum [sha256.Size]byte
 	switch {
 	case err != nil:
@@ -489,24 +495,43 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 			prev.info = info
 			return
 		}
-		if refused := s.checkSignedFile(p, data, sig, sigErr); refused != nil {
+		if s.signed == nil {
+			res = s.parse(p, data, ahead)
+			break
+		}
+		b, refused := s.verifySignedFile(p, data, sig, sigErr)
+		if refused == nil {
+			fresh = s.parse(p, data, ahead)
+			refused = s.admitSignedFile(p, b, fresh, prev.res)
+		}
+		if refused != nil {
 			res = *refused
 			break
 		}
-		res = s.parse(p, data, ahead)
+		res, body = fresh, &b
 	}
 	res = keepLastGood(prev.res, res)
+	serials := prev.serials
+	if body != nil {
+		s.signed.accept(p, *body, raisedKeys(fresh, prev.res, res))
+		serials = itemSerials(fresh, res, body.serial, prev.serials)
+	}
 	if !slices.Equal(prev.res.Problems, res.Problems) {
 		for _, pr := range res.Problems {
 			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
 				"reason", pr.Reason, "pod", pr.Name, "namespace", pr.Namespace, "err", pr.Message)
 		}
 	}
-	s.files[p] = &fileState{info: info, sum: sum, res: res}
+	s.files[p] = &fileState{info: info, sum: sum, res: res, serials: serials}
 }
 
 // send hands the current state to the store as one snapshot.
 func (s *fileSource) send(ctx context.Context) error {
+	if s.signed != nil {
+		s.dropSuperseded()
+		// Durable before the store has the pods of the bodies accepted.
+		s.signed.serials.flush(s.liveSerials)
+	}
 	paths := make([]string, 0, len(s.files))
 	for p := range s.files {
 		paths = append(paths, p)

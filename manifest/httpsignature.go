@@ -20,24 +20,42 @@ func newSignedOrigin(signers *Signers, cfg SourceConfig, source string, log *slo
 }
 
 // verifySignature fetches the detached signature of a new body from
-// <url>.sig (the path suffixed, the query kept) and checks body and serial.
-// The signature is fetched only when the body changed, with the same
-// client (CAs, same-origin redirects), headers and timeout as the body, and
+// <url>.sig (the path suffixed, the query kept), checks it and reads the
+// body's serial; admitSignature then checks the serial. It returns the
+// verified body, nil when bodies need no signature. The signature is
+// fetched only when the body changed, with the same client (CAs,
+// same-origin redirects), headers and timeout as the body, and
 // unconditionally: a signature must always be the one of this body.
 //
 // A failure leaves the source's validators as they were, so the next poll
 // fetches the body again instead of hearing 304 for a body never accepted:
 // a server that publishes the body before its signature is accepted one
 // poll later.
-func (s *httpSource) verifySignature(ctx context.Context, body []byte) error {
+func (s *httpSource) verifySignature(ctx context.Context, body []byte) (*verifiedBody, error) {
 	if s.signed == nil {
-		return nil
+		return nil, nil
 	}
 	sig, err := s.fetchSignature(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.signed.check(s.origin.Path, body, sig, s.clock.Now())
+	b, err := s.signed.verify(body, sig, s.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// admitSignature checks the serial of a verified body, parsed as res,
+// against what it defines and what it replaces (the last good answer): a
+// body older than the serial accepted from this URL, or for any of its
+// pods, ConfigMaps and Secrets, is refused, so one served at another URL
+// (a URL template whose label changed) is too.
+func (s *httpSource) admitSignature(b *verifiedBody, res Result) error {
+	if b == nil {
+		return nil
+	}
+	return s.signed.admit(s.origin.Path, *b, append(serialKeys(res), serialKeys(s.last)...))
 }
 
 // fetchSignature GETs <url>.sig; nil, nil when the server has none (404,

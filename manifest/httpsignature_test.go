@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -227,5 +228,44 @@ func TestHTTPSourceSigned(t *testing.T) {
 	}
 	if got := problemsOf(store); got != "Replayed pods.yaml?token=REDACTED " {
 		t.Fatalf("after restart: problems %q", got)
+	}
+}
+
+// TestHTTPSourceSignedSerialPerPod checks that a signed URL body's serial
+// is bound to the pods it defines, not to the URL alone: when the URL
+// changes (a URL template whose label changed), an older signed version of
+// a pod served at the new URL is refused, an equal one accepted.
+func TestHTTPSourceSignedSerialPerPod(t *testing.T) {
+	ops := newTestKey(t, 1)
+	fake := &pathServer{answers: map[string]pathAnswer{}}
+	serve := func(path, body string) {
+		fake.set(path, pathAnswer{http.StatusOK, "", body})
+		fake.set(path+".sig", pathAnswer{http.StatusOK, "", string(ops.sign(t, []byte(body), SignatureNamespace))})
+	}
+	stateDir := t.TempDir()
+	serve("/site-a/pods.yaml", signedBody(2, "img:2", "web"))
+	serve("/site-b/pods.yaml", signedBody(1, "img:1", "web", "db"))
+	serve("/site-c/pods.yaml", signedBody(2, "img:2c", "web"))
+	for _, tt := range []struct {
+		path, pods, problem string
+	}{
+		{"/site-a/pods.yaml", "web-node1 img:2", ""},
+		{"/site-b/pods.yaml", "", `Replayed pods.yaml : signed manifest refused: serial 1 is older than 2, the last one accepted for pod "web-node1" in namespace "default"`},
+		{"/site-c/pods.yaml", "web-node1 img:2c", ""},
+	} {
+		src := startSources(t, SourceConfig{URL: "https://m.example" + tt.path, HTTPClient: &http.Client{Transport: fake},
+			StateDir: stateDir, URLSigners: mustSigners(t, ops.pub)})
+		eventually(t, tt.path+" answered", func() bool { return src.store.SourcesReady() || len(src.store.Problems()) > 0 })
+		var problems []string
+		for _, p := range src.store.Problems() {
+			problems = append(problems, p.Reason+" "+path.Base(p.Origin)+" "+p.Field+": "+p.Message)
+		}
+		if got := strings.Join(problems, "\n"); tt.problem == "" && got != "" || !strings.HasPrefix(got, tt.problem) {
+			t.Fatalf("%s: problems %q, want %q", tt.path, got, tt.problem)
+		}
+		if got := podLines(src.store); got != tt.pods {
+			t.Fatalf("%s: pods %q, want %q", tt.path, got, tt.pods)
+		}
+		src.stop()
 	}
 }

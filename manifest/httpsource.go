@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 )
 
@@ -94,7 +95,7 @@ func (s *httpSource) run(ctx context.Context) {
 
 // poll fetches the URL once and updates the source's state.
 func (s *httpSource) poll(ctx context.Context) {
-	res, changed, err := s.fetch(ctx)
+	res, body, changed, err := s.fetch(ctx)
 	if ctx.Err() != nil {
 		return
 	}
@@ -113,7 +114,11 @@ func (s *httpSource) poll(ctx context.Context) {
 	if !changed {
 		return
 	}
+	fresh := res
 	res = keepLastGood(s.last, res)
+	if body != nil {
+		s.signed.accept(s.origin.Path, *body, raisedKeys(fresh, s.last, res))
+	}
 	if !slices.Equal(s.last.Problems, res.Problems) {
 		for _, pr := range res.Problems {
 			s.log.Warn("manifest rejected", "origin", pr.Origin, "line", pr.Line, "field", pr.Field,
@@ -143,10 +148,11 @@ func reasonOf(err error) string {
 var errTimedOut = errors.New("timed out")
 
 // fetch makes one conditional GET. changed is false when the server says
-// the manifests are as last time (304). The timeout runs on the source's
+// the manifests are as last time (304). body is the signed body to accept
+// with res, when bodies must be signed. The timeout runs on the source's
 // clock, like the polls, so a test decides exactly when a slow server is
 // given up on.
-func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err error) {
+func (s *httpSource) fetch(ctx context.Context) (res Result, body *verifiedBody, changed bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	timer := s.clock.AfterFunc(s.timeout, func() { cancel(errTimedOut) })
@@ -154,7 +160,7 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	s.respHeader = nil
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return Result{}, false, err
+		return Result{}, nil, false, err
 	}
 	for k, vs := range s.header {
 		for _, v := range vs {
@@ -172,44 +178,48 @@ func (s *httpSource) fetch(ctx context.Context) (res Result, changed bool, err e
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if context.Cause(ctx) == errTimedOut {
-			return Result{}, false, s.timedOut()
+			return Result{}, nil, false, s.timedOut()
 		}
 		reason := ReasonUnreachable
 		var re *redirectError
 		if errors.As(err, &re) {
 			reason = ReasonRedirectRefused
 		}
-		return Result{}, false, &fetchError{reason, fmt.Errorf("GET %s: %w", s.origin.Path, stripURL(err))}
+		return Result{}, nil, false, &fetchError{reason, fmt.Errorf("GET %s: %w", s.origin.Path, stripURL(err))}
 	}
 	defer resp.Body.Close()
 	s.respHeader = resp.Header
 	if resp.StatusCode == http.StatusNotModified && s.answered {
-		return Result{}, false, nil
+		return Result{}, nil, false, nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: server answered %s", s.origin.Path, resp.Status)}
+		return Result{}, nil, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: server answered %s", s.origin.Path, resp.Status)}
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
 	if err != nil {
 		if context.Cause(ctx) == errTimedOut {
-			return Result{}, false, s.timedOut()
+			return Result{}, nil, false, s.timedOut()
 		}
-		return Result{}, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: reading the body: %w", s.origin.Path, stripURL(err))}
+		return Result{}, nil, false, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: reading the body: %w", s.origin.Path, stripURL(err))}
 	}
 	if int64(len(data)) > s.maxBytes {
-		return Result{}, false, &fetchError{ReasonTooLarge, fmt.Errorf("GET %s: body is larger than the limit of %d bytes", s.origin.Path, s.maxBytes)}
+		return Result{}, nil, false, &fetchError{ReasonTooLarge, fmt.Errorf("GET %s: body is larger than the limit of %d bytes", s.origin.Path, s.maxBytes)}
 	}
 	if strings.TrimSpace(string(data)) == "" {
 		// Servers in trouble answer 200 with nothing; an empty PodList
 		// is how to say "no pods".
-		return Result{}, false, &fetchError{ReasonEmpty, fmt.Errorf("GET %s: empty body; serve an empty PodList to remove all pods", s.origin.Path)}
+		return Result{}, nil, false, &fetchError{ReasonEmpty, fmt.Errorf("GET %s: empty body; serve an empty PodList to remove all pods", s.origin.Path)}
 	}
-	if err := s.verifySignature(ctx, data); err != nil {
-		return Result{}, false, err
+	if body, err = s.verifySignature(ctx, data); err != nil {
+		return Result{}, nil, false, err
+	}
+	res = parseLimited(data, s.origin, s.nodeName, s.maxPods, s.uidKey)
+	if err := s.admitSignature(body, res); err != nil {
+		return Result{}, nil, false, err
 	}
 	s.etag = resp.Header.Get("ETag")
 	s.lastModified = resp.Header.Get("Last-Modified")
-	return parseLimited(data, s.origin, s.nodeName, s.maxPods, s.uidKey), true, nil
+	return res, body, true, nil
 }
 
 // timedOut is the error of a request the timeout cancelled: the client
@@ -235,6 +245,12 @@ func (s *httpSource) send(ctx context.Context) error {
 	var extra []Problem
 	if s.problem != nil {
 		extra = []Problem{*s.problem}
+	}
+	if s.signed != nil {
+		// Durable before the store has the pods of the body accepted.
+		s.signed.serials.flush(func() (origins, names sets.Set[string]) {
+			return sets.New(s.origin.Path), sets.New(serialKeys(s.last)...)
+		})
 	}
 	if s.answered {
 		s.state.save(map[string]Result{s.origin.Path: s.last})

@@ -506,9 +506,31 @@ func (s *fileSource) restoreLastGood() {
 		// Files of another --pod-manifest-path are no longer wanted; the
 		// first save removes their state.
 		if origin == s.path || filepath.Dir(origin) == s.path {
-			s.files[origin] = &fileState{res: res}
+			s.files[origin] = &fileState{res: res, serials: s.restoredSerials(origin, res)}
 		}
 	}
+}
+
+// restoredSerials are the serials of a restored entry's pods and objects:
+// none are kept with them, but none is newer than the last serial accepted
+// from origin, an upper bound that is enough to know an older version
+// when another manifest brings a newer one. An earlier berth's serial of
+// origin is first given to them (adopt).
+func (s *fileSource) restoredSerials(origin string, res Result) map[string]uint64 {
+	if s.signed == nil {
+		return nil
+	}
+	keys := serialKeys(res)
+	s.signed.serials.adopt(origin, keys)
+	n, ok := s.signed.serials.originSerial(origin)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]uint64, len(keys))
+	for _, k := range keys {
+		out[k] = n
+	}
+	return out
 }
 
 // saveLastGood stages what each manifest file yields now (send syncs it
@@ -536,5 +558,8 @@ func (s *fileSource) saveLastGood() {
 func (s *httpSource) restoreLastGood() {
 	if res, ok := s.state.load()[s.origin.Path]; ok {
 		s.last = res
+		if s.signed != nil {
+			s.signed.serials.adopt(s.origin.Path, serialKeys(res))
+		}
 	}
 }

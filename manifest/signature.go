@@ -14,6 +14,7 @@ import (
 	"github.com/hiddeco/sshsig"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // SignatureNamespace is the namespace manifests are signed in
@@ -39,7 +40,8 @@ const (
 	// ReasonNoSerial: validly signed, but the first line is not a serial.
 	ReasonNoSerial = "NoSerial"
 	// ReasonReplayed: validly signed, with a serial lower than the last
-	// one accepted.
+	// one accepted from its manifest file or URL, or for a pod, ConfigMap
+	// or Secret it defines or replaces, whatever manifest that came in.
 	ReasonReplayed = "Replayed"
 )
 
@@ -319,7 +321,7 @@ func (m *SignatureMetrics) failed(source, reason string) {
 }
 
 // signedOrigin checks the bodies of a signed source against the signers
-// and the serial last accepted from their origin. It belongs to its
+// and the serials accepted before (serialState). It belongs to its
 // source's goroutine.
 type signedOrigin struct {
 	signers *Signers
@@ -327,46 +329,108 @@ type signedOrigin struct {
 	serials *serialState
 	metrics *SignatureMetrics
 	log     *slog.Logger
-	// accepted is the serial of the body last accepted, to log each new
-	// version once.
+	// accepted is the serial of the body last accepted from each origin,
+	// to log each new version once.
 	accepted map[string]uint64
 }
 
-// check verifies body against sig and its serial against the last one
-// accepted from origin, and records the serial when the body is accepted.
-// A nil sig is a body without signature. The error is a *fetchError with
-// the Problem reason; the caller logs it.
-func (o *signedOrigin) check(origin string, body, sig []byte, now time.Time) error {
-	signer, serial, reason, err := o.verify(origin, body, sig, now)
+// verifiedBody is a body whose signature checked out: who signed it, and
+// its serial, not yet checked against those accepted before.
+type verifiedBody struct {
+	signer string
+	serial uint64
+}
+
+// verify checks body against sig and reads its serial. A nil sig is a body
+// without signature. The error is a counted *fetchError with the Problem
+// reason; the caller logs it.
+func (o *signedOrigin) verify(body, sig []byte, now time.Time) (verifiedBody, error) {
+	b, reason, err := o.verifyBody(body, sig, now)
 	if err != nil {
-		o.metrics.failed(o.source, reason)
-		return &fetchError{reason, fmt.Errorf("signed manifest refused: %w", err)}
+		return verifiedBody{}, o.refuse(reason, err)
 	}
-	if prev, ok := o.accepted[origin]; !ok || prev != serial {
+	return b, nil
+}
+
+func (o *signedOrigin) verifyBody(body, sig []byte, now time.Time) (b verifiedBody, reason string, err error) {
+	if sig == nil {
+		return b, ReasonUnsigned, errors.New("no signature (" + signatureSuffix + ") beside the body; berth runs only signed manifests from this source")
+	}
+	if b.signer, err = o.signers.Verify(body, sig, now); err != nil {
+		return b, ReasonBadSignature, err
+	}
+	if b.serial, err = ParseSerial(body); err != nil {
+		return b, ReasonNoSerial, err
+	}
+	return b, "", nil
+}
+
+func (o *signedOrigin) refuse(reason string, err error) error {
+	o.metrics.failed(o.source, reason)
+	return &fetchError{reason, fmt.Errorf("signed manifest refused: %w", err)}
+}
+
+// admit checks the serial of a verified body from origin against the
+// serials accepted before: from origin, and for each of keys, which must
+// be what the body defines and what it replaces (serialKeys of the parsed
+// body and of what origin holds now). A refusal is a counted *fetchError
+// with ReasonReplayed naming what has the newer serial.
+func (o *signedOrigin) admit(origin string, b verifiedBody, keys []string) error {
+	key, last, older := o.serials.conflict(origin, keys, b.serial)
+	if !older {
+		return nil
+	}
+	what := "this manifest"
+	if key != "" {
+		what = describeSerialKey(key)
+	}
+	return o.refuse(ReasonReplayed, fmt.Errorf("serial %d is older than %d, the last one accepted for %s: a replayed or rolled back version; sign the version you want with a serial of %d or more",
+		b.serial, last, what, last))
+}
+
+// accept records an admitted body's serial for origin and for raised: what
+// the body defines and what it removed from origin (not what origin keeps
+// of an earlier version because the body rejects it). It logs each new
+// version once; flush persists it.
+func (o *signedOrigin) accept(origin string, b verifiedBody, raised []string) {
+	o.serials.record(origin, raised, b.serial)
+	if prev, ok := o.accepted[origin]; !ok || prev != b.serial {
 		if o.accepted == nil {
 			o.accepted = map[string]uint64{}
 		}
-		o.accepted[origin] = serial
-		o.log.Info("signed manifest accepted", "origin", origin, "serial", serial, "signer", signer)
+		o.accepted[origin] = b.serial
+		o.log.Info("signed manifest accepted", "origin", origin, "serial", b.serial, "signer", b.signer)
 	}
-	return nil
 }
 
-// verify is check without the error's wrapping, counting and logging.
-func (o *signedOrigin) verify(origin string, body, sig []byte, now time.Time) (signer string, serial uint64, reason string, err error) {
-	if sig == nil {
-		return "", 0, ReasonUnsigned, errors.New("no signature (" + signatureSuffix + ") beside the body; berth runs only signed manifests from this source")
+// raisedKeys are the keys a body accepted from an origin raises: those of
+// fresh (the parsed body), and those of prev (what the origin held) that
+// cur (the origin's result after keepLastGood) no longer holds.
+func raisedKeys(fresh, prev, cur Result) []string {
+	keys := serialKeys(fresh)
+	held := sets.New(serialKeys(cur)...)
+	for _, k := range serialKeys(prev) {
+		if !held.Has(k) {
+			keys = append(keys, k)
+		}
 	}
-	if signer, err = o.signers.Verify(body, sig, now); err != nil {
-		return "", 0, ReasonBadSignature, err
+	return keys
+}
+
+// itemSerials are the serials of what cur (after keepLastGood) holds: n for
+// what fresh (the accepted body) defines, the serial in prevSerials for
+// what is kept from before; unknown (absent) otherwise.
+func itemSerials(fresh, cur Result, n uint64, prevSerials map[string]uint64) map[string]uint64 {
+	isFresh := sets.New(serialKeys(fresh)...)
+	out := map[string]uint64{}
+	for _, k := range serialKeys(cur) {
+		if isFresh.Has(k) {
+			out[k] = n
+		} else if s, ok := prevSerials[k]; ok {
+			out[k] = s
+		}
 	}
-	if serial, err = ParseSerial(body); err != nil {
-		return "", 0, ReasonNoSerial, err
-	}
-	if last, err := o.serials.accept(origin, serial); err != nil {
-		return "", 0, ReasonReplayed, fmt.Errorf("serial %d is older than %d, the last one accepted: a replayed or rolled back version; sign the version you want with a serial above %d", serial, last, last)
-	}
-	return signer, serial, "", nil
+	return out
 }
 
 // signatureSuffix names a detached signature: <url>.sig, as ssh-keygen

@@ -66,22 +66,31 @@ func FuzzVerifySignature(f *testing.F) {
 	})
 }
 
-// FuzzDecodeSerial feeds arbitrary serial files (the persisted last
-// accepted serial): decoding never panics, and what it accepts is of the
-// source and origin asked for.
+// FuzzDecodeSerial feeds arbitrary serial files (the persisted accepted
+// serials, and an earlier version's per-origin files it migrates):
+// decoding never panics, and what it accepts is of the source asked for
+// and within the bounds.
 func FuzzDecodeSerial(f *testing.F) {
-	const origin = "https://m.example/pods.yaml"
-	f.Add([]byte(`{"version":1,"source":"http","origin":"` + origin + `","serial":50,"accepted":"2026-11-24T00:00:00Z"}`))
-	f.Add([]byte(`{"version":1,"source":"file","origin":"/etc/kubernetes/manifests/web.yaml","serial":1}`))
-	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":2,"source":"http","origins":{"https://m.example/pods.yaml":{"serial":50,"accepted":"2026-11-24T00:00:00Z"}},"names":{"web-node1_default":{"serial":50,"accepted":"2026-11-24T00:00:00Z"},"ConfigMap/cfg_default":{"serial":7,"accepted":"2026-11-24T00:00:00Z"}}}`))
+	f.Add([]byte(`{"version":2,"source":"http","origins":null,"names":{}}`))
+	f.Add([]byte(`{"version":1,"source":"http","origin":"https://m.example/pods.yaml","serial":50,"accepted":"2026-11-24T00:00:00Z"}`))
+	f.Add([]byte(`{"version":1,"source":"http","origin":"/etc/kubernetes/manifests/web.yaml","serial":1}`))
+	f.Add([]byte(`{"version":2,"source":"http","names":{"":{"serial":1}}}`))
 	f.Add([]byte(`{`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sf, err := decodeSerial(data, SourceHTTP, origin)
-		if err != nil {
-			return
+		if sf, err := decodeSerial(data, SourceHTTP); err == nil {
+			if sf.Version != serialVersion || sf.Source != SourceHTTP || sf.Origins == nil || sf.Names == nil ||
+				len(sf.Origins) > maxSerialOrigins || len(sf.Names) > maxSerialNames {
+				t.Fatalf("accepted %+v", sf)
+			}
+			if _, ok := sf.Names[""]; ok {
+				t.Fatalf("accepted an empty name: %+v", sf)
+			}
 		}
-		if sf.Version != serialVersion || sf.Source != SourceHTTP || sf.Origin != origin {
-			t.Fatalf("accepted %+v", sf)
+		if lf, err := decodeLegacySerial(data, SourceHTTP); err == nil {
+			if lf.Version != legacySerialVersion || lf.Source != SourceHTTP || lf.Origin == "" {
+				t.Fatalf("accepted %+v", lf)
+			}
 		}
 	})
 }
