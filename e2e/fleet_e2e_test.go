@@ -428,3 +428,71 @@ func TestSignedManifestFiles(t *testing.T) {
 		t.Errorf("the unsigned manifest's pod has sandboxes %v (%v)", sbs, err)
 	}
 }
+
+// TestSignedManifestReplayUnderAnotherName runs berth with
+// --pod-manifest-allowed-signers and a pod at serial 2, then drops the
+// pod's older signed version (serial 1, with its valid signature) under a
+// file name that sorts first: berth refuses it as Replayed, the running
+// pod keeps its UID, sandbox and container, and web.yaml is not taken for
+// a duplicate. A serial is bound to the pod, not to its file's name.
+func TestSignedManifestReplayUnderAnotherName(t *testing.T) {
+	dir := t.TempDir()
+	keygen(t, dir, nil, "-q", "-t", "ed25519", "-N", "", "-C", "fleet", "-f", "fleet_key")
+	pub, err := os.ReadFile(filepath.Join(dir, "fleet_key.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signers := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(signers, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(body string) string {
+		return string(keygen(t, dir, []byte(body), "-Y", "sign", "-f", "fleet_key", "-n", "berth-manifest"))
+	}
+	old := signedPods(1, newPod("replayed-web", shContainer("main", "echo version 1; "+sleepForever)))
+	cur := signedPods(2, newPod("replayed-web", shContainer("main", "echo version 2; "+sleepForever)))
+	b := newBerth(t, berthOptions{
+		args:      []string{"--pod-manifest-allowed-signers", signers},
+		manifests: map[string]string{"web.yaml": cur, "web.yaml.sig": sign(cur)},
+	})
+	b.waitReady()
+	name := podName("replayed-web")
+	running := b.waitRunning(name)
+	sandboxes, err := sandboxesOf(name)
+	if err != nil || len(sandboxes) != 1 {
+		t.Fatalf("sandboxes of %s: %v (%v), want one", name, sandboxes, err)
+	}
+	container := containerStatus(running, "main").ContainerID
+
+	// The signature first, so the body is never read without it.
+	b.writeManifest("0-web.yaml.sig", sign(old))
+	b.writeManifest("0-web.yaml", old)
+	b.waitProblem("Replayed", "0-web.yaml")
+
+	ps, err := b.problemsOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p != "Replayed 0-web.yaml" {
+			t.Errorf("problem %q besides the replay", p)
+		}
+	}
+	if out := berthPods(t, b); !strings.Contains(out, "serial 1 is older than 2") {
+		t.Errorf("berth pods does not show the replay:\n%s", out)
+	}
+	assertSignatureFailures(t, b, "file", "Replayed")
+	p, err := b.apiPod(name)
+	if err != nil || p == nil {
+		t.Fatalf("%s after the replay: %v, %v", name, p, err)
+	}
+	if p.UID != running.UID {
+		t.Errorf("%s: uid %s after the replay, was %s", name, p.UID, running.UID)
+	}
+	if cs := containerStatus(p, "main"); cs == nil || cs.ContainerID != container || cs.RestartCount != 0 {
+		t.Errorf("%s: container %+v after the replay, was %s", name, cs, container)
+	}
+	if now, err := sandboxesOf(name); err != nil || len(now) != 1 || now[0].Id != sandboxes[0].Id {
+		t.Errorf("sandboxes of %s after the replay: %v (%v), want only %s", name, now, err, sandboxes[0].Id)
+	}
+}
