@@ -111,7 +111,7 @@ func (s *fileSource) dropSuperseded() {
 		}
 		superseded := func(line int, k, name, namespace string) Problem {
 			pr := Problem{Source: SourceFile, Origin: p, Line: line, Field: "metadata.name", Reason: ReasonReplayed,
-				Message: fmt.Sprintf("serial %d of this manifest is older than %d, the last one accepted for %s from another manifest: this version no longer runs; remove it, or sign it with a serial of %d or more",
+				Message: fmt.Sprintf("serial %d of this manifest is older than %d, the last one accepted for %s from another manifest: this version no longer runs; remove it, or sign it anew with a serial above %d",
 					f.serials[k], stale[k], describeSerialKey(k), stale[k])}
 			if name != "" {
 				pr.Name, pr.Namespace = name, namespace

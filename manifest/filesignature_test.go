@@ -104,6 +104,9 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 	ops := newTestKey(t, 1)
 	v1, v2, v3 := signedBody(1, "img:1", "web"), signedBody(2, "img:2", "web"), signedBody(3, "img:3", "web")
 	v2b := signedBody(2, "img:2b", "web")
+	configMap := func(serial int, version string) string {
+		return fmt.Sprintf("# berth.io/serial: %d\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  version: %q\n", serial, version)
+	}
 	type step struct {
 		restart bool // stop the sources, change the files, start them again
 		legacy  bool // with restart: the serials as an earlier berth left them
@@ -146,6 +149,11 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 			{files: map[string]string{"0-web.yaml": v2b, "web.yaml": v2}, ops: "ADD web-node1 img:2b", pods: "web-node1 img:2b",
 				problems: "DuplicateName web.yaml metadata.name"},
 			{restart: true, ops: "ADD web-node1 img:2b", pods: "web-node1 img:2b", problems: "DuplicateName web.yaml metadata.name"},
+		}},
+		{"older ConfigMap under another name", []step{
+			{files: map[string]string{"web.yaml": v2 + "---\n" + strings.SplitN(configMap(2, "2"), "\n", 2)[1]},
+				ops: "ADD web-node1 img:2", pods: "web-node1 img:2"},
+			{files: map[string]string{"0-cfg.yaml": configMap(1, "1")}, pods: "web-node1 img:2", problems: "Replayed 0-cfg.yaml "},
 		}},
 		{"older version emptying its file", []step{
 			{files: map[string]string{"web.yaml": v2}, ops: "ADD web-node1 img:2", pods: "web-node1 img:2"},

@@ -384,7 +384,7 @@ func (o *signedOrigin) admit(origin string, b verifiedBody, keys []string) error
 	if key != "" {
 		what = describeSerialKey(key)
 	}
-	return o.refuse(ReasonReplayed, fmt.Errorf("serial %d is older than %d, the last one accepted for %s: a replayed or rolled back version; sign the version you want with a serial of %d or more",
+	return o.refuse(ReasonReplayed, fmt.Errorf("serial %d is older than %d, the last one accepted for %s: a replayed or rolled back version; sign the version you want with a serial above %d",
 		b.serial, last, what, last))
 }
 
