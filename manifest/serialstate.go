@@ -33,9 +33,10 @@ const legacySerialVersion = 1
 // Bounds of the serial state of one source. Live entries (a pod or object
 // a manifest holds now, a file present, the URL) are evicted only when
 // they alone pass the bound; entries of pods and files long gone go first,
-// the oldest accepted first. maxSerialFileBytes bounds the file they make:
-// a name is at most 330 bytes, so names need under 4 MiB; paths are what
-// --pod-manifest-path and a file name make.
+// the oldest accepted first. maxSerialFileBytes bounds the file they make
+// (a name is at most 330 bytes, so names need under 4 MiB; paths are what
+// --pod-manifest-path and a file name make): a state past it is kept in
+// memory only, with a warning.
 const (
 	maxSerialNames     = 8192
 	maxSerialOrigins   = 1024
@@ -54,9 +55,8 @@ const (
 //     replaces has a higher serial: an old signed body dropped under
 //     another file name, or served at another URL, never runs.
 //   - per origin (a manifest file's path, the URL), the highest serial
-//     accepted from it, as before names were tracked: an old body that
-//     would empty a file, or defines only pods long removed, is refused
-//     there too.
+//     accepted from it: an old body that would empty a file, or defines
+//     only pods long removed from it, is refused there too.
 //
 // An equal serial is accepted: it is the same version read again (after a
 // restart, from a server that ignores conditional requests), and two
