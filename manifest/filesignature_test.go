@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -155,6 +157,12 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 				ops: "ADD web-node1 img:2", pods: "web-node1 img:2"},
 			{files: map[string]string{"0-cfg.yaml": configMap(1, "1")}, pods: "web-node1 img:2", problems: "Replayed 0-cfg.yaml "},
 		}},
+		{"broken signed edit keeps the running version", []step{
+			{files: map[string]string{"web.yaml": v2}, ops: "ADD web-node1 img:2", pods: "web-node1 img:2"},
+			{files: map[string]string{"web.yaml": signedBody(3, "", "web")}, pods: "web-node1 img:2", problems: "Invalid web.yaml items[0].spec.containers[0].image"},
+			{restart: true, ops: "ADD web-node1 img:2", pods: "web-node1 img:2", problems: "Invalid web.yaml items[0].spec.containers[0].image"},
+			{files: map[string]string{"0-web.yaml": v1}, pods: "web-node1 img:2", problems: "Replayed 0-web.yaml \nInvalid web.yaml items[0].spec.containers[0].image"},
+		}},
 		{"older version emptying its file", []step{
 			{files: map[string]string{"web.yaml": v2}, ops: "ADD web-node1 img:2", pods: "web-node1 img:2"},
 			{files: map[string]string{"web.yaml": signedBody(1, "")}, pods: "web-node1 img:2", problems: "Replayed web.yaml "},
@@ -212,9 +220,16 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 				default:
 					apply(s.files)
 				}
-				eventually(t, fmt.Sprintf("step %d: updates %q, pods %q, problems %q", i, s.ops, s.pods, s.problems), func() bool {
-					return updates.take() == s.ops && podLines(src.store) == s.pods && problemsOf(src.store) == s.problems
-				})
+				want := fmt.Sprintf("updates %q, pods %q, problems %q", s.ops, s.pods, s.problems)
+				var got string
+				deadline := time.Now().Add(updateTimeout)
+				for got != want {
+					if time.Now().After(deadline) {
+						t.Fatalf("step %d: %s, want %s", i, got, want)
+					}
+					runtime.Gosched()
+					got = fmt.Sprintf("updates %q, pods %q, problems %q", updates.take(), podLines(src.store), problemsOf(src.store))
+				}
 				updates.reset()
 			}
 			if got := updates.take(); got != "" {
