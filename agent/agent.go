@@ -430,7 +430,7 @@ func (a *Agent) housekeeping() {
 	a.events.gc()
 	a.rt.ForgetStaleBackoffs()
 	a.rollback.tick(a.workers.known)
-	a.forgetRemovedNames()
+	a.forgetRemovedTargets()
 	// The watchdog proves the sync loop turns (this runs inside it); a
 	// runtime outage is reported by /healthz and STATUS=, but restarting
 	// berth would not bring containerd back.

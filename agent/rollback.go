@@ -56,10 +56,41 @@ const (
 // of the newer one its source serves. Only such pods carry it.
 const ConditionLatestVersion v1.PodConditionType = "berth.io/LatestVersion"
 
+// rollbackKey is what a rollback target belongs to: the manifest that
+// produced the version (its source, and its origin: the file path or URL)
+// and the pod's full name.
+//
+// The rule: a new version is rolled back only to the last Ready version of
+// its own key, never to one another manifest produced. Two manifests may
+// serve one full name (a file and the URL, two files); when the operator
+// removes one, its version must not come back as the other's rollback
+// target. Once no source serves a pod of a key, the key's record is
+// forgotten, on disk too, so a version whose manifest was removed is never
+// run again. A renamed file is a removal and an add (its pods get new
+// UIDs): the new name has no Ready version until one proves itself, and a
+// bad version under it runs on with NoReadyVersion rather than bring back
+// the removed name's version.
+type rollbackKey struct {
+	Source, Origin, FullName string
+}
+
+// keyOf is the key of pod's versions.
+func keyOf(pod *v1.Pod) rollbackKey {
+	return rollbackKey{Source: pod.Annotations[manifest.AnnotationSource], Origin: pod.Annotations[manifest.AnnotationOrigin],
+		FullName: manifest.FullName(pod)}
+}
+
+// logKeys are the log keys of the key's pod, as the rest of berth logs a
+// pod, with where its manifest is.
+func (k rollbackKey) logKeys() []any {
+	name, ns := splitFullName(k.FullName)
+	return []any{"pod", name, "namespace", ns, "source", k.Source, "origin", k.Origin}
+}
+
 // rollbacks watches every new version of a pod until it proves good (Ready
 // for MinReady) or bad (not Ready when its window ends, a crash loop, or
-// phase Failed), remembers each full name's last Ready version, and decides
-// rollbacks, which the sync loop carries out (applyRollbacks). A bad version
+// phase Failed), remembers each key's last Ready version (rollbackKey), and
+// decides rollbacks, which the sync loop carries out (applyRollbacks). A bad version
 // is never started again until the manifest changes, since its UID is the
 // manifest's hash: a new manifest is a new UID, and a new trial.
 //
@@ -77,13 +108,13 @@ type rollbacks struct {
 	total *prometheus.CounterVec
 
 	mu      sync.Mutex
-	records map[string]*nameRecord // by full name
+	records map[rollbackKey]*nameRecord
 	trials  map[types.UID]*trial
 	// failed are the versions that failed with no earlier Ready version
-	// to go back to, by full name: they run on, with a problem, until the
+	// of their key to go back to: they run on, with a problem, until the
 	// manifest changes. Not persisted: after a restart the version gets a
 	// new trial and fails again.
-	failed  map[string]*rollback
+	failed  map[rollbackKey]*rollback
 	pending []rollbackAction
 }
 
@@ -116,7 +147,7 @@ func newRollbacks(cfg RollbackConfig, nodeName string, clk clock.PassiveClock, l
 		state:  &rollbackState{dir: cfg.StateDir, nodeName: nodeName, log: log},
 		due:    make(chan struct{}, 1),
 		trials: map[types.UID]*trial{},
-		failed: map[string]*rollback{},
+		failed: map[rollbackKey]*rollback{},
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_rollbacks_total",
 			Help: "Versions of pods that failed on probation, by what followed (RolledBack, NoReadyVersion).",
@@ -124,10 +155,10 @@ func newRollbacks(cfg RollbackConfig, nodeName string, clk clock.PassiveClock, l
 	}
 	reg.MustRegister(r.total)
 	r.records = r.state.load()
-	for fn, rec := range r.records {
+	for k, rec := range r.records {
 		if rb := rec.RolledBack; rb != nil {
 			log.Info("a rollback is in force: the last Ready version runs in place of the failed one until the manifest changes",
-				append(podKeys(fn), "uid", rb.Good, "failed_uid", rb.Bad, "reason", rb.Message)...)
+				append(k.logKeys(), "uid", rb.Good, "failed_uid", rb.Bad, "reason", rb.Message)...)
 		}
 	}
 	return r
@@ -147,22 +178,22 @@ func (r *rollbacks) window(pod *v1.Pod) time.Duration {
 // itself otherwise. A delivered version other than the bad one ends the
 // rollback: the manifest changed, and the new version gets a trial.
 func (r *rollbacks) admit(pod *v1.Pod) *v1.Pod {
-	fn := manifest.FullName(pod)
+	k := keyOf(pod)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f := r.failed[fn]; f != nil && f.Bad != pod.UID {
-		delete(r.failed, fn)
+	if f := r.failed[k]; f != nil && f.Bad != pod.UID {
+		delete(r.failed, k)
 	}
-	rec := r.records[fn]
+	rec := r.records[k]
 	if rec == nil || rec.RolledBack == nil {
 		return pod
 	}
 	if rec.RolledBack.Bad == pod.UID {
 		return rec.LastReady
 	}
-	r.log.Info("the manifest changed since the rollback; running the new version", append(podKeys(fn), "uid", pod.UID, "failed_uid", rec.RolledBack.Bad)...)
+	r.log.Info("the manifest changed since the rollback; running the new version", append(k.logKeys(), "uid", pod.UID, "failed_uid", rec.RolledBack.Bad)...)
 	rec.RolledBack = nil
-	r.saveLocked(fn, rec)
+	r.saveLocked(k, rec)
 	return pod
 }
 
@@ -171,33 +202,34 @@ func (r *rollbacks) admit(pod *v1.Pod) *v1.Pod {
 func (r *rollbacks) substitute(pod *v1.Pod) *v1.Pod {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rec := r.records[manifest.FullName(pod)]; rec != nil && rec.RolledBack != nil && rec.RolledBack.Bad == pod.UID {
+	if rec := r.records[keyOf(pod)]; rec != nil && rec.RolledBack != nil && rec.RolledBack.Bad == pod.UID {
 		return rec.LastReady
 	}
 	return pod
 }
 
-// forget drops what is known of a full name no source serves any more:
-// a pod added again later starts afresh, and never comes back as an old
-// version the operator removed.
-func (r *rollbacks) forget(fullName string) {
+// forget drops what is known of a key no source serves any more: a pod
+// added again later starts afresh, and never comes back as an old version
+// the operator removed.
+func (r *rollbacks) forget(k rollbackKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.failed, fullName)
-	if _, ok := r.records[fullName]; ok {
-		delete(r.records, fullName)
-		r.saveLocked(fullName, nil)
+	delete(r.failed, k)
+	if rec, ok := r.records[k]; ok {
+		delete(r.records, k)
+		r.log.Info("the pod's manifest is gone; forgetting its last Ready version", append(k.logKeys(), "uid", rec.LastReady.UID)...)
+		r.saveLocked(k, nil)
 	}
 }
 
 // observe takes a status a lane just built for pod, which passed the
 // full-name gate at start. Called from the lanes' goroutines.
 func (r *rollbacks) observe(pod *v1.Pod, st v1.PodStatus, start time.Time) {
-	fn := manifest.FullName(pod)
+	k := keyOf(pod)
 	now := r.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.records[fn]
+	rec := r.records[k]
 	if rec != nil && rec.LastReady.UID == pod.UID {
 		// The last Ready version is never on trial: once back after a
 		// rollback, its failures are the restart policy's business.
@@ -210,7 +242,7 @@ func (r *rollbacks) observe(pod *v1.Pod, st v1.PodStatus, start time.Time) {
 			changed := !equality.Semantic.DeepEqual(rec.LastReady.Spec, pod.Spec)
 			rec.LastReady = pod
 			if changed {
-				r.saveLocked(fn, rec)
+				r.saveLocked(k, rec)
 			}
 		}
 		return
@@ -289,35 +321,36 @@ func trialFailure(tr *trial, now time.Time) string {
 }
 
 func (r *rollbacks) acceptLocked(tr *trial, now time.Time) {
-	fn := manifest.FullName(tr.pod)
+	k := keyOf(tr.pod)
 	delete(r.trials, tr.pod.UID)
-	delete(r.failed, fn)
-	rec := r.records[fn]
+	delete(r.failed, k)
+	rec := r.records[k]
 	if rec == nil {
 		rec = &nameRecord{}
-		r.records[fn] = rec
+		r.records[k] = rec
 	}
 	rec.LastReady, rec.ReadyAt, rec.RolledBack = tr.pod, now, nil
-	r.log.Info("pod version is Ready; it is the version a failed edit rolls back to", append(podKeys(fn), "uid", tr.pod.UID)...)
-	r.saveLocked(fn, rec)
+	r.log.Info("pod version is Ready; it is the version a failed edit of its manifest rolls back to", append(k.logKeys(), "uid", tr.pod.UID)...)
+	r.saveLocked(k, rec)
 }
 
-// failLocked records tr's version as bad. With an earlier Ready version,
-// the rollback is persisted before the sync loop is told, so a kill at any
-// point after runs the good version after the restart, never the bad one
-// again; without, the version runs on, with a problem.
+// failLocked records tr's version as bad. With an earlier Ready version of
+// its key (rollbackKey: never another manifest's), the rollback is
+// persisted before the sync loop is told, so a kill at any point after
+// runs the good version after the restart, never the bad one again;
+// without, the version runs on, with a problem.
 func (r *rollbacks) failLocked(tr *trial, why string, now time.Time) {
 	pod := tr.pod
-	fn := manifest.FullName(pod)
+	k := keyOf(pod)
+	fn := k.FullName
 	delete(r.trials, pod.UID)
-	rb := &rollback{Bad: pod.UID, BadSource: pod.Annotations[manifest.AnnotationSource],
-		BadOrigin: pod.Annotations[manifest.AnnotationOrigin], At: now.UTC()}
-	rec := r.records[fn]
+	rb := &rollback{Bad: pod.UID, BadSource: k.Source, BadOrigin: k.Origin, At: now.UTC()}
+	rec := r.records[k]
 	if rec == nil {
 		rb.Reason = ReasonNoReadyVersion
-		rb.Message = fmt.Sprintf("version %s of pod %s failed: %s; no earlier version of it was Ready, so it keeps running as it is until the manifest changes",
-			pod.UID, fn, why)
-		r.failed[fn] = rb
+		rb.Message = fmt.Sprintf("version %s of pod %s failed: %s; no earlier version of it was Ready from its manifest (%s %s), so it keeps running as it is until the manifest changes",
+			pod.UID, fn, why, k.Source, k.Origin)
+		r.failed[k] = rb
 		// It stays on trial without a window: should it become Ready
 		// after all, it is the version later edits roll back to.
 		tr.window = 0
@@ -330,7 +363,7 @@ func (r *rollbacks) failLocked(tr *trial, why string, now time.Time) {
 	rb.Message = fmt.Sprintf("version %s of pod %s failed: %s; running the last Ready version %s again (Ready since %s) until the manifest changes",
 		pod.UID, fn, why, rec.LastReady.UID, rec.ReadyAt.UTC().Format(time.RFC3339))
 	rec.RolledBack = rb
-	r.saveLocked(fn, rec)
+	r.saveLocked(k, rec)
 	r.total.WithLabelValues(rb.Reason).Inc()
 	r.events.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, rb.Reason, rb.Message)
 	r.events.Event(rec.LastReady.UID, pod.Name, pod.Namespace, cri.EventWarning, rb.Reason, rb.Message)
@@ -354,44 +387,51 @@ func (r *rollbacks) take() []rollbackAction {
 // had already replaced that version: the manifest changed meanwhile, and
 // the rollback is moot.
 func (r *rollbacks) cancel(bad *v1.Pod) {
-	fn := manifest.FullName(bad)
+	k := keyOf(bad)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rec := r.records[fn]; rec != nil && rec.RolledBack != nil && rec.RolledBack.Bad == bad.UID {
+	if rec := r.records[k]; rec != nil && rec.RolledBack != nil && rec.RolledBack.Bad == bad.UID {
 		rec.RolledBack = nil
-		r.saveLocked(fn, rec)
+		r.saveLocked(k, rec)
 	}
 }
 
-// saveLocked persists fn's record, logging a failure: berth goes on, and
+// saveLocked persists k's record, logging a failure: berth goes on, and
 // a restart would then give the version in question a new trial.
-func (r *rollbacks) saveLocked(fn string, rec *nameRecord) {
-	if err := r.state.save(fn, rec); err != nil {
-		r.log.Error("cannot persist the rollback state; after a restart it is lost", append(podKeys(fn), "err", err)...)
+func (r *rollbacks) saveLocked(k rollbackKey, rec *nameRecord) {
+	if err := r.state.save(k, rec); err != nil {
+		r.log.Error("cannot persist the rollback state; after a restart it is lost", append(k.logKeys(), "err", err)...)
 	}
 }
 
 // problems are the failed versions, for /problems, metrics, STATUS= and
-// `berth pods`, ordered by full name.
+// `berth pods`, ordered by full name, source and origin.
 func (r *rollbacks) problems() []manifest.Problem {
 	r.mu.Lock()
 	var out []manifest.Problem
-	add := func(fn string, rb *rollback) {
-		name, ns := splitFullName(fn)
+	add := func(k rollbackKey, rb *rollback) {
+		name, ns := splitFullName(k.FullName)
 		out = append(out, manifest.Problem{Source: rb.BadSource, Origin: rb.BadOrigin, Reason: rb.Reason,
 			Message: rb.Message, Name: name, Namespace: ns})
 	}
-	for fn, rec := range r.records {
+	for k, rec := range r.records {
 		if rec.RolledBack != nil {
-			add(fn, rec.RolledBack)
+			add(k, rec.RolledBack)
 		}
 	}
-	for fn, rb := range r.failed {
-		add(fn, rb)
+	for k, rb := range r.failed {
+		add(k, rb)
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
-		return manifest.JoinFullName(out[i].Name, out[i].Namespace) < manifest.JoinFullName(out[j].Name, out[j].Namespace)
+		a, b := out[i], out[j]
+		if fa, fb := manifest.JoinFullName(a.Name, a.Namespace), manifest.JoinFullName(b.Name, b.Namespace); fa != fb {
+			return fa < fb
+		}
+		if a.Source != b.Source {
+			return a.Source < b.Source
+		}
+		return a.Origin < b.Origin
 	})
 	return out
 }
@@ -401,20 +441,13 @@ func (r *rollbacks) problems() []manifest.Problem {
 func (r *rollbacks) condition(pod *v1.Pod) (v1.PodCondition, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.records[manifest.FullName(pod)]
+	rec := r.records[keyOf(pod)]
 	if rec == nil || rec.RolledBack == nil || rec.RolledBack.Good != pod.UID {
 		return v1.PodCondition{}, false
 	}
 	rb := rec.RolledBack
 	return v1.PodCondition{Type: ConditionLatestVersion, Status: v1.ConditionFalse, Reason: rb.Reason,
 		Message: rb.Message, LastTransitionTime: metav1.NewTime(rb.At)}, true
-}
-
-// podKeys are the log keys of the pod of a full name, as the rest of
-// berth logs a pod.
-func podKeys(fullName string) []any {
-	name, ns := splitFullName(fullName)
-	return []any{"pod", name, "namespace", ns}
 }
 
 // splitFullName undoes manifest.JoinFullName: namespaces hold no "_".
@@ -446,25 +479,26 @@ func podReady(st v1.PodStatus) bool {
 	return false
 }
 
-// retain forgets the full names keep rejects. The sync loop calls it once
-// every source has delivered, for names whose manifests went away while
-// berth was down.
-func (r *rollbacks) retain(keep func(fullName string) bool) {
+// retain forgets the keys keep rejects. The sync loop calls it once every
+// source has delivered, for manifests that went away while berth was down
+// or whose pods moved to another origin under a fixed metadata.uid (an
+// UPDATE, not a removal).
+func (r *rollbacks) retain(keep func(rollbackKey) bool) {
 	r.mu.Lock()
-	var gone []string
-	for fn := range r.records {
-		if !keep(fn) {
-			gone = append(gone, fn)
+	var gone []rollbackKey
+	for k := range r.records {
+		if !keep(k) {
+			gone = append(gone, k)
 		}
 	}
 	r.mu.Unlock()
-	for _, fn := range gone {
-		r.forget(fn)
+	for _, k := range gone {
+		r.forget(k)
 	}
 }
 
-// remembers reports whether any full name has a record, so housekeeping
-// copies the store's pods only when there is something to forget.
+// remembers reports whether any key has a record, so housekeeping copies
+// the store's pods only when there is something to forget.
 func (r *rollbacks) remembers() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -490,32 +524,34 @@ func (a *Agent) applyRollbacks() {
 
 // removeRollback follows a source's removal of pod: the last Ready version
 // running in its place stops too (unless a source serves that version
-// itself), and once no source serves the full name, what berth knew of its
-// versions is forgotten.
+// itself), and once its manifest serves no pod of that full name (removed,
+// renamed, or the pod dropped from it), what berth knew of its versions is
+// forgotten, whatever other manifests serve the name (rollbackKey). An
+// edit removes the old version too, but its manifest serves the new one.
 func (a *Agent) removeRollback(pod *v1.Pod) {
 	if run := a.rollback.substitute(pod); run.UID != pod.UID && !a.desired(run.UID) {
 		a.workers.remove(run.UID, nil)
 	}
-	fn := manifest.FullName(pod)
+	k := keyOf(pod)
 	for _, p := range a.store.Pods() {
-		if manifest.FullName(p) == fn {
+		if keyOf(p) == k {
 			return
 		}
 	}
-	a.rollback.forget(fn)
+	a.rollback.forget(k)
 }
 
-// forgetRemovedNames drops the records of full names no source serves,
-// once every source has delivered.
-func (a *Agent) forgetRemovedNames() {
+// forgetRemovedTargets drops the records of keys no source serves, once
+// every source has delivered.
+func (a *Agent) forgetRemovedTargets() {
 	if !a.store.SourcesReady() || !a.rollback.remembers() {
 		return
 	}
-	served := map[string]bool{}
+	served := map[rollbackKey]bool{}
 	for _, p := range a.store.Pods() {
-		served[manifest.FullName(p)] = true
+		served[keyOf(p)] = true
 	}
-	a.rollback.retain(func(fn string) bool { return served[fn] })
+	a.rollback.retain(func(k rollbackKey) bool { return served[k] })
 }
 
 // served reports whether a source serves the pod of uid.

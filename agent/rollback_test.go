@@ -50,12 +50,15 @@ func TestRollbackDecisions(t *testing.T) {
 	tests := []struct {
 		name       string
 		annotation string // berth.io/rollback-after of b
-		source     string // of b; file by default
-		steps      []obs
-		lastReady  string // "a", "b" or ""
-		rolledBack bool   // b rolled back to a
-		reason     string // of the problem, "" for none
-		why        string // in the problem's message
+		source     string // of a and b; file by default
+		// aSource and aOrigin, when set, make a come from another
+		// manifest than b (which is of /m/web.yaml).
+		aSource, aOrigin string
+		steps            []obs
+		lastReady        string // of b's manifest: "a", "b" or ""
+		rolledBack       bool   // b rolled back to a
+		reason           string // of the problem, "" for none
+		why              string // in the problem's message
 	}{
 		{name: "ready for min-ready is the last ready version", steps: accepted, lastReady: "a"},
 		{name: "ready for less than min-ready is not", steps: []obs{{pod: "a", ready: true}, {after: minReady - time.Second, pod: "a"}, {after: 2 * time.Second, pod: ""}}},
@@ -90,6 +93,12 @@ func TestRollbackDecisions(t *testing.T) {
 			lastReady: "b"},
 		{name: "the last ready version is never on trial", steps: append(slices.Clone(accepted), obs{pod: "a", restarts: 9}, obs{after: 2 * window, pod: ""}),
 			lastReady: "a"},
+		{name: "a ready version of another file is no rollback target", aOrigin: "/m/web-a.yaml",
+			steps:  append(slices.Clone(accepted), obs{pod: "b"}, obs{after: window, pod: ""}),
+			reason: ReasonNoReadyVersion, why: "no earlier version of it was Ready from its manifest (file /m/web.yaml)"},
+		{name: "a ready version of another source is no rollback target", aSource: manifest.SourceHTTP, aOrigin: "https://fleet.example/pods.yaml",
+			steps:  append(slices.Clone(accepted), obs{pod: "b", restarts: crashLoopRestarts}),
+			reason: ReasonNoReadyVersion, why: "no earlier version of it was Ready"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +110,13 @@ func TestRollbackDecisions(t *testing.T) {
 			src := tt.source
 			if src == "" {
 				src = manifest.SourceFile
+			}
+			a.Annotations[manifest.AnnotationSource] = src
+			if tt.aSource != "" {
+				a.Annotations[manifest.AnnotationSource] = tt.aSource
+			}
+			if tt.aOrigin != "" {
+				a.Annotations[manifest.AnnotationOrigin] = tt.aOrigin
 			}
 			b := pod(t, "/m/web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app, image: busybox:1.36, command: [\"false\"]}]}")
 			b.Annotations[manifest.AnnotationSource] = src
@@ -120,7 +136,7 @@ func TestRollbackDecisions(t *testing.T) {
 				}
 				r.observe(pods[o.pod], trialStatus(o), started[o.pod])
 			}
-			rec := r.records[manifest.FullName(a)]
+			rec := r.records[keyOf(b)]
 			var got string
 			if rec != nil {
 				got = map[types.UID]string{a.UID: "a", b.UID: "b"}[rec.LastReady.UID]
@@ -190,7 +206,7 @@ func TestRollbackAdmit(t *testing.T) {
 	if got := r3.admit(b); got != b {
 		t.Errorf("after the change and a restart, admit(old bad version) = %s: the rollback must be over", got.UID)
 	}
-	r3.forget(manifest.FullName(a))
+	r3.forget(keyOf(a))
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
 		t.Errorf("state files %v left after the full name was forgotten", names)
 	}
@@ -313,12 +329,13 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 	}
 }
 
-// lastReady is the UID of the last Ready version of pod's full name.
+// lastReady is the UID of the last Ready version of pod's manifest and
+// full name.
 func (h *harness) lastReady(pod *v1.Pod) types.UID {
 	r := h.agent.rollback
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rec := r.records[manifest.FullName(pod)]; rec != nil {
+	if rec := r.records[keyOf(pod)]; rec != nil {
 		return rec.LastReady.UID
 	}
 	return ""
