@@ -3,10 +3,9 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,11 +147,9 @@ func TestRollbackBadEdit(t *testing.T) {
 	b.waitReady()
 	name := podName("roll")
 	goodPod := b.waitPod(name, "Running and Ready", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning && podReady(p) })
-	sum := sha256.Sum256([]byte(name + "_default"))
-	state := filepath.Join(b.root, "rollback", hex.EncodeToString(sum[:])+".json")
 	b.waitFor("the last Ready version persisted", waitTimeout, func() (bool, string) {
-		data, err := os.ReadFile(state)
-		return err == nil && strings.Contains(string(data), string(goodPod.UID)), fmt.Sprint(err)
+		ok, err := b.rollbackStateHolds(goodPod.UID)
+		return ok, fmt.Sprint(err)
 	})
 
 	// A crash loop: rolled back once a container restarted 3 times. Its
@@ -232,6 +229,126 @@ func TestRollbackBadEdit(t *testing.T) {
 	if c := podCondition(p, "berth.io/LatestVersion"); c != nil {
 		t.Errorf("the fixed version carries %+v", c)
 	}
+}
+
+// TestRollbackNeverToRemovedManifest: a rollback target belongs to the
+// manifest that produced it. Pod gone runs from the manifest directory and
+// is persisted as its last Ready version; the URL then serves another
+// version of it, which waits behind it and never becomes Ready. The
+// operator removes gone.yaml: the URL's version runs, fails its trial with
+// NoReadyVersion and runs on; the removed file's version never runs again
+// and the rollback state keeps nothing of it, across a restart too. Each
+// check waits for the trial's verdict, the moment a rollback would have
+// been decided, not for time to pass.
+func TestRollbackNeverToRemovedManifest(t *testing.T) {
+	const emptyList = "apiVersion: v1\nkind: PodList\nitems: []\n"
+	src := &manifestServer{code: http.StatusOK, body: emptyList}
+	srv := httptest.NewServer(src)
+	t.Cleanup(srv.Close)
+	fromFile := sleeper("gone")
+	// Its own trial cannot fail however slowly the machine starts it:
+	// only the URL's version is judged within the 2 s windows.
+	fromFile.Annotations = map[string]string{"berth.io/rollback-after": "10m"}
+	b := newBerth(t, berthOptions{
+		args: []string{"--manifest-url", srv.URL + "/pods", "--http-check-frequency", "1s",
+			"--file-rollback-after", "2s", "--http-rollback-after", "2s", "--rollback-min-ready", "2s"},
+		manifests: map[string]string{"gone.yaml": podManifest(fromFile)},
+	})
+	b.waitReady()
+	name := podName("gone")
+	filePod := b.waitPod(name, "Running and Ready", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning && podReady(p) })
+	b.waitFor("the file's version persisted as the last Ready one", waitTimeout, func() (bool, string) {
+		ok, err := b.rollbackStateHolds(filePod.UID)
+		return ok, fmt.Sprint(err)
+	})
+
+	fromHTTP := sleeper("gone")
+	fromHTTP.Spec.Containers[0].Env = []v1.EnvVar{{Name: "FROM", Value: "http"}}
+	fromHTTP.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1,
+		ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}}}
+	src.set(http.StatusOK, podManifest(fromHTTP))
+	var httpPod *v1.Pod
+	b.waitFor("the URL's version waiting behind the file's", waitTimeout, func() (bool, string) {
+		list, err := b.pods()
+		if err != nil {
+			return false, err.Error()
+		}
+		desc := ""
+		for i := range list.Items {
+			p := &list.Items[i]
+			desc += describePod(p) + "; "
+			if p.Name == name && p.UID != filePod.UID && p.Annotations["kubernetes.io/config.source"] == "http" && p.Status.Phase == v1.PodPending {
+				httpPod = p
+				return true, ""
+			}
+		}
+		return false, desc
+	})
+
+	b.removeManifest("gone.yaml")
+	b.waitRuntime(name, "main", httpPod.UID)
+	b.waitFor("the removed file's version gone from the runtime", waitTimeout, func() (bool, string) {
+		n, err := objectsOfUID(name, filePod.UID)
+		return err == nil && n == 0, fmt.Sprintf("%d objects (%v)", n, err)
+	})
+	w := watchPod(name, 20*time.Millisecond)
+	defer w.stop()
+	var probs string
+	b.waitFor("the URL's version judged", waitTimeout, func() (bool, string) {
+		_, raw, err := b.getUnix("/problems")
+		probs = string(raw)
+		return err == nil && strings.Contains(probs, string(httpPod.UID)), probs
+	})
+	if !strings.Contains(probs, `"NoReadyVersion"`) || strings.Contains(probs, `"RolledBack"`) {
+		t.Fatalf("/problems %s: want NoReadyVersion for %s, the removed file's version %s is no rollback target", probs, httpPod.UID, filePod.UID)
+	}
+	check := func(when string) {
+		t.Helper()
+		if ok, err := b.rollbackStateHolds(filePod.UID); ok || err != nil {
+			t.Errorf("%s: the rollback state holds the removed file's version %s (%v)", when, filePod.UID, err)
+		}
+		if n, err := objectsOfUID(name, filePod.UID); err != nil || n > 0 {
+			t.Errorf("%s: the removed file's version has %d runtime objects (%v)", when, n, err)
+		}
+		if _, ok, detail := runtimeState(name, "main", httpPod.UID); !ok {
+			t.Errorf("%s: the URL's version does not run on: %s", when, detail)
+		}
+	}
+	check("after the trial")
+
+	// The next berth adopts the URL's version and gives it a new trial,
+	// which fails again: with a target on disk, that would be a rollback.
+	b.kill()
+	b.start()
+	b.waitReady()
+	b.waitFor("the URL's version judged again", waitTimeout, func() (bool, string) {
+		_, metrics, err := b.get("/metrics")
+		return err == nil && strings.Contains(string(metrics), `berth_rollbacks_total{reason="NoReadyVersion"} 1`), fmt.Sprint(err)
+	})
+	check("after a restart")
+	if r := w.stop(); r.readyUIDs[string(filePod.UID)] || r.err != nil {
+		t.Errorf("the removed file's version %s got a ready sandbox again (%v)", filePod.UID, r.err)
+	}
+}
+
+// rollbackStateHolds reports whether a file of the rollback state holds
+// uid, as a last Ready version or a rollback.
+func (b *berth) rollbackStateHolds(uid types.UID) (bool, error) {
+	dir := filepath.Join(b.root, "rollback")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(string(data), string(uid)) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // waitRolledBack waits until name runs the good version with the
