@@ -69,7 +69,9 @@ const ConditionLatestVersion v1.PodConditionType = "berth.io/LatestVersion"
 // run again. A renamed file is a removal and an add (its pods get new
 // UIDs): the new name has no Ready version until one proves itself, and a
 // bad version under it runs on with NoReadyVersion rather than bring back
-// the removed name's version.
+// the removed name's version. A pod moved to another manifest under a fixed
+// metadata.uid keeps its UID but not its record either: it is on trial
+// again under its new key.
 type rollbackKey struct {
 	Source, Origin, FullName string
 }
@@ -90,9 +92,10 @@ func (k rollbackKey) logKeys() []any {
 // rollbacks watches every new version of a pod until it proves good (Ready
 // for MinReady) or bad (not Ready when its window ends, a crash loop, or
 // phase Failed), remembers each key's last Ready version (rollbackKey), and
-// decides rollbacks, which the sync loop carries out (applyRollbacks). A bad version
-// is never started again until the manifest changes, since its UID is the
-// manifest's hash: a new manifest is a new UID, and a new trial.
+// decides rollbacks, which the sync loop carries out (applyRollbacks). A
+// bad version is never started again until the manifest changes, since
+// its UID is the manifest's hash: a new manifest is a new UID, and a new
+// trial.
 //
 // Pod lanes report statuses (observe), the sync loop does everything else;
 // mu guards records, trials, failed and pending, and is held while a

@@ -38,9 +38,10 @@ const (
 const maxRollbackStateBytes = 4 << 20
 
 // nameRecord is what berth knows of the versions of one rollbackKey (a
-// full name as one manifest serves it), persisted as one file: the last version that was Ready (not the last *valid* one,
-// which the sources keep as their last good manifest: a valid manifest may
-// still crash-loop), and the rollback in force, if any.
+// full name as one manifest serves it), persisted as one file: the last
+// version that was Ready (not the last *valid* one, which the sources keep
+// as their last good manifest: a valid manifest may still crash-loop), and
+// the rollback in force, if any.
 type nameRecord struct {
 	// LastReady is the last version of the full name whose pod was Ready
 	// for the settle time, as the store delivered it.
@@ -92,9 +93,9 @@ func (rf *rollbackFile) fileName() string {
 }
 
 // rollbackState persists the records under <root-dir>/rollback, one file
-// per rollbackKey (<sha256 of source, origin and full name>.json), each written
-// atomically (write, fsync, rename, fsync the directory), so a SIGKILL or a
-// power cut leaves the old record or the new, never a mix. A file that is
+// per rollbackKey (<sha256 of source, origin and full name>.json), each
+// written atomically (write, fsync, rename, fsync the directory), so a
+// SIGKILL or a power cut leaves the old record or the new, never a mix. A file that is
 // corrupt, foreign or stale is ignored with a warning: the state can only
 // fail to help, never stop berth.
 //
