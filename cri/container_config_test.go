@@ -162,12 +162,17 @@ type cfgCase struct {
 	images  func(img *fakeri.FakeImageService)
 	check   func(t *testing.T, cfg *runtimeapi.ContainerConfig, root string)
 	wantErr string
+	// binds: the case bind-mounts a subPath, which needs root.
+	binds bool
 }
 
 func runCfgCases(t *testing.T, tests []cfgCase) {
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.binds && os.Geteuid() != 0 {
+				t.Skip("bind-mounting a subPath needs root")
+			}
 			m, _, img := newCfgManager(t, tt.opts)
 			if tt.images != nil {
 				tt.images(img)
@@ -175,6 +180,12 @@ func runCfgCases(t *testing.T, tests []cfgCase) {
 			pod := ccPod()
 			pod.Spec.Containers[0].TerminationMessagePath = ""
 			scratch := t.TempDir()
+			// Before the temporary directories go: the subPath binds.
+			t.Cleanup(func() {
+				if err := m.CleanupPodDir(pod.UID); err != nil {
+					t.Error(err)
+				}
+			})
 			if tt.mutate != nil {
 				tt.mutate(t, pod, scratch)
 			}
@@ -198,6 +209,26 @@ func runCfgCases(t *testing.T, tests []cfgCase) {
 			}
 			tt.check(t, cfg, scratch)
 		})
+	}
+}
+
+// expectBind checks that the mount's host path ends in suffix and is a
+// bind mount of want.
+func expectBind(t *testing.T, hostPath, suffix, want string) {
+	t.Helper()
+	if !strings.HasSuffix(hostPath, suffix) {
+		t.Errorf("host path = %q, want it to end in %s", hostPath, suffix)
+	}
+	got, err := os.Stat(hostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(got, fi) {
+		t.Errorf("%s is not a bind mount of %s", hostPath, want)
 	}
 }
 
@@ -367,18 +398,16 @@ func TestContainerConfigHostPath(t *testing.T) {
 				withMount(p, hostPathVol("data", root, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/data", SubPath: "x/y"})
 			},
 			check: func(t *testing.T, cfg *runtimeapi.ContainerConfig, root string) {
-				want, _ := filepath.EvalSymlinks(filepath.Join(root, "x/y"))
-				if got := mountAt(cfg, "/data").HostPath; got != want || want == "" {
-					t.Errorf("host path = %q, want %q", got, want)
-				}
+				expectBind(t, mountAt(cfg, "/data").HostPath, "/pods/uid-5/volume-subpaths/data/app/0", filepath.Join(root, "x/y"))
 			},
+			binds: true,
 		},
 		{
 			name: "subPath escaping with ..",
 			mutate: func(t *testing.T, p *v1.Pod, root string) {
 				withMount(p, hostPathVol("data", root, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/data", SubPath: "../etc"})
 			},
-			wantErr: `volumeMount "data" subPath "../etc": must not contain ".."`,
+			wantErr: `container "app" volumeMount "data" at /data subPath "../etc": must not contain ".."`,
 		},
 		{
 			name: "absolute subPath",
@@ -395,7 +424,7 @@ func TestContainerConfigHostPath(t *testing.T) {
 				}
 				withMount(p, hostPathVol("data", root, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/data", SubPath: "link"})
 			},
-			wantErr: "resolves outside the volume",
+			wantErr: `container "app" volumeMount "data" at /data subPath "link": "link" is a symbolic link`,
 		},
 		{
 			name: "subPathExpr expands the container's env",
@@ -403,10 +432,9 @@ func TestContainerConfigHostPath(t *testing.T) {
 				withMount(p, hostPathVol("data", root, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/data", SubPathExpr: "$(POD)"})
 			},
 			check: func(t *testing.T, cfg *runtimeapi.ContainerConfig, root string) {
-				if got := mountAt(cfg, "/data").HostPath; filepath.Base(got) != "web-node1" {
-					t.Errorf("host path = %q, want .../web-node1", got)
-				}
+				expectBind(t, mountAt(cfg, "/data").HostPath, "/pods/uid-5/volume-subpaths/data/app/0", filepath.Join(root, "web-node1"))
 			},
+			binds: true,
 		},
 		{
 			name: "HostToContainer propagation",
@@ -496,11 +524,13 @@ func TestContainerConfigEmptyDirAndFiles(t *testing.T) {
 			},
 			check: func(t *testing.T, cfg *runtimeapi.ContainerConfig, _ string) {
 				mnt := mountAt(cfg, "/cache")
-				fi, err := os.Stat(mnt.HostPath)
-				if err != nil || filepath.Base(mnt.HostPath) != "app" || fi.Mode().Perm() != 0o777 {
-					t.Errorf("subPath %s: %v, %v", mnt.HostPath, fi, err)
+				dir := strings.Replace(mnt.HostPath, "volume-subpaths/cache/app/0", "volumes/kubernetes.io~empty-dir/cache/app", 1)
+				expectBind(t, mnt.HostPath, "/pods/uid-5/volume-subpaths/cache/app/0", dir)
+				if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o777 {
+					t.Errorf("subPath %s: %v, %v", dir, fi, err)
 				}
 			},
+			binds: true,
 		},
 		{
 			name: "emptyDir on hugepages is refused",

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -28,8 +27,8 @@ import (
 func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []envVar, podIPs []string, privileged bool) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	mounted := map[string]bool{}
-	for _, vm := range c.VolumeMounts {
-		mnt, err := m.volumeMount(pod, vm, env, privileged)
+	for i, vm := range c.VolumeMounts {
+		mnt, err := m.volumeMount(pod, c.Name, i, vm, env, privileged)
 		if err != nil {
 			return nil, err
 		}
@@ -55,8 +54,10 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []envVar, po
 	return mounts, nil
 }
 
-// volumeMount resolves one volumeMount to a host path and its options.
-func (m *Manager) volumeMount(pod *v1.Pod, vm v1.VolumeMount, env []envVar, privileged bool) (*runtimeapi.Mount, error) {
+// volumeMount resolves one volumeMount, the index-th of the container's, to
+// a host path and its options. With a subPath the host path is a bind
+// mount of it that berth made (see subpath.go).
+func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.VolumeMount, env []envVar, privileged bool) (*runtimeapi.Mount, error) {
 	i := slices.IndexFunc(pod.Spec.Volumes, func(v v1.Volume) bool { return v.Name == vm.Name })
 	if i < 0 {
 		return nil, fmt.Errorf("volumeMount %q: no volume of that name in the pod", vm.Name)
@@ -81,9 +82,9 @@ func (m *Manager) volumeMount(pod *v1.Pod, vm v1.VolumeMount, env []envVar, priv
 		return nil, err
 	}
 	if subPath != "" {
-		hostPath, err = ensureSubPath(hostPath, subPath)
+		hostPath, err = m.prepareSubPath(pod.UID, vol.Name, container, index, hostPath, subPath)
 		if err != nil {
-			return nil, fmt.Errorf("volumeMount %q subPath %q: %w", vm.Name, subPath, err)
+			return nil, fmt.Errorf("container %q volumeMount %q at %s subPath %q: %w", container, vm.Name, vm.MountPath, subPath, err)
 		}
 	}
 	return &runtimeapi.Mount{
@@ -265,43 +266,6 @@ func (m *Manager) memoryVolumeSize(pod *v1.Pod, ed *v1.EmptyDirVolumeSource) (in
 		size = ed.SizeLimit.Value()
 	}
 	return size, nil
-}
-
-// ensureSubPath resolves subPath inside a volume, creating it as a directory
-// with the volume's permissions when missing, as the kubelet does. It
-// refuses paths that leave the volume, by ".." or through a symlink.
-func ensureSubPath(volumePath, subPath string) (string, error) {
-	if filepath.IsAbs(subPath) {
-		return "", errors.New("must be a relative path")
-	}
-	if slices.Contains(strings.Split(filepath.ToSlash(subPath), "/"), "..") {
-		return "", errors.New(`must not contain ".."`)
-	}
-	root, err := filepath.EvalSymlinks(volumePath)
-	if err != nil {
-		return "", fmt.Errorf("volume path: %w", err)
-	}
-	full := filepath.Join(root, subPath)
-	if _, err := os.Lstat(full); errors.Is(err, fs.ErrNotExist) {
-		fi, err := os.Stat(root)
-		if err != nil {
-			return "", err
-		}
-		if err := os.MkdirAll(full, fi.Mode().Perm()); err != nil {
-			return "", err
-		}
-		if err := os.Chmod(full, fi.Mode().Perm()); err != nil {
-			return "", err
-		}
-	}
-	resolved, err := filepath.EvalSymlinks(full)
-	if err != nil {
-		return "", err
-	}
-	if resolved != root && !strings.HasPrefix(resolved, root+string(filepath.Separator)) {
-		return "", errors.New("resolves outside the volume")
-	}
-	return resolved, nil
 }
 
 // mountPropagation maps the API's propagation mode to CRI's.

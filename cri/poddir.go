@@ -19,6 +19,7 @@ import (
 //	volumes/kubernetes.io~empty-dir/<volume>   emptyDir volumes
 //	containers/<container>/<random>            termination-message files
 //	etc-hosts                                  the managed /etc/hosts
+//	volume-subpaths/<volume>/<container>/<i>   bind mounts of subPaths
 const (
 	emptyDirPluginDir = "kubernetes.io~empty-dir"
 )
@@ -68,9 +69,10 @@ func (m *Manager) ensurePodDirs(podDir, logDir string) error {
 }
 
 // CleanupPodDir removes the pod's state directory after the pod has
-// terminated: it first unmounts what berth mounted under it (tmpfs
-// emptyDirs), so RemoveAll never descends into a live mount, then removes
-// the tree. A missing directory is success, so the agent may call it again
+// terminated: it first unmounts what berth mounted under it (subPath bind
+// mounts, whose mount points it removes without descending into them, and
+// tmpfs emptyDirs), so RemoveAll never descends into a live mount, then
+// removes the tree. A missing directory is success, so the agent may call it again
 // after a crash. Logs under PodLogsDir are left to container GC.
 func (m *Manager) CleanupPodDir(uid types.UID) error {
 	if uid == "" {
@@ -79,6 +81,11 @@ func (m *Manager) CleanupPodDir(uid types.UID) error {
 	dir, err := m.PodDir(uid)
 	if err != nil {
 		return fmt.Errorf("cleanup pod directory: %w", err)
+	}
+	// A bind mount of a subPath may be of a host directory: RemoveAll
+	// must never meet one, so they go first and a failure stops here.
+	if err := cleanSubPathMounts(dir); err != nil {
+		return fmt.Errorf("cleanup pod directory %s: %w", dir, err)
 	}
 	mounts, err := mountPointsUnder(dir)
 	if err != nil {
@@ -173,11 +180,12 @@ func octal3(s string) (byte, bool) {
 }
 
 // unmount detaches a mount point, lazily if it is busy, so a process still
-// holding the tmpfs open does not block the pod's cleanup forever.
+// holding the tmpfs open does not block the pod's cleanup forever. A
+// symbolic link at path is not followed.
 func unmount(path string) error {
-	err := unix.Unmount(path, 0)
+	err := unix.Unmount(path, unix.UMOUNT_NOFOLLOW)
 	if errors.Is(err, unix.EBUSY) {
-		err = unix.Unmount(path, unix.MNT_DETACH)
+		err = unix.Unmount(path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 	}
 	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmount %s: %w", path, err)
