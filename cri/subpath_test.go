@@ -68,6 +68,12 @@ func TestSubPathStaysInVolume(t *testing.T) {
 			wantErr: `"a" is a symbolic link`,
 		},
 		{
+			name:    "dangling symlink to a host path not made yet",
+			plant:   symlinkAt("a", func(victim string) string { return filepath.Join(victim, "new") }),
+			subPath: func(string) string { return "a/made-by-berth" },
+			wantErr: `"a" is a symbolic link`,
+		},
+		{
 			name:    "symlink deeper down, to a host directory",
 			plant:   symlinkAt("x/y/z", func(victim string) string { return filepath.Join(victim, "containers") }),
 			subPath: func(string) string { return "x/y/z/app/made-by-berth" },
@@ -226,6 +232,25 @@ func TestOpenSubPath(t *testing.T) {
 				}
 				if want.IsDir() != tt.wantDir || want.Mode().Perm() != tt.wantMode {
 					t.Errorf("%s: mode %v, want dir %v and %v", tt.subPath, want.Mode(), tt.wantDir, tt.wantMode)
+				}
+			})
+		})
+	}
+}
+
+// TestOpenSubPathProcLinks: a hostPath of /proc with a subPath through
+// its symbolic and magic links (a process's root, its cwd) is refused.
+func TestOpenSubPathProcLinks(t *testing.T) {
+	for _, subPath := range []string{"self/root/etc", "1/root/etc", "thread-self/cwd"} {
+		t.Run(subPath, func(t *testing.T) {
+			openModes(t, func(t *testing.T) {
+				f, err := openSubPath("/proc", subPath)
+				if err == nil {
+					f.Close()
+					t.Fatalf("opened /proc/%s", subPath)
+				}
+				if !errors.Is(err, errSymlink) {
+					t.Errorf("err = %v, want a symbolic link refused", err)
 				}
 			})
 		})
