@@ -424,7 +424,7 @@ func TestContainerConfigHostPath(t *testing.T) {
 				}
 				withMount(p, hostPathVol("data", root, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/data", SubPath: "link"})
 			},
-			wantErr: `container "app" volumeMount "data" at /data subPath "link": "link" is a symbolic link`,
+			wantErr: `container "app" volumeMount "data" at /data subPath "link": "link" is a symbolic link that leads out of the volume`,
 		},
 		{
 			name: "subPathExpr expands the container's env",

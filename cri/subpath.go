@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,7 +27,7 @@ import (
 // and the runtime's bind, to the host. So, as the kubelet does, berth
 //
 //   - walks the subPath one component at a time from an open descriptor of
-//     the volume, never following a symbolic link (openat2 with
+//     the volume, opening each without following it (openat2 with
 //     RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or openat with O_NOFOLLOW on
 //     kernels without openat2), creating missing directories with mkdirat
 //     and giving them the volume's permissions with fchmod on the opened
@@ -37,22 +38,30 @@ import (
 //     container can reach and which names the inode berth opened whatever
 //     happens to the subPath's name afterwards.
 //
-// A symbolic link anywhere in the subPath is refused, even one that stays
-// inside the volume: the kubelet follows those, but resolving them safely
-// needs openat2 and the same manifest must not work on one kernel and
-// fail on another. The volume's own path (a hostPath) is the operator's
-// and may go through links.
+// Symbolic links inside the volume are followed, as the kubelet follows
+// them (a configMap's files are links into its ..data directory; an
+// emptyDir may hold a "current" link to a release directory), but berth
+// resolves them itself, component by component from the directories it
+// holds open, so the rules are the same on every kernel: a link whose ".."
+// would climb above the volume is refused, and so is any absolute link,
+// which a container wrote with its own root in mind, not the host's. The
+// volume's own path (a hostPath) is the operator's and may go through
+// links.
 
 // volumeSubpathsDir is the directory of a pod's subPath mount points,
 // named as the kubelet names it.
 const volumeSubpathsDir = "volume-subpaths"
 
+// maxSymlinks bounds the links one subPath may go through, the kernel's
+// own bound: a loop of links is refused, not followed forever.
+const maxSymlinks = 40
+
 // noOpenat2 is set once the kernel said it has no openat2; the walk then
 // uses openat with O_NOFOLLOW, which is as safe for single components.
 var noOpenat2 atomic.Bool
 
-// errSymlink is a symbolic link found in a subPath.
-var errSymlink = errors.New("is a symbolic link: a subPath must not go through symbolic links")
+// errLeaves is a symbolic link in a subPath that leads out of the volume.
+var errLeaves = errors.New("is a symbolic link that leads out of the volume")
 
 // checkSubPath refuses a subPath that is absolute or has a ".." component:
 // the kubelet's rules, applied whether it came from subPath or subPathExpr.
@@ -83,89 +92,144 @@ func openChild(dirfd int, name string, flags int) (int, error) {
 	return unix.Openat(dirfd, name, flags, 0)
 }
 
-// childError explains why the component at rel could not be opened or
-// made, with a clear word for a symbolic link or a non-directory in the
-// way.
-func childError(dirfd int, name, rel string, err error) error {
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV) {
-		var st unix.Stat_t
-		if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFLNK:
-				return fmt.Errorf("%q %w", rel, errSymlink)
-			case unix.S_IFDIR:
-			default:
-				return fmt.Errorf("%q is not a directory", rel)
-			}
-		}
-	}
-	return err
+// subPathWalk is a walk down a volume: the directories open from the
+// volume's root to the current one, and their names inside the volume.
+type subPathWalk struct {
+	fds   []int
+	names []string
+	perm  uint32 // the volume's permission bits, for directories made
 }
 
-// openSubPath opens subPath inside the directory volumePath without
-// following any symbolic link in it, creating missing directories with the
-// volume's permission bits, and returns the open file (an O_PATH
-// descriptor when it already existed). It never creates, changes or opens
-// anything outside the volume.
+// rel is name's path inside the volume, for messages.
+func (w *subPathWalk) rel(name string) string {
+	return path.Join(path.Join(w.names...), name)
+}
+
+// close closes the directories still open.
+func (w *subPathWalk) close() {
+	for _, fd := range w.fds {
+		unix.Close(fd)
+	}
+}
+
+// openSubPath opens subPath inside the directory volumePath, creating
+// missing directories with the volume's permission bits, and returns the
+// open file (an O_PATH descriptor when it already existed). Symbolic links
+// are followed only while they stay inside the volume. It never creates,
+// changes or opens anything outside the volume.
 func openSubPath(volumePath, subPath string) (*os.File, error) {
 	if err := checkSubPath(subPath); err != nil {
 		return nil, err
 	}
-	dirfd, err := unix.Open(volumePath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	rootfd, err := unix.Open(volumePath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("volume path: %w", &os.PathError{Op: "open", Path: volumePath, Err: err})
 	}
+	w := &subPathWalk{fds: []int{rootfd}}
+	defer w.close()
 	var root unix.Stat_t
-	if err := unix.Fstat(dirfd, &root); err != nil {
-		unix.Close(dirfd)
+	if err := unix.Fstat(rootfd, &root); err != nil {
 		return nil, fmt.Errorf("volume path: %w", &os.PathError{Op: "stat", Path: volumePath, Err: err})
 	}
-	perm := root.Mode & 0o777
-	var parts []string
-	for _, p := range strings.Split(subPath, "/") {
-		if p != "" && p != "." {
-			parts = append(parts, p)
+	w.perm = root.Mode & 0o777
+	rest := strings.Split(subPath, "/")
+	links, via := 0, ""
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			// Only a link's target has one: checkSubPath refused
+			// them in the subPath.
+			if len(w.fds) == 1 {
+				return nil, fmt.Errorf("%q %w", via, errLeaves)
+			}
+			unix.Close(w.fds[len(w.fds)-1])
+			w.fds, w.names = w.fds[:len(w.fds)-1], w.names[:len(w.names)-1]
+			continue
 		}
-	}
-	if len(parts) == 0 {
-		return os.NewFile(uintptr(dirfd), volumePath), nil
-	}
-	for i, name := range parts {
-		rel := strings.Join(parts[:i+1], "/")
-		last := i == len(parts)-1
-		flags := unix.O_RDONLY | unix.O_DIRECTORY
-		if last {
-			// Whatever the last component is (a file, a socket, a
-			// device), open it without side effects.
-			flags = unix.O_PATH
-		}
-		fd, err := openChild(dirfd, name, flags)
-		if errors.Is(err, unix.ENOENT) {
-			fd, err = makeChild(dirfd, name, rel, perm)
-		} else if err != nil {
-			err = &os.PathError{Op: "open", Path: rel, Err: err}
+		rel := w.rel(name)
+		fd, err := w.step(name, rel, !slices.ContainsFunc(rest, func(s string) bool { return s != "" && s != "." }))
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			target, isLink, lerr := readLink(w.fds[len(w.fds)-1], name)
+			switch {
+			case lerr != nil:
+				return nil, &os.PathError{Op: "readlink", Path: rel, Err: lerr}
+			case isLink && path.IsAbs(target):
+				return nil, fmt.Errorf("%q %w", rel, errLeaves)
+			case isLink && links == maxSymlinks:
+				return nil, fmt.Errorf("%q: more than %d symbolic links", subPath, maxSymlinks)
+			case isLink:
+				links, via = links+1, rel
+				rest = append(strings.Split(target, "/"), rest...)
+				continue
+			case errors.Is(err, unix.ENOTDIR):
+				return nil, fmt.Errorf("%q is not a directory", rel)
+			}
 		}
 		if err != nil {
-			err = childError(dirfd, name, rel, err)
-			unix.Close(dirfd)
 			return nil, err
 		}
-		unix.Close(dirfd)
-		dirfd = fd
-		if last {
-			// openat with O_PATH|O_NOFOLLOW opens a link itself.
-			var st unix.Stat_t
-			if err := unix.Fstat(fd, &st); err != nil {
-				unix.Close(fd)
-				return nil, &os.PathError{Op: "stat", Path: rel, Err: err}
-			}
-			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				unix.Close(fd)
-				return nil, fmt.Errorf("%q %w", rel, errSymlink)
-			}
+		w.fds, w.names = append(w.fds, fd), append(w.names, name)
+	}
+	fd := w.fds[len(w.fds)-1]
+	w.fds = w.fds[:len(w.fds)-1]
+	return os.NewFile(uintptr(fd), filepath.Join(volumePath, filepath.Join(w.names...))), nil
+}
+
+// step opens the component name of the current directory, making it a
+// directory if it is missing; a symbolic link is not followed but reported
+// as ELOOP. The last component, whatever it is (a file, a socket, a
+// device), is opened O_PATH, without side effects.
+func (w *subPathWalk) step(name, rel string, last bool) (int, error) {
+	dirfd := w.fds[len(w.fds)-1]
+	flags := unix.O_RDONLY | unix.O_DIRECTORY
+	if last {
+		flags = unix.O_PATH
+	}
+	fd, err := openChild(dirfd, name, flags)
+	if errors.Is(err, unix.ENOENT) {
+		return makeChild(dirfd, name, rel, w.perm)
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	if last {
+		// openat with O_PATH|O_NOFOLLOW opens a link itself.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "stat", Path: rel, Err: err}
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "open", Path: rel, Err: unix.ELOOP}
 		}
 	}
-	return os.NewFile(uintptr(dirfd), filepath.Join(volumePath, subPath)), nil
+	return fd, nil
+}
+
+// readLink reads the symbolic link name in dirfd; isLink is false when
+// name is something else.
+func readLink(dirfd int, name string) (target string, isLink bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "", false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return "", false, nil
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", false, err
+	}
+	if n == len(buf) {
+		return "", false, unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), true, nil
 }
 
 // makeChild creates the directory name in dirfd and opens it, then gives it

@@ -53,43 +53,52 @@ func TestSubPathStaysInVolume(t *testing.T) {
 			name:    "symlink to a host directory in the middle",
 			plant:   symlinkAt("a", func(victim string) string { return victim }),
 			subPath: func(string) string { return "a/made-by-berth" },
-			wantErr: `"a" is a symbolic link`,
+			wantErr: `"a" is a symbolic link that leads out of the volume`,
 		},
 		{
 			name:    "symlink to a host directory as the last component",
 			plant:   symlinkAt("a", func(victim string) string { return victim }),
 			subPath: func(string) string { return "a" },
-			wantErr: `"a" is a symbolic link`,
+			wantErr: `"a" is a symbolic link that leads out of the volume`,
 		},
 		{
 			name:    "symlink to a host file",
 			plant:   symlinkAt("a", func(victim string) string { return filepath.Join(victim, "keep") }),
 			subPath: func(string) string { return "a" },
-			wantErr: `"a" is a symbolic link`,
+			wantErr: `"a" is a symbolic link that leads out of the volume`,
 		},
 		{
 			name:    "dangling symlink to a host path not made yet",
 			plant:   symlinkAt("a", func(victim string) string { return filepath.Join(victim, "new") }),
 			subPath: func(string) string { return "a/made-by-berth" },
-			wantErr: `"a" is a symbolic link`,
+			wantErr: `"a" is a symbolic link that leads out of the volume`,
 		},
 		{
 			name:    "symlink deeper down, to a host directory",
 			plant:   symlinkAt("x/y/z", func(victim string) string { return filepath.Join(victim, "containers") }),
 			subPath: func(string) string { return "x/y/z/app/made-by-berth" },
-			wantErr: `"x/y/z" is a symbolic link`,
+			wantErr: `"x/y/z" is a symbolic link that leads out of the volume`,
 		},
 		{
 			name:    "relative symlink climbing out of the volume",
 			plant:   symlinkAt("a", func(string) string { return "../../../../../../victim" }),
 			subPath: func(string) string { return "a/made-by-berth" },
-			wantErr: `"a" is a symbolic link`,
+			wantErr: `"a" is a symbolic link that leads out of the volume`,
 		},
 		{
-			name:    "symlink that stays inside the volume is refused too",
-			plant:   symlinkAt("a", func(string) string { return "b" }),
-			subPath: func(string) string { return "a/c" },
-			wantErr: `"a" is a symbolic link`,
+			name: "chain of links climbing out of the volume",
+			plant: func(t *testing.T, vol, victim string) {
+				symlinkAt("a", func(string) string { return "b/c" })(t, vol, victim)
+				symlinkAt("b/c", func(string) string { return "../../../../../../../victim" })(t, vol, victim)
+			},
+			subPath: func(string) string { return "a/made-by-berth" },
+			wantErr: `"b/c" is a symbolic link that leads out of the volume`,
+		},
+		{
+			name:    "loop of links",
+			plant:   symlinkAt("a", func(string) string { return "a/x" }),
+			subPath: func(string) string { return "a/made-by-berth" },
+			wantErr: "more than 40 symbolic links",
 		},
 		{
 			name:    "dot-dot",
@@ -173,10 +182,30 @@ func symlinkAt(rel string, target func(victim string) string) func(t *testing.T,
 // TestOpenSubPath covers the walk itself: what it creates, with which
 // permissions, and what it opens.
 func TestOpenSubPath(t *testing.T) {
+	link := func(target, at string) func(t *testing.T, vol string) {
+		return func(t *testing.T, vol string) {
+			t.Helper()
+			for _, d := range []string{"b", "c", "..2026_01_01"} {
+				if err := os.Mkdir(filepath.Join(vol, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(vol, "..2026_01_01", "greeting"), []byte("hi"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("..2026_01_01", filepath.Join(vol, "..data")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, filepath.Join(vol, at)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	tests := []struct {
 		name     string
 		setup    func(t *testing.T, vol string)
 		subPath  string
+		resolved string // where subPath leads, when not to itself
 		wantDir  bool
 		wantMode os.FileMode
 	}{
@@ -199,6 +228,22 @@ func TestOpenSubPath(t *testing.T) {
 				}
 			},
 			subPath: "f", wantMode: 0o640,
+		},
+		{
+			name:  "a link inside the volume is followed",
+			setup: link("b", "a"), subPath: "a", resolved: "b", wantDir: true, wantMode: 0o755,
+		},
+		{
+			name:  "a missing directory behind a link is made in its target",
+			setup: link("b", "a"), subPath: "a/new", resolved: "b/new", wantDir: true, wantMode: 0o777,
+		},
+		{
+			name:  "a link with .. that stays inside",
+			setup: link("b/../c", "a"), subPath: "a", resolved: "c", wantDir: true, wantMode: 0o755,
+		},
+		{
+			name:  "a configMap's file, through ..data",
+			setup: link("..data/greeting", "greeting"), subPath: "greeting", resolved: "..2026_01_01/greeting", wantMode: 0o644,
 		},
 	}
 	for _, tt := range tests {
@@ -223,15 +268,19 @@ func TestOpenSubPath(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := os.Lstat(filepath.Join(vol, tt.subPath))
+				resolved := tt.resolved
+				if resolved == "" {
+					resolved = tt.subPath
+				}
+				want, err := os.Lstat(filepath.Join(vol, resolved))
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !os.SameFile(got, want) {
-					t.Errorf("opened %v, want %s", got, filepath.Join(vol, tt.subPath))
+					t.Errorf("opened %v, want %s", got, filepath.Join(vol, resolved))
 				}
 				if want.IsDir() != tt.wantDir || want.Mode().Perm() != tt.wantMode {
-					t.Errorf("%s: mode %v, want dir %v and %v", tt.subPath, want.Mode(), tt.wantDir, tt.wantMode)
+					t.Errorf("%s: mode %v, want dir %v and %v", resolved, want.Mode(), tt.wantDir, tt.wantMode)
 				}
 			})
 		})
@@ -239,9 +288,9 @@ func TestOpenSubPath(t *testing.T) {
 }
 
 // TestOpenSubPathProcLinks: a hostPath of /proc with a subPath through
-// its symbolic and magic links (a process's root, its cwd) is refused.
+// its magic links (a process's root, its cwd) is refused.
 func TestOpenSubPathProcLinks(t *testing.T) {
-	for _, subPath := range []string{"self/root/etc", "1/root/etc", "thread-self/cwd"} {
+	for _, subPath := range []string{"self/root/etc", "self/cwd/made-by-berth", "thread-self/exe"} {
 		t.Run(subPath, func(t *testing.T) {
 			openModes(t, func(t *testing.T) {
 				f, err := openSubPath("/proc", subPath)
@@ -249,8 +298,8 @@ func TestOpenSubPathProcLinks(t *testing.T) {
 					f.Close()
 					t.Fatalf("opened /proc/%s", subPath)
 				}
-				if !errors.Is(err, errSymlink) {
-					t.Errorf("err = %v, want a symbolic link refused", err)
+				if !errors.Is(err, errLeaves) {
+					t.Errorf("err = %v, want a symbolic link out of the volume refused", err)
 				}
 			})
 		})

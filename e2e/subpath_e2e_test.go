@@ -48,7 +48,7 @@ func TestSubPathSymlinkEscape(t *testing.T) {
 	b.writeManifest("planter.yaml", podManifest(pod))
 	name := podName("planter")
 
-	const why = `container "app" volumeMount "data" at /sub subPath "a/made-by-berth": "a" is a symbolic link`
+	const why = `container "app" volumeMount "data" at /sub subPath "a/made-by-berth": "a" is a symbolic link that leads out of the volume`
 	p := b.waitPod(name, "app waiting with CreateContainerConfigError", func(p *v1.Pod) bool {
 		cs := containerStatus(p, "app")
 		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CreateContainerConfigError"
@@ -90,11 +90,12 @@ func TestSubPathSymlinkEscape(t *testing.T) {
 	}
 }
 
-// TestSubPathMounts: a subPath naming a directory (made in an emptyDir)
-// and one naming a file (of a hostPath) work end to end, each through a
-// bind mount under the pod's volume-subpaths directory; removing the pod
-// unmounts them and removes the pod directory, and the files they showed
-// stay.
+// TestSubPathMounts: a subPath naming a directory (made in an emptyDir),
+// one naming a file of a hostPath, and one naming a ConfigMap's key (a
+// symbolic link into the volume's ..data, followed since it stays inside)
+// work end to end, each through a bind mount under the pod's
+// volume-subpaths directory; removing the pod unmounts them and removes
+// the pod directory, and the files they showed stay.
 func TestSubPathMounts(t *testing.T) {
 	b := newBerth(t, berthOptions{noStart: true})
 	host := filepath.Join(b.dir, "host")
@@ -113,13 +114,16 @@ func TestSubPathMounts(t *testing.T) {
 	app.VolumeMounts = []v1.VolumeMount{
 		{Name: "data", MountPath: "/d", SubPath: "dir/sub"},
 		{Name: "host", MountPath: "/etc/app.conf", SubPath: "conf", ReadOnly: true},
+		{Name: "cm", MountPath: "/etc/greeting", SubPath: "greeting"},
 	}
 	pod := newPod("subpaths", app)
 	pod.Spec.Volumes = []v1.Volume{
 		{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host, Type: &dir}}},
+		{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "site"}}}},
 	}
-	b.writeManifest("subpaths.yaml", podManifest(pod))
+	const configMap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site}\ndata: {greeting: hello-cm}\n---\n"
+	b.writeManifest("subpaths.yaml", configMap+podManifest(pod))
 	name := podName("subpaths")
 	api := b.waitRunning(name)
 	rt := b.waitRuntime(name, "app", api.UID)
@@ -139,7 +143,11 @@ func TestSubPathMounts(t *testing.T) {
 	if got := execIn(t, rt.container.Id, "echo x >> /etc/app.conf 2>/dev/null || echo ro"); got != "ro" {
 		t.Errorf("the readOnly file subPath is writable: %q", got)
 	}
+	if got := execIn(t, rt.container.Id, "cat /etc/greeting"); got != "hello-cm" {
+		t.Errorf("the ConfigMap key's subPath reads %q, want hello-cm", got)
+	}
 	wantMounts := []string{
+		filepath.Join(podDir, "volume-subpaths", "cm", "app", "2"),
 		filepath.Join(podDir, "volume-subpaths", "data", "app", "0"),
 		filepath.Join(podDir, "volume-subpaths", "host", "app", "1"),
 	}
