@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -168,5 +169,73 @@ func TestSubPathMounts(t *testing.T) {
 	}
 	if data, err := os.ReadFile(conf); err != nil || string(data) != "hello\n" {
 		t.Errorf("the hostPath's file after the pod went: %q, %v", data, err)
+	}
+}
+
+// TestSubPathMountsAfterBerthDied: berth is killed while a pod with
+// subPath bind mounts runs, and the pod's manifest goes while it is down;
+// a pod directory of a pod the runtime no longer has is left with a bind
+// mount of a host directory on one of its subPath mount points. The
+// restarted berth removes the pod and both pod directories, unmounting
+// the binds first: the host directories keep every file.
+func TestSubPathMountsAfterBerthDied(t *testing.T) {
+	b := newBerth(t, berthOptions{noStart: true})
+	host := filepath.Join(b.dir, "host")
+	if err := os.MkdirAll(filepath.Join(host, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "sub", "keep"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := treeOf(t, host)
+
+	leftover := filepath.Join(b.root, "pods", "0123-leftover")
+	mp := filepath.Join(leftover, "volume-subpaths", "data", "app", "0")
+	if err := os.MkdirAll(mp, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(filepath.Join(host, "sub"), mp, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mp, unix.MNT_DETACH) })
+
+	b.start()
+	b.waitReady()
+	b.waitFor("the leftover pod directory removed", waitTimeout, func() (bool, string) {
+		_, err := os.Lstat(leftover)
+		return os.IsNotExist(err), fmt.Sprintf("lstat: %v", err)
+	})
+	if got := treeOf(t, host); !slices.Equal(got, want) {
+		t.Errorf("host directory changed by the leftover's removal: %v, want %v", got, want)
+	}
+
+	dir := v1.HostPathDirectory
+	app := shContainer("app", sleepForever)
+	app.VolumeMounts = []v1.VolumeMount{{Name: "host", MountPath: "/h", SubPath: "sub"}}
+	pod := newPod("orphaned", app)
+	pod.Spec.Volumes = []v1.Volume{{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host, Type: &dir}}}}
+	b.writeManifest("orphaned.yaml", podManifest(pod))
+	name := podName("orphaned")
+	api := b.waitRunning(name)
+	b.waitRuntime(name, "app", api.UID)
+	podDir := filepath.Join(b.root, "pods", string(api.UID))
+	if got := mountsUnder(t, podDir); len(got) != 1 {
+		t.Fatalf("mounts under the pod directory: %v, want the subPath's", got)
+	}
+
+	b.kill()
+	b.removeManifest("orphaned.yaml")
+	b.start()
+	b.waitReady()
+	b.waitGone(name)
+	b.waitFor("the pod directory "+podDir+" removed", waitTimeout, func() (bool, string) {
+		_, err := os.Lstat(podDir)
+		return os.IsNotExist(err), fmt.Sprintf("lstat: %v", err)
+	})
+	if mounts := mountsUnder(t, b.dir); len(mounts) > 0 {
+		t.Errorf("mounts left under %s: %v", b.dir, mounts)
+	}
+	if got := treeOf(t, host); !slices.Equal(got, want) {
+		t.Errorf("host directory changed: %v, want %v", got, want)
 	}
 }
