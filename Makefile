@@ -19,7 +19,8 @@ FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState
 	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/ FuzzParseDockerConfig:./cri/
+	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/ FuzzParseDockerConfig:./cri/ \
+	FuzzOpenSubPath:./cri/
 
 .PHONY: all build test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -465,4 +466,51 @@ func mustMounts(t *testing.T, dir string) []string {
 	}
 	slices.Sort(mps)
 	return mps
+}
+
+// FuzzOpenSubPath walks arbitrary subPaths through arbitrary symbolic
+// links a container may plant (a at the volume's root, b/c below it;
+// "VICTIM" in a target stands for the victim directory's host path).
+// Whatever it opens lies inside the volume, and nothing outside the
+// volume is created or changed.
+func FuzzOpenSubPath(f *testing.F) {
+	for _, s := range [][3]string{
+		{"a/made-by-berth", "VICTIM", "x"},
+		{"a/made-by-berth", "../../victim", "x"},
+		{"a/new", "b/c", "../../victim"},
+		{"b/c/d/e", "b", "../a/../b"},
+		{"a", "a", "a"},
+		{"./b//c/.", ".", "."},
+		{"greeting", "..data/greeting", "VICTIM/keep"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, subPath, linkA, linkC string) {
+		bed := podpathtest.NewVictimBed(t)
+		vol := filepath.Join(bed.Root, "vol")
+		if err := os.MkdirAll(filepath.Join(vol, "b"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		for at, target := range map[string]string{"a": linkA, "b/c": linkC} {
+			if os.Symlink(strings.ReplaceAll(target, "VICTIM", bed.Victim), filepath.Join(vol, at)) != nil {
+				return // not a name a link can hold
+			}
+		}
+		realVol, err := filepath.EvalSymlinks(vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := openSubPath(vol, subPath)
+		if err == nil {
+			got, lerr := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(file.Fd())))
+			file.Close()
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			if got != realVol && !strings.HasPrefix(got, realVol+"/") {
+				t.Fatalf("openSubPath(%q) with a -> %q, b/c -> %q opened %s, outside %s", subPath, linkA, linkC, got, realVol)
+			}
+		}
+		bed.Check(t)
+	})
 }
