@@ -72,8 +72,8 @@ func (m *Manager) ensurePodDirs(podDir, logDir string) error {
 // terminated: it first unmounts what berth mounted under it (subPath bind
 // mounts, whose mount points it removes without descending into them, and
 // tmpfs emptyDirs), so RemoveAll never descends into a live mount, then
-// removes the tree. A missing directory is success, so the agent may call it again
-// after a crash. Logs under PodLogsDir are left to container GC.
+// removes the tree. A missing directory is success, so the agent may call
+// it again after a crash. Logs under PodLogsDir are left to container GC.
 func (m *Manager) CleanupPodDir(uid types.UID) error {
 	if uid == "" {
 		return errors.New("cleanup pod directory: empty pod UID")
