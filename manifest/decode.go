@@ -69,7 +69,13 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 		}
 		if err != nil {
 			line, msg := yamlErrorLine(err)
-			line = syntaxLine(data, line, strings.TrimPrefix(msg, "invalid YAML: "))
+			line = syntaxLine(data, line, strings.TrimPrefix(msg, yamlPrefix))
+			if m := unknownAnchorRE.FindStringSubmatch(strings.TrimPrefix(msg, yamlPrefix)); m != nil {
+				line = max(aliasLine(data, m[1]), line)
+			}
+			if mightHoldSecret(data) {
+				msg = withholdYAML(msg)
+			}
 			problem(line, "", msg, nil)
 			return docs, problems
 		}
@@ -96,7 +102,7 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 		}
 		switch kind {
 		case "Pod":
-			pod, errs := decodePod(root)
+			pod, errs := decodePod(root, false)
 			for _, p := range errs {
 				problem(p.Line, p.Field, p.Message, root)
 			}
@@ -185,9 +191,13 @@ func decodeList(root *yaml.Node, kind string, origin Origin, docs []decoded, pro
 			}
 			continue
 		}
-		pod, errs := decodePod(item)
+		pod, errs := decodePod(item, mightBeSecret(item))
 		for _, p := range errs {
-			add(p.Line, prefix+"."+p.Field, p.Message, item)
+			field := prefix
+			if p.Field != "" {
+				field += "." + p.Field
+			}
+			add(p.Line, field, p.Message, item)
 		}
 		if pod != nil {
 			docs = append(docs, decoded{pod: pod, node: item, prefix: prefix + "."})
@@ -217,39 +227,65 @@ func decodeProblem(origin Origin, line int, fieldPath, msg string, node *yaml.No
 }
 
 // decodePod turns one pod's YAML node into a v1.Pod, strictly. It returns
-// nil and the reasons when the pod cannot be used.
-func decodePod(node *yaml.Node) (*v1.Pod, []Problem) {
+// nil and the reasons when the pod cannot be used. secret says the node
+// may really be a Secret (see mightBeSecret), whose values the problems
+// must not quote.
+func decodePod(node *yaml.Node, secret bool) (*v1.Pod, []Problem) {
 	if errs := checkQuantities(node); len(errs) > 0 {
 		return nil, errs
 	}
 	pod := &v1.Pod{}
-	if errs := decodeStrict(node, pod); len(errs) > 0 {
+	if errs := decodeStrict(node, pod, secret); len(errs) > 0 {
 		return nil, errs
 	}
 	return pod, nil
 }
 
 // decodeStrict decodes node into the API object into: unknown or
-// duplicate fields and wrong types are Problems with their lines.
-func decodeStrict(node *yaml.Node, into any) []Problem {
+// duplicate fields and wrong types are Problems with their lines. With
+// secret (the node is or may be a Secret) no problem quotes the node's
+// text: the decoders' own messages are withheld (see withholdYAML).
+func decodeStrict(node *yaml.Node, into any, secret bool) []Problem {
 	var tree any
 	if err := node.Decode(&tree); err != nil {
 		line, msg := yamlErrorLine(err)
+		if line == 0 {
+			line = node.Line // go-yaml's decoder names no line for some problems
+		}
+		if secret {
+			msg = withholdYAML(msg)
+		}
 		return []Problem{{Line: line, Message: msg}}
 	}
 	js, err := json.Marshal(tree)
 	if err != nil {
-		return []Problem{{Line: node.Line, Message: "cannot convert to JSON: " + err.Error()}}
+		msg := "cannot convert to JSON: " + err.Error()
+		if secret {
+			msg = withheld("cannot convert to JSON")
+		}
+		return []Problem{{Line: node.Line, Message: msg}}
 	}
 	strict, err := sigsjson.UnmarshalStrict(js, into)
 	if err != nil {
-		return []Problem{typeProblem(node, err)}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return []Problem{typeProblem(node, te)}
+		}
+		msg := err.Error()
+		if secret {
+			msg = withheld("cannot decode")
+		}
+		return []Problem{{Line: node.Line, Message: msg}}
 	}
 	var out []Problem
 	for _, e := range strict {
 		fe, ok := e.(interface{ FieldPath() string })
 		if !ok {
-			out = append(out, Problem{Line: node.Line, Message: e.Error()})
+			msg := e.Error()
+			if secret {
+				msg = withheld("cannot decode")
+			}
+			out = append(out, Problem{Line: node.Line, Message: msg})
 			continue
 		}
 		msg := "unknown field"
@@ -261,13 +297,9 @@ func decodeStrict(node *yaml.Node, into any) []Problem {
 	return out
 }
 
-// typeProblem explains a JSON decoding error, finding the offending field's
-// line when the error names one.
-func typeProblem(node *yaml.Node, err error) Problem {
-	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) {
-		return Problem{Line: node.Line, Message: err.Error()}
-	}
+// typeProblem explains a JSON type error, finding the offending field's
+// line. It names the kinds of value, never the value.
+func typeProblem(node *yaml.Node, te *json.UnmarshalTypeError) Problem {
 	want := jsonTypeName(te.Type)
 	// The path names inlined structs by their Go type (ProbeHandler,
 	// VolumeSource); the API's JSON names all start in lower case.
@@ -310,7 +342,13 @@ func jsonTypeName(t reflect.Type) string {
 	return t.String()
 }
 
+// jsonValueName says what kind of value JSON decoding met. A number that
+// does not fit its field comes as "number 1e30": the number is left out,
+// as no problem of a Secret may quote its text.
 func jsonValueName(v string) string {
+	if strings.HasPrefix(v, "number ") {
+		return "a number"
+	}
 	switch v {
 	case "object":
 		return "an object"
@@ -397,9 +435,13 @@ func walkQuantities(node *yaml.Node, keys []string, prefix string, visit func(st
 	}
 }
 
-// scalarAt returns the scalar value under key in a mapping, or "".
+// scalarAt returns the scalar value under key in a mapping, or "". An
+// alias counts as the scalar it refers to, as it does once decoded.
 func scalarAt(node *yaml.Node, key string) string {
 	_, n := child(node, pathSegment{key: key})
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
 	if n == nil || n.Kind != yaml.ScalarNode {
 		return ""
 	}
@@ -438,4 +480,29 @@ func yamlErrorLine(err error) (int, string) {
 		}
 	}
 	return line, "invalid YAML: " + rest
+}
+
+var unknownAnchorRE = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// aliasLine is the line of the first alias of the anchor name in data, 0
+// if there is none: go-yaml reports an unknown anchor without a line, and
+// a problem that withholds the name must at least say where it is. An
+// alias token starts a line or follows a blank or a flow indicator, and
+// ends at one or at a line break.
+func aliasLine(data []byte, name string) int {
+	const bounds = " \t\r\n,[]{}"
+	tok := []byte("*" + name)
+	for off := 0; ; {
+		i := bytes.Index(data[off:], tok)
+		if i < 0 {
+			return 0
+		}
+		start, end := off+i, off+i+len(tok)
+		before := start == 0 || strings.IndexByte(bounds, data[start-1]) >= 0
+		after := end == len(data) || strings.IndexByte(bounds, data[end]) >= 0
+		if before && after {
+			return bytes.Count(data[:start], []byte("\n")) + 1
+		}
+		off = start + 1
+	}
 }

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,14 +11,19 @@ import (
 // FuzzDecode feeds arbitrary bytes through the whole manifest pipeline. It
 // must never panic, and what it accepts must be a complete static pod:
 // named for the node, valid, stable under re-parsing and under defaulting
-// again.
+// again. The first line of the input also becomes a Secret's value, in
+// each of secretValueTemplates: no problem may quote it.
 func FuzzDecode(f *testing.F) {
 	for _, tt := range parseCases {
 		f.Add([]byte(tt.in))
 	}
 	f.Add([]byte(cmFiles + "---\n" + secretDB + "---\n" + refPod))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, type: kubernetes.io/dockerconfigjson, data: {.dockerconfigjson: e30=}}\n"))
+	for _, v := range []string{"pw", "!", ": x", " {a: b, a: c}", "&a [*a]", "\" \\x", "=="} {
+		f.Add([]byte(v))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkSecretWithheld(t, data)
 		res := Parse(data, webOrigin, testNode)
 		for _, p := range res.Problems {
 			if p.Origin != webOrigin.Path || p.Reason == "" || p.Message == "" {
@@ -53,4 +59,45 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// secretMarker starts the value checkSecretWithheld puts in a Secret;
+// the rest of the value never holds a "~", so the marker is only where it
+// was put.
+const secretMarker = "S3cr3t~"
+
+// secretValueTemplates put a value (%[1]s) where only a Secret's value can
+// be: after a key on its own line or in a flow mapping, as an alias, with
+// a tag. Whatever the value holds, it cannot become a key of the Secret's
+// data (whose names problems may quote) or start another document.
+var secretValueTemplates = []string{
+	"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  password: %[1]s\n",
+	"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata:\n  password: %[1]s\n",
+	"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  password: *%[1]s\n",
+	"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  password: !!int %[1]s\n",
+	"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  a: &a %[1]s\n  b: !!float *a\n",
+	"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, stringData: {password: %[1]s}}\n",
+	"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i}]}\n---\n" +
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  password: %[1]s\n",
+}
+
+// checkSecretWithheld puts the first line of data, after secretMarker, in
+// each of secretValueTemplates and fails if a problem quotes the marker.
+func checkSecretWithheld(t *testing.T, data []byte) {
+	line, _, _ := strings.Cut(string(data), "\n")
+	line = strings.Map(func(r rune) rune {
+		switch r {
+		case '~', '\r', '\u0085', '\u2028', '\u2029': // the marker's, and line breaks
+			return -1
+		}
+		return r
+	}, line)
+	for _, tmpl := range secretValueTemplates {
+		in := fmt.Sprintf(tmpl, secretMarker+line)
+		for _, p := range Parse([]byte(in), webOrigin, testNode).Problems {
+			if strings.Contains(p.Message+"\x00"+p.Field+"\x00"+p.Name, secretMarker) {
+				t.Fatalf("a problem quotes a Secret's value:\n%s\n%+v", in, p)
+			}
+		}
+	}
 }

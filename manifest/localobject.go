@@ -84,27 +84,37 @@ func decodeObject(node *yaml.Node, kind string) (*Object, []Problem) {
 		o.ConfigMap = &v1.ConfigMap{}
 		into = o.ConfigMap
 	}
-	if errs := decodeStrict(node, into); len(errs) > 0 {
+	if errs := decodeStrict(node, into, kind == KindSecret); len(errs) > 0 {
 		return nil, errs
 	}
 	return o, nil
 }
 
-// checkBase64 reports every value of a Secret's data that is not base64.
+// checkBase64 reports every value of a Secret's data that is not base64,
+// an alias by the value it refers to. The problem says neither the value
+// nor where in it decoding stopped: the offset of the first byte that is
+// no base64 tells how a plain-text password begins.
 func checkBase64(node *yaml.Node) []Problem {
 	var out []Problem
 	_, data := child(node, pathSegment{key: "data"})
+	for data != nil && data.Kind == yaml.AliasNode {
+		data = data.Alias
+	}
 	if data == nil || data.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(data.Content); i += 2 {
 		k, v := data.Content[i], data.Content[i+1]
+		line := v.Line
+		for v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
 		if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
 			continue
 		}
 		if _, err := base64.StdEncoding.DecodeString(v.Value); err != nil {
-			out = append(out, Problem{Line: v.Line, Field: "data[" + k.Value + "]",
-				Message: "must be base64 (put plain text under stringData instead): " + err.Error()})
+			out = append(out, Problem{Line: line, Field: "data[" + k.Value + "]",
+				Message: "must be base64 (put plain text under stringData instead; the value is withheld)"})
 		}
 	}
 	return out
