@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,7 +51,9 @@ func TestSecretValuesNeverQuoted(t *testing.T) {
 	if strings.Contains(string(body), secretValue) {
 		t.Errorf("/problems quotes the Secret's value:\n%s", body)
 	}
-	var list struct{ Items []struct{ Origin, Error string } }
+	var list struct {
+		Items []struct{ Origin, Error string }
+	}
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}
@@ -77,5 +82,118 @@ func TestSecretValuesNeverQuoted(t *testing.T) {
 		if want := fmt.Sprintf("%s:%d: ", b.manifestPath(f.name+".yaml"), f.line); !strings.Contains(string(out), want) {
 			t.Errorf("berth validate does not name %s:\n%s", want, out)
 		}
+	}
+}
+
+// secretAndPod is a manifest holding a Secret and a pod taking its value
+// as environment.
+func secretAndPod(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: %[1]s
+stringData:
+  password: hunter2-e2e
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    env:
+    - name: PW
+      valueFrom:
+        secretKeyRef: {name: %[1]s, key: password}
+`, name)
+}
+
+// writeManifestMode writes a manifest with the given mode, atomically as
+// writeManifest does: berth never sees it with another mode.
+func (b *berth) writeManifestMode(name, content string, mode os.FileMode) {
+	b.t.Helper()
+	tmp := filepath.Join(b.manifests, ".tmp-"+name)
+	if err := os.WriteFile(tmp, []byte(content), mode); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil { // past the umask
+		b.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, b.manifestPath(name)); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TestSecretManifestPermissions: a manifest holding a Secret that every
+// local user may read (0644). Under --manifest-permissions=warn, which
+// reads it as berth did before the rule, its pod runs and the log says
+// so. After a restart under strict (the default), as after an upgrade,
+// the file is refused with a problem naming it and the fix, and its pod
+// keeps running from the last good version (same UID, same container, not
+// removed as an orphan); a new such file starts nothing. chmod 600 brings
+// both back.
+func TestSecretManifestPermissions(t *testing.T) {
+	b := newBerth(t, berthOptions{noStart: true, args: []string{"--manifest-permissions=warn"}})
+	b.writeManifestMode("db.yaml", secretAndPod("db"), 0o644)
+	b.start()
+	b.waitReady()
+	name := podName("db")
+	api := b.waitRunning(name)
+	before := b.waitRuntime(name, "main", api.UID)
+	if !b.logContains("manifest holding a Secret others may read used anyway") {
+		t.Errorf("warn: berth's log does not say it used the readable Secret")
+	}
+	sum := sha256.Sum256([]byte(b.manifestPath("db.yaml")))
+	state := filepath.Join(b.root, "manifests", "file", hex.EncodeToString(sum[:])+".json")
+	b.waitFor("the last good version persisted", waitTimeout, func() (bool, string) {
+		_, err := os.Stat(state)
+		return err == nil, fmt.Sprint(err)
+	})
+
+	b.stop()
+	b.args = append(b.args, "--manifest-permissions=strict") // the last one counts
+	b.start()
+	b.waitReady()
+	b.waitProblem("ManifestPermissions", "db.yaml")
+	b.waitFor("two housekeeping passes", waitTimeout, func() (bool, string) {
+		n, err := b.housekeepingPasses()
+		return n >= 2, fmt.Sprintf("%d passes (%v)", n, err)
+	})
+	now, ok, detail := runtimeState(name, "main", api.UID)
+	if !ok || now.container.Id != before.container.Id {
+		t.Errorf("after the restart under strict the last good pod does not keep running: %s", detail)
+	}
+	if b.logContains("orphaned pod") {
+		t.Errorf("berth removed a pod as an orphan")
+	}
+	code, raw, err := b.getUnix("/problems")
+	want := b.manifestPath("db.yaml") + " holds a Secret and is mode 0644, readable by group or others; " +
+		"it must be readable by its owner only (chmod 600 " + b.manifestPath("db.yaml")
+	if code != 200 || !strings.Contains(string(raw), want) || !strings.Contains(string(raw), "keep running") {
+		t.Errorf("/problems: %d %v %s\nwant %q and what keeps running", code, err, raw, want)
+	}
+
+	b.writeManifestMode("fresh.yaml", secretAndPod("fresh"), 0o644)
+	b.waitProblem("ManifestPermissions", "fresh.yaml")
+	if sbs, err := sandboxesOf(podName("fresh")); err != nil || len(sbs) > 0 {
+		t.Errorf("the refused manifest's pod has sandboxes: %v %s", err, describeSandboxes(sbs))
+	}
+
+	for _, f := range []string{"db.yaml", "fresh.yaml"} {
+		if err := os.Chmod(b.manifestPath(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.waitFor("the problems gone", waitTimeout, func() (bool, string) {
+		ps, err := b.problemsOf()
+		return err == nil && len(ps) == 0, fmt.Sprint(ps, err)
+	})
+	b.waitRunning(podName("fresh"))
+	if now, ok, detail := runtimeState(name, "main", api.UID); !ok || now.container.Id != before.container.Id {
+		t.Errorf("chmod 600 restarted the pod: %s", detail)
 	}
 }

@@ -49,9 +49,11 @@ type decoded struct {
 // cannot be trusted. With limit > 0, a manifest holding more than limit
 // documents or pods (PodList items count) yields one TooManyDocuments
 // problem and nothing else, found before their pods are decoded.
-func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Problem) {
-	var docs []decoded
-	var problems []Problem
+//
+// secret reports whether the manifest holds a Secret, valid or not, or
+// may (its parse stopped early and mightHoldSecret): who may read it
+// matters (see checkSecretFile).
+func decodeManifests(data []byte, origin Origin, limit int) (docs []decoded, problems []Problem, secret bool) {
 	problem := func(line int, fieldPath, msg string, node *yaml.Node) {
 		problems = append(problems, decodeProblem(origin, line, fieldPath, msg, node))
 	}
@@ -65,7 +67,7 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 			break
 		}
 		if count++; limit > 0 && count > limit {
-			return nil, []Problem{tooManyDocuments(origin, limit)}
+			return nil, []Problem{tooManyDocuments(origin, limit)}, mightHoldSecret(data)
 		}
 		if err != nil {
 			line, msg := yamlErrorLine(err)
@@ -77,7 +79,7 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 				msg = withholdYAML(msg)
 			}
 			problem(line, "", msg, nil)
-			return docs, problems
+			return docs, problems, secret || mightHoldSecret(data)
 		}
 		root := &doc
 		if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -113,11 +115,15 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 			if _, items := child(root, pathSegment{key: "items"}); items != nil && items.Kind == yaml.SequenceNode {
 				// The items count instead of the document holding them.
 				if count += max(len(items.Content)-1, 0); limit > 0 && count > limit {
-					return nil, []Problem{tooManyDocuments(origin, limit)}
+					return nil, []Problem{tooManyDocuments(origin, limit)}, mightHoldSecret(data)
+				}
+				for _, item := range items.Content {
+					secret = secret || item.Kind == yaml.MappingNode && mightBeSecret(item)
 				}
 			}
 			docs, problems = decodeList(root, kind, origin, docs, problems)
 		case KindConfigMap, KindSecret:
+			secret = secret || kind == KindSecret
 			obj, errs := decodeObject(root, kind)
 			for _, p := range errs {
 				problems = append(problems, objectDecodeProblem(origin, p, "", kind, root))
@@ -133,7 +139,7 @@ func decodeManifests(data []byte, origin Origin, limit int) ([]decoded, []Proble
 		problems = append(problems, Problem{Source: origin.Source, Origin: origin.Path, Line: 1, Reason: ReasonEmpty,
 			Message: "manifest holds no document"})
 	}
-	return docs, problems
+	return docs, problems, secret
 }
 
 // decodeList decodes the items of a PodList or List, each on its own: one

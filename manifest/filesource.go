@@ -67,9 +67,9 @@ type fileSource struct {
 	// resolver resolves the pods' references to the ConfigMaps and
 	// Secrets of all the files, keeping the last good resolution.
 	resolver resolver
-	// warned holds, per path, the ownership or mode problem last logged
-	// under --manifest-permissions=warn, to log each once.
-	warned map[string]string
+	// warned holds, per path and rule, the ownership or mode problem
+	// last logged under --manifest-permissions=warn, to log each once.
+	warned map[warnKey]string
 	// watching is set once the first scan was sent: from then on a path
 	// that vanishes gets vanishGrace before its pods are removed.
 	watching bool
@@ -90,6 +90,9 @@ type fileState struct {
 	// from the state has its file's last accepted serial, an upper
 	// bound, or none.
 	serials map[string]uint64
+	// secret: the bytes read hold a Secret (Result.secret), so their
+	// mode is checked again when only the mode changed.
+	secret bool
 }
 
 func newFileSource(cfg SourceConfig, store *Store) *fileSource {
@@ -106,7 +109,7 @@ func newFileSource(cfg SourceConfig, store *Store) *fileSource {
 		log:      log,
 		watch:    true,
 		files:    map[string]*fileState{},
-		warned:   map[string]string{},
+		warned:   map[warnKey]string{},
 		state:    newLastGoodState(cfg, SourceFile, log),
 		signed:   newSignedOrigin(cfg.FileSigners, cfg, SourceFile, log),
 		uidKey:   cfg.uidKey,
@@ -377,9 +380,9 @@ func (s *fileSource) rescan(force bool) {
 			delete(s.files, p)
 		}
 	}
-	for p := range s.warned {
-		if !seen[p] && p != s.path {
-			delete(s.warned, p)
+	for k := range s.warned {
+		if !seen[k.path] && k.path != s.path {
+			delete(s.warned, k)
 		}
 	}
 }
@@ -404,23 +407,49 @@ func (s *fileSource) readOne(p string) {
 // logged.
 func (s *fileSource) checkDir(dir string) error {
 	err := checkManifestDir(dir)
-	if err != nil && isPermissionError(err) && !s.refuse(dir, err) {
+	if err != nil && isPermissionError(err) && !s.refuse(dir, ruleWrite, err) {
 		return nil
 	}
 	return err
 }
 
-// refuse decides what an ownership or mode problem of path does: true
-// (refuse it) when strict; logged once and false under warn.
-func (s *fileSource) refuse(path string, err error) bool {
+// Rules a manifest's owner and mode are checked against: who may write it
+// (checkManifestFile, checkManifestDir), and who may read the Secret it
+// holds (checkSecretFile).
+const (
+	ruleWrite = "write"
+	ruleRead  = "read"
+)
+
+// warnKey is what a warning under --manifest-permissions=warn is about.
+type warnKey struct{ path, rule string }
+
+// refuse decides what an ownership or mode problem of path under rule
+// does: true (refuse it) when strict; logged once and false under warn.
+func (s *fileSource) refuse(path, rule string, err error) bool {
 	if s.perms != PermissionsWarn {
 		return true
 	}
-	if s.warned[path] != err.Error() {
-		s.warned[path] = err.Error()
-		s.log.Warn("manifest writable by others read anyway (--manifest-permissions=warn)", "path", path, "err", err)
+	k := warnKey{path, rule}
+	if s.warned[k] != err.Error() {
+		s.warned[k] = err.Error()
+		what := "manifest writable by others read anyway (--manifest-permissions=warn)"
+		if rule == ruleRead {
+			what = "manifest holding a Secret others may read used anyway (--manifest-permissions=warn)"
+		}
+		s.log.Warn(what, "path", path, "err", err)
 	}
 	return false
+}
+
+// refuseSecret decides whether a manifest holding a Secret (secret) is
+// refused for who may read it; info is the fstat of the file read.
+func (s *fileSource) refuseSecret(path string, info fs.FileInfo, secret bool) bool {
+	if !secret {
+		return false
+	}
+	err := checkSecretFile(path, info)
+	return err != nil && s.refuse(path, ruleRead, err)
 }
 
 // fail records that the path could not be read, or is refused for who may
@@ -468,7 +497,7 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 		delete(s.files, p)
 		return
 	}
-	if err == nil && m.perm != nil && s.refuse(p, m.perm) {
+	if err == nil && m.perm != nil && s.refuse(p, ruleWrite, m.perm) {
 		err = m.perm
 	}
 	data := m.data
@@ -479,6 +508,7 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 	var res, fresh Result
 	var body *verifiedBody // the signed body accepted, when one is
 	var sum [sha256.Size]byte
+	secret := false
 	switch {
 	case err != nil:
 		// Refused like a broken edit: the pods this file defined before
@@ -489,26 +519,35 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 		res = tooLarge(p, s.maxBytes)
 	default:
 		sum = signedSum(data, sig)
-		if prev.info != nil && sum == prev.sum && sigErr == nil {
+		if prev.info != nil && sum == prev.sum && sigErr == nil && !s.refuseSecret(p, info, prev.secret) {
 			// Same bytes as last time (a touch, the periodic re-read):
-			// the same pods, without parsing again.
+			// the same pods, without parsing again. Not when only the
+			// mode changed and now exposes the Secret the bytes hold.
 			prev.info = info
 			return
 		}
 		if s.signed == nil {
 			res = s.parse(p, data, ahead)
-			break
+		} else {
+			b, refused := s.verifySignedFile(p, data, sig, sigErr)
+			if refused == nil {
+				fresh = s.parse(p, data, ahead)
+				refused = s.admitSignedFile(p, b, fresh, prev.res)
+			}
+			if refused != nil {
+				res = *refused
+				break
+			}
+			res, body = fresh, &b
 		}
-		b, refused := s.verifySignedFile(p, data, sig, sigErr)
-		if refused == nil {
-			fresh = s.parse(p, data, ahead)
-			refused = s.admitSignedFile(p, b, fresh, prev.res)
+		secret = res.secret
+		if s.refuseSecret(p, info, secret) {
+			// Refused like a file others may write: what the file
+			// defined before keeps running, and a signed body is not
+			// accepted.
+			res = Result{Problems: []Problem{fileProblem(p, checkSecretFile(p, info))}}
+			info, body = nil, nil
 		}
-		if refused != nil {
-			res = *refused
-			break
-		}
-		res, body = fresh, &b
 	}
 	res = keepLastGood(prev.res, res)
 	serials := prev.serials
@@ -522,7 +561,7 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 				"reason", pr.Reason, "pod", pr.Name, "namespace", pr.Namespace, "err", pr.Message)
 		}
 	}
-	s.files[p] = &fileState{info: info, sum: sum, res: res, serials: serials}
+	s.files[p] = &fileState{info: info, sum: sum, res: res, serials: serials, secret: secret}
 }
 
 // send hands the current state to the store as one snapshot.

@@ -26,6 +26,9 @@ type Result struct {
 	// manifest; a missing entry (a pod restored from an older state) is
 	// the zero podExtra.
 	extra []podExtra
+	// secret: the manifest holds a Secret, valid or not, or may (see
+	// decodeManifests).
+	secret bool
 }
 
 // podExtra is what parsing knows of a pod that its object does not say.
@@ -67,8 +70,8 @@ func Parse(data []byte, origin Origin, nodeName string) Result {
 // parse is Parse with a document limit (0: none), see decodeManifests, and
 // the node's UID key (nil: none).
 func parse(data []byte, origin Origin, nodeName string, limit int, key []byte) Result {
-	docs, decodeProblems := decodeManifests(data, origin, limit)
-	var res Result
+	docs, decodeProblems, secret := decodeManifests(data, origin, limit)
+	res := Result{secret: secret}
 	for i := range decodeProblems {
 		p := &decodeProblems[i]
 		if p.Name != "" {

@@ -78,6 +78,18 @@ func checkManifestFile(path string, info fs.FileInfo) error {
 	return nil
 }
 
+// checkSecretFile checks the mode of a manifest that holds a Secret: as
+// ssh refuses a private key others may read, it must be readable by its
+// owner only, else every local user (a 0644 file in a 0755 directory) can
+// read the Secret's values. info is the fstat of the file read.
+func checkSecretFile(path string, info fs.FileInfo) error {
+	if perm := info.Mode().Perm(); perm&0o044 != 0 {
+		return &permissionError{fmt.Sprintf("manifest %s holds a Secret and is mode %04o, readable by group or others; "+
+			"it must be readable by its owner only (chmod 600 %s, or --manifest-permissions=warn)", path, perm, path)}
+	}
+	return nil
+}
+
 // checkManifestDir checks that nobody but root can change what dir holds:
 // dir itself must be owned by root and not writable by group or others, and
 // so must every directory above it, except that a root-owned sticky

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -165,5 +166,135 @@ func TestFileSourcePermissionsWarn(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "read anyway"); n != 2 {
 		t.Errorf("%d warnings, want 2 (directory and file, each once):\n%s", n, logs.String())
+	}
+}
+
+// TestParseHoldsSecret: what counts as a manifest holding a Secret, whose
+// mode checkSecretFile checks: any Secret document or List item, valid or
+// not, and a manifest whose parse stopped while it may hold one.
+func TestParseHoldsSecret(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want bool
+	}{
+		{"pod", podManifest("a", "img:1"), false},
+		{"ConfigMap", cmFiles, false},
+		{"Secret", secretDB, true},
+		{"Secret beside a pod", podManifest("a", "img:1") + "---\n" + secretDB, true},
+		{"invalid Secret", "apiVersion: v1\nkind: Secret\nmetadata: {name: A_b}\n", true},
+		{"Secret in a List", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n", true},
+		{"Secret refused in a PodList", "apiVersion: v1\nkind: PodList\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n", true},
+		{"syntax error after a Secret's kind", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {a: b\n", true},
+		{"syntax error in a pod", podManifest("a", "img:1") + "  - [\n", false},
+	}
+	for _, tt := range tests {
+		if got := Parse([]byte(tt.in), webOrigin, testNode).secret; got != tt.want {
+			t.Errorf("%s: holds a Secret %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestCheckSecretFile: a manifest holding a Secret must be readable by its
+// owner only; the refusal names the file and the fix.
+func TestCheckSecretFile(t *testing.T) {
+	tests := []struct {
+		mode os.FileMode
+		want string // substring of the refusal; "" accepts
+	}{
+		{0o600, ""},
+		{0o400, ""},
+		{0o700, ""},
+		{0o640, "holds a Secret and is mode 0640, readable by group or others"},
+		{0o604, "mode 0604"},
+		{0o644, "it must be readable by its owner only (chmod 600 FILE, or --manifest-permissions=warn)"},
+	}
+	file := filepath.Join(t.TempDir(), "s.yaml")
+	write(t, file, secretDB)
+	for _, tt := range tests {
+		chmod(t, file, tt.mode)
+		info, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkSecretFile(file, info)
+		want := strings.ReplaceAll(tt.want, "FILE", file)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%04o refused: %v", tt.mode, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !isPermissionError(err)):
+			t.Errorf("%04o: err %v, want a permission refusal with %q", tt.mode, err, want)
+		}
+	}
+}
+
+// TestFileSourceSecretPermissions: under strict, a manifest holding a
+// Secret that group or others may read is refused: a new one yields
+// nothing, one made readable keeps what it yielded before (as after a
+// broken edit) with the problem shown, and the fix brings it back. A
+// readable manifest without a Secret is read as before. Under warn it is
+// read, and logged once.
+func TestFileSourceSecretPermissions(t *testing.T) {
+	dir := t.TempDir()
+	withSecret, podOnly := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	write(t, withSecret, podManifest("a", "img:1")+"---\n"+secretDB)
+	chmod(t, withSecret, 0o600)
+	write(t, podOnly, podManifest("b", "img:1"))
+	var logs strings.Builder
+	source := func(perms Permissions) *fileSource {
+		cfg := SourceConfig{NodeName: testNode, ManifestPath: dir, Permissions: perms}
+		fs := newFileSource(cfg, NewStore(cfg.SourceNames()...))
+		fs.watch = false
+		fs.log = slog.New(slog.NewTextHandler(&logs, nil))
+		return fs
+	}
+	state := func(fs *fileSource, p string) string {
+		res := fs.files[p].res
+		out := fmt.Sprintf("%d pods %d objects", len(res.Pods), len(res.Objects))
+		for _, pr := range res.Problems {
+			out += "; " + pr.Reason + ": " + pr.Message
+		}
+		return out
+	}
+	fs := source(PermissionsStrict)
+	fs.rescan(true)
+	if got := state(fs, withSecret); got != "1 pods 1 objects" {
+		t.Fatalf("0600: %s", got)
+	}
+
+	chmod(t, withSecret, 0o644)
+	fs.rescan(false) // only the mode changed
+	refused := "ManifestPermissions: manifest " + withSecret + " holds a Secret and is mode 0644"
+	if got := state(fs, withSecret); !strings.HasPrefix(got, "1 pods 1 objects; "+refused) ||
+		!strings.Contains(got, "chmod 600 "+withSecret) || !strings.Contains(got, "keep running") {
+		t.Errorf("made readable: %s\nwant the last good pod and Secret kept, and %q", got, refused)
+	}
+	if got := state(fs, podOnly); got != "1 pods 0 objects" {
+		t.Errorf("a readable manifest without a Secret: %s", got)
+	}
+
+	fresh := filepath.Join(dir, "c.yaml")
+	write(t, fresh, podManifest("c", "img:1")+"---\n"+strings.Replace(secretDB, "name: db", "name: c", 1))
+	fs.rescan(false)
+	if got := state(fs, fresh); !strings.HasPrefix(got, "0 pods 0 objects; ManifestPermissions: manifest "+fresh+" holds a Secret") {
+		t.Errorf("a new readable manifest with a Secret: %s", got)
+	}
+
+	chmod(t, withSecret, 0o600)
+	fs.rescan(false)
+	if got := state(fs, withSecret); got != "1 pods 1 objects" {
+		t.Errorf("fixed: %s", got)
+	}
+
+	chmod(t, withSecret, 0o644)
+	logs.Reset()
+	warn := source(PermissionsWarn)
+	warn.rescan(true)
+	warn.rescan(true)
+	if got := state(warn, withSecret); got != "1 pods 1 objects" {
+		t.Errorf("warn: %s", got)
+	}
+	if n := strings.Count(logs.String(), "holding a Secret others may read used anyway"); n != 2 {
+		t.Errorf("%d warnings, want 2 (a.yaml and c.yaml, each once):\n%s", n, logs.String())
 	}
 }

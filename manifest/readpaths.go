@@ -34,8 +34,9 @@ type ReadOptions struct {
 	MaxBytes int64
 	// MaxPods sets the document limit, see MaxDocuments.
 	MaxPods int
-	// Permissions, when strict, refuses manifests others may write as
-	// the daemon does; "" and warn do not check.
+	// Permissions, when strict, refuses manifests others may write, and
+	// those holding a Secret others may read, as the daemon does; "" and
+	// warn do not check.
 	Permissions Permissions
 }
 
@@ -94,6 +95,10 @@ func ReadPaths(opts ReadOptions, paths ...string) Snapshot {
 		res := tooLarge(f, maxBytes)
 		if int64(len(m.data)) <= maxBytes {
 			res = ParseLimited(m.data, Origin{Source: SourceFile, Path: f}, opts.NodeName, opts.MaxPods)
+		}
+		if err := checkSecretFile(f, m.info); strict && res.secret && err != nil {
+			unreadable(f, err)
+			continue
 		}
 		results = append(results, merged{origin: Origin{Source: SourceFile, Path: f}, res: res})
 	}

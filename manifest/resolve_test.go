@@ -330,6 +330,7 @@ func TestObjectsLastGoodAcrossRestart(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "root", "manifests")
 	objs, pod := filepath.Join(dir, "objects.yaml"), filepath.Join(dir, "pod.yaml")
 	write(t, objs, cmFiles+"---\n"+secretDB)
+	chmod(t, objs, 0o600) // it holds a Secret
 	write(t, pod, refPod)
 	cfg := SourceConfig{ManifestPath: dir, StateDir: stateDir}
 

@@ -28,7 +28,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", "", "also print the defaulted pods: yaml or json")
 	maxBytes := fs.Int64("max-bytes", manifest.DefaultMaxBytes, "size limit of one manifest file")
 	maxPods := fs.Int("max-pods", manifest.DefaultMaxPods, "berth run's --max-pods: a file may hold twice as many documents (at least 16)")
-	perms := fs.String("manifest-permissions", "", "strict: also refuse manifests and directories others than root may write, as berth run does (default: not checked)")
+	perms := fs.String("manifest-permissions", "", "strict: also refuse manifests and directories others than root may write, and manifests holding a Secret others may read, as berth run does (default: not checked)")
 	var paths []string
 	// Flags may follow paths, as in `berth validate web.yaml -o yaml`.
 	for {
