@@ -19,7 +19,9 @@ import (
 // TestBrokenManifest puts broken manifests next to a good one: the good
 // pod runs, berth becomes ready, and /pods lists each broken one as a
 // Failed pod whose reason is set and whose message names the file and the
-// line of the fault. No broken pod gets a sandbox.
+// line of the fault. No broken pod gets a sandbox. A ConfigMap with more
+// keys than berth allows is a problem naming its file, line and field,
+// and the pod using it does not start.
 func TestBrokenManifest(t *testing.T) {
 	header := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  containers:\n  - name: main\n    image: busybox:1.36\n"
 	tests := []struct {
@@ -34,6 +36,15 @@ func TestBrokenManifest(t *testing.T) {
 	for _, tc := range tests {
 		manifests[tc.name+".yaml"] = fmt.Sprintf(header, tc.name) + tc.tail
 	}
+	// Line 5 is the fault: 1001 keys under data.
+	var keys strings.Builder
+	for i := range 1001 {
+		fmt.Fprintf(&keys, "  k%d: v\n", i)
+	}
+	many := sleeper("many")
+	many.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "many"}}}}
+	manifests["too-many-keys.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many\ndata:\n" + keys.String() + "---\n" + podManifest(many)
+	const otherProblems = 2 // too-many-keys.yaml: the ConfigMap and the pod using it
 	b := newBerth(t, berthOptions{manifests: manifests})
 	b.waitReady()
 	good := b.waitRunning(podName("good"))
@@ -68,6 +79,30 @@ func TestBrokenManifest(t *testing.T) {
 		})
 	}
 
+	t.Run("too-many-keys", func(t *testing.T) {
+		defer b.use(t)()
+		b.waitProblem("Invalid", "too-many-keys.yaml")
+		code, body, err := b.getUnix("/problems")
+		if err != nil || code != 200 {
+			t.Fatalf("/problems: %d %v", code, err)
+		}
+		var list struct{ Items []struct{ Error string } }
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		want := b.manifestPath("too-many-keys.yaml") + `:5: data: ConfigMap "many": Forbidden: 1001 keys, more than the 1000`
+		found := false
+		for _, p := range list.Items {
+			found = found || strings.HasPrefix(p.Error, want)
+		}
+		if !found {
+			t.Errorf("/problems has no problem starting %q:\n%s", want, body)
+		}
+		if sbs, err := sandboxesOf(podName("many")); err != nil || len(sbs) > 0 {
+			t.Errorf("the pod using the refused ConfigMap has sandboxes: %v %s", err, describeSandboxes(sbs))
+		}
+	})
+
 	// The operator finds each problem in berth's log, with file and line.
 	t.Run("logged", func(t *testing.T) {
 		data, _ := os.ReadFile(b.logFile)
@@ -95,7 +130,7 @@ func TestBrokenManifest(t *testing.T) {
 		// berth has seen the edit when it counts one more manifest problem.
 		b.waitFor("berth_manifest_problems to count the broken edit", waitTimeout, func() (bool, string) {
 			n, err := b.manifestProblems()
-			return n == len(tests)+1, fmt.Sprintf("%d problems (%v)", n, err)
+			return n == len(tests)+otherProblems+1, fmt.Sprintf("%d problems (%v)", n, err)
 		})
 		time.Sleep(3 * time.Second) // relists, housekeeping
 		now, ok, detail := runtimeState(podName("good"), "main", good.UID)

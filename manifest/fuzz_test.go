@@ -31,7 +31,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		for _, o := range res.Objects {
-			if (o.ConfigMap == nil) == (o.Secret == nil) || len(validateObject(&o)) > 0 || o.Meta().Namespace == "" {
+			if (o.ConfigMap == nil) == (o.Secret == nil) || len(validateObject(&o)) > 0 || len(validateObjectKeyCount(&o)) > 0 || o.Meta().Namespace == "" {
 				t.Fatalf("accepted an invalid object %+v", o)
 			}
 		}

@@ -81,8 +81,9 @@ func parse(data []byte, origin Origin, nodeName string, limit int, key []byte) R
 	res.Problems = decodeProblems
 	for _, d := range docs {
 		if d.obj != nil {
+			tooMany := validateObjectKeyCount(d.obj)
 			defaultObject(d.obj)
-			bad := objectProblems(validateObject(d.obj), ReasonInvalid, d, origin)
+			bad := objectProblems(append(tooMany, validateObject(d.obj)...), ReasonInvalid, d, origin)
 			bad = append(bad, objectProblems(unsupportedObject(d.obj), ReasonUnsupported, d, origin)...)
 			if len(bad) > 0 {
 				res.Problems = append(res.Problems, bad...)

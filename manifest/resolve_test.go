@@ -54,6 +54,16 @@ spec:
 `
 )
 
+// objectKeys renders n keys PREFIX0..PREFIXn-1 of a data map, each with
+// value v.
+func objectKeys(prefix, v string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  %s%d: %s\n", prefix, i, v)
+	}
+	return b.String()
+}
+
 // problemLines renders problems as "LINE FIELD REASON" for comparison.
 func problemLines(ps []Problem) []string {
 	var out []string
@@ -109,6 +119,18 @@ items:
 			wantProbs: []string{"4 type Unsupported"}},
 		{name: "too large", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: " + strings.Repeat("x", maxObjectSize+1) + "\n",
 			wantProbs: []string{"4 data Invalid"}},
+		{name: "as many keys as allowed", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n" + objectKeys("k", "v", maxObjectKeys),
+			wantObjs: 1},
+		{name: "too many keys", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n" + objectKeys("k", "v", maxObjectKeys+1),
+			wantProbs: []string{"4 data Invalid"}, wantMsg: `ConfigMap "a": Forbidden: 1001 keys, more than the 1000 a ConfigMap or Secret may hold`},
+		{name: "too many keys, most in binaryData", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: b}\nbinaryData:\n" + objectKeys("k", "AA==", maxObjectKeys),
+			wantProbs: []string{"5 binaryData Invalid"}},
+		{name: "too many keys in data and stringData together", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata:\n" + objectKeys("d", "AA==", 10) +
+			"stringData:\n" + objectKeys("s", "v", maxObjectKeys-9),
+			wantProbs: []string{"15 stringData Invalid"}, wantMsg: `Secret "s": Forbidden: 1001 keys`},
+		{name: "a key in data and stringData counts once", in: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata:\n" + objectKeys("k", "AA==", 10) +
+			"stringData:\n" + objectKeys("k", "v", maxObjectKeys),
+			wantObjs: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
