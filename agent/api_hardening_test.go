@@ -75,13 +75,17 @@ func TestAPITCPExposure(t *testing.T) {
 func secretPod() (*v1.Pod, v1.PodStatus) {
 	pod, st := webPod()
 	pod.Annotations = map[string]string{"kubernetes.io/config.hash": "uid-web", "berth.io/config.origin": "https://u:SECRET@x/pods", "note": "SECRET"}
-	probe := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/h", HTTPHeaders: []v1.HTTPHeader{{Name: "Authorization", Value: "SECRET"}}}}}
+	probe := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/h?token=SECRET&v=SECRET", HTTPHeaders: []v1.HTTPHeader{{Name: "Authorization", Value: "SECRET"}}}}}
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "DB_PASSWORD", Value: "SECRET"}}
 	pod.Spec.Containers[0].Command = []string{"sh", "-c", "login --password SECRET"}
 	pod.Spec.Containers[0].Args = []string{"--token=SECRET"}
 	pod.Spec.Containers[0].LivenessProbe = probe
 	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check", "SECRET"}}}}
-	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"SECRET"}}}}
+	pod.Spec.Containers[0].StartupProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/started?SECRET"}}}
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
+		PreStop:   &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"SECRET"}}},
+		PostStart: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/hook?token=SECRET"}},
+	}
 	pod.Spec.InitContainers = []v1.Container{{Name: "init", Env: []v1.EnvVar{{Name: "K", Value: "SECRET"}}}}
 	st.ContainerStatuses[0].LastTerminationState.Terminated.Message = "panic: SECRET"
 	st.Message = "SECRET"
@@ -97,7 +101,8 @@ func TestAPIRedacted(t *testing.T) {
 		if code != 200 || strings.Contains(body, "SECRET") {
 			t.Errorf("TCP %s: %d, shows a secret: %s", p, code, body)
 		}
-		if !strings.Contains(body, `"DB_PASSWORD"`) || !strings.Contains(body, "busybox:1.36") || !strings.Contains(body, `"uid-web"`) {
+		if !strings.Contains(body, `"DB_PASSWORD"`) || !strings.Contains(body, "busybox:1.36") || !strings.Contains(body, `"uid-web"`) ||
+			!strings.Contains(body, `"/h?token=`) {
 			t.Errorf("TCP %s: lost what a monitoring agent needs: %s", p, body)
 		}
 		if _, body := b.get(t, p, false); !strings.Contains(body, "SECRET") {
@@ -106,6 +111,28 @@ func TestAPIRedacted(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(pod.Spec.Containers[0].Env), "SECRET") {
 		t.Error("redaction wrote into the shared pod")
+	}
+}
+
+// TestRedactHTTPPath: a probe's path stays, the values of its query and a
+// fragment go.
+func TestRedactHTTPPath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"/healthz", "/healthz"},
+		{"/healthz?token=SECRET", "/healthz?token=<redacted>"},
+		{"/h?a=SECRET&b=SECRET", "/h?a=<redacted>&b=<redacted>"},
+		{"/h?SECRET", "/h?<redacted>"},
+		{"/h?a=SECRET&&b", "/h?a=<redacted>&&<redacted>"},
+		{"/h?", "/h?"},
+		{"/h?a=SECRET#SECRET", "/h?a=<redacted>#<redacted>"},
+		{"/h#SECRET?a=b", "/h#<redacted>"},
+		{"?token=SECRET", "?token=<redacted>"},
+	}
+	for _, tt := range tests {
+		if got := redactHTTPPath(tt.in); got != tt.want {
+			t.Errorf("redactHTTPPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/manifest"
@@ -20,8 +22,9 @@ var safeAnnotations = map[string]bool{
 // redactPod returns a copy of p for --listen-pods=redacted: what a
 // monitoring agent needs (identity, labels, images, phase, conditions,
 // container states, restart counts, IPs), without what may carry a secret:
-// environment values, commands and arguments, hook and probe commands and
-// HTTP headers, annotation values, and the free-text messages of statuses
+// environment values, commands and arguments, lifecycle hooks, probe
+// commands, HTTP headers and query values, annotation values, and the
+// free-text messages of statuses
 // (a termination message is whatever the container wrote; a manifest error
 // may quote a field's value). p is shared with other readers and is not
 // modified.
@@ -73,7 +76,8 @@ func redactContainers(cs []v1.Container) []v1.Container {
 	return out
 }
 
-// redactProbe keeps a probe's kind and timing, not its command or headers.
+// redactProbe keeps a probe's kind and timing, not its command, headers or
+// query values (see redactHTTPPath).
 func redactProbe(p *v1.Probe) *v1.Probe {
 	if p == nil {
 		return nil
@@ -85,9 +89,49 @@ func redactProbe(p *v1.Probe) *v1.Probe {
 	if p.HTTPGet != nil {
 		get := *p.HTTPGet
 		get.HTTPHeaders = nil
+		get.Path = redactHTTPPath(get.Path)
 		cp.HTTPGet = &get
 	}
 	return &cp
+}
+
+// redactHTTPPath keeps the path of an HTTP probe, which says what is
+// probed, and replaces the value of every query parameter, where servers
+// take tokens (?token=...); the keys stay, so an operator still recognises
+// the endpoint. A parameter without "=" may be a bare token and is
+// replaced whole, and so is a fragment. This is the rule of a manifest URL
+// (manifest.RedactURL): credentials go in the userinfo, which a probe's
+// path has none of, or in the query, not in the path.
+func redactHTTPPath(p string) string {
+	i := strings.IndexAny(p, "?#")
+	if i < 0 {
+		return p
+	}
+	out, rest := p[:i], p[i:]
+	if q, ok := strings.CutPrefix(rest, "?"); ok {
+		query, _, hasFragment := strings.Cut(q, "#")
+		out += "?" + redactQuery(query)
+		if !hasFragment {
+			return out
+		}
+	}
+	return out + "#" + redacted
+}
+
+// redactQuery replaces every value of a raw query, keeping the keys and
+// their order; a part without "=" is replaced whole.
+func redactQuery(q string) string {
+	parts := strings.Split(q, "&")
+	for i, part := range parts {
+		key, _, hasValue := strings.Cut(part, "=")
+		switch {
+		case hasValue:
+			parts[i] = key + "=" + redacted
+		case part != "":
+			parts[i] = redacted
+		}
+	}
+	return strings.Join(parts, "&")
 }
 
 func redactContainerStatuses(list []v1.ContainerStatus) []v1.ContainerStatus {

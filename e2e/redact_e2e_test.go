@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestManifestURLSecretsRedacted gives berth a --manifest-url with a
@@ -90,4 +91,40 @@ func TestManifestURLSecretsRedacted(t *testing.T) {
 		}
 	}
 	noSecret("berth's log", strings.Join(own, "\n"))
+}
+
+// TestListenPodsRedacted runs a pod whose readiness probe and preStop hook
+// call HTTP paths carrying a token in the query. With
+// --listen-pods=redacted, /pods over TCP keeps the probe's path and its
+// query key but neither token; the socket, root's, shows the pod whole.
+func TestListenPodsRedacted(t *testing.T) {
+	const probeToken, hookToken = "pr0be-t0ken", "h00k-t0ken"
+	pod := sleeper("probed")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz?token=" + probeToken, Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 1,
+	}
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{
+		HTTPGet: &v1.HTTPGetAction{Path: "/stop?token=" + hookToken, Port: intstr.FromInt32(8080)},
+	}}
+	b := newBerth(t, berthOptions{args: []string{"--listen-pods", "redacted"}, manifests: map[string]string{"probed.yaml": podManifest(pod)}})
+	b.waitReady()
+	b.waitPod(podName("probed"), "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+
+	code, body, err := getFrom(b.http, "http://"+b.addr+"/pods")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/pods over TCP: %d %v %.200s", code, err, body)
+	}
+	for _, token := range []string{probeToken, hookToken} {
+		if strings.Contains(string(body), token) {
+			t.Errorf("/pods over TCP shows %q:\n%.3000s", token, body)
+		}
+	}
+	if !strings.Contains(string(body), `"/healthz?token=`) {
+		t.Errorf("/pods over TCP lost the probe's path:\n%.3000s", body)
+	}
+	code, body, err = b.getUnix("/pods")
+	if err != nil || code != http.StatusOK || !strings.Contains(string(body), probeToken) {
+		t.Errorf("/pods over the socket: %d %v, want the pod whole:\n%.3000s", code, err, body)
+	}
 }
