@@ -363,17 +363,23 @@ func TestE2ESyncPodStartupFigures(t *testing.T) {
 // TestE2ESyncPodSidecar runs a sidecar (an init container with restartPolicy
 // Always) that the next init container and the app rely on while it runs,
 // then stops it: SyncPod restarts the sidecar and leaves the app alone.
+//
+// The sidecar replaces its beat file by a rename, so a reader sees a whole
+// beat or none (a plain "echo > beat" truncates first, and a cat between
+// the truncation and the write reads nothing); the readers wait until
+// they see the beat, however long that takes, and syncUntil bounds the
+// wait.
 func TestE2ESyncPodSidecar(t *testing.T) {
 	m := newE2EManager(t)
 	ctx := context.Background()
-	waitBeat := `for i in $(seq 50); do test -s /shared/beat && break; sleep 0.1; done; `
+	waitBeat := `until [ "$(cat /shared/beat 2>/dev/null)" = alive ]; do sleep 0.1; done; `
 	pod := syncE2EPod(t, m, "sidecar", waitBeat+`echo "app sees $(cat /shared/beat)"; exec sleep 3600`)
 	always := v1.ContainerRestartPolicyAlways
 	shared := []v1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
 	pod.Spec.Volumes = []v1.Volume{{Name: "shared", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	pod.Spec.InitContainers = []v1.Container{
 		{Name: "beat", Image: testBed.BusyboxImage, RestartPolicy: &always, VolumeMounts: shared,
-			Command: []string{"sh", "-c", `trap "exit 0" TERM; while true; do echo alive > /shared/beat; sleep 0.1; done`}},
+			Command: []string{"sh", "-c", `trap "exit 0" TERM; while true; do echo alive > /shared/.beat && mv /shared/.beat /shared/beat; sleep 0.1; done`}},
 		{Name: "check", Image: testBed.BusyboxImage, VolumeMounts: shared,
 			Command: []string{"sh", "-c", waitBeat + `test -s /shared/beat`}},
 	}
