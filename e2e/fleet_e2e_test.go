@@ -28,7 +28,7 @@ import (
 
 // TestSignedFleetURL runs berth as one device of a fleet: Debian's nginx
 // serves per-group, per-node manifests over https with a private CA, signed
-// with ssh-keygen as README.md's "Running a fleet" says. The URL's
+// with ssh-keygen as docs/fleet.md says. The URL's
 // {label.site} and {node} pick this device's manifest among others'; a
 // signed body runs; a tampered body, and a replayed older one (also after
 // a berth restart), change nothing and show as problems, in metrics and in
@@ -271,7 +271,7 @@ http {
 	return f
 }
 
-// publish writes a manifest and its signature as README.md says to:
+// publish writes a manifest and its signature as docs/fleet.md says to:
 // signed with ssh-keygen (stdin to stdout), the body published first, then
 // its signature, each renamed into place.
 func (f *fleetServer) publish(t *testing.T, name, body string) {

@@ -22,9 +22,9 @@ type fieldEntry struct {
 // of PodSpec, Container (init and app containers alike), EnvVarSource,
 // VolumeSource, PodSecurityContext, SecurityContext, Lifecycle and
 // VolumeMount, keyed by its path. The supported volume types come from
-// it (supportedVolumes), README.md's table of fields is generated from it
-// (fields_table.go), and a test fails when k8s.io/api gains a field the
-// registry does not classify.
+// it (supportedVolumes), docs/pod-fields.md's table of fields is generated
+// from it (fields_table.go), and a test fails when k8s.io/api gains a
+// field the registry does not classify.
 var podFields = map[string]fieldEntry{
 	"spec.volumes":                       {Honoured, "the types below"},
 	"spec.initContainers":                {Honoured, "in order; `restartPolicy: Always` makes a sidecar"},

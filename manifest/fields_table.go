@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// FieldsTable renders the field registry as the Markdown table README.md
-// shows (fields_table_test.go keeps the two equal): one row per field, by
-// path, with what berth does and why.
+// FieldsTable renders the field registry as the Markdown table
+// docs/pod-fields.md shows (fields_table_test.go keeps the two equal): one
+// row per field, by path, with what berth does and why.
 func FieldsTable() string {
 	paths := make([]string, 0, len(podFields))
 	for p := range podFields {

@@ -11,8 +11,8 @@ import (
 )
 
 const (
-	readmePath  = "../README.md"
-	fieldsBegin = "<!-- BEGIN GENERATED: pod fields. Edit manifest/fields.go, then: UPDATE_GOLDEN=1 go test ./manifest -run TestReadmeFieldsTable -->"
+	fieldsPage  = "../docs/pod-fields.md"
+	fieldsBegin = "<!-- BEGIN GENERATED: pod fields. Edit manifest/fields.go, then: UPDATE_GOLDEN=1 go test ./manifest -run TestPodFieldsPage -->"
 	fieldsEnd   = "<!-- END GENERATED: pod fields -->"
 )
 
@@ -89,10 +89,10 @@ spec:
 	}
 }
 
-// TestReadmeFieldsTable keeps README.md's table of pod fields equal to the
-// registry.
-func TestReadmeFieldsTable(t *testing.T) {
-	readme, err := os.ReadFile(readmePath)
+// TestPodFieldsPage keeps docs/pod-fields.md's table of pod fields equal
+// to the registry.
+func TestPodFieldsPage(t *testing.T) {
+	readme, err := os.ReadFile(fieldsPage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestReadmeFieldsTable(t *testing.T) {
 	begin := strings.Index(text, fieldsBegin)
 	end := strings.Index(text, fieldsEnd)
 	if begin < 0 || end < begin {
-		t.Fatalf("README.md lacks the markers %q ... %q", fieldsBegin, fieldsEnd)
+		t.Fatalf("%s lacks the markers %q ... %q", fieldsPage, fieldsBegin, fieldsEnd)
 	}
 	generated := FieldsTable()
 	if text[begin+len(fieldsBegin):end] == generated {
@@ -108,10 +108,10 @@ func TestReadmeFieldsTable(t *testing.T) {
 	}
 	if os.Getenv("UPDATE_GOLDEN") == "1" {
 		text = text[:begin+len(fieldsBegin)] + generated + text[end:]
-		if err := os.WriteFile(readmePath, []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(fieldsPage, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README.md's table of pod fields is out of date; regenerate it with\n  UPDATE_GOLDEN=1 go test ./manifest -run TestReadmeFieldsTable")
+	t.Errorf("%s's table of pod fields is out of date; regenerate it with\n  UPDATE_GOLDEN=1 go test ./manifest -run TestPodFieldsPage", fieldsPage)
 }

@@ -241,8 +241,7 @@ func TestGlobMatch(t *testing.T) {
 	}
 }
 
-// TestSSHKeygenCommands runs the commands README.md's "Running a fleet"
-// gives operators, with ssh-keygen itself: a key of each common type signs
+// TestSSHKeygenCommands runs the commands docs/fleet.md gives operators, with ssh-keygen itself: a key of each common type signs
 // a body, berth verifies it, and ssh-keygen verifies it with the same
 // allowed signers file berth reads.
 func TestSSHKeygenCommands(t *testing.T) {
@@ -281,7 +280,7 @@ func TestSSHKeygenCommands(t *testing.T) {
 	}
 	for _, typ := range []string{"ed25519", "ecdsa", "rsa"} {
 		t.Run(typ, func(t *testing.T) {
-			// As in the README: sign from stdin to stdout (signing a file
+			// As in docs/fleet.md: sign from stdin to stdout (signing a file
 			// asks before overwriting an older .sig), then verify as a
 			// device would.
 			cmd := exec.Command("ssh-keygen", "-Y", "sign", "-f", "fleet-"+typ, "-n", "berth-manifest")

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -12,38 +13,46 @@ import (
 )
 
 const (
-	readmePath     = "../../README.md"
-	referenceBegin = "<!-- BEGIN GENERATED: berth run settings. Edit cmd/berth/settings.go, then: UPDATE_GOLDEN=1 go test ./cmd/berth -run TestReadmeConfigReference -->"
-	referenceEnd   = "<!-- END GENERATED -->"
+	readmePath        = "../../README.md"
+	configurationPage = "../../docs/configuration.md"
+	kubeletUsersPage  = "../../docs/kubelet-users.md"
+	referenceBegin    = "<!-- BEGIN GENERATED: berth run settings. Edit cmd/berth/settings.go, then: UPDATE_GOLDEN=1 go test ./cmd/berth -run TestConfigReference -->"
+	referenceEnd      = "<!-- END GENERATED -->"
 )
 
-// TestReadmeConfigReference keeps README.md's configuration reference equal
+// TestConfigReference keeps docs/configuration.md's table of settings equal
 // to what bindFlags registers: a flag added, renamed, re-documented or given
-// another default fails this test until the README is regenerated.
-func TestReadmeConfigReference(t *testing.T) {
-	readme, err := os.ReadFile(readmePath)
+// another default fails this test until the page is regenerated.
+func TestConfigReference(t *testing.T) {
+	checkGenerated(t, configurationPage, referenceBegin, referenceEnd, configReference(t), "TestConfigReference")
+}
+
+// checkGenerated compares the section of page between begin and end with
+// generated, and rewrites it under UPDATE_GOLDEN=1.
+func checkGenerated(t *testing.T, page, begin, end, generated, test string) {
+	t.Helper()
+	data, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(readme)
-	begin := strings.Index(text, referenceBegin)
-	end := strings.Index(text, referenceEnd)
-	if begin < 0 || end < begin {
-		t.Fatalf("README.md lacks the markers %q ... %q", referenceBegin, referenceEnd)
+	text := string(data)
+	b := strings.Index(text, begin)
+	e := strings.Index(text, end)
+	if b < 0 || e < b {
+		t.Fatalf("%s lacks the markers %q ... %q", page, begin, end)
 	}
-	generated := configReference(t)
-	current := text[begin+len(referenceBegin) : end]
+	current := text[b+len(begin) : e]
 	if current == generated {
 		return
 	}
 	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		text = text[:begin+len(referenceBegin)] + generated + text[end:]
-		if err := os.WriteFile(readmePath, []byte(text), 0o644); err != nil {
+		text = text[:b+len(begin)] + generated + text[e:]
+		if err := os.WriteFile(page, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README.md's configuration reference is out of date with the flags; regenerate it with\n  UPDATE_GOLDEN=1 go test ./cmd/berth -run TestReadmeConfigReference\n--- generated\n%s\n--- README\n%s", generated, current)
+	t.Errorf("%s is out of date; regenerate it with\n  UPDATE_GOLDEN=1 go test ./cmd/berth -run %s\n--- generated\n%s\n--- page\n%s", page, test, generated, current)
 }
 
 // configReference renders every `berth run` flag with its config-file field,
@@ -133,12 +142,17 @@ func renderDefault(v any) string {
 }
 
 // TestReadmeCommands checks that the README shows the two commands a
-// newcomer runs, that they exist as make targets, and that CI runs the
-// test command exactly as written.
+// newcomer runs, that they exist as make targets, that CI runs the test
+// command exactly as written, and that every berth command the README's
+// and the docs' shell examples run exists.
 func TestReadmeCommands(t *testing.T) {
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs pages: %v", err)
 	}
 	makefile, err := os.ReadFile("../../Makefile")
 	if err != nil {
@@ -159,10 +173,22 @@ func TestReadmeCommands(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^make test$`).Match(ci) {
 		t.Errorf(".ci/run does not run `make test`, the README's test command")
 	}
-	// Every berth command the README's shell examples run exists.
+	for _, page := range append([]string{readmePath}, pages...) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBerthCommands(t, page, string(text))
+	}
+}
+
+// checkBerthCommands fails for a `berth COMMAND` in a shell block of text
+// that berth does not have.
+func checkBerthCommands(t *testing.T, page, text string) {
+	t.Helper()
 	inCode := false
 	command := regexp.MustCompile(`^\s*(?:sudo\s+)?(?:\S*/)?berth\s+([a-z]+)`)
-	for _, line := range strings.Split(string(readme), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			inCode = !inCode
 			continue
@@ -176,24 +202,24 @@ func TestReadmeCommands(t *testing.T) {
 			name = alias
 		}
 		if _, ok := commands[name]; !ok {
-			t.Errorf("README.md runs `berth %s`, which is no berth command: %s", m[1], strings.TrimSpace(line))
+			t.Errorf("%s runs `berth %s`, which is no berth command: %s", page, m[1], strings.TrimSpace(line))
 		}
 	}
 }
 
-// TestReadmeKubeletSection keeps the section for kubelet users complete:
-// every flag of `berth run` is listed there, either as one that carries
-// over from the kubelet or as berth's own.
-func TestReadmeKubeletSection(t *testing.T) {
-	readme, err := os.ReadFile(readmePath)
+// TestKubeletUsersPage keeps the page for kubelet users complete: every
+// flag of `berth run` is listed in its section on what carries over,
+// either as one that carries over from the kubelet or as berth's own.
+func TestKubeletUsersPage(t *testing.T) {
+	page, err := os.ReadFile(kubeletUsersPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(readme)
-	start := strings.Index(text, "## For kubelet users")
+	text := string(page)
+	start := strings.Index(text, "## What carries over")
 	end := strings.Index(text[start+1:], "\n## ")
 	if start < 0 || end < 0 {
-		t.Fatal("README.md has no section \"## For kubelet users\"")
+		t.Fatalf("%s has no section \"## What carries over\"", kubeletUsersPage)
 	}
 	section := text[start : start+1+end]
 	var configPath string
@@ -202,7 +228,7 @@ func TestReadmeKubeletSection(t *testing.T) {
 	bindFlags(fs, &s, &configPath)
 	fs.VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(section, "`--"+f.Name+"`") {
-			t.Errorf("README.md's section for kubelet users does not say whether --%s carries over from the kubelet", f.Name)
+			t.Errorf("%s does not say whether --%s carries over from the kubelet", kubeletUsersPage, f.Name)
 		}
 	})
 }

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/cri/criclient"
+	"github.com/berth-agent/berth/cri/gc"
+	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/manifest"
+
+	apitest "k8s.io/cri-api/pkg/apis/testing"
+)
+
+const (
+	metricsPage  = "../../docs/observability.md"
+	metricsBegin = "<!-- BEGIN GENERATED: metrics. Edit the metric, then: UPDATE_GOLDEN=1 go test ./cmd/berth -run TestMetricsPage -->"
+	metricsEnd   = "<!-- END GENERATED: metrics -->"
+)
+
+// TestMetricsPage keeps docs/observability.md's table of metrics equal to
+// the series berth registers: a metric added, renamed, re-documented or
+// given other labels fails this test until the page is regenerated.
+func TestMetricsPage(t *testing.T) {
+	checkGenerated(t, metricsPage, metricsBegin, metricsEnd, metricsTable(t), "TestMetricsPage")
+}
+
+// metric is one series family as the page lists it.
+type metric struct {
+	name, kind, help string
+	labels           []string
+}
+
+// metricsTable builds berth's registry as `berth run` does (the signature
+// metrics, the instrumented runtime, the agent with its garbage collection
+// and status report) over fakes of the runtime, and renders every berth_
+// family as a Markdown table.
+func metricsTable(t *testing.T) string {
+	t.Helper()
+	rec := &recordingRegisterer{}
+	manifest.NewSignatureMetrics(rec)
+	rs, is := criclient.Instrument(apitest.NewFakeRuntimeService(), apitest.NewFakeImageService(), rec)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clk := clock.RealClock{}
+	events := agent.NewEventLog(clk, log)
+	root, logs := t.TempDir(), t.TempDir()
+	mgr := cri.NewManager(rs, is, cri.Options{NodeName: "node1", RootDir: root, PodLogsDir: logs, Recorder: events, Logger: log})
+	s := defaultSettings()
+	agent.New(agent.Config{
+		NodeName: "node1",
+		Metrics:  rec,
+		Logger:   log,
+		GC:       s.gcConfig(),
+		Status:   &agent.StatusReporterConfig{URL: "https://fleet.example/status/node1.json"},
+	}, manifest.NewStore(manifest.SourceFile), events, mgr, handlers.NewExecer(rs),
+		gc.New(rs, is, mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
+
+	var metrics []metric
+	for _, c := range rec.collectors {
+		metrics = append(metrics, describe(t, c)...)
+	}
+	sort.Slice(metrics, func(i, j int) bool { return metrics[i].name < metrics[j].name })
+	var b strings.Builder
+	b.WriteString("\n| metric | type | labels | what it counts |\n| --- | --- | --- | --- |\n")
+	for i, m := range metrics {
+		if !strings.HasPrefix(m.name, "berth_") {
+			t.Errorf("metric %s lacks the berth_ prefix", m.name)
+		}
+		if i > 0 && metrics[i-1].name == m.name {
+			t.Errorf("metric %s registered twice", m.name)
+		}
+		labels := "none"
+		if len(m.labels) > 0 {
+			labels = "`" + strings.Join(m.labels, "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", m.name, m.kind, labels, strings.ReplaceAll(m.help, "|", `\|`))
+	}
+	return b.String()
+}
+
+// recordingRegisterer keeps what is registered on it, in order.
+type recordingRegisterer struct{ collectors []prometheus.Collector }
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	r.collectors = append(r.collectors, c)
+	return nil
+}
+
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	r.collectors = append(r.collectors, cs...)
+}
+
+func (r *recordingRegisterer) Unregister(prometheus.Collector) bool { return false }
+
+// descRE reads what prometheus.Desc.String prints.
+var descRE = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: ("(?:[^"\\]|\\.)*"),(?: unit: "[^"]*",)? constLabels: \{[^}]*\}, variableLabels: \{([^}]*)\}\}$`)
+
+// describe lists the families of one collector. A vector's kind says its
+// type, a single metric's written form does; a collector of berth's own
+// (const metrics built at scrape time) must export gauges, which is
+// checked on what it collects.
+func describe(t *testing.T, c prometheus.Collector) []metric {
+	t.Helper()
+	kind := ""
+	switch c := c.(type) {
+	case *prometheus.CounterVec:
+		kind = "counter"
+	case *prometheus.GaugeVec:
+		kind = "gauge"
+	case *prometheus.HistogramVec:
+		kind = "histogram"
+	case *prometheus.SummaryVec:
+		kind = "summary"
+	case prometheus.Metric:
+		kind = metricKind(t, c)
+	default:
+		kind = "gauge"
+		ch := make(chan prometheus.Metric)
+		go func() { c.Collect(ch); close(ch) }()
+		for m := range ch {
+			if k := metricKind(t, m); k != "gauge" {
+				t.Errorf("%s: a custom collector's metric is a %s, not a gauge; teach describe its type", m.Desc(), k)
+			}
+		}
+	}
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	var out []metric
+	for d := range ch {
+		m := descRE.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read %s", d)
+		}
+		name, err := strconv.Unquote(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		help, err := strconv.Unquote(m[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var labels []string
+		if m[3] != "" {
+			labels = strings.Split(m[3], ",")
+		}
+		out = append(out, metric{name: name, kind: kind, help: help, labels: labels})
+	}
+	return out
+}
+
+// metricKind is the type of one metric, from its written form.
+func metricKind(t *testing.T, m prometheus.Metric) string {
+	t.Helper()
+	var pb dto.Metric
+	if err := m.Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case pb.Counter != nil:
+		return "counter"
+	case pb.Gauge != nil:
+		return "gauge"
+	case pb.Histogram != nil:
+		return "histogram"
+	case pb.Summary != nil:
+		return "summary"
+	}
+	t.Fatalf("%s: a metric of unknown type", m.Desc())
+	return ""
+}
