@@ -1,11 +1,11 @@
-# berth: see README.md. `make test` is what CI runs (.ci/run).
+# berth: see README.md and CONTRIBUTING.md. `make test` is what CI runs (.ci/run).
 GO        ?= go
 VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./bench/... ./e2e/testbed/... ./e2e/systemdbed/...
+PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time). It is a count
 # of inputs, not a duration: Go 1.26's fuzzing coordinator can fail a
@@ -133,15 +133,18 @@ deb: build
 
 .PHONY: demo deb fleet-sim
 
-# The performance figures: builds berth, starts a private test
-# bed, prints one table and writes bench/results.json. BENCH_FLAGS passes
+# The performance figures: builds berth, starts a private test bed,
+# prints one table and writes bench/results.json. BENCH_FLAGS passes
 # flags through, e.g. BENCH_FLAGS='-quick -only add,remove', or
-# -agent '...' to measure another agent (see bin/berthbench -h).
+# -agent '...' to measure another agent (see bin/berthbench -h). A full
+# run (no BENCH_FLAGS) then replaces docs/performance.md's table of its
+# runtime with its figures (bench/cmd/benchdocs).
 BENCH_FLAGS ?=
 
 bench: build testbed
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/berthbench ./bench/cmd/berthbench
 	bin/berthbench $(BENCH_FLAGS)
+	@if [ -z "$(BENCH_FLAGS)" ]; then $(GO) run ./bench/cmd/benchdocs -results bench/results.json -doc docs/performance.md; fi
 
 # The GC soak: 20 crash-looping and 20 chatty pods on a
 # private test bed for 10 minutes; prints disk used under berth's log and
