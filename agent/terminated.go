@@ -7,8 +7,8 @@ import (
 	"github.com/berth-agent/berth/cri"
 )
 
-// terminated is the full-name exclusivity rule (DESIGN.md, Trust
-// boundaries): a pod UID is terminated only when nothing of it can run any
+// terminated is the full-name exclusivity rule (docs/architecture.md,
+// Full-name exclusivity): a pod UID is terminated only when nothing of it can run any
 // more, whatever berth was doing when it was last killed. Every sandbox must
 // be stopped (NOTREADY) or removed, and every container removed or EXITED
 // (with its sandbox stopped, which the first half already demands). A

@@ -161,8 +161,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // seconds converts a duration to seconds for the table.
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// Targets and kubelet references of the latency figures (issue 7,
-// DESIGN.md "Performance: where the bar is").
+// Targets and kubelet references of the latency figures
+// (docs/architecture.md, Performance targets).
 var (
 	addTarget    = &Target{Text: "median < 400 ms", Limit: 400}
 	removeTarget = &Target{Text: "< 2.5 s", Limit: 2500}

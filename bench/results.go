@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// Target is what the project aims for on one figure (issue 7 and
-// DESIGN.md). It is reported, never asserted: the machines are shared.
+// Target is what the project aims for on one figure (docs/architecture.md,
+// Performance targets). It is reported, never asserted: the machines are
+// shared.
 type Target struct {
 	Text  string  `json:"text"`
 	Limit float64 `json:"limit"`

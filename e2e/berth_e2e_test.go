@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The DESIGN.md labels berth puts on its runtime objects.
+// The labels berth puts on its runtime objects (docs/architecture.md).
 const (
 	labelPodName       = "io.kubernetes.pod.name"
 	labelPodNamespace  = "io.kubernetes.pod.namespace"

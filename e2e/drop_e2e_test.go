@@ -16,8 +16,8 @@ import (
 )
 
 // TestDropRunning drops manifests into a running berth's directory: each
-// gives one ready sandbox and one running container, labelled as DESIGN.md
-// says, on the bed's pod network or on the host network, and /pods shows
+// gives one ready sandbox and one running container, labelled as
+// docs/architecture.md says, on the bed's pod network or on the host network, and /pods shows
 // it Running and Ready with the right IP.
 func TestDropRunning(t *testing.T) {
 	_, subnet, err := net.ParseCIDR(bed.Subnet)
