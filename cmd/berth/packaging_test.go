@@ -149,6 +149,7 @@ func TestDebPackage(t *testing.T) {
 		"-rw------- root/root .* ./etc/berth/berth.yaml$",
 		"drwxr-xr-x root/root .* ./etc/kubernetes/manifests/$",
 		"./usr/share/doc/berth/examples/http/pods.yaml$",
+		"./usr/share/doc/berth/docs/install.md$",
 	} {
 		if !regexp.MustCompile(`(?m)` + want).Match(contents) {
 			t.Errorf("package lacks %s:\n%s", want, contents)

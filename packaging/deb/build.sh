@@ -34,6 +34,9 @@ install -D -m 0644 "$top/packaging/systemd/berth.service" "$root/lib/systemd/sys
 install -D -m 0600 "$top/packaging/berth.yaml" "$root/etc/berth/berth.yaml"
 install -d -m 0755 "$root/etc/kubernetes/manifests"
 install -D -m 0644 "$top/README.md" "$root/usr/share/doc/berth/README.md"
+# The README links into docs/: the pages go beside it, as in the repository.
+install -d -m 0755 "$root/usr/share/doc/berth/docs"
+install -m 0644 "$top"/docs/*.md "$root/usr/share/doc/berth/docs/"
 install -d -m 0755 "$root/usr/share/doc/berth/examples/http"
 for f in "$top"/examples/*.yaml "$top"/examples/README.md; do
 	install -m 0644 "$f" "$root/usr/share/doc/berth/examples/"
