@@ -87,8 +87,8 @@ e2e-all: build testbed
 	$(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_SYSTEMD)
 
 # A bounded run of every fuzz target over input berth does not control:
-# manifests, signatures and state files, CRI log files, log queries,
-# config files, resolv.conf and mount paths.
+# manifests, signatures, state files, CRI log files, log queries, config
+# files, resolv.conf, mount paths and credentials.
 fuzz:
 	@set -e; for tp in $(FUZZ_TARGETS); do \
 		echo "fuzz $${tp%%:*} in $${tp#*:} for $(FUZZTIME)"; \
