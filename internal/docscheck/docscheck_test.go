@@ -212,3 +212,45 @@ func TestBlocks(t *testing.T) {
 		t.Errorf("markers %v", m)
 	}
 }
+
+// TestReadmeInstallIsThePage keeps the README's five-minute install a
+// summary of docs/install.md, whose commands the systemd test bed runs:
+// every command line of the README's install section is one of the page's
+// tested lines.
+func TestReadmeInstallIsThePage(t *testing.T) {
+	readme := read(t, filepath.Join(root, "README.md"))
+	start := strings.Index(readme, "## Install in five minutes")
+	if start < 0 {
+		t.Fatal("README.md has no section \"## Install in five minutes\"")
+	}
+	section := readme[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	blocks, err := PageBlocks(filepath.Join(root, "docs", "install.md"), "install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := map[string]bool{}
+	for _, b := range blocks {
+		for _, line := range strings.Split(b.Text, "\n") {
+			tested[strings.TrimSpace(line)] = true
+		}
+	}
+	var n int
+	for _, block := range strings.Split(section, "```sh\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		for _, line := range strings.Split(body, "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			n++
+			if !tested[line] {
+				t.Errorf("README.md's install runs %q, which docs/install.md's tested commands do not", line)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("README.md's install section has no commands")
+	}
+}
