@@ -110,7 +110,7 @@ var podFields = map[string]fieldEntry{
 	"spec.containers[*].volumeMounts[*].readOnly":          {Honoured, "image volumes are always read-only"},
 	"spec.containers[*].volumeMounts[*].recursiveReadOnly": {Ignored, "not applied yet"},
 	"spec.containers[*].volumeMounts[*].mountPath":         {Honoured, ""},
-	"spec.containers[*].volumeMounts[*].subPath":           {Honoured, "kept inside the volume; inside the image for image volumes"},
+	"spec.containers[*].volumeMounts[*].subPath":           {Honoured, "kept inside the volume (links followed only inside it); inside the image for image volumes"},
 	"spec.containers[*].volumeMounts[*].mountPropagation":  {Honoured, "`Bidirectional` for privileged containers only"},
 	"spec.containers[*].volumeMounts[*].subPathExpr":       {Honoured, "a reference to an unset or empty variable is an error, as with the kubelet"},
 	"spec.containers[*].volumeMounts[*].bindMountOptions":  {Ignored, "not applied yet"},
