@@ -7,18 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/berth-agent/berth/internal/statefile"
 	"github.com/berth-agent/berth/manifest"
 )
 
@@ -186,24 +185,9 @@ func (s *rollbackState) load() map[rollbackKey]*nameRecord {
 // read opens and checks one file: a regular file of ours, writable by no
 // one else, within the size limit.
 func (s *rollbackState) read(p string) (rollbackFile, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	data, err := statefile.ReadOwned(p, maxRollbackStateBytes)
 	if err != nil {
 		return rollbackFile{}, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return rollbackFile{}, err
-	}
-	if err := manifest.OwnedByUs(info, false); err != nil {
-		return rollbackFile{}, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxRollbackStateBytes+1))
-	if err != nil {
-		return rollbackFile{}, err
-	}
-	if len(data) > maxRollbackStateBytes {
-		return rollbackFile{}, fmt.Errorf("larger than the limit of %d bytes", maxRollbackStateBytes)
 	}
 	return decodeRollbackState(data, s.nodeName)
 }
@@ -283,7 +267,10 @@ func (s *rollbackState) save(k rollbackKey, rec *nameRecord) error {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove rollback state of %s: %w", fullName, err)
 		}
-		return syncDirectory(s.dir)
+		if err := statefile.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("remove rollback state of %s: %w", fullName, err)
+		}
+		return nil
 	}
 	data, err := json.Marshal(rollbackFile{Version: rollbackStateVersion, NodeName: s.nodeName, Source: k.Source, Origin: k.Origin,
 		FullName: fullName, nameRecord: *rec})
@@ -293,26 +280,10 @@ func (s *rollbackState) save(k rollbackKey, rec *nameRecord) error {
 	if len(data) > maxRollbackStateBytes {
 		return fmt.Errorf("rollback state of %s is %d bytes, over the limit of %d", fullName, len(data), maxRollbackStateBytes)
 	}
-	f, err := os.CreateTemp(s.dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create temporary rollback state: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := statefile.WriteAtomic(s.dir, name, data, 0o600); err != nil {
 		return fmt.Errorf("write rollback state of %s: %w", fullName, err)
 	}
-	return syncDirectory(s.dir)
+	return nil
 }
 
 // removeFile drops an unusable file, idempotently.
@@ -328,23 +299,10 @@ func (s *rollbackState) ensureDir() bool {
 	if s.dir == "" || s.broken {
 		return false
 	}
-	if err := manifest.MakePrivateDir(s.dir); err != nil {
+	if err := statefile.MakePrivateDir(s.dir); err != nil {
 		s.log.Warn("cannot use the rollback state directory; the last Ready versions are not kept across restarts", "dir", s.dir, "err", err)
 		s.broken = true
 		return false
 	}
 	return true
-}
-
-// syncDirectory makes a rename or removal in dir durable.
-func syncDirectory(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open rollback state dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync rollback state dir %s: %w", dir, err)
-	}
-	return nil
 }
