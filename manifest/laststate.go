@@ -7,18 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // stateVersion is the layout of a last-good state file. A file of another
@@ -157,30 +157,11 @@ func (l *lastGoodState) load() map[string]Result {
 // no one else may write, within the size limit, of this version, source and
 // node, whose pods are still valid and carry the identity of its origin.
 func (l *lastGoodState) readEntry(p string) (stateFile, Result, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	data, err := statefile.ReadOwned(p, l.maxBytes)
 	if err != nil {
 		return stateFile{}, Result{}, err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return stateFile{}, Result{}, err
-	}
-	if err := OwnedByUs(info, false); err != nil {
-		return stateFile{}, Result{}, err
-	}
-	if info.Size() > l.maxBytes {
-		return stateFile{}, Result{}, fmt.Errorf("larger than the limit of %d bytes", l.maxBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, l.maxBytes+1))
-	if err != nil {
-		return stateFile{}, Result{}, err
-	}
-	if int64(len(data)) > l.maxBytes {
-		return stateFile{}, Result{}, fmt.Errorf("larger than the limit of %d bytes", l.maxBytes)
-	}
-	sf, res, err := decodeState(data, l.source, l.nodeName)
-	return sf, res, err
+	return decodeState(data, l.source, l.nodeName)
 }
 
 // decodeState parses a state file and checks that its pods are what the
@@ -305,12 +286,12 @@ func (l *lastGoodState) stage(entries map[string]Result) {
 // directory (its renames and removals).
 func (l *lastGoodState) sync() {
 	for _, name := range l.unsynced {
-		if err := syncFile(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := statefile.SyncFile(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.Warn("cannot sync a last good manifest state file", "file", filepath.Join(l.dir, name), "err", err)
 		}
 	}
 	if l.dirUnsynced {
-		if err := syncDir(l.dir); err != nil {
+		if err := statefile.SyncDir(l.dir); err != nil {
 			l.log.Warn("cannot sync the state directory", "dir", l.dir, "err", err)
 		}
 	}
@@ -347,7 +328,8 @@ func (l *lastGoodState) write(origin string, res Result) {
 		l.remove(name, origin)
 		return
 	}
-	if err := writeRename(l.dir, name, data); err != nil {
+	if err := statefile.Replace(l.dir, name, data, 0o600); err != nil {
+		err = fmt.Errorf("write state file %s: %w", name, err)
 		if err.Error() != l.writeErr {
 			l.log.Warn("cannot persist the last good manifest; retrying", "origin", origin, "err", err)
 			l.writeErr = err.Error()
@@ -382,7 +364,7 @@ func (l *lastGoodState) ensureDir() bool {
 	}
 	// The parents as the runtime manager makes --root-dir (0750); only
 	// the source's own directory is private.
-	if err := MakePrivateDir(l.dir); err != nil {
+	if err := statefile.MakePrivateDir(l.dir); err != nil {
 		l.log.Warn("cannot use the state directory; last good manifests are not kept across restarts", "dir", l.dir, "err", err)
 		l.broken = true
 		return false
@@ -398,75 +380,6 @@ func sumState(sf stateFile) [sha256.Size]byte {
 		Objects []Object
 	}{sf.Pods, sf.Objects})
 	return sha256.Sum256(b)
-}
-
-// writeRename replaces dir/name with data so that a reader (after berth
-// was killed anywhere) sees the old content or the new, never a mix; sync
-// makes it survive a power cut.
-func writeRename(dir, name string, data []byte) error {
-	return replaceFile(dir, name, data, false)
-}
-
-// writeAtomic replaces dir/name with data durably before it returns: the
-// temporary file fsynced, renamed, the directory fsynced. For state that
-// must hold before berth acts on it (the last accepted serial, the node's
-// UID key).
-func writeAtomic(dir, name string, data []byte) error {
-	if err := replaceFile(dir, name, data, true); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// replaceFile writes data to a temporary file in dir, fsynced first when
-// durable, and renames it over dir/name.
-func replaceFile(dir, name string, data []byte, durable bool) error {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create temporary state file: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write state file %s: %w", name, err)
-	}
-	return nil
-}
-
-// syncFile makes a written file's content durable.
-func syncFile(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", p, err)
-	}
-	return nil
-}
-
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open state dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // readDirNames lists dir; a missing directory is empty.

@@ -8,18 +8,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // serialVersion is the layout of a source's serial file; a file of another
@@ -254,7 +254,7 @@ func (st *serialState) load() {
 		return
 	}
 	p := filepath.Join(st.dir, st.fileName())
-	data, err := readStateFile(p, maxSerialFileBytes)
+	data, err := statefile.ReadOwned(p, maxSerialFileBytes)
 	if err == nil {
 		var sf serialFile
 		if sf, err = decodeSerial(data, st.source); err == nil {
@@ -280,7 +280,7 @@ func (st *serialState) loadLegacy() {
 		}
 		p := filepath.Join(st.dir, name)
 		st.legacyFiles = append(st.legacyFiles, name)
-		data, err := readStateFile(p, maxLegacySerialBytes)
+		data, err := statefile.ReadOwned(p, maxLegacySerialBytes)
 		var lf legacySerialFile
 		if err == nil {
 			lf, err = decodeLegacySerial(data, st.source)
@@ -385,7 +385,8 @@ func (st *serialState) flush(live func() (origins, names sets.Set[string])) {
 		st.writeFailed(fmt.Errorf("the serials take %d bytes, more than the limit of %d", len(data), maxSerialFileBytes))
 		return
 	}
-	if err := writeAtomic(st.dir, st.fileName(), data); err != nil {
+	if err := statefile.WriteAtomic(st.dir, st.fileName(), data, 0o600); err != nil {
+		err = fmt.Errorf("write state file %s: %w", st.fileName(), err)
 		st.writeFailed(err)
 		return
 	}
@@ -442,35 +443,10 @@ func (st *serialState) ensureDir() bool {
 	if st.broken {
 		return false
 	}
-	if err := MakePrivateDir(st.dir); err != nil {
+	if err := statefile.MakePrivateDir(st.dir); err != nil {
 		st.log.Warn("cannot use the serials directory; accepted serials are not kept across restarts", "dir", st.dir, "err", err)
 		st.broken = true
 		return false
 	}
 	return true
-}
-
-// readStateFile reads a file berth wrote under its state dir: never a
-// symlink, never blocking, ours alone, and within limit bytes.
-func readStateFile(p string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := OwnedByUs(info, false); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("larger than the limit of %d bytes", limit)
-	}
-	return data, nil
 }

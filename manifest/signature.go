@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // SignatureNamespace is the namespace manifests are signed in
@@ -77,7 +79,7 @@ type allowedSigner struct {
 // berth's user (root) that no one else may write; it is opened without
 // blocking or following a symlink, and read up to a limit.
 func LoadAllowedSigners(path string) (*Signers, error) {
-	data, err := readStateFile(path, maxAllowedSignersBytes)
+	data, err := statefile.ReadOwned(path, maxAllowedSignersBytes)
 	if err != nil {
 		return nil, fmt.Errorf("allowed signers %s: %w", path, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // uidKeyName is the file under the state directory holding the key the
@@ -54,7 +56,7 @@ func loadUIDKey(stateDir string, log *slog.Logger) []byte {
 		log.Error("cannot keep the UID key; pods whose UID berth derives restart when berth restarts", "path", p, "err", err)
 		return key
 	}
-	if err := writeAtomic(stateDir, uidKeyName, key); err != nil {
+	if err := statefile.WriteAtomic(stateDir, uidKeyName, key, 0o600); err != nil {
 		log.Error("cannot keep the UID key; pods whose UID berth derives restart when berth restarts", "path", p, "err", err)
 	}
 	return key
@@ -75,17 +77,7 @@ func hasState(stateDir string) bool {
 // readUIDKey reads the key: a regular file of ours no one else may read
 // or write, of the key's size.
 func readUIDKey(p string) ([]byte, error) {
-	info, err := os.Lstat(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := OwnedByUs(info, false); err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("not a regular file of mode 0600 (%v)", info.Mode())
-	}
-	key, err := os.ReadFile(p)
+	key, err := statefile.ReadPrivate(p, uidKeySize)
 	if err != nil {
 		return nil, err
 	}
