@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/cri/podpath"
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // etcHostsPath is where a container's /etc/hosts is mounted from.
@@ -90,31 +91,11 @@ func (m *Manager) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) 
 	if err := podpath.MkdirAll(m.opts.RootDir, filepath.Dir(path), 0o750); err != nil {
 		return "", fmt.Errorf("write the pod's hosts file: %w", err)
 	}
-	if err := writeFileAtomic(path, content, 0o644); err != nil {
+	// Through a rename, so a container starting meanwhile never
+	// bind-mounts a half-written file; the rename replaces a symbolic link
+	// at path, never writes through it.
+	if err := statefile.Replace(filepath.Dir(path), filepath.Base(path), content, 0o644); err != nil {
 		return "", fmt.Errorf("write the pod's hosts file: %w", err)
 	}
 	return path, nil
-}
-
-// writeFileAtomic replaces path with content through a rename, so a
-// container starting meanwhile never bind-mounts a half-written file. The
-// rename replaces a symbolic link at path, never writes through it.
-func writeFileAtomic(path string, content []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

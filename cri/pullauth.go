@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // maxDockerConfigBytes bounds a node-wide credentials file, as the API
@@ -329,30 +329,5 @@ func (m *Manager) credentialDirs(homeSub string) []string {
 // without following a final link or blocking), owned by berth's user and
 // writable by it alone, within the size limit.
 func readCredentialFile(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
-	}
-	if info.Mode().Perm()&0o022 != 0 {
-		return nil, fmt.Errorf("writable by group or others (mode %v)", info.Mode().Perm())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxDockerConfigBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxDockerConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxDockerConfigBytes)
-	}
-	return data, nil
+	return statefile.ReadOwned(p, maxDockerConfigBytes)
 }

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/cri/podpath"
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // User namespaces (hostUsers: false; KEP-127, GA in Kubernetes 1.36). As
@@ -41,6 +42,10 @@ const (
 // berth (a restarted berth gives an adopted pod's new containers the
 // sandbox's mapping) and goes with the pod directory, which frees it.
 const usernsFile = "userns"
+
+// maxUsernsRecordBytes bounds a record when read: one is a short JSON
+// object.
+const maxUsernsRecordBytes = 4096
 
 // usernsMapping is a pod's mapping as recorded: container ID 0 is host ID
 // HostID, for Length IDs, the same for UIDs and GIDs.
@@ -191,14 +196,15 @@ func (m *Manager) usedUsernsBlocks() (map[uint32]bool, error) {
 	return used, nil
 }
 
-// readUserns reads a record; ok is false when there is none.
+// readUserns reads a record; ok is false when there is none. A record is
+// berth's own state file: one it did not write is refused, not trusted.
 func readUserns(path string) (usernsMapping, bool, error) {
-	data, err := os.ReadFile(path)
+	data, err := statefile.ReadOwned(path, maxUsernsRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return usernsMapping{}, false, nil
 	}
 	if err != nil {
-		return usernsMapping{}, false, err
+		return usernsMapping{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	var mp usernsMapping
 	if err := json.Unmarshal(data, &mp); err != nil || mp.Length != usernsBlock || mp.HostID%usernsBlock != 0 || mp.HostID == 0 {
@@ -214,31 +220,7 @@ func writeUserns(path string, mp usernsMapping) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+usernsFile+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
+	return statefile.WriteAtomic(filepath.Dir(path), filepath.Base(path), data, 0o600)
 }
 
 // applyUserns gives ns the pod's user namespace when the pod asks for one

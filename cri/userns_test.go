@@ -93,23 +93,65 @@ func TestUsernsRange(t *testing.T) {
 	}
 }
 
+// TestUsernsBrokenRecord: a record that is not berth's (broken, planted
+// by another user, writable by others, a link) is refused, and no other
+// pod is placed while it is: its block might be that pod's.
 func TestUsernsBrokenRecord(t *testing.T) {
-	root := t.TempDir()
-	m := usernsManager(t, root, "", "")
-	dir := filepath.Join(root, "pods", "a")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	const valid = `{"hostID":2147483648,"length":65536}`
+	tests := []struct {
+		name    string
+		plant   func(t *testing.T, p string)
+		wantErr string
+	}{
+		{name: "host ID 0", plant: func(t *testing.T, p string) {
+			writeRecord(t, p, `{"hostID":0,"length":65536}`, 0o600)
+		}, wantErr: "not a user-namespace record"},
+		{name: "writable by others", plant: func(t *testing.T, p string) {
+			writeRecord(t, p, valid, 0o666)
+		}, wantErr: "writable by group or others"},
+		{name: "owned by nobody", plant: func(t *testing.T, p string) {
+			writeRecord(t, p, valid, 0o600)
+			if os.Geteuid() != 0 {
+				t.Skip("changing a file's owner needs root")
+			}
+			if err := os.Chown(p, 65534, -1); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "owned by uid 65534"},
+		{name: "a link", plant: func(t *testing.T, p string) {
+			writeRecord(t, p+".real", valid, 0o600)
+			if err := os.Symlink(p+".real", p); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "too many levels of symbolic links"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			m := usernsManager(t, root, "", "")
+			dir := filepath.Join(root, "pods", "a")
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			tt.plant(t, filepath.Join(dir, usernsFile))
+			if _, err := m.podUserns("a"); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want the record refused: %q", err, tt.wantErr)
+			}
+			if _, err := m.podUserns("b"); err == nil {
+				t.Fatal("allocation past an unreadable record")
+			}
+		})
+	}
+}
+
+// writeRecord writes a user-namespace record of exactly mode perm.
+func writeRecord(t *testing.T, p, content string, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), perm); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, usernsFile), []byte(`{"hostID":0,"length":65536}`), 0o600); err != nil {
+	if err := os.Chmod(p, perm); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := m.podUserns("a"); err == nil || !strings.Contains(err.Error(), "not a user-namespace record") {
-		t.Fatalf("err = %v, want the broken record refused", err)
-	}
-	// Another pod cannot be placed either while a record is unreadable:
-	// its block might be that pod's.
-	if _, err := m.podUserns("b"); err == nil {
-		t.Fatal("allocation past an unreadable record")
 	}
 }
 
