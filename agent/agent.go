@@ -142,19 +142,16 @@ type Agent struct {
 // New builds an agent over the merge store and the runtime side, each part
 // passed explicitly so that none can be missing: events is the log the
 // runtime manager records into (the cri.Options.Recorder it was built
-// with), rt the runtime manager, which is handed the probes' verdicts here,
-// before anything syncs; exec runs the exec probes (a handlers.Execer over
-// the same runtime in berth); collector runs the garbage collection passes
-// cfg.GC configures (a gc.Collector over the same runtime manager).
+// with), rt the runtime manager, which each sync hands the probes'
+// verdicts; exec runs the exec probes (a handlers.Execer over the same
+// runtime in berth); collector runs the garbage collection passes cfg.GC
+// configures (a gc.Collector over the same runtime manager).
 func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
-	rt.SetContainerHealth(a.probes)
-	// Lanes exist only once Run made a.workers, and so do SyncPods.
-	rt.SetBeforePostStart(func(uid types.UID) { a.workers.startDone(uid) })
 	if cfg.GC != nil {
-		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods,
-			hasWorker: func(uid types.UID) bool { return a.workers.known(uid) }}, a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
+		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods, hasWorker: a.workers.known},
+			a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
 	}
 	return a
 }
@@ -185,11 +182,13 @@ func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Exec
 		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
 		a.reporter = NewStatusReporter(sc, a.statusReport)
 	}
-	a.probes = prober.NewManager(prober.Options{
-		Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
-		// Lanes exist only once Run made a.workers, and so do probe workers.
-		OnChange: func(uid types.UID) { a.workers.wake(uid) },
+	a.workers = newPodWorkers(workerOptions{
+		rt: rt, clock: cfg.Clock, status: a.status, hostIP: cfg.HostIP, maxStarts: cfg.MaxParallelPodStarts, log: cfg.Logger,
+		metrics: a.metrics, onTerminated: a.events.forget, onStatus: a.rollback.observe,
+		probes: &prober.Options{Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger},
 	})
+	a.probes = a.workers.probes
+	a.metrics.startLimit.Set(float64(cfg.MaxParallelPodStarts))
 	return a
 }
 
@@ -209,12 +208,8 @@ const maxHeldUpdates = 64
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.workers = newPodWorkers(ctx, a.rt, a.cfg.Clock, a.status, a.cfg.HostIP, a.cfg.MaxParallelPodStarts, a.log)
-	a.workers.onTerminated = a.events.forget
-	a.workers.metrics = a.metrics
-	a.metrics.startLimit.Set(float64(a.cfg.MaxParallelPodStarts))
-	a.workers.probes = a.probes
-	a.workers.onStatus = a.rollback.observe
+	// The lanes end with the sync loop.
+	context.AfterFunc(ctx, a.workers.stop)
 
 	relists := make(chan relist)
 	var wg sync.WaitGroup

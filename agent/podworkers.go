@@ -98,7 +98,9 @@ func (w *podWorker) backOffTeardown() {
 // podWorkers owns every pod's lane, the full-name gate and the status store
 // writes. Work for different pods runs concurrently; work for one pod never.
 type podWorkers struct {
+	// ctx is the lanes' lifetime: stop ends it.
 	ctx    context.Context
+	stop   context.CancelFunc
 	rt     podRuntime
 	clock  clock.WithTickerAndDelayedExecution
 	status *statusStore
@@ -135,22 +137,52 @@ type podWorkers struct {
 	wg       sync.WaitGroup
 }
 
-// newPodWorkers builds the lanes' owner; maxStarts bounds the pod starts in
-// flight (--max-parallel-pod-starts).
-func newPodWorkers(ctx context.Context, rt podRuntime, clk clock.WithTickerAndDelayedExecution, status *statusStore, hostIP string, maxStarts int, log *slog.Logger) *podWorkers {
-	return &podWorkers{
+// workerOptions are what the lanes' owner is built from.
+type workerOptions struct {
+	rt     podRuntime
+	clock  clock.WithTickerAndDelayedExecution
+	status *statusStore
+	hostIP string
+	// maxStarts bounds the pod starts in flight (--max-parallel-pod-starts).
+	maxStarts int
+	log       *slog.Logger
+	// metrics, onTerminated and onStatus are podWorkers' own; each may be
+	// nil.
+	metrics      *metrics
+	onTerminated func(uid types.UID)
+	onStatus     func(pod *v1.Pod, st v1.PodStatus, start time.Time)
+	// probes, when set, configures the pods' probes; their results wake
+	// the pod's lane (its OnChange is the workers').
+	probes *prober.Options
+}
+
+// newPodWorkers builds the lanes' owner, with its prober when opts asks for
+// one. Its lanes run until stop.
+func newPodWorkers(opts workerOptions) *podWorkers {
+	ctx, stop := context.WithCancel(context.Background())
+	p := &podWorkers{
 		ctx:             ctx,
-		rt:              rt,
-		clock:           clk,
-		status:          status,
-		hostIP:          hostIP,
-		log:             log,
+		stop:            stop,
+		rt:              opts.rt,
+		clock:           opts.clock,
+		status:          opts.status,
+		hostIP:          opts.hostIP,
+		log:             opts.log,
 		retryAfterError: 2 * time.Second,
+		metrics:         opts.metrics,
+		onTerminated:    opts.onTerminated,
+		onStatus:        opts.onStatus,
 		workers:         map[types.UID]*podWorker{},
 		gate:            newFullNameGate(),
-		starts:          newStartQueue(clk, newStartLimit(maxStarts)),
+		starts:          newStartQueue(opts.clock, newStartLimit(opts.maxStarts)),
 		finished:        map[types.UID]time.Time{},
 	}
+	if opts.probes != nil {
+		po := *opts.probes
+		po.OnChange = p.wake
+		p.probes = prober.NewManager(po)
+	}
+	return p
 }
 
 // update delivers the latest desired version of a pod (ADD, UPDATE or
@@ -480,56 +512,108 @@ func (p *podWorkers) observeStep(op string, began time.Time) {
 // follow the worker's last change of the runtime.
 func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
 	log := p.log.With("pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
-	status := obs
-	if status == nil || !(obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
-		readAt := p.clock.Now()
-		var err error
-		if status, err = p.rt.PodStatus(p.ctx, w.uid); err != nil {
-			// Not a candidate while it cannot tell whether it needs a
-			// start: a rank kept meanwhile would hold a slot from others.
-			p.mu.Lock()
-			p.releaseStartLocked(w, false)
-			p.mu.Unlock()
-			if p.ctx.Err() == nil {
-				warnUnlessUnreachable(log, "read pod status", err)
-				p.requeue(w, p.retryAfterError)
-			}
-			return
-		}
-		p.record(w, status, readAt)
+	status, ok := p.currentStatus(w, obs, obsAt, obsOwn, log)
+	if !ok {
+		return
 	}
 	// A pod without a ready sandbox is started under the start limit;
 	// every other sync (restarts of single containers, kills) runs at once.
-	start := cri.ComputePodActions(pod, status, nil).CreateSandbox
-	if start && !p.acquireStart(w, pod, status) {
+	// The plan that decided it is the one the sync carries out.
+	actions := p.rt.PlanPod(pod, status, p.health())
+	start := actions.CreateSandbox
+	if !p.takeStartSlot(w, pod, status, start) {
 		return
 	}
-	if !start {
-		p.mu.Lock()
-		p.releaseStartLocked(w, false)
-		p.mu.Unlock()
-	}
-	res := p.rt.SyncPod(p.ctx, pod, status)
+	res := p.rt.SyncPod(p.ctx, pod, status, cri.SyncOptions{Actions: &actions, BeforePostStart: func() { p.startDone(w.uid) }})
 	if start {
 		p.mu.Lock()
 		p.releaseStartLocked(w, res.Error() == nil)
 		p.mu.Unlock()
 	}
 	if len(res.Results) > 0 {
-		w.lastActed = p.clock.Now()
-		if fresh, err := p.rt.PodStatus(p.ctx, w.uid); err == nil {
-			status = fresh
-			p.record(w, fresh, w.lastActed)
-		}
+		status = p.reread(w, status)
 	}
-	// A failure the runtime manager made an event of (a crash-loop
-	// back-off, a failed pull or start) is logged with that event; only
-	// the others are logged here.
-	if err := res.UnrecordedError(); err != nil && p.ctx.Err() == nil {
+	logSyncError(p.ctx, log, res)
+	st := p.syncedStatus(pod, status, res, startTime)
+	p.publish(w, pod, st, res, startTime)
+	p.scheduleNext(w, st, res, log)
+}
+
+// health is the probes' verdicts for a plan; nil without probes.
+func (p *podWorkers) health() cri.ContainerHealth {
+	if p.probes == nil {
+		return nil
+	}
+	return p.probes
+}
+
+// currentStatus is the pod's runtime status the sync starts from: the
+// lane's observation when it follows the worker's last change of the
+// runtime, else a fresh read, kept as the observation. A failed read drops
+// the pod's start rank and requeues the lane; ok is false then.
+func (p *podWorkers) currentStatus(w *podWorker, obs *cri.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*cri.PodStatus, bool) {
+	if obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
+		return obs, true
+	}
+	readAt := p.clock.Now()
+	status, err := p.rt.PodStatus(p.ctx, w.uid)
+	if err != nil {
+		// Not a candidate while it cannot tell whether it needs a start:
+		// a rank kept meanwhile would hold a slot from others.
+		p.mu.Lock()
+		p.releaseStartLocked(w, false)
+		p.mu.Unlock()
+		if p.ctx.Err() == nil {
+			warnUnlessUnreachable(log, "read pod status", err)
+			p.requeue(w, p.retryAfterError)
+		}
+		return nil, false
+	}
+	p.record(w, status, readAt)
+	return status, true
+}
+
+// takeStartSlot takes the start slots of a sync that starts a sandbox
+// (start), and reports whether the sync may go on; a sync that starts none
+// withdraws the pod from the start queue and goes on at once.
+func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *cri.PodStatus, start bool) bool {
+	if start {
+		return p.acquireStart(w, pod, status)
+	}
+	p.mu.Lock()
+	p.releaseStartLocked(w, false)
+	p.mu.Unlock()
+	return true
+}
+
+// reread reads the pod's status after a sync acted, keeping it as the
+// lane's observation; on a failed read the status the sync began from
+// stands.
+func (p *podWorkers) reread(w *podWorker, status *cri.PodStatus) *cri.PodStatus {
+	w.lastActed = p.clock.Now()
+	fresh, err := p.rt.PodStatus(p.ctx, w.uid)
+	if err != nil {
+		return status
+	}
+	p.record(w, fresh, w.lastActed)
+	return fresh
+}
+
+// logSyncError logs a sync's failure. One the runtime manager made an
+// event of (a crash-loop back-off, a failed pull or start) is logged with
+// that event; only the others are logged here.
+func logSyncError(ctx context.Context, log *slog.Logger, res cri.SyncResult) {
+	if err := res.UnrecordedError(); err != nil && ctx.Err() == nil {
 		warnUnlessUnreachable(log, "sync pod", err)
 	} else if err := res.Error(); err != nil {
 		log.Debug("sync pod", "err", err)
 	}
+}
+
+// syncedStatus builds the pod's status after a sync: the runtime's state,
+// why containers wait, and the probes' readiness (fed the runtime status
+// first).
+func (p *podWorkers) syncedStatus(pod *v1.Pod, status *cri.PodStatus, res cri.SyncResult, startTime time.Time) v1.PodStatus {
 	waiting := map[string]waitReason{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if e := res.Waiting(c.Name); e != nil {
@@ -537,28 +621,38 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 		}
 	}
 	in := statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}
-	if p.probes != nil {
-		p.probes.UpdatePod(pod, status, p.hostIP)
-		in.ready = func(container string) bool { return p.probes.Ready(pod.UID, container) }
+	if p.probes == nil {
+		return buildPodStatus(in)
 	}
+	p.probes.UpdatePod(pod, status, p.hostIP)
+	in.ready = func(container string) bool { return p.probes.Ready(pod.UID, container) }
 	st := buildPodStatus(in)
-	if p.probes != nil {
-		p.probes.AnnotateStatus(pod.UID, &st)
-	}
+	p.probes.AnnotateStatus(pod.UID, &st)
+	return st
+}
+
+// publish hands a synced pod's status to the rollback tracker, then to the
+// status store, and counts the sync and the pod's first time Running.
+func (p *podWorkers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res cri.SyncResult, startTime time.Time) {
 	// The rollback tracker hears of a status before readers can see it:
 	// whoever sees a pod Ready may count on its trial having begun.
 	if p.onStatus != nil {
 		p.onStatus(pod, st, startTime)
 	}
 	p.status.set(pod, st)
-	if p.metrics != nil {
-		p.metrics.observeSync(pod, res)
-		if !w.running && st.Phase == v1.PodRunning {
-			w.running = true
-			p.metrics.observeStarted(pod, p.clock.Now())
-		}
+	if p.metrics == nil {
+		return
 	}
+	p.metrics.observeSync(pod, res)
+	if !w.running && st.Phase == v1.PodRunning {
+		w.running = true
+		p.metrics.observeStarted(pod, p.clock.Now())
+	}
+}
 
+// scheduleNext moves a pod that reached a terminal phase to terminating,
+// or requeues the lane when the sync asked to be retried.
+func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res cri.SyncResult, log *slog.Logger) {
 	switch {
 	case st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed:
 		log.Info("pod reached a terminal phase", "phase", st.Phase)

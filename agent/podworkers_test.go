@@ -35,7 +35,11 @@ type stubRuntime struct {
 
 func newStubRuntime() *stubRuntime { return &stubRuntime{live: map[types.UID]bool{}} }
 
-func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *cri.PodStatus) cri.SyncResult {
+func (s *stubRuntime) PlanPod(pod *v1.Pod, status *cri.PodStatus, health cri.ContainerHealth) cri.PodActions {
+	return cri.ComputePodActions(pod, status, health)
+}
+
+func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *cri.PodStatus, _ cri.SyncOptions) cri.SyncResult {
 	s.mu.Lock()
 	s.synced = append(s.synced, pod.ResourceVersion)
 	s.live[pod.UID] = true
@@ -112,8 +116,31 @@ func stubPod(uid types.UID, name, version string) *v1.Pod {
 }
 
 func newTestWorkers(ctx context.Context, rt podRuntime) *podWorkers {
-	clk := newAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	return newPodWorkers(ctx, rt, clk, newStatusStore(), "192.0.2.10", 4, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newTestWorkersWith(ctx, workerOptions{rt: rt})
+}
+
+// newTestWorkersWith builds lanes from opts, with the test clock, status
+// store, host IP, logger and four start slots where opts leaves them zero;
+// they stop with ctx.
+func newTestWorkersWith(ctx context.Context, opts workerOptions) *podWorkers {
+	if opts.clock == nil {
+		opts.clock = newAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	}
+	if opts.status == nil {
+		opts.status = newStatusStore()
+	}
+	if opts.hostIP == "" {
+		opts.hostIP = "192.0.2.10"
+	}
+	if opts.maxStarts == 0 {
+		opts.maxStarts = 4
+	}
+	if opts.log == nil {
+		opts.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w := newPodWorkers(opts)
+	context.AfterFunc(ctx, w.stop)
+	return w
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -240,8 +267,7 @@ func removalRefused(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *
 	rt := newStubRuntime()
 	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
 	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.onTerminated = onTerminated
+	w := newTestWorkersWith(ctx, workerOptions{rt: rt, onTerminated: onTerminated})
 	w.update(stubPod("u1", "web", "1"))
 	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
 	w.remove("u1", nil)
@@ -374,7 +400,11 @@ func (r *exitRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatu
 	return r.status(uid), nil
 }
 
-func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *cri.PodStatus) cri.SyncResult {
+func (r *exitRuntime) PlanPod(pod *v1.Pod, status *cri.PodStatus, health cri.ContainerHealth) cri.PodActions {
+	return cri.ComputePodActions(pod, status, health)
+}
+
+func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *cri.PodStatus, _ cri.SyncOptions) cri.SyncResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, st.Containers[0].State)

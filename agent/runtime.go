@@ -13,7 +13,11 @@ import (
 // implements it; the seam exists so the workers' own tests can count and
 // order calls.
 type podRuntime interface {
-	SyncPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus) cri.SyncResult
+	// PlanPod decides what SyncPod does for the pod from its status; the
+	// workers ask it whether a sync starts a sandbox (which waits for a
+	// start slot), then hand the same plan to SyncPod.
+	PlanPod(pod *v1.Pod, status *cri.PodStatus, health cri.ContainerHealth) cri.PodActions
+	SyncPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus, opts cri.SyncOptions) cri.SyncResult
 	KillPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus, gracePeriodOverride *int64) error
 	RemovePod(ctx context.Context, status *cri.PodStatus) error
 	PodStatus(ctx context.Context, uid types.UID) (*cri.PodStatus, error)

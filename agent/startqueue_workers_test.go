@@ -28,9 +28,10 @@ type gatedRuntime struct {
 	// hold, set before the test starts pods, keeps the starts of its pods
 	// until the test closes their channel, instead of proceed.
 	hold map[types.UID]chan struct{}
-	// postStart, if set, runs in SyncPod before it reports itself, as the
-	// runtime manager tells the agent a postStart hook is about to run.
-	postStart func(types.UID)
+	// postStart, if set, has SyncPod call its BeforePostStart before it
+	// reports itself, as the runtime manager tells the agent a postStart
+	// hook is about to run.
+	postStart bool
 
 	mu     sync.Mutex // guards ready, killed, unreadable and dead
 	ready  map[types.UID]bool
@@ -61,12 +62,12 @@ func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStat
 	return &cri.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*cri.SandboxStatus{{ID: "sb-" + string(uid), State: cri.SandboxStateReady, IP: "10.0.0.2"}}}, nil
 }
 
-func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus) cri.SyncResult {
+func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus, opts cri.SyncOptions) cri.SyncResult {
 	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == cri.SandboxStateReady {
 		return cri.SyncResult{}
 	}
-	if g.postStart != nil {
-		g.postStart(pod.UID)
+	if g.postStart && opts.BeforePostStart != nil {
+		opts.BeforePostStart()
 	}
 	g.entered <- pod.UID
 	if h, ok := g.hold[pod.UID]; ok {
@@ -105,9 +106,7 @@ func (g *gatedRuntime) wasKilled(uid types.UID) bool {
 // order and the waits show; cancel stops them.
 func oneSlotWorkers(rt podRuntime) (*podWorkers, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(1))
-	return w, cancel
+	return newTestWorkersWith(ctx, workerOptions{rt: rt, maxStarts: 1}), cancel
 }
 
 func startPod(uid types.UID, priority int32) *v1.Pod {
@@ -297,7 +296,7 @@ func TestPodWorkersPostStartFreesSlot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rt := newGatedRuntime()
 	w, cancel := oneSlotWorkers(rt)
-	rt.postStart = w.startDone
+	rt.postStart = true
 
 	w.update(startPod("hooked", 0))
 	<-rt.entered

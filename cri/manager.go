@@ -103,13 +103,6 @@ type Manager struct {
 	// preStop runs a container's preStop hook before it is stopped
 	// (runPreStop in hooks.go; tests replace it). See KillContainer.
 	preStop preStopFunc
-	// health is what the probes found of running containers, consulted by
-	// SyncPod's ComputePodActions; nil until SetContainerHealth.
-	health ContainerHealth
-	// beforePostStart is told, with the pod's UID, that a container of it
-	// is running and its postStart hook is about to run; nil until
-	// SetBeforePostStart.
-	beforePostStart func(types.UID)
 	// name is the runtime's name, the scheme of ContainerStatus.Runtime;
 	// it guards itself.
 	name runtimeName
@@ -168,21 +161,4 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 	m.preStop = m.runPreStop
 	m.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
 	return m
-}
-
-// SetContainerHealth hands the Manager the probes' verdicts, so a container
-// that failed its liveness or startup probe is killed and restarted. It
-// must be called before the first SyncPod: the agent owns the probes and
-// is built after the Manager.
-func (m *Manager) SetContainerHealth(h ContainerHealth) {
-	m.health = h
-}
-
-// SetBeforePostStart hands the Manager what to call when a started
-// container's postStart hook is about to run: the agent's start limit
-// counts a start up to running, and a hook may take as long as it likes
-// (it has no timeout of its own) without holding other pods back. Like
-// SetContainerHealth, it must be called before the first SyncPod.
-func (m *Manager) SetBeforePostStart(f func(types.UID)) {
-	m.beforePostStart = f
 }

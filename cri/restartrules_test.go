@@ -232,7 +232,7 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 			{ID: "b1", SandboxID: sb.ID, Name: "b", State: ContainerStateRunning, Hash: HashContainer(&pod.Spec.Containers[1]), Labels: managed},
 		}}
 	}
-	res := f.m.SyncPod(context.Background(), pod, status(f.clock.Now()))
+	res := f.m.SyncPod(context.Background(), pod, status(f.clock.Now()), SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 
 	// The pod comes back, and its container asks again at once: back-off.
 	f.clock.Step(time.Second)
-	res = f.m.SyncPod(context.Background(), pod, status(f.clock.Now()))
+	res = f.m.SyncPod(context.Background(), pod, status(f.clock.Now()), SyncOptions{})
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("CRI calls during the back-off = %v, want none", got)
 	}

@@ -12,10 +12,36 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
+// SyncOptions are what the caller of one SyncPod hands it beside the pod
+// and its status.
+type SyncOptions struct {
+	// Actions are what this sync does: PlanPod of the same pod and status,
+	// which the caller computed to decide whether the pod may act now (a
+	// sandbox start waits for a start slot), so one sync plans once. nil
+	// plans them here, without probe verdicts.
+	Actions *PodActions
+	// BeforePostStart is called when a started container runs and its
+	// postStart hook is about to run: the caller's start limit counts a
+	// start up to running, and a hook may take as long as it likes (it has
+	// no timeout of its own) without holding other pods back. nil calls
+	// nothing.
+	BeforePostStart func()
+}
+
+// PlanPod computes the actions SyncPod takes for the pod from its observed
+// status (nil: a pod the runtime knows nothing about) and the probes'
+// verdicts (nil: no probes): ComputePodActions, behind the runtime
+// manager, so its caller decides on the plan (whether it starts a sandbox)
+// and hands that same plan to SyncPod.
+func (m *Manager) PlanPod(pod *v1.Pod, status *PodStatus, health ContainerHealth) PodActions {
+	return ComputePodActions(pod, status, health)
+}
+
 // SyncPod brings the pod's runtime state one step closer to its spec, in the
-// kubelet's order: compute the actions from the observed status; kill the
-// pod, or the containers to kill; create the sandbox; start the next init
-// container; restart sidecars; start the app containers. status is what the runtime reported
+// kubelet's order: take the actions planned from the observed status
+// (opts.Actions, else planned here); kill the pod, or the containers to
+// kill; create the sandbox; start the next init container; restart
+// sidecars; start the app containers. status is what the runtime reported
 // for the pod (nil or empty for a new pod).
 //
 // It never waits: a container in crash-loop back-off is reported as
@@ -24,7 +50,7 @@ import (
 // when the pod's state changes. It stops at the first failure of a step the
 // later ones depend on (a kill, the sandbox, an init container); app
 // container starts are independent of each other.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) SyncResult {
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, opts SyncOptions) SyncResult {
 	if status == nil {
 		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
@@ -32,7 +58,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		// The containers keep the files they had; the next sync retries.
 		m.event(pod, EventWarning, "FailedMount", "Updating configMap or secret volumes failed: "+err.Error())
 	}
-	actions := ComputePodActions(pod, status, m.health)
+	var actions PodActions
+	if opts.Actions != nil {
+		actions = *opts.Actions
+	} else {
+		actions = ComputePodActions(pod, status, nil)
+	}
 	// Containers start from the history of those that ran: one that never
 	// started is no restart (PodActions.ContainersToRemove).
 	started, _ := splitNeverStarted(status)
@@ -111,7 +142,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 		sandboxID, podIPs = id, ips
 	}
 
-	target := startTarget{sandboxID: sandboxID, sandboxConfig: sandboxConfig, podIPs: podIPs}
+	target := startTarget{sandboxID: sandboxID, sandboxConfig: sandboxConfig, podIPs: podIPs, beforePostStart: opts.BeforePostStart}
 	if c := actions.NextInitContainer; c != nil {
 		res := m.startContainer(ctx, pod, c, started, target, ActionInitContainer)
 		result.Results = append(result.Results, res)
@@ -175,6 +206,8 @@ type startTarget struct {
 	sandboxID     string
 	sandboxConfig *runtimeapi.PodSandboxConfig
 	podIPs        []string
+	// beforePostStart is SyncOptions.BeforePostStart.
+	beforePostStart func()
 }
 
 // startContainer starts one container unless it is in crash-loop back-off:
@@ -219,8 +252,8 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return res
 	}
 	m.event(pod, EventNormal, "Started", "Started container "+c.Name)
-	if m.beforePostStart != nil && c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		m.beforePostStart(pod.UID)
+	if t.beforePostStart != nil && c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		t.beforePostStart()
 	}
 	if err := m.runPostStart(ctx, c, id, t.podIPs); err != nil {
 		res.Err = m.failedPostStart(ctx, pod, c, id, t.sandboxID, cfg.Labels, cfg.Annotations, err)

@@ -113,7 +113,7 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("app")
 	pod.Spec.RuntimeClassName = new("runc")
-	res := f.m.SyncPod(context.Background(), pod, nil)
+	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 	ctx := context.Background()
 
 	// First exit: restarted at once, and the back-off starts at 10s.
-	res := f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 0, f.clock.Now()))
+	res := f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 	// It exits again right away: back-off 10s, no runtime call.
 	f.clock.Step(time.Second)
 	st := exitedStatus(pod, sb, 1, f.clock.Now())
-	res = f.m.SyncPod(ctx, pod, st)
+	res = f.m.SyncPod(ctx, pod, st, SyncOptions{})
 	w := res.Waiting("app")
 	if w == nil || w.Reason != ReasonCrashLoopBackOff {
 		t.Fatalf("waiting = %v, want CrashLoopBackOff", w)
@@ -207,14 +207,14 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 	}
 
 	f.clock.Step(4 * time.Second)
-	if got := f.m.SyncPod(ctx, pod, st).RetryAfter(); got != 6*time.Second {
+	if got := f.m.SyncPod(ctx, pod, st, SyncOptions{}).RetryAfter(); got != 6*time.Second {
 		t.Errorf("4s later: retry after %v, want 6s", got)
 	}
 
 	// Back-off over: restarted with the next attempt, and the back-off doubles.
 	f.clock.Step(6 * time.Second)
 	f.calls()
-	res = f.m.SyncPod(ctx, pod, st)
+	res = f.m.SyncPod(ctx, pod, st, SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatalf("after the back-off: %v", err)
 	}
@@ -227,7 +227,7 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 		t.Errorf("attempts created = %v, want [1 2]", attempts)
 	}
 	f.clock.Step(time.Second)
-	res = f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 2, f.clock.Now()))
+	res = f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 2, f.clock.Now()), SyncOptions{})
 	if w := res.Waiting("app"); w == nil || !strings.HasPrefix(w.Message, "back-off 20s ") || res.RetryAfter() != 20*time.Second {
 		t.Errorf("third exit: waiting %v, retry %v; want a 20s back-off", w, res.RetryAfter())
 	}
@@ -237,7 +237,7 @@ func TestSyncPodInitContainerFirst(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("app")
 	pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox:1.36", Command: []string{"true"}}}
-	res := f.m.SyncPod(context.Background(), pod, nil)
+	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestSyncPodFailures(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(f)
 			}
-			res := f.m.SyncPod(context.Background(), tt.pod(), nil)
+			res := f.m.SyncPod(context.Background(), tt.pod(), nil, SyncOptions{})
 			last := res.Results[len(res.Results)-1]
 			var se *SyncError
 			if last.Action != tt.wantAction || last.Target != tt.wantTarget || !errors.As(last.Err, &se) || se.Reason != tt.wantReason {
@@ -361,7 +361,7 @@ func TestSyncPodAppContainersAreIndependent(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("bad", "good")
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: field("spec.nope")}}
-	res := f.m.SyncPod(context.Background(), pod, nil)
+	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
 	if w := res.Waiting("bad"); w == nil || w.Reason != ReasonCreateContainerConfigError {
 		t.Errorf("bad: %v", w)
 	}
@@ -384,7 +384,7 @@ func TestSyncPodKillsChangedContainerThenStarts(t *testing.T) {
 		ID: "old", SandboxID: "sb1", Name: "app", State: ContainerStateRunning, Hash: 12345, RestartCount: 2, Labels: managed,
 	}}}
 	f.calls()
-	res := f.m.SyncPod(context.Background(), pod, st)
+	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestSyncPodTerminal(t *testing.T) {
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	sb := f.runningSandbox(pod)
 	f.calls()
-	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()))
+	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
 	if !res.Terminal || !res.Failed || res.Error() != nil {
 		t.Errorf("terminal %v failed %v err %v, want a failed terminal pod", res.Terminal, res.Failed, res.Error())
 	}
@@ -426,7 +426,7 @@ func TestSyncPodReplacesDeadSandbox(t *testing.T) {
 	sb := f.runningSandbox(pod)
 	sb.State, sb.Attempt = SandboxStateNotReady, 2
 	f.calls()
-	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()))
+	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestSyncPodSandboxThatCannotBeStopped(t *testing.T) {
 				f.rt.InjectError("StopContainer", status.Error(codes.DeadlineExceeded, "stop timed out"))
 			}
 			f.calls()
-			res := f.m.SyncPod(context.Background(), pod, st)
+			res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
 			if err := res.Error(); err == nil || !strings.Contains(err.Error(), ReasonKillPodSandboxError+": stop sandbox \"sb1\"") {
 				t.Fatalf("Error() = %v, want the failed stop as %s", err, ReasonKillPodSandboxError)
 			}
@@ -518,7 +518,7 @@ func TestSyncPodImagePullBackoffRetryAfter(t *testing.T) {
 	pod := syncPod("app")
 	pod.Spec.Containers[0].ImagePullPolicy = v1.PullAlways
 	f.img.InjectError("PullImage", errors.New("registry down"))
-	res := f.m.SyncPod(context.Background(), pod, nil)
+	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
 	if w := res.Waiting("app"); w == nil || w.Reason != ReasonErrImagePull {
 		t.Fatalf("waiting = %v, want ErrImagePull", w)
 	}
@@ -566,7 +566,7 @@ func TestSyncPodRestartsSidecarBesideApps(t *testing.T) {
 		{ID: "a", SandboxID: "sb1", Name: "app", State: ContainerStateExited, ExitCode: 2, FinishedAt: f.clock.Now(),
 			Hash: HashContainer(&pod.Spec.Containers[0]), Labels: managed},
 	}}
-	res := f.m.SyncPod(context.Background(), pod, st)
+	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -605,7 +605,7 @@ func TestSyncPodNeverStartedIsNoRestart(t *testing.T) {
 			if tc.removeErr != nil {
 				f.rt.InjectError("RemoveContainer", tc.removeErr)
 			}
-			res := f.m.SyncPod(context.Background(), pod, st)
+			res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
 			calls := f.calls()
 			if tc.removeErr != nil {
 				if err := res.Error(); err == nil || !strings.Contains(err.Error(), "starting state") {
