@@ -26,12 +26,7 @@ import (
 // concurrent log streams, concurrent /pods answers, request sizes and the
 // time a request may take to arrive or its answer to leave.
 type API struct {
-	// PodLogsDir is the root of the CRI log layout the runtime manager
-	// writes (--pod-logs-dir); set it before Serve.
-	PodLogsDir string
-	// ListenPods is what pod data the TCP address serves (--listen-pods);
-	// set it before Serve. The zero value serves none.
-	ListenPods Exposure
+	podLogsDir string // APIOptions.PodLogsDir
 
 	agent *Agent
 	store *manifest.Store
@@ -41,7 +36,7 @@ type API struct {
 	// Limits; NewAPI sets them, tests lower them before Listen.
 	maxConns   int           // per listener
 	connGrace  time.Duration // a connection silent this long may be evicted
-	exposure   Exposure      // ListenPods as Serve saw it
+	exposure   Exposure      // APIOptions.ListenPods
 	listenAddr string        // --listen as given, for the Host check
 	logStreams chan struct{} // one token per log request being served
 	podsBuilds chan struct{} // one token per /pods answer being built
@@ -66,10 +61,26 @@ const (
 	apiIdleTimeout  = 30 * time.Second
 )
 
+// APIOptions are the API's settings, from berth's flags.
+type APIOptions struct {
+	// PodLogsDir is the root of the CRI log layout the runtime manager
+	// writes (--pod-logs-dir); "" is /var/log/pods.
+	PodLogsDir string
+	// ListenPods is what pod data the TCP address serves (--listen-pods);
+	// "" serves none.
+	ListenPods Exposure
+}
+
 // NewAPI builds the API over a running agent.
-func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog.Logger) *API {
+func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog.Logger, opts APIOptions) *API {
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = "/var/log/pods"
+	}
+	if opts.ListenPods == "" {
+		opts.ListenPods = ExposeNone
+	}
 	api := &API{
-		PodLogsDir: "/var/log/pods", agent: a, store: store, log: log,
+		podLogsDir: opts.PodLogsDir, exposure: opts.ListenPods, agent: a, store: store, log: log,
 		maxConns:   maxAPIConns,
 		connGrace:  apiConnGrace,
 		logStreams: make(chan struct{}, maxLogStreams),
@@ -132,10 +143,6 @@ func (api *API) Listen(addr, socket string) error {
 // Serve answers on every listener until ctx ends, then closes them and
 // removes the socket.
 func (api *API) Serve(ctx context.Context) error {
-	api.exposure = api.ListenPods
-	if api.exposure == "" {
-		api.exposure = ExposeNone
-	}
 	errc := make(chan error, len(api.listeners))
 	for _, l := range api.listeners {
 		go func() { errc <- api.srv.Serve(l) }()

@@ -47,7 +47,7 @@ func TestAPITCPExposure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.exposure), func(t *testing.T) {
-			b := newAPIBed(t, func(api *API) { api.ListenPods = tt.exposure })
+			b := newAPIBed(t, func(api *API) { api.exposure = tt.exposure })
 			pod, st := webPod()
 			b.agent.status.set(pod, st)
 			for _, p := range paths {
@@ -93,7 +93,7 @@ func secretPod() (*v1.Pod, v1.PodStatus) {
 }
 
 func TestAPIRedacted(t *testing.T) {
-	b := newAPIBed(t, func(api *API) { api.ListenPods = ExposeRedacted })
+	b := newAPIBed(t, func(api *API) { api.exposure = ExposeRedacted })
 	pod, st := secretPod()
 	b.agent.status.set(pod, st)
 	for _, p := range []string{"/pods", "/pods/default/web-node1"} {
@@ -137,7 +137,7 @@ func TestRedactHTTPPath(t *testing.T) {
 }
 
 func TestAPIHostHeader(t *testing.T) {
-	b := newAPIBed(t, func(api *API) { api.ListenPods = ExposeFull })
+	b := newAPIBed(t, func(api *API) { api.exposure = ExposeFull })
 	_, port, _ := net.SplitHostPort(b.tcp)
 	tests := []struct {
 		host string
@@ -225,7 +225,7 @@ func TestAPIIdleConnectionsCannotHoldTheTCPPort(t *testing.T) {
 // which has slots of its own, still answers root's CLI.
 func TestAPIBusyTCPPortLeavesTheSocket(t *testing.T) {
 	const max = 3
-	b := newAPIBed(t, func(api *API) { api.maxConns, api.ListenPods = max, ExposeFull })
+	b := newAPIBed(t, func(api *API) { api.maxConns, api.exposure = max, ExposeFull })
 	// Hold the /pods builders, so /pods requests stay in flight.
 	for range cap(b.api.podsBuilds) {
 		b.api.podsBuilds <- struct{}{}

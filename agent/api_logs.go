@@ -91,7 +91,7 @@ func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", ns, name), http.StatusNotFound)
 		return
 	}
-	path, id, err := containerLogFile(api.PodLogsDir, pod, opts.container, opts.previous)
+	path, id, err := containerLogFile(api.podLogsDir, pod, opts.container, opts.previous)
 	if err != nil {
 		writeLogError(w, err)
 		return

@@ -52,9 +52,8 @@ func newAPIBed(t testing.TB, configure ...func(*API)) *apiBed {
 	a := newAgent(Config{Clock: clk, Logger: log}, store, nil, nil)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	api := NewAPI(a, store, reg, log)
 	b := &apiBed{agent: a, clock: clk, logsDir: t.TempDir(), socket: filepath.Join(t.TempDir(), "run", "berth.sock")}
-	api.PodLogsDir = b.logsDir
+	api := NewAPI(a, store, reg, log, APIOptions{PodLogsDir: b.logsDir})
 	b.api = api
 	for _, f := range configure {
 		f(api)
@@ -389,7 +388,7 @@ func TestAPISocket(t *testing.T) {
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := manifest.NewStore()
-	api := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log)
+	api := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log, APIOptions{})
 	if err := api.Listen("", socket); err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -421,7 +420,7 @@ func TestAPISocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(socket, "keep"), nil, 0o644)
-	api2 := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log)
+	api2 := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log, APIOptions{})
 	if err := api2.Listen("", socket); err == nil || !strings.Contains(err.Error(), socket) {
 		t.Errorf("Listen over a directory: %v, want an error naming it", err)
 	}

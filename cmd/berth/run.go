@@ -201,9 +201,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	bound := time.AfterFunc(startBound, started)
 	defer bound.Stop()
 
-	api := agent.NewAPI(a, store, reg, log)
-	api.PodLogsDir = s.PodLogsDir
-	api.ListenPods = agent.Exposure(s.ListenPods)
+	api := agent.NewAPI(a, store, reg, log, agent.APIOptions{PodLogsDir: s.PodLogsDir, ListenPods: agent.Exposure(s.ListenPods)})
 	if err := api.Listen(s.Listen, s.Socket); err != nil {
 		return abort(err)
 	}
