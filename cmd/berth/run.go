@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/types"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/agent"
@@ -79,28 +80,118 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	if hostIP == "" {
 		hostIP = firstGlobalIP()
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srcCfg, err := s.sourceConfig(nodeName, reg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
+		"manifests", s.PodManifestPath, "url", manifest.RedactURL(srcCfg.URL), "signedURL", srcCfg.URLSigners != nil,
+		"signedFiles", srcCfg.FileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
+	// The manager reads the pods' ConfigMaps and Secrets from the store.
+	store := manifest.NewStore(srcCfg.SourceNames()...)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &components{cancel: cancel, errc: make(chan error, 3)}
+	// The sources read and check the manifests while the runtime is
+	// dialled and the rest is built: at boot every pod waits for that
+	// reading, and it needs nothing from the runtime. The store holds
+	// what they deliver until the agent runs.
+	c.start(func() error { return manifest.Run(ctx, srcCfg, store) })
+
+	rs, is, err := dialRuntime(ctx, s, reg, log)
+	if err != nil {
+		return c.abort(err)
+	}
+	clk := clock.RealClock{}
+	events := agent.NewEventLog(clk, log)
+	mgr := cri.NewManager(rs, is, s.runtimeOptions(nodeName, hostIP, events, store, log))
+	// The collector removes what the manager's relists saw die.
+	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
+
+	status, err := s.statusConfig(nodeName)
+	if err != nil {
+		return c.abort(err)
+	}
+	cfg := s.agentSettings(nodeName, hostIP, reg, log, status)
+	cfg.OnReady = func() { go started() }
+	a := agent.New(cfg, store, events, mgr, handlers.NewExecer(rs), collector)
+	// A start that never gets ready (a source that cannot deliver) still
+	// ends; its pods wait for the source, not for the collector.
+	bound := time.AfterFunc(startBound, started)
+	defer bound.Stop()
+
+	api := agent.NewAPI(a, store, reg, log, agent.APIOptions{PodLogsDir: s.PodLogsDir, ListenPods: agent.Exposure(s.ListenPods)})
+	if err := api.Listen(s.Listen, s.Socket); err != nil {
+		return c.abort(err)
+	}
+	c.start(func() error { return api.Serve(ctx) })
+	c.start(func() error { return a.Run(ctx) })
+	return c.wait(ctx)
+}
+
+// components are berth's long-running parts (the sources, the API, the
+// agent), each returning when ctx ends or on a fatal error.
+type components struct {
+	cancel  context.CancelFunc // ends ctx, and so every component
+	errc    chan error         // room for every component's return
+	running int
+}
+
+// start runs f as a component.
+func (c *components) start(f func() error) {
+	c.running++
+	go func() { c.errc <- f() }()
+}
+
+// abort ends the components started so far before berth returns err.
+func (c *components) abort(err error) error {
+	c.cancel()
+	for range c.running {
+		<-c.errc
+	}
+	return err
+}
+
+// wait returns once every component has: the first to return ends berth,
+// the others follow ctx. Its error is the first error; the cancellation
+// that ends berth is none.
+func (c *components) wait(ctx context.Context) error {
+	err := <-c.errc
+	c.cancel()
+	for range c.running - 1 {
+		if e := <-c.errc; e != nil && err == nil {
+			err = e
+		}
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// sourceConfig is the manifest sources' configuration: the file and URL
+// sources, their signers and persisted state, with signature metrics on
+// reg.
+func (s settings) sourceConfig(nodeName string, reg prometheus.Registerer, log *slog.Logger) (manifest.SourceConfig, error) {
 	manifestURL, err := s.manifestURL(nodeName)
 	if err != nil {
-		return fmt.Errorf("--manifest-url: %w", err)
+		return manifest.SourceConfig{}, fmt.Errorf("--manifest-url: %w", err)
 	}
 	var signers, fileSigners *manifest.Signers
 	if s.ManifestURLSigners != "" {
 		if signers, err = manifest.LoadAllowedSigners(s.ManifestURLSigners); err != nil {
-			return fmt.Errorf("--manifest-url-allowed-signers: %w", err)
+			return manifest.SourceConfig{}, fmt.Errorf("--manifest-url-allowed-signers: %w", err)
 		}
 	}
 	if s.PodManifestSigners != "" {
 		if fileSigners, err = manifest.LoadAllowedSigners(s.PodManifestSigners); err != nil {
-			return fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
+			return manifest.SourceConfig{}, fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
 		}
 	}
-	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
-		"manifests", s.PodManifestPath, "url", manifest.RedactURL(manifestURL), "signedURL", signers != nil, "signedFiles", fileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	srcCfg := manifest.SourceConfig{
+	return manifest.SourceConfig{
 		NodeName:           nodeName,
 		ManifestPath:       s.PodManifestPath,
 		FileSigners:        fileSigners,
@@ -116,33 +207,16 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 		HTTPBackoffMax:     s.HTTPCheckBackoffMax.Duration,
 		StateDir:           s.manifestStateDir(),
 		Logger:             log,
-	}
-	// The manager reads the pods' ConfigMaps and Secrets from the store.
-	store := manifest.NewStore(srcCfg.SourceNames()...)
+	}, nil
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 3)
-	// The sources read and check the manifests while the runtime is
-	// dialled and the rest is built: at boot every pod waits for that
-	// reading, and it needs nothing from the runtime. The store holds
-	// what they deliver until the agent runs.
-	go func() {
-		errc <- manifest.Run(ctx, srcCfg, store)
-	}()
-	running := 1
-	// abort ends the components started so far before berth returns err.
-	abort := func(err error) error {
-		cancel()
-		for range running {
-			<-errc
-		}
-		return err
-	}
-
+// dialRuntime connects to the CRI runtime and image services, logs the
+// runtime's version (or that it is not usable yet: berth retries), and
+// instruments both with metrics on reg.
+func dialRuntime(ctx context.Context, s settings, reg prometheus.Registerer, log *slog.Logger) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
 	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
 	if err != nil {
-		return abort(err)
+		return nil, nil, err
 	}
 	if v, err := criclient.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
 		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
@@ -150,10 +224,13 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
 	}
 	rs, is = criclient.Instrument(rs, is, reg)
+	return rs, is, nil
+}
 
-	clk := clock.RealClock{}
-	events := agent.NewEventLog(clk, log)
-	mgr := cri.NewManager(rs, is, cri.Options{
+// runtimeOptions are the runtime manager's options: it records into
+// events and reads the pods' ConfigMaps and Secrets from store.
+func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog, store *manifest.Store, log *slog.Logger) cri.Options {
+	return cri.Options{
 		NodeName:                nodeName,
 		RootDir:                 s.RootDir,
 		PodLogsDir:              s.PodLogsDir,
@@ -166,15 +243,12 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 		Recorder:                events,
 		Objects:                 podObjects(store),
 		Logger:                  log,
-	})
-	// The collector removes what the manager's relists saw die.
-	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
-
-	status, err := s.statusConfig(nodeName)
-	if err != nil {
-		return abort(err)
 	}
-	a := agent.New(agent.Config{
+}
+
+// agentSettings is the agent's configuration, but for OnReady.
+func (s settings) agentSettings(nodeName, hostIP string, reg *prometheus.Registry, log *slog.Logger, status *agent.StatusReporterConfig) agent.Config {
+	return agent.Config{
 		NodeName:             nodeName,
 		HostIP:               hostIP,
 		MaxPods:              s.MaxPods,
@@ -194,33 +268,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 		Shutdown: s.shutdownSettings.agentConfig(),
 		Status:   status,
 		Version:  version,
-		OnReady:  func() { go started() },
-	}, store, events, mgr, handlers.NewExecer(rs), collector)
-	// A start that never gets ready (a source that cannot deliver) still
-	// ends; its pods wait for the source, not for the collector.
-	bound := time.AfterFunc(startBound, started)
-	defer bound.Stop()
-
-	api := agent.NewAPI(a, store, reg, log, agent.APIOptions{PodLogsDir: s.PodLogsDir, ListenPods: agent.Exposure(s.ListenPods)})
-	if err := api.Listen(s.Listen, s.Socket); err != nil {
-		return abort(err)
 	}
-	go func() { errc <- api.Serve(ctx) }()
-	go func() { errc <- a.Run(ctx) }()
-	running += 2
-
-	// The first component to return ends berth; the others follow ctx.
-	err = <-errc
-	cancel()
-	for range running - 1 {
-		if e := <-errc; e != nil && err == nil {
-			err = e
-		}
-	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
 }
 
 // nodeName is the kubelet's: the override, or the hostname, lower-cased.
