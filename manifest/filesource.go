@@ -472,88 +472,132 @@ func (s *fileSource) fail(err error) {
 // preparse parsed it, nil if it did not.
 func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 	prev := s.files[p]
-	info, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(s.files, p)
-		return
-	}
-	if err == nil && info.IsDir() {
-		delete(s.files, p) // subdirectories are not read, as with the kubelet
-		return
-	}
-	if err == nil && !force && prev != nil && prev.info != nil && sameVersion(prev.info, info) {
-		return
-	}
-	var m openedManifest
-	var sig []byte
-	var sigErr error
-	if err == nil {
-		m, err = readManifestFile(p, s.maxBytes)
-	}
-	if err == nil && s.signed != nil {
-		sig, sigErr = readSignatureFile(p)
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(s.files, p)
-		return
-	}
-	if err == nil && m.perm != nil && s.refuse(p, ruleWrite, m.perm) {
-		err = m.perm
-	}
-	data := m.data
-	info = m.info
 	if prev == nil {
 		prev = &fileState{}
 	}
-	var res, fresh Result
-	var body *verifiedBody // the signed body accepted, when one is
-	var sum [sha256.Size]byte
-	secret := false
+	f, ok := s.open(p, force, prev)
+	if !ok {
+		return
+	}
+	v, same := s.judge(p, f, prev, ahead)
+	if same {
+		// Same bytes as last time (a touch, the periodic re-read): the
+		// same pods, without parsing again.
+		prev.info = v.info
+		return
+	}
+	s.record(p, v, prev)
+}
+
+// openedFile is a manifest file as read, with its signature when
+// signatures are required; err is why it could not be read or is refused.
+type openedFile struct {
+	m      openedManifest
+	sig    []byte
+	sigErr error
+	err    error
+}
+
+// open reads p and its signature. ok is false when there is nothing to
+// record: p is gone or a directory (it is forgotten; subdirectories are
+// not read, as with the kubelet), or unchanged since prev unless force.
+func (s *fileSource) open(p string, force bool, prev *fileState) (openedFile, bool) {
+	info, err := os.Stat(p)
 	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		delete(s.files, p)
+		return openedFile{}, false
 	case err != nil:
+		return openedFile{err: err}, true
+	case info.IsDir():
+		delete(s.files, p)
+		return openedFile{}, false
+	case !force && prev.info != nil && sameVersion(prev.info, info):
+		return openedFile{}, false
+	}
+	m, err := readManifestFile(p, s.maxBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(s.files, p)
+		return openedFile{}, false
+	}
+	if err != nil {
+		return openedFile{m: m, err: err}, true
+	}
+	f := openedFile{m: m}
+	if s.signed != nil {
+		f.sig, f.sigErr = readSignatureFile(p)
+	}
+	if m.perm != nil && s.refuse(p, ruleWrite, m.perm) {
+		f.err = m.perm
+	}
+	return f, true
+}
+
+// verdict is what a file read yields: res its result (before
+// keepLastGood), fresh what its bytes parsed to, body the signed body
+// accepted (nil unless one is), sum of its bytes, info its fstat (nil
+// after a failed read), secret whether its bytes hold a Secret.
+type verdict struct {
+	res, fresh Result
+	body       *verifiedBody
+	sum        [sha256.Size]byte
+	info       os.FileInfo
+	secret     bool
+}
+
+// judge parses, and when signatures are required verifies and admits, the
+// file read; same reports bytes and signature unchanged since prev.
+func (s *fileSource) judge(p string, f openedFile, prev *fileState, ahead *preparsed) (v verdict, same bool) {
+	if f.err != nil {
 		// Refused like a broken edit: the pods this file defined before
 		// keep running (keepLastGood), a new file starts nothing.
-		res = Result{Problems: []Problem{fileProblem(p, err)}}
-		info = nil
-	case int64(len(data)) > s.maxBytes:
-		res = tooLarge(p, s.maxBytes)
-	default:
-		sum = signedSum(data, sig)
-		if prev.info != nil && sum == prev.sum && sigErr == nil && !s.refuseSecret(p, info, prev.secret) {
-			// Same bytes as last time (a touch, the periodic re-read):
-			// the same pods, without parsing again. Not when only the
-			// mode changed and now exposes the Secret the bytes hold.
-			prev.info = info
-			return
-		}
-		if s.signed == nil {
-			res = s.parse(p, data, ahead)
-		} else {
-			b, refused := s.verifySignedFile(p, data, sig, sigErr)
-			if refused == nil {
-				fresh = s.parse(p, data, ahead)
-				refused = s.admitSignedFile(p, b, fresh, prev.res)
-			}
-			if refused != nil {
-				res = *refused
-				break
-			}
-			res, body = fresh, &b
-		}
-		secret = res.secret
-		if s.refuseSecret(p, info, secret) {
-			// Refused like a file others may write: what the file
-			// defined before keeps running, and a signed body is not
-			// accepted.
-			res = Result{Problems: []Problem{fileProblem(p, checkSecretFile(p, info))}}
-			info, body = nil, nil
-		}
+		return verdict{res: Result{Problems: []Problem{fileProblem(p, f.err)}}}, false
 	}
-	res = keepLastGood(prev.res, res)
+	data := f.m.data
+	v.info = f.m.info
+	if int64(len(data)) > s.maxBytes {
+		v.res = tooLarge(p, s.maxBytes)
+		return v, false
+	}
+	v.sum = signedSum(data, f.sig)
+	if prev.info != nil && v.sum == prev.sum && f.sigErr == nil && !s.refuseSecret(p, v.info, prev.secret) {
+		// Not when only the mode changed and now exposes the Secret the
+		// bytes hold.
+		return v, true
+	}
+	if s.signed == nil {
+		v.res = s.parse(p, data, ahead)
+	} else {
+		b, refused := s.verifySignedFile(p, data, f.sig, f.sigErr)
+		if refused == nil {
+			v.fresh = s.parse(p, data, ahead)
+			refused = s.admitSignedFile(p, b, v.fresh, prev.res)
+		}
+		if refused != nil {
+			v.res = *refused
+			return v, false
+		}
+		v.res, v.body = v.fresh, &b
+	}
+	v.secret = v.res.secret
+	if s.refuseSecret(p, v.info, v.secret) {
+		// Refused like a file others may write: what the file defined
+		// before keeps running, and a signed body is not accepted.
+		v.res = Result{Problems: []Problem{fileProblem(p, checkSecretFile(p, v.info))}}
+		v.info, v.body = nil, nil
+	}
+	return v, false
+}
+
+// record keeps what the file now defines (its last good pods where it
+// fails), accepts its signed body, and logs its problems when they
+// changed.
+func (s *fileSource) record(p string, v verdict, prev *fileState) {
+	res := keepLastGood(prev.res, v.res)
 	serials := prev.serials
-	if body != nil {
-		s.signed.accept(p, *body, raisedKeys(fresh, prev.res, res))
-		serials = itemSerials(fresh, res, body.serial, prev.serials)
+	if v.body != nil {
+		s.signed.accept(p, *v.body, raisedKeys(v.fresh, prev.res, res))
+		serials = itemSerials(v.fresh, res, v.body.serial, prev.serials)
 	}
 	if !slices.Equal(prev.res.Problems, res.Problems) {
 		for _, pr := range res.Problems {
@@ -561,7 +605,7 @@ func (s *fileSource) read(p string, force bool, ahead *preparsed) {
 				"reason", pr.Reason, "pod", pr.Name, "namespace", pr.Namespace, "err", pr.Message)
 		}
 	}
-	s.files[p] = &fileState{info: info, sum: sum, res: res, serials: serials, secret: secret}
+	s.files[p] = &fileState{info: v.info, sum: v.sum, res: res, serials: serials, secret: v.secret}
 }
 
 // send hands the current state to the store as one snapshot.
