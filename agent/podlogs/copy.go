@@ -44,90 +44,18 @@ const maxLine = 64 << 10
 // lost. After each batch it flushes w when w can (an http.ResponseWriter),
 // so a follower sees lines as they come.
 func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
-	f, err := os.Open(path)
+	f, err := openTail(path, opts.TailLines)
 	if err != nil {
 		return err
 	}
-	defer func() { f.Close() }()
-	if opts.TailLines >= 0 {
-		info, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		start, err := tailStart(f, info.Size(), opts.TailLines)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
-		if _, err := f.Seek(start, io.SeekStart); err != nil {
-			return err
-		}
-	}
-	poll := opts.Poll
-	if poll <= 0 {
-		poll = 100 * time.Millisecond
-	}
-	out := &lineWriter{dst: w, w: bufio.NewWriter(w), timestamps: opts.Timestamps}
-	br := bufio.NewReaderSize(f, maxLine)
-	// pending is the start of a line whose newline is not in the file yet
-	// (the runtime is writing it), at most maxLine bytes.
-	pending := make([]byte, 0, 512)
-	// A line longer than maxLine is read in slices, each handed on as it
-	// comes: as pieces of its record when it starts like one (cont), else
-	// raw.
-	overlong := false
-	var cont *Entry
-	piece := func(b []byte, end bool) error {
-		if cont == nil {
-			return out.raw(b, end)
-		}
-		e := *cont
-		e.Message, e.Partial = b, !end || cont.Partial
-		return out.entry(e)
-	}
-	draining := false  // Done said so: read to the end once more, then stop
-	switching := false // the file was rotated: read the old one once more
-	timer := time.NewTimer(poll)
+	c := newCopier(f, path, w, opts)
+	defer func() { c.f.Close() }()
+	timer := time.NewTimer(c.poll)
 	defer timer.Stop()
 	for {
-		chunk, rerr := br.ReadSlice('\n')
-		data := chunk
-		if len(pending) > 0 {
-			// Bounded: pending holds at most maxLine, chunk too.
-			pending = append(pending, chunk...)
-			data = pending
-		}
-		var werr error
-		keep := false
-		switch {
-		case rerr == nil && overlong:
-			overlong = false
-			werr = piece(data[:len(data)-1], true)
-		case rerr == nil:
-			werr = out.record(data[:len(data)-1])
-		case overlong:
-			werr = piece(data, false)
-		case errors.Is(rerr, bufio.ErrBufferFull) || len(data) > maxLine:
-			overlong, cont = true, nil
-			if e, err := ParseLine(data); err == nil {
-				cont = &Entry{Time: e.Time, Stream: e.Stream, Partial: e.Partial}
-				e.Partial = true
-				werr = out.entry(e)
-			} else {
-				werr = out.raw(data, false)
-			}
-		default:
-			// The end of the file, inside a line the runtime is still
-			// writing: keep it for the next read.
-			keep = true
-			if len(pending) == 0 {
-				pending = append(pending, data...)
-			}
-		}
-		if werr != nil {
-			return werr
-		}
-		if !keep {
-			pending = pending[:0]
+		chunk, rerr := c.br.ReadSlice('\n')
+		if err := c.handOn(chunk, rerr); err != nil {
+			return err
 		}
 		if rerr == nil || errors.Is(rerr, bufio.ErrBufferFull) {
 			continue
@@ -135,46 +63,184 @@ func Copy(ctx context.Context, path string, w io.Writer, opts Options) error {
 		if !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("read %s: %w", path, rerr)
 		}
-		if !opts.Follow || draining {
-			if len(pending) > 0 {
-				if err := out.record(pending); err != nil {
-					return err
-				}
-			}
-			return out.finish()
+		if !opts.Follow || c.draining {
+			return c.finish()
 		}
-		if err := out.flush(); err != nil {
+		if err := c.out.flush(); err != nil {
 			return err
 		}
 		if opts.Done != nil && opts.Done() {
-			draining = true
+			c.draining = true
 			continue
 		}
-		// Rotation renames the file and has the runtime reopen a new one
-		// at path. The old one gets one more pass a poll later (the
-		// runtime may write to it until it has reopened), then the new
-		// one is read from its start.
-		if rotated(f, path) {
-			if switching {
-				switching = false
-				next, err := os.Open(path)
-				if err != nil {
-					return err
-				}
-				f.Close()
-				f = next
-				br.Reset(f)
-				continue
-			}
-			switching = true
+		reopened, err := c.followRotation()
+		if err != nil {
+			return err
 		}
-		timer.Reset(poll)
+		if reopened {
+			continue
+		}
+		timer.Reset(c.poll)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
 		}
 	}
+}
+
+// openTail opens the log file at path at the start of its last tail
+// lines; a negative tail opens it at its start.
+func openTail(path string, tail int) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if tail < 0 {
+		return f, nil
+	}
+	if err := seekTail(f, path, tail); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// seekTail moves f to the start of its last tail lines.
+func seekTail(f *os.File, path string, tail int) error {
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	start, err := tailStart(f, info.Size(), tail)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	_, err = f.Seek(start, io.SeekStart)
+	return err
+}
+
+// copier is one Copy's reading state.
+type copier struct {
+	f    *os.File // the file being read; replaced after a rotation
+	path string
+	br   *bufio.Reader
+	out  *lineWriter
+	poll time.Duration
+	// pending is the start of a line whose newline is not in the file yet
+	// (the runtime is writing it), at most maxLine bytes.
+	pending []byte
+	// A line longer than maxLine is read in slices, each handed on as it
+	// comes: as pieces of its record when it starts like one (cont), else
+	// raw.
+	overlong  bool
+	cont      *Entry
+	draining  bool // Done said so: read to the end once more, then stop
+	switching bool // the file was rotated: read the old one once more
+}
+
+func newCopier(f *os.File, path string, w io.Writer, opts Options) *copier {
+	poll := opts.Poll
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	return &copier{
+		f: f, path: path, poll: poll,
+		br:      bufio.NewReaderSize(f, maxLine),
+		out:     &lineWriter{dst: w, w: bufio.NewWriter(w), timestamps: opts.Timestamps},
+		pending: make([]byte, 0, 512),
+	}
+}
+
+// handOn hands on what one read returned (chunk, with the read's error
+// rerr): a whole line, a slice of an over-long one, or the start of a
+// line still being written, which it keeps for the next read.
+func (c *copier) handOn(chunk []byte, rerr error) error {
+	data := chunk
+	if len(c.pending) > 0 {
+		// Bounded: pending holds at most maxLine, chunk too.
+		c.pending = append(c.pending, chunk...)
+		data = c.pending
+	}
+	var err error
+	switch {
+	case rerr == nil && c.overlong:
+		c.overlong = false
+		err = c.piece(data[:len(data)-1], true)
+	case rerr == nil:
+		err = c.out.record(data[:len(data)-1])
+	case c.overlong:
+		err = c.piece(data, false)
+	case errors.Is(rerr, bufio.ErrBufferFull) || len(data) > maxLine:
+		err = c.beginOverlong(data)
+	default:
+		// The end of the file, inside a line the runtime is still
+		// writing: keep it for the next read.
+		if len(c.pending) == 0 {
+			c.pending = append(c.pending, data...)
+		}
+		return nil
+	}
+	c.pending = c.pending[:0]
+	return err
+}
+
+// beginOverlong writes the first slice of a line longer than maxLine: as
+// the first piece of its record when it starts like one, else raw.
+func (c *copier) beginOverlong(data []byte) error {
+	c.overlong, c.cont = true, nil
+	e, err := ParseLine(data)
+	if err != nil {
+		return c.out.raw(data, false)
+	}
+	c.cont = &Entry{Time: e.Time, Stream: e.Stream, Partial: e.Partial}
+	e.Partial = true
+	return c.out.entry(e)
+}
+
+// piece writes a further slice of an over-long line; end says it is the
+// last.
+func (c *copier) piece(b []byte, end bool) error {
+	if c.cont == nil {
+		return c.out.raw(b, end)
+	}
+	e := *c.cont
+	e.Message, e.Partial = b, !end || c.cont.Partial
+	return c.out.entry(e)
+}
+
+// finish writes the line left without its newline, and what the line
+// writer still holds.
+func (c *copier) finish() error {
+	if len(c.pending) > 0 {
+		if err := c.out.record(c.pending); err != nil {
+			return err
+		}
+	}
+	return c.out.finish()
+}
+
+// followRotation follows a rotation, which renames the file and has the
+// runtime reopen a new one at path. The old one gets one more pass a poll
+// later (the runtime may write to it until it has reopened), then the new
+// one is read from its start: reopened says it now is.
+func (c *copier) followRotation() (reopened bool, err error) {
+	if !rotated(c.f, c.path) {
+		return false, nil
+	}
+	if !c.switching {
+		c.switching = true
+		return false, nil
+	}
+	c.switching = false
+	next, err := os.Open(c.path)
+	if err != nil {
+		return false, err
+	}
+	c.f.Close()
+	c.f = next
+	c.br.Reset(next)
+	return true, nil
 }
 
 // rotated reports whether path now names another file than f, as after a
