@@ -81,41 +81,69 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, o
 	if actions.CreateSandbox && actions.SandboxID != "" {
 		m.event(pod, EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 	}
-	if actions.KillPod {
-		k := m.killPod(ctx, pod, status, nil)
-		result.add(ActionKillPodSandbox, pod.Name, asSyncError(k.err(), ReasonKillPodSandboxError), 0)
-		if k.live != nil || (k.dead != nil && !actions.CreateSandbox) {
-			return result
-		}
-		if k.dead != nil {
-			// Nothing of the old sandbox runs: the pod gets its new one
-			// now rather than wait, maybe forever, for a runtime that
-			// cannot tear the dead one down. The stop is retried with
-			// the pod's removal and by garbage collection.
-			result.Results[len(result.Results)-1].Recorded = true
-			m.event(pod, EventWarning, "FailedKillPod", fmt.Sprintf(
-				"A stopped sandbox could not be cleaned up; creating a new one anyway: %s", strings.ReplaceAll(k.dead.Error(), "\n", "; ")))
-		}
-	} else {
-		for _, c := range actions.ContainersToRemove {
-			err := m.removeNeverStarted(ctx, c)
-			result.add(ActionRemoveContainer, c.Name, err, 0)
-			if err != nil {
-				return result
-			}
-		}
-		for _, k := range actions.ContainersToKill {
-			err := m.KillContainer(ctx, pod, k.Status, k.Reason, k.Message, nil)
-			result.add(ActionKillContainer, k.Name, asSyncError(err, ReasonKillContainerError), 0)
-			if err != nil {
-				return result
-			}
-		}
+	if !m.killFirst(ctx, pod, status, actions, &result) {
+		return result
 	}
 	if !actions.CreateSandbox && actions.NextInitContainer == nil && len(actions.SidecarsToStart) == 0 && len(actions.ContainersToStart) == 0 {
 		return result
 	}
+	target, ok := m.startSandbox(ctx, pod, status, actions, &result)
+	if !ok {
+		return result
+	}
+	target.beforePostStart = opts.BeforePostStart
+	m.startContainers(ctx, pod, actions, started, target, &result)
+	return result
+}
 
+// killFirst takes the plan's first steps: it kills the pod, or removes
+// the containers that never started and kills the containers to kill. It
+// reports whether the sync goes on.
+func (m *Manager) killFirst(ctx context.Context, pod *v1.Pod, status *PodStatus, actions PodActions, result *SyncResult) bool {
+	if !actions.KillPod {
+		return m.killContainers(ctx, pod, actions, result)
+	}
+	k := m.killPod(ctx, pod, status, nil)
+	result.add(ActionKillPodSandbox, pod.Name, asSyncError(k.err(), ReasonKillPodSandboxError), 0)
+	if k.live != nil || (k.dead != nil && !actions.CreateSandbox) {
+		return false
+	}
+	if k.dead != nil {
+		// Nothing of the old sandbox runs: the pod gets its new one now
+		// rather than wait, maybe forever, for a runtime that cannot
+		// tear the dead one down. The stop is retried with the pod's
+		// removal and by garbage collection.
+		result.Results[len(result.Results)-1].Recorded = true
+		m.event(pod, EventWarning, "FailedKillPod", fmt.Sprintf(
+			"A stopped sandbox could not be cleaned up; creating a new one anyway: %s", strings.ReplaceAll(k.dead.Error(), "\n", "; ")))
+	}
+	return true
+}
+
+// killContainers removes the containers that never started, then kills
+// the containers to kill; it reports whether all went well.
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, actions PodActions, result *SyncResult) bool {
+	for _, c := range actions.ContainersToRemove {
+		err := m.removeNeverStarted(ctx, c)
+		result.add(ActionRemoveContainer, c.Name, err, 0)
+		if err != nil {
+			return false
+		}
+	}
+	for _, k := range actions.ContainersToKill {
+		err := m.KillContainer(ctx, pod, k.Status, k.Reason, k.Message, nil)
+		result.add(ActionKillContainer, k.Name, asSyncError(err, ReasonKillContainerError), 0)
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startSandbox builds the pod's sandbox config and, when the plan says so,
+// creates its sandbox: it returns where the containers start, or ok false
+// after recording the failure.
+func (m *Manager) startSandbox(ctx context.Context, pod *v1.Pod, status *PodStatus, actions PodActions, result *SyncResult) (startTarget, bool) {
 	var err error
 	if actions.CreateSandbox {
 		err = m.checkRuntimeFeatures(ctx, pod)
@@ -128,37 +156,41 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, o
 		result.add(ActionCreatePodSandbox, pod.Name, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: err}, 0)
 		result.Results[len(result.Results)-1].Recorded = true
 		m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
-		return result
+		return startTarget{}, false
 	}
-	sandboxID, podIPs := actions.SandboxID, status.IPs
-	if actions.CreateSandbox {
-		id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
-		result.add(ActionCreatePodSandbox, pod.Name, err, m.sandboxNameRetryAfter(pod.UID, err))
-		if err != nil {
-			result.Results[len(result.Results)-1].Recorded = true
-			m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+syncMessage(err))
-			return result
-		}
-		sandboxID, podIPs = id, ips
+	target := startTarget{sandboxID: actions.SandboxID, sandboxConfig: sandboxConfig, podIPs: status.IPs}
+	if !actions.CreateSandbox {
+		return target, true
 	}
+	id, ips, err := m.createSandbox(ctx, pod, sandboxConfig)
+	result.add(ActionCreatePodSandbox, pod.Name, err, m.sandboxNameRetryAfter(pod.UID, err))
+	if err != nil {
+		result.Results[len(result.Results)-1].Recorded = true
+		m.event(pod, EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+syncMessage(err))
+		return startTarget{}, false
+	}
+	target.sandboxID, target.podIPs = id, ips
+	return target, true
+}
 
-	target := startTarget{sandboxID: sandboxID, sandboxConfig: sandboxConfig, podIPs: podIPs, beforePostStart: opts.BeforePostStart}
+// startContainers starts the next init container, then, unless it failed,
+// the sidecars to restart and the app containers. A sidecar that fails to
+// restart does not hold the app containers back: they were already
+// initialized.
+func (m *Manager) startContainers(ctx context.Context, pod *v1.Pod, actions PodActions, started *PodStatus, target startTarget, result *SyncResult) {
 	if c := actions.NextInitContainer; c != nil {
 		res := m.startContainer(ctx, pod, c, started, target, ActionInitContainer)
 		result.Results = append(result.Results, res)
 		if res.Err != nil {
-			return result
+			return
 		}
 	}
-	// A sidecar that fails to restart does not hold the app containers back:
-	// they were already initialized.
 	for _, i := range actions.SidecarsToStart {
 		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.InitContainers[i], started, target, ActionInitContainer))
 	}
 	for _, i := range actions.ContainersToStart {
 		result.Results = append(result.Results, m.startContainer(ctx, pod, &pod.Spec.Containers[i], started, target, ActionStartContainer))
 	}
-	return result
 }
 
 // createSandbox prepares the pod's directories and runs its sandbox,
