@@ -212,34 +212,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	context.AfterFunc(ctx, a.workers.stop)
 
 	relists := make(chan relist)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.pleg.run(ctx, relists)
-	}()
-	if a.gc != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.gc.run(ctx)
-		}()
-	}
-	if s := a.cfg.Shutdown; s != nil && s.GracePeriod > 0 {
-		sm := &shutdownManager{cfg: *s, dial: systemLogind(a.log), pods: a.workers, clock: a.cfg.Clock, log: a.log}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sm.run(ctx)
-		}()
-	}
-	if a.reporter != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.reporter.Run(ctx)
-		}()
-	}
+	helpers := a.startHelpers(ctx, relists)
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)
 	defer resync.Stop()
 	housekeeping := a.cfg.Clock.NewTicker(a.cfg.HousekeepingPeriod)
@@ -255,25 +228,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		var began time.Time
 		select {
 		case <-ctx.Done():
-			a.notify.stopping()
-			a.log.Info("sync loop stopping; pods are left running")
-			cancel()
-			wg.Wait()
-			a.workers.wait()
-			a.probes.Stop()
+			a.stop(cancel, helpers)
 			return nil
 		case u := <-updates:
 			trigger, began = "update", a.cfg.Clock.Now()
-			// Starts wait until every update queued now is handed over
-			// (at boot, all the manifests read), so they go in priority
-			// order, not in the order the lanes happen to run; a flood
-			// of updates holds them for maxHeldUpdates at most.
-			a.workers.holdStarts()
-			a.handleUpdate(u)
-			if held++; len(updates) == 0 || held >= maxHeldUpdates {
-				a.workers.releaseStarts()
-				held = 0
-			}
+			held = a.handOver(u, updates, held)
 		case r := <-relists:
 			trigger, began = "relist", a.cfg.Clock.Now()
 			a.handleRelist(r)
@@ -300,6 +259,52 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.metrics.loopIterations.WithLabelValues(trigger).Inc()
 		a.metrics.loopDuration.Observe(a.cfg.Clock.Since(began).Seconds())
 	}
+}
+
+// startHelpers starts the sync loop's helpers, each until ctx ends: the
+// PLEG (relisting into relists), and, when configured, the garbage
+// collection, the node shutdown watch and the status report.
+func (a *Agent) startHelpers(ctx context.Context, relists chan<- relist) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() { a.pleg.run(ctx, relists) })
+	if a.gc != nil {
+		wg.Go(func() { a.gc.run(ctx) })
+	}
+	if s := a.cfg.Shutdown; s != nil && s.GracePeriod > 0 {
+		sm := &shutdownManager{cfg: *s, dial: systemLogind(a.log), pods: a.workers, clock: a.cfg.Clock, log: a.log}
+		wg.Go(func() { sm.run(ctx) })
+	}
+	if a.reporter != nil {
+		wg.Go(func() { a.reporter.Run(ctx) })
+	}
+	return &wg
+}
+
+// stop ends the sync loop: the helpers, the lanes and the probes; the pods
+// are left running.
+func (a *Agent) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
+	a.notify.stopping()
+	a.log.Info("sync loop stopping; pods are left running")
+	cancel()
+	helpers.Wait()
+	a.workers.wait()
+	a.probes.Stop()
+}
+
+// handOver hands update u to the workers. Starts wait until every update
+// queued now in updates is handed over (at boot, all the manifests read),
+// so they go in priority order, not in the order the lanes happen to run;
+// a flood of updates holds them for maxHeldUpdates at most. held counts
+// the updates handed over since starts were last released; handOver
+// returns the new count.
+func (a *Agent) handOver(u manifest.PodUpdate, updates <-chan manifest.PodUpdate, held int) int {
+	a.workers.holdStarts()
+	a.handleUpdate(u)
+	if held++; len(updates) == 0 || held >= maxHeldUpdates {
+		a.workers.releaseStarts()
+		return 0
+	}
+	return held
 }
 
 // handleUpdate dispatches one merge-store update to the workers.
