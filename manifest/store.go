@@ -204,6 +204,33 @@ func (s *Store) Apply(ctx context.Context, snap Snapshot) error {
 // changes, the pod moves over as an update, without a stop. s.mu must be
 // held.
 func (s *Store) merge(snap Snapshot) {
+	sources := s.takeSnapshot(snap)
+	owner, accepted := s.assignOwners(sources)
+	before := s.emitted()
+	q := updateQueue{}
+	objects := make(map[types.UID]*PodObjects, len(s.objects))
+	for _, src := range sources {
+		s.diffSource(src, accepted[src], before, q, objects)
+	}
+	s.objects = objects
+	for uid, prev := range before {
+		if _, ok := owner[uid]; !ok {
+			q.add(OpRemove, prev.src, prev.pod)
+		}
+	}
+	for _, op := range []Op{OpRemove, OpAdd, OpUpdate, OpReconcile} {
+		for _, src := range sources {
+			if pods := q[op][src]; len(pods) > 0 {
+				SortPods(pods)
+				s.pending = append(s.pending, PodUpdate{Op: op, Source: src, Pods: pods})
+			}
+		}
+	}
+}
+
+// takeSnapshot records what snap offers and returns every source that
+// offered anything, in name order. s.mu must be held.
+func (s *Store) takeSnapshot(snap Snapshot) []string {
 	s.problems[snap.Source] = append([]Problem(nil), snap.Problems...)
 	s.versions[snap.Source] = snap.Version
 	if !snap.Failed {
@@ -216,15 +243,22 @@ func (s *Store) merge(snap Snapshot) {
 		sources = append(sources, src)
 	}
 	sort.Strings(sources)
+	return sources
+}
 
-	// Who owns each UID now. A UID twice in one source is the source's
-	// own business (assemble reports it); the first copy counts.
-	type owned struct {
-		src string
-		pod *v1.Pod
-	}
-	owner := map[types.UID]owned{}
-	accepted := map[string][]*v1.Pod{}
+// owned is the source a UID runs from, and its pod there.
+type owned struct {
+	src string
+	pod *v1.Pod
+}
+
+// assignOwners decides who owns each UID now, sources in the order given,
+// and records the other sources' copies as conflicts. A UID twice in one
+// source is the source's own business (assemble reports it); the first
+// copy counts. accepted are each source's pods it owns. s.mu must be held.
+func (s *Store) assignOwners(sources []string) (owner map[types.UID]owned, accepted map[string][]*v1.Pod) {
+	owner = map[types.UID]owned{}
+	accepted = map[string][]*v1.Pod{}
 	s.conflicts = nil
 	for _, src := range sources {
 		for _, p := range s.offered[src] {
@@ -238,70 +272,71 @@ func (s *Store) merge(snap Snapshot) {
 			}
 		}
 	}
+	return owner, accepted
+}
 
-	// What was emitted before, by UID, whichever source it came from.
-	type emitted struct {
-		src       string
-		pod, from *v1.Pod
-	}
-	before := map[types.UID]emitted{}
+// emittedPod is a pod emitted before: its source, the pod as emitted,
+// and the pod as the source offered it.
+type emittedPod struct {
+	src       string
+	pod, from *v1.Pod
+}
+
+// emitted is what was emitted before, by UID, whichever source it came
+// from. s.mu must be held.
+func (s *Store) emitted() map[types.UID]emittedPod {
+	before := map[types.UID]emittedPod{}
 	for src, byUID := range s.pods {
 		for uid, p := range byUID {
-			before[uid] = emitted{src, p, s.inputs[src][uid]}
+			before[uid] = emittedPod{src, p, s.inputs[src][uid]}
 		}
 	}
-	queued := map[Op]map[string][]*v1.Pod{}
-	queue := func(op Op, src string, p *v1.Pod) {
-		if queued[op] == nil {
-			queued[op] = map[string][]*v1.Pod{}
-		}
-		queued[op][src] = append(queued[op][src], p)
+	return before
+}
+
+// updateQueue holds the updates one merge queues, by op and source.
+type updateQueue map[Op]map[string][]*v1.Pod
+
+func (q updateQueue) add(op Op, src string, p *v1.Pod) {
+	if q[op] == nil {
+		q[op] = map[string][]*v1.Pod{}
 	}
-	objects := make(map[types.UID]*PodObjects, len(s.objects))
-	for _, src := range sources {
-		cur := make(map[types.UID]*v1.Pod, len(accepted[src]))
-		inputs := make(map[types.UID]*v1.Pod, len(accepted[src]))
-		for _, p := range accepted[src] {
-			inputs[p.UID] = p
-			prev, ok := before[p.UID]
-			objs := s.offeredObjects[src][p.UID]
-			sameObjects := equalObjects(s.objects[p.UID], objs)
-			if objs != nil {
-				objects[p.UID] = objs
-			}
-			switch {
-			case !ok:
-				p = s.stampSeen(p, "")
-				queue(OpAdd, src, p)
-			case prev.from == p && sameObjects:
-				p = prev.pod
-			case !sameObjects || differSemantically(prev.pod, p):
-				p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
-				queue(OpUpdate, src, p)
-			case !equalBookkeeping(prev.pod, p):
-				p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
-				queue(OpReconcile, src, p)
-			default:
-				p = prev.pod
-			}
-			cur[p.UID] = p
+	q[op][src] = append(q[op][src], p)
+}
+
+// diffSource diffs the pods src owns now (pods) against what was emitted
+// before, queues their adds, updates and reconciles into q, collects
+// their objects into objects, and keeps them as src's emitted pods.
+// s.mu must be held.
+func (s *Store) diffSource(src string, pods []*v1.Pod, before map[types.UID]emittedPod, q updateQueue, objects map[types.UID]*PodObjects) {
+	cur := make(map[types.UID]*v1.Pod, len(pods))
+	inputs := make(map[types.UID]*v1.Pod, len(pods))
+	for _, p := range pods {
+		inputs[p.UID] = p
+		prev, ok := before[p.UID]
+		objs := s.offeredObjects[src][p.UID]
+		sameObjects := equalObjects(s.objects[p.UID], objs)
+		if objs != nil {
+			objects[p.UID] = objs
 		}
-		s.pods[src], s.inputs[src] = cur, inputs
-	}
-	s.objects = objects
-	for uid, prev := range before {
-		if _, ok := owner[uid]; !ok {
-			queue(OpRemove, prev.src, prev.pod)
+		switch {
+		case !ok:
+			p = s.stampSeen(p, "")
+			q.add(OpAdd, src, p)
+		case prev.from == p && sameObjects:
+			p = prev.pod
+		case !sameObjects || differSemantically(prev.pod, p):
+			p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
+			q.add(OpUpdate, src, p)
+		case !equalBookkeeping(prev.pod, p):
+			p = s.stampSeen(p, prev.pod.Annotations[AnnotationSeen])
+			q.add(OpReconcile, src, p)
+		default:
+			p = prev.pod
 		}
+		cur[p.UID] = p
 	}
-	for _, op := range []Op{OpRemove, OpAdd, OpUpdate, OpReconcile} {
-		for _, src := range sources {
-			if pods := queued[op][src]; len(pods) > 0 {
-				SortPods(pods)
-				s.pending = append(s.pending, PodUpdate{Op: op, Source: src, Pods: pods})
-			}
-		}
-	}
+	s.pods[src], s.inputs[src] = cur, inputs
 }
 
 // duplicateUID is the problem of pod p of source src, refused because the
