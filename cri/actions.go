@@ -153,66 +153,85 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 	hasRuntimeState := len(status.Sandboxes) > 0 || len(status.Containers) > 0
 	a := PodActions{KillPod: create && hasRuntimeState, CreateSandbox: create, Attempt: attempt, SandboxID: sandboxID, ContainersToRemove: neverStarted}
 	if create {
-		// Under Never a pod whose sandbox died after its containers ran is
-		// finished: its containers would not be restarted anyway.
-		if !restartsOnFailure(pod) && attempt != 0 && len(status.Containers) != 0 {
-			a.CreateSandbox = false
-			a.Terminal = true
-			a.Failed = !allSucceeded(pod, status)
-			return a
-		}
-		var start []int
-		for i := range pod.Spec.Containers {
-			if runsOnce(pod, &pod.Spec.Containers[i]) && succeeded(status.FindContainer(pod.Spec.Containers[i].Name)) {
-				continue
-			}
-			start = append(start, i)
-		}
-		if len(start) == 0 {
-			// OnFailure and every app container succeeded: nothing to rerun.
-			if _, _, done := nextInitContainer(pod, status, sandboxID); done {
-				a.CreateSandbox = false
-				a.Terminal = true
-				return a
-			}
-		}
-		if len(pod.Spec.InitContainers) != 0 {
-			// A new sandbox runs initialization again from the start.
-			a.NextInitContainer = &pod.Spec.InitContainers[0]
-			return a
-		}
-		a.ContainersToStart = start
-		return a
+		return newSandboxActions(pod, status, a)
 	}
-
 	if trigger := restartAllTrigger(pod, status, sandboxID); trigger != nil {
 		a.ResetTrigger = trigger
 		a.ContainersToReset = containersToReset(pod, status)
 		return a
 	}
-
 	a.ContainersToKill = append(a.ContainersToKill, strayContainers(pod, status, sandboxID)...)
-
 	last, next, done := nextInitContainer(pod, status, sandboxID)
 	if !done {
-		if next != nil {
-			if last != nil && initFailed(last) && !isSidecar(next) && !initRestarts(pod, next, last) {
-				a.KillPod = true
-				a.Terminal = true
-				a.Failed = true
-				return a
-			}
-			if last != nil && last.State == ContainerStateUnknown {
-				a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
-					Name: next.Name, Status: last, Reason: KillReasonUnknown,
-					Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", last.State),
-				})
-			}
-			a.NextInitContainer = next
-		}
+		return initActions(pod, a, last, next)
+	}
+	return appActions(pod, status, health, a)
+}
+
+// newSandboxActions completes a, whose sandbox is created (attempt
+// a.Attempt, replacing a.SandboxID): initialization runs again from the
+// start, or the app containers that are to run again start, unless the
+// pod is finished.
+func newSandboxActions(pod *v1.Pod, status *PodStatus, a PodActions) PodActions {
+	// Under Never a pod whose sandbox died after its containers ran is
+	// finished: its containers would not be restarted anyway.
+	if !restartsOnFailure(pod) && a.Attempt != 0 && len(status.Containers) != 0 {
+		a.CreateSandbox = false
+		a.Terminal = true
+		a.Failed = !allSucceeded(pod, status)
 		return a
 	}
+	var start []int
+	for i := range pod.Spec.Containers {
+		if runsOnce(pod, &pod.Spec.Containers[i]) && succeeded(status.FindContainer(pod.Spec.Containers[i].Name)) {
+			continue
+		}
+		start = append(start, i)
+	}
+	if len(start) == 0 {
+		// OnFailure and every app container succeeded: nothing to rerun.
+		if _, _, done := nextInitContainer(pod, status, a.SandboxID); done {
+			a.CreateSandbox = false
+			a.Terminal = true
+			return a
+		}
+	}
+	if len(pod.Spec.InitContainers) != 0 {
+		// A new sandbox runs initialization again from the start.
+		a.NextInitContainer = &pod.Spec.InitContainers[0]
+		return a
+	}
+	a.ContainersToStart = start
+	return a
+}
 
+// initActions completes a while initialization is not done: next (nil:
+// none now) is the init container to start after last, unless last failed
+// for good, which ends the pod.
+func initActions(pod *v1.Pod, a PodActions, last *ContainerStatus, next *v1.Container) PodActions {
+	if next == nil {
+		return a
+	}
+	if last != nil && initFailed(last) && !isSidecar(next) && !initRestarts(pod, next, last) {
+		a.KillPod = true
+		a.Terminal = true
+		a.Failed = true
+		return a
+	}
+	if last != nil && last.State == ContainerStateUnknown {
+		a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
+			Name: next.Name, Status: last, Reason: KillReasonUnknown,
+			Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", last.State),
+		})
+	}
+	a.NextInitContainer = next
+	return a
+}
+
+// appActions completes a once initialization is done: the sidecars and
+// app containers to restart or kill, or, when nothing is left to run, the
+// pod's end.
+func appActions(pod *v1.Pod, status *PodStatus, health ContainerHealth, a PodActions) PodActions {
 	sidecarStarts, sidecarKills := sidecarActions(pod, status, health)
 	a.ContainersToKill = append(a.ContainersToKill, sidecarKills...)
 
