@@ -211,8 +211,6 @@ type podSummary struct {
 // version in place of a newer one that failed.
 func summarize(pod *v1.Pod) podSummary {
 	s := podSummary{total: len(pod.Spec.Containers)}
-	var lastRestart, sidecarLastRestart time.Time
-	sidecarRestarts := 0
 	s.status = string(pod.Status.Phase)
 	if pod.Status.Reason != "" {
 		s.status = pod.Status.Reason
@@ -225,20 +223,34 @@ func summarize(pod *v1.Pod) podSummary {
 			s.total++
 		}
 	}
-	later := func(t *time.Time, st *v1.ContainerStateTerminated) {
-		if st != nil && st.FinishedAt.Time.After(*t) {
-			*t = st.FinishedAt.Time
-		}
+	prog := s.addInit(pod, initSpecs)
+	if !prog.initializing || conditionTrue(pod, v1.PodInitialized) {
+		s.restarts, s.lastRestart = prog.sidecarRestarts, prog.sidecarLastRestart
+		s.addApps(pod)
 	}
+	s.applyBerthRules(pod)
+	return s
+}
 
-	initializing := false
+// initProgress is what the init containers' statuses say of a pod: whether
+// it is still initializing, and its sidecars' restarts.
+type initProgress struct {
+	initializing       bool
+	sidecarRestarts    int
+	sidecarLastRestart time.Time
+}
+
+// addInit counts the init containers' restarts and ready sidecars, and
+// sets the status of a pod still initializing, as printPod does.
+func (s *podSummary) addInit(pod *v1.Pod, initSpecs map[string]*v1.Container) initProgress {
+	var p initProgress
 	for i, c := range pod.Status.InitContainerStatuses {
 		s.restarts += int(c.RestartCount)
-		later(&lastRestart, c.LastTerminationState.Terminated)
+		later(&s.lastRestart, c.LastTerminationState.Terminated)
 		sidecar := isSidecar(initSpecs[c.Name])
 		if sidecar {
-			sidecarRestarts += int(c.RestartCount)
-			later(&sidecarLastRestart, c.LastTerminationState.Terminated)
+			p.sidecarRestarts += int(c.RestartCount)
+			later(&p.sidecarLastRestart, c.LastTerminationState.Terminated)
 		}
 		switch {
 		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
@@ -248,54 +260,67 @@ func summarize(pod *v1.Pod) podSummary {
 				s.ready++
 			}
 			continue
-		case c.State.Terminated != nil:
-			switch t := c.State.Terminated; {
-			case t.Reason != "":
-				s.status = "Init:" + t.Reason
-			case t.Signal != 0:
-				s.status = fmt.Sprintf("Init:Signal:%d", t.Signal)
-			default:
-				s.status = fmt.Sprintf("Init:ExitCode:%d", t.ExitCode)
-			}
-		case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
-			s.status = "Init:" + c.State.Waiting.Reason
+		}
+		s.status = initStatus(c, i, len(pod.Spec.InitContainers))
+		p.initializing = true
+		return p
+	}
+	return p
+}
+
+// initStatus is the status of a pod whose init container c, the i-th of
+// n, holds initialization up.
+func initStatus(c v1.ContainerStatus, i, n int) string {
+	switch {
+	case c.State.Terminated != nil:
+		switch t := c.State.Terminated; {
+		case t.Reason != "":
+			return "Init:" + t.Reason
+		case t.Signal != 0:
+			return fmt.Sprintf("Init:Signal:%d", t.Signal)
 		default:
-			s.status = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
+			return fmt.Sprintf("Init:ExitCode:%d", t.ExitCode)
 		}
-		initializing = true
-		break
+	case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
+		return "Init:" + c.State.Waiting.Reason
+	default:
+		return fmt.Sprintf("Init:%d/%d", i, n)
 	}
+}
 
-	if !initializing || conditionTrue(pod, v1.PodInitialized) {
-		s.restarts, lastRestart = sidecarRestarts, sidecarLastRestart
-		hasRunning := false
-		for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
-			c := pod.Status.ContainerStatuses[i]
-			s.restarts += int(c.RestartCount)
-			later(&lastRestart, c.LastTerminationState.Terminated)
-			switch t := c.State.Terminated; {
-			case c.State.Waiting != nil && c.State.Waiting.Reason != "":
-				s.status = c.State.Waiting.Reason
-			case t != nil && t.Reason != "":
-				s.status = t.Reason
-			case t != nil && t.Signal != 0:
-				s.status = fmt.Sprintf("Signal:%d", t.Signal)
-			case t != nil:
-				s.status = fmt.Sprintf("ExitCode:%d", t.ExitCode)
-			case c.Ready && c.State.Running != nil:
-				hasRunning = true
-				s.ready++
-			}
-		}
-		if s.status == "Completed" && hasRunning {
-			s.status = "NotReady"
-			if conditionTrue(pod, v1.PodReady) {
-				s.status = "Running"
-			}
+// addApps counts the app containers' restarts and ready ones, and sets
+// the status their states give, as printPod does.
+func (s *podSummary) addApps(pod *v1.Pod) {
+	hasRunning := false
+	for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
+		c := pod.Status.ContainerStatuses[i]
+		s.restarts += int(c.RestartCount)
+		later(&s.lastRestart, c.LastTerminationState.Terminated)
+		switch t := c.State.Terminated; {
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+			s.status = c.State.Waiting.Reason
+		case t != nil && t.Reason != "":
+			s.status = t.Reason
+		case t != nil && t.Signal != 0:
+			s.status = fmt.Sprintf("Signal:%d", t.Signal)
+		case t != nil:
+			s.status = fmt.Sprintf("ExitCode:%d", t.ExitCode)
+		case c.Ready && c.State.Running != nil:
+			hasRunning = true
+			s.ready++
 		}
 	}
-	s.lastRestart = lastRestart
+	if s.status == "Completed" && hasRunning {
+		s.status = "NotReady"
+		if conditionTrue(pod, v1.PodReady) {
+			s.status = "Running"
+		}
+	}
+}
 
+// applyBerthRules applies berth's rules over printPod's status (see
+// summarize), then shows a pod being deleted as Terminating.
+func (s *podSummary) applyBerthRules(pod *v1.Pod) {
 	if pod.Status.Reason != "" && !anyContainerRan(pod) {
 		s.status = pod.Status.Reason
 	}
@@ -309,7 +334,13 @@ func summarize(pod *v1.Pod) podSummary {
 	if pod.DeletionTimestamp != nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
 		s.status = "Terminating"
 	}
-	return s
+}
+
+// later moves t to when st finished, if that is later.
+func later(t *time.Time, st *v1.ContainerStateTerminated) {
+	if st != nil && st.FinishedAt.Time.After(*t) {
+		*t = st.FinishedAt.Time
+	}
 }
 
 // conditionManifestValid is the daemon's agent.ConditionManifestValid: False
