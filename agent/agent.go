@@ -126,8 +126,9 @@ type Agent struct {
 	rollback *rollbacks
 	// reporter PUTs the status report; nil without Config.Status.
 	reporter *StatusReporter
-	// probes runs liveness, readiness and startup probes; the pod lanes
-	// feed it and the runtime manager consults it.
+	// probes runs liveness, readiness and startup probes: the pod
+	// workers' (built with them), which feed it and hand its verdicts to
+	// each sync's plan.
 	probes *prober.Manager
 
 	// Owned by the sync loop goroutine.
