@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 // TestCopyBoundsLongLines: lines longer than maxLine, in pieces (P records)
@@ -63,28 +63,28 @@ func TestCopyBoundsLongLines(t *testing.T) {
 // come instead of joining them in memory while waiting for an F record
 // that never arrives.
 func TestCopyFollowStreamsAnEndlessPartialLine(t *testing.T) {
-	piece := strings.Repeat("p", 16<<10)
-	var b strings.Builder
-	for range 64 { // 1 MiB in P records, no F
-		b.WriteString("2024-05-01T10:00:00Z stdout P " + piece + "\n")
-	}
-	path := writeLog(t, b.String())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &syncBuffer{}
-	errc := make(chan error, 1)
-	go func() { errc <- Copy(ctx, path, out, Options{TailLines: -1, Follow: true, Poll: 5 * time.Millisecond}) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for out.len() < 64*len(piece)-maxLine {
-		if time.Now().After(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		piece := strings.Repeat("p", 16<<10)
+		var b strings.Builder
+		for range 64 { // 1 MiB in P records, no F
+			b.WriteString("2024-05-01T10:00:00Z stdout P " + piece + "\n")
+		}
+		path := writeLog(t, b.String())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		out := &syncBuffer{}
+		errc := make(chan error, 1)
+		go func() { errc <- Copy(ctx, path, out, Options{TailLines: -1, Follow: true, Poll: testPoll}) }()
+		// Copy has read the whole file and waits for more.
+		synctest.Wait()
+		if out.len() < 64*len(piece)-maxLine {
 			t.Fatalf("follower got %d bytes of a 1 MiB unfinished line: it holds the line instead of streaming it", out.len())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestTailOverHugeLine: a line beyond maxBackwardLine is not held whole to

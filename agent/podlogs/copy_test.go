@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -133,65 +134,80 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// The follow tests run in a synctest bubble: Copy's poll timer runs on the
+// bubble's fake clock, so poll advances it by exactly one poll and waits
+// until Copy has read, written and gone back to waiting for the next one.
+
 func TestCopyFollow(t *testing.T) {
-	path := writeLog(t, "2024-05-01T10:00:00Z stdout F old\n2024-05-01T10:00:01Z stdout F first\n")
-	var done atomic.Bool
-	out := &syncBuffer{}
-	errc := make(chan error, 1)
-	go func() {
-		errc <- Copy(context.Background(), path, out, Options{TailLines: 1, Follow: true, Done: done.Load, Poll: 5 * time.Millisecond})
-	}()
-	waitFor(t, out, "first\n")
+	synctest.Test(t, func(t *testing.T) {
+		path := writeLog(t, "2024-05-01T10:00:00Z stdout F old\n2024-05-01T10:00:01Z stdout F first\n")
+		var done atomic.Bool
+		out := &syncBuffer{}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- Copy(t.Context(), path, out, Options{TailLines: 1, Follow: true, Done: done.Load, Poll: testPoll})
+		}()
+		synctest.Wait()
+		expect(t, out, "first\n")
 
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	// A record written in two pieces, the second one later, as a runtime
-	// may flush it.
-	f.WriteString("2024-05-01T10:00:02Z stdout P sec")
-	time.Sleep(20 * time.Millisecond)
-	f.WriteString("ond-a\n2024-05-01T10:00:03Z stdout F -b\n")
-	waitFor(t, out, "first\nsecond-a-b\n")
-
-	// The container ends after one last line: Copy writes it and returns.
-	f.WriteString("2024-05-01T10:00:04Z stderr F bye\n")
-	done.Store(true)
-	select {
-	case err := <-errc:
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Copy did not return once Done said so")
-	}
-	if got := out.String(); got != "first\nsecond-a-b\nbye\n" {
-		t.Errorf("got %q", got)
-	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	if out.flushes == 0 {
-		t.Error("the destination was never flushed")
-	}
+		defer f.Close()
+		// A record written in two pieces, the second one a poll later, as
+		// a runtime may flush it: the first piece is held until its line
+		// ends.
+		f.WriteString("2024-05-01T10:00:02Z stdout P sec")
+		poll()
+		expect(t, out, "first\n")
+		f.WriteString("ond-a\n2024-05-01T10:00:03Z stdout F -b\n")
+		poll()
+		expect(t, out, "first\nsecond-a-b\n")
+
+		// The container ends after one last line: Copy writes it and returns.
+		f.WriteString("2024-05-01T10:00:04Z stderr F bye\n")
+		done.Store(true)
+		poll()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Copy did not return once Done said so")
+		}
+		if got := out.String(); got != "first\nsecond-a-b\nbye\n" {
+			t.Errorf("got %q", got)
+		}
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		if out.flushes == 0 {
+			t.Error("the destination was never flushed")
+		}
+	})
 }
 
 func TestCopyFollowStopsWithContext(t *testing.T) {
-	path := writeLog(t, "2024-05-01T10:00:00Z stdout F a\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	errc := make(chan error, 1)
-	go func() { errc <- Copy(ctx, path, out, Options{TailLines: -1, Follow: true, Poll: 5 * time.Millisecond}) }()
-	waitFor(t, out, "a\n")
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		path := writeLog(t, "2024-05-01T10:00:00Z stdout F a\n")
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &syncBuffer{}
+		errc := make(chan error, 1)
+		go func() { errc <- Copy(ctx, path, out, Options{TailLines: -1, Follow: true, Poll: testPoll}) }()
+		synctest.Wait()
+		expect(t, out, "a\n")
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Copy did not return when the context ended")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Copy did not return when the context ended")
-	}
+	})
 }
 
 func TestCopyMissingFile(t *testing.T) {
@@ -201,14 +217,22 @@ func TestCopyMissingFile(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, out *syncBuffer, want string) {
+// testPoll is the follow tests' poll interval, on the bubble's fake clock.
+const testPoll = 5 * time.Millisecond
+
+// poll moves the bubble's fake clock by one poll interval and waits until
+// Copy has done that poll's work and blocks again. Only inside a synctest
+// bubble, where the sleep takes no real time.
+func poll() {
+	time.Sleep(testPoll)
+	synctest.Wait()
+}
+
+// expect checks Copy's output after the bubble has settled.
+func expect(t *testing.T, out *syncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for out.String() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("output %q, want %q", out.String(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if got := out.String(); got != want {
+		t.Fatalf("output %q, want %q", got, want)
 	}
 }
 
@@ -216,29 +240,43 @@ func waitFor(t *testing.T, out *syncBuffer, want string) {
 // the kubelet and berth rotate: the file is renamed, the runtime writes a
 // last line to it, then reopens a new file at the same path.
 func TestCopyFollowAcrossRotation(t *testing.T) {
-	path := writeLog(t, "2024-05-01T10:00:00Z stdout F before\n")
-	var done atomic.Bool
-	out := &syncBuffer{}
-	errc := make(chan error, 1)
-	go func() {
-		errc <- Copy(context.Background(), path, out, Options{TailLines: -1, Follow: true, Done: done.Load, Poll: 50 * time.Millisecond})
-	}()
-	waitFor(t, out, "before\n")
-	old, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path, path+".20240501-100001"); err != nil {
-		t.Fatal(err)
-	}
-	old.WriteString("2024-05-01T10:00:01Z stdout F late write to the old file\n")
-	old.Close()
-	if err := os.WriteFile(path, []byte("2024-05-01T10:00:02Z stdout F after\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, out, "before\nlate write to the old file\nafter\n")
-	done.Store(true)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := writeLog(t, "2024-05-01T10:00:00Z stdout F before\n")
+		var done atomic.Bool
+		out := &syncBuffer{}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- Copy(t.Context(), path, out, Options{TailLines: -1, Follow: true, Done: done.Load, Poll: testPoll})
+		}()
+		synctest.Wait()
+		expect(t, out, "before\n")
+		old, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path, path+".20240501-100001"); err != nil {
+			t.Fatal(err)
+		}
+		old.WriteString("2024-05-01T10:00:01Z stdout F late write to the old file\n")
+		old.Close()
+		if err := os.WriteFile(path, []byte("2024-05-01T10:00:02Z stdout F after\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The poll that sees the rotation reads the old file to its end;
+		// the next one reads it once more, then the new file.
+		poll()
+		expect(t, out, "before\nlate write to the old file\n")
+		poll()
+		expect(t, out, "before\nlate write to the old file\nafter\n")
+		done.Store(true)
+		poll()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Copy did not return once Done said so")
+		}
+	})
 }
