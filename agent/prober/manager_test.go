@@ -3,6 +3,7 @@ package prober
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,28 +13,29 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// waitWaiters spins until the fake clock has n waiters: a worker goroutine
-// has parked on its timer or ticker. No sleep: the loop yields until the
-// goroutine got there, or fails after a generous real-time bound.
+// The worker tests run in a synctest bubble: synctest.Wait returns once
+// every worker goroutine has parked on its fake-clock timer or on the test,
+// so what they did by then is all they will do until the test moves on.
+
+// waitWaiters waits until the bubble's goroutines are parked and checks that
+// the fake clock has n waiters: the workers' timers or tickers.
 func waitWaiters(t *testing.T, clk *clocktesting.FakeClock, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for clk.Waiters() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("fake clock has %d waiters, want %d", clk.Waiters(), n)
-		}
-		time.Sleep(0) // yield
+	synctest.Wait()
+	if got := clk.Waiters(); got != n {
+		t.Fatalf("fake clock has %d waiters, want %d", got, n)
 	}
 }
 
-// nextProbe returns the fake time of the next probe, failing after a
-// generous real-time bound.
+// nextProbe waits until the bubble's goroutines are parked and returns the
+// fake time of the probe made by then.
 func nextProbe(t *testing.T, called chan time.Time) time.Time {
 	t.Helper()
+	synctest.Wait()
 	select {
 	case at := <-called:
 		return at
-	case <-time.After(10 * time.Second):
+	default:
 		t.Fatal("no probe")
 	}
 	return time.Time{}
@@ -45,6 +47,10 @@ func nextProbe(t *testing.T, called chan time.Time) time.Time {
 // once; RemovePod stops it and no goroutine or timer is left.
 func TestWorkerTiming(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	synctest.Test(t, testWorkerTiming)
+}
+
+func testWorkerTiming(t *testing.T) {
 	env := newTestEnv(t)
 	env.probe.called = make(chan time.Time, 10)
 	env.m.rand = func() float64 { return 0.5 }
@@ -85,6 +91,10 @@ func TestWorkerTiming(t *testing.T) {
 // probed at once.
 func TestNoJitterLater(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	synctest.Test(t, testNoJitterLater)
+}
+
+func testNoJitterLater(t *testing.T) {
 	env := newTestEnv(t)
 	env.probe.called = make(chan time.Time, 10)
 	env.m.rand = func() float64 { return 0.9 }
