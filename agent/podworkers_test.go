@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -143,94 +144,100 @@ func newTestWorkersWith(ctx context.Context, opts workerOptions) *podWorkers {
 	return w
 }
 
+// waitUntil waits until every goroutine of the test's synctest bubble is
+// parked (on a channel, a fake-clock timer or the test) and checks that
+// cond holds then: nothing changes any more until the test acts.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if !cond() {
+		t.Fatalf("not so once every goroutine waits: %s", what)
 	}
 }
 
 func TestPodWorkersLatestUpdateWins(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	rt.block, rt.entered = make(chan struct{}), make(chan struct{})
-	release := rt.block
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newStubRuntime()
+		rt.block, rt.entered = make(chan struct{}), make(chan struct{})
+		release := rt.block
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
 
-	w.update(stubPod("u1", "web", "1"))
-	<-rt.entered
-	for _, v := range []string{"2", "3", "4"} {
-		w.update(stubPod("u1", "web", v))
-	}
-	close(release)
-	waitUntil(t, "the latest update synced", func() bool {
+		w.update(stubPod("u1", "web", "1"))
+		<-rt.entered
+		for _, v := range []string{"2", "3", "4"} {
+			w.update(stubPod("u1", "web", v))
+		}
+		close(release)
+		waitUntil(t, "the latest update synced", func() bool {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return len(rt.synced) > 0 && rt.synced[len(rt.synced)-1] == "4"
+		})
 		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return len(rt.synced) > 0 && rt.synced[len(rt.synced)-1] == "4"
+		got := append([]string(nil), rt.synced...)
+		rt.mu.Unlock()
+		if len(got) != 2 || got[0] != "1" || got[1] != "4" {
+			t.Errorf("SyncPod saw versions %v; updates queued behind a busy lane must coalesce into the latest (want [1 4])", got)
+		}
+		cancel()
+		w.wait()
 	})
-	rt.mu.Lock()
-	got := append([]string(nil), rt.synced...)
-	rt.mu.Unlock()
-	if len(got) != 2 || got[0] != "1" || got[1] != "4" {
-		t.Errorf("SyncPod saw versions %v; updates queued behind a busy lane must coalesce into the latest (want [1 4])", got)
-	}
-	cancel()
-	w.wait()
 }
 
 func TestPodWorkersLanesRunConcurrently(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	rt.block, rt.entered = make(chan struct{}), make(chan struct{})
-	release := rt.block
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.update(stubPod("slow", "slow", "1"))
-	<-rt.entered
-	w.update(stubPod("fast", "fast", "1"))
-	waitUntil(t, "another pod synced while the first is blocked", func() bool {
-		return w.status.get("fast") != nil
+	synctest.Test(t, func(t *testing.T) {
+		rt := newStubRuntime()
+		rt.block, rt.entered = make(chan struct{}), make(chan struct{})
+		release := rt.block
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		w.update(stubPod("slow", "slow", "1"))
+		<-rt.entered
+		w.update(stubPod("fast", "fast", "1"))
+		waitUntil(t, "another pod synced while the first is blocked", func() bool {
+			return w.status.get("fast") != nil
+		})
+		close(release)
+		cancel()
+		w.wait()
 	})
-	close(release)
-	cancel()
-	w.wait()
 }
 
 func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	const cycles = 3000
-	for i := range cycles {
-		uid := types.UID("uid-" + string(rune('a'+i%26)) + time.Duration(i).String())
-		w.update(stubPod(uid, "web", "1"))
-		w.remove(uid, nil)
-	}
-	waitUntil(t, "every lane closed", func() bool { all, _ := w.count(); return all == 0 })
-	w.mu.Lock()
-	gateState := len(w.gate.started) + len(w.gate.waiting)
-	w.mu.Unlock()
-	if gateState != 0 || len(w.status.list()) != 0 {
-		t.Errorf("after %d add/remove cycles: gate entries %d, statuses %d; want 0", cycles, gateState, len(w.status.list()))
-	}
-	rt.mu.Lock()
-	live := len(rt.live)
-	rt.mu.Unlock()
-	if live != 0 {
-		t.Errorf("%d pods left in the runtime", live)
-	}
-	w.forgetFinished(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
-	if len(w.finished) != 0 {
-		t.Errorf("finished records not forgotten: %d", len(w.finished))
-	}
-	cancel()
-	w.wait()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newStubRuntime()
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		const cycles = 3000
+		for i := range cycles {
+			uid := types.UID("uid-" + string(rune('a'+i%26)) + time.Duration(i).String())
+			w.update(stubPod(uid, "web", "1"))
+			w.remove(uid, nil)
+		}
+		waitUntil(t, "every lane closed", func() bool { all, _ := w.count(); return all == 0 })
+		w.mu.Lock()
+		gateState := len(w.gate.started) + len(w.gate.waiting)
+		w.mu.Unlock()
+		if gateState != 0 || len(w.status.list()) != 0 {
+			t.Errorf("after %d add/remove cycles: gate entries %d, statuses %d; want 0", cycles, gateState, len(w.status.list()))
+		}
+		rt.mu.Lock()
+		live := len(rt.live)
+		rt.mu.Unlock()
+		if live != 0 {
+			t.Errorf("%d pods left in the runtime", live)
+		}
+		w.forgetFinished(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+		if len(w.finished) != 0 {
+			t.Errorf("finished records not forgotten: %d", len(w.finished))
+		}
+		cancel()
+		w.wait()
+	})
 }
 
 // TestPodWorkersRetryAfterErrorWaitsItsInterval: a sync that failed without
@@ -240,24 +247,26 @@ func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 // counted, so the clock's waiters say when it is idle.
 func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newStubRuntime()
-	rt.syncErr = errors.New("create container: boom")
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	clk := w.clock.(asyncClock)
-	w.update(stubPod("u1", "web", "1"))
-	for i := 1; i <= 3; i++ {
-		waitUntil(t, "the failed sync and its retry timer", func() bool { return rt.syncs() == i && clk.Waiters() == 1 })
-		fired := clk.fired.Load()
-		clk.Step(w.retryAfterError - time.Millisecond)
-		if clk.fired.Load() != fired || rt.syncs() != i {
-			t.Fatalf("the retry timer fired %s after a failure, want it only at %s", w.retryAfterError-time.Millisecond, w.retryAfterError)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newStubRuntime()
+		rt.syncErr = errors.New("create container: boom")
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		clk := w.clock.(asyncClock)
+		w.update(stubPod("u1", "web", "1"))
+		for i := 1; i <= 3; i++ {
+			waitUntil(t, "the failed sync and its retry timer", func() bool { return rt.syncs() == i && clk.Waiters() == 1 })
+			fired := clk.fired.Load()
+			clk.Step(w.retryAfterError - time.Millisecond)
+			if clk.fired.Load() != fired || rt.syncs() != i {
+				t.Fatalf("the retry timer fired %s after a failure, want it only at %s", w.retryAfterError-time.Millisecond, w.retryAfterError)
+			}
+			clk.Step(time.Millisecond)
+			waitUntil(t, "the retry", func() bool { return rt.syncs() == i+1 })
 		}
-		clk.Step(time.Millisecond)
-		waitUntil(t, "the retry", func() bool { return rt.syncs() == i+1 })
-	}
-	cancel()
-	w.wait()
+		cancel()
+		w.wait()
+	})
 }
 
 // removalRefused runs pod u1, then removes it from a runtime that refuses
@@ -280,28 +289,30 @@ func removalRefused(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *
 // up to 30 s, not every 2 s forever; and once it succeeds the lane ends.
 func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt, w, clk, cancel := removalRefused(t, nil)
-	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
-	for i, d := range want {
-		d *= time.Second
-		waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == i+1 && clk.Waiters() == 1 })
-		fired := clk.fired.Load()
-		clk.Step(d - time.Millisecond)
-		if clk.fired.Load() != fired {
-			t.Fatalf("retry %d came before %s", i+1, d)
+	synctest.Test(t, func(t *testing.T) {
+		rt, w, clk, cancel := removalRefused(t, nil)
+		want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+		for i, d := range want {
+			d *= time.Second
+			waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == i+1 && clk.Waiters() == 1 })
+			fired := clk.fired.Load()
+			clk.Step(d - time.Millisecond)
+			if clk.fired.Load() != fired {
+				t.Fatalf("retry %d came before %s", i+1, d)
+			}
+			if i == len(want)-1 {
+				rt.allowRemoval()
+			}
+			clk.Step(time.Millisecond)
 		}
-		if i == len(want)-1 {
-			rt.allowRemoval()
-		}
-		clk.Step(time.Millisecond)
-	}
-	waitUntil(t, "the lane ended once the removal succeeded", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.workers) == 0
+		waitUntil(t, "the lane ended once the removal succeeded", func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.workers) == 0
+		})
+		cancel()
+		w.wait()
 	})
-	cancel()
-	w.wait()
 }
 
 // TestPodWorkersReaddWhileRemovalFails: a pod removed and then added back
@@ -309,16 +320,18 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 // remove what its stopped run left: its new run takes over.
 func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt, w, clk, cancel := removalRefused(t, nil)
-	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
-	w.update(stubPod("u1", "web", "2"))
-	clk.Step(time.Second)
-	waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
-	if n := rt.removeCalls(); n != 2 {
-		t.Errorf("%d removals, want the one that failed before the pod came back and the one that handed over", n)
-	}
-	cancel()
-	w.wait()
+	synctest.Test(t, func(t *testing.T) {
+		rt, w, clk, cancel := removalRefused(t, nil)
+		waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
+		w.update(stubPod("u1", "web", "2"))
+		clk.Step(time.Second)
+		waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
+		if n := rt.removeCalls(); n != 2 {
+			t.Errorf("%d removals, want the one that failed before the pod came back and the one that handed over", n)
+		}
+		cancel()
+		w.wait()
+	})
 }
 
 // TestPodWorkersObservationOnlyNewer: a relist that began before the
@@ -428,29 +441,31 @@ func (r *exitRuntime) syncsSeen() []cri.ContainerState {
 // again rather than sync from a container it still believes running.
 func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: cri.ContainerStateRunning}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.rt = rt
-	w.update(stubPod("u1", "web", "1"))
-	waitUntil(t, "the first sync and the lane's read after its action", func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: cri.ContainerStateRunning}
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		w.rt = rt
+		w.update(stubPod("u1", "web", "1"))
+		waitUntil(t, "the first sync and the lane's read after its action", func() bool {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return len(rt.seen) == 1 && rt.reads == 2
+		})
+
 		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return len(rt.seen) == 1 && rt.reads == 2
+		rt.state = cri.ContainerStateExited
+		exited := rt.status("u1")
+		rt.mu.Unlock()
+		w.observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
+
+		waitUntil(t, "a second sync", func() bool { return len(rt.syncsSeen()) == 2 })
+		if got := rt.syncsSeen()[1]; got != cri.ContainerStateExited {
+			t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, cri.ContainerStateExited)
+		}
+		cancel()
+		w.wait()
 	})
-
-	rt.mu.Lock()
-	rt.state = cri.ContainerStateExited
-	exited := rt.status("u1")
-	rt.mu.Unlock()
-	w.observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
-
-	waitUntil(t, "a second sync", func() bool { return len(rt.syncsSeen()) == 2 })
-	if got := rt.syncsSeen()[1]; got != cri.ContainerStateExited {
-		t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, cri.ContainerStateExited)
-	}
-	cancel()
-	w.wait()
 }
 
 // TestPodWorkersReaddedPodKeepsItsEvents: a lane whose removal ends after
@@ -460,18 +475,20 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 // good still does.
 func TestPodWorkersReaddedPodKeepsItsEvents(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	told := make(chan types.UID, 4)
-	rt, w, clk, cancel := removalRefused(t, func(uid types.UID) { told <- uid })
-	waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
-	w.update(stubPod("u1", "web", "2"))
-	rt.allowRemoval()
-	clk.Step(time.Second)
-	waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
-	w.remove("u1", nil)
-	waitUntil(t, "the pod removed for good", func() bool { return rt.removeCalls() == 3 })
-	cancel()
-	w.wait()
-	if n := len(told); n != 1 {
-		t.Errorf("told of %d terminations, want 1: the pod removed for good, not the run that ended while it was back", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		told := make(chan types.UID, 4)
+		rt, w, clk, cancel := removalRefused(t, func(uid types.UID) { told <- uid })
+		waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
+		w.update(stubPod("u1", "web", "2"))
+		rt.allowRemoval()
+		clk.Step(time.Second)
+		waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
+		w.remove("u1", nil)
+		waitUntil(t, "the pod removed for good", func() bool { return rt.removeCalls() == 3 })
+		cancel()
+		w.wait()
+		if n := len(told); n != 1 {
+			t.Errorf("told of %d terminations, want 1: the pod removed for good, not the run that ended while it was back", n)
+		}
+	})
 }

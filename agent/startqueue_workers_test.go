@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,79 +143,83 @@ func waitingMessage(w *podWorkers, uid types.UID) string {
 // for each other; each waiting pod says why in its status.
 func TestPodWorkersStartOrder(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newGatedRuntime()
-	first := make(chan struct{})
-	rt.hold = map[types.UID]chan struct{}{"first": first}
-	w, cancel := oneSlotWorkers(rt)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newGatedRuntime()
+		first := make(chan struct{})
+		rt.hold = map[types.UID]chan struct{}{"first": first}
+		w, cancel := oneSlotWorkers(rt)
 
-	w.update(startPod("first", 0))
-	if got := <-rt.entered; got != "first" {
-		t.Fatalf("first start = %s", got)
-	}
-	batch := []*v1.Pod{startPod("low-a", 0), startPod("low-b", 0), startPod("cluster", 2000000000), startPod("negative", -10), startPod("node", 2000001000), startPod("low-c", 0)}
-	// The sync loop holds the starts while it hands over a batch, so
-	// every pod of it ranks before the first lane of it may start.
-	w.holdStarts()
-	for _, p := range batch {
-		w.update(p)
-	}
-	w.releaseStarts()
-	if got := <-rt.entered; got != "node" {
-		t.Fatalf("second start = %s, want the node-critical pod beside the regular one", got)
-	}
-	for _, p := range batch {
-		if p.UID != "node" {
-			waitUntil(t, string(p.UID)+" shown waiting for a start slot", func() bool { return waitingForSlot(w, p.UID) })
+		w.update(startPod("first", 0))
+		if got := <-rt.entered; got != "first" {
+			t.Fatalf("first start = %s", got)
 		}
-	}
-	rt.proceed <- struct{}{}
-	if got := <-rt.entered; got != "cluster" {
-		t.Fatalf("third start = %s, want the cluster-critical pod", got)
-	}
-	rt.proceed <- struct{}{}
-	close(first)
-	want := []types.UID{"low-a", "low-b", "low-c", "negative"}
-	for i, uid := range want {
-		if got := <-rt.entered; got != uid {
-			t.Fatalf("regular start %d = %s, want %s (order %v)", i+1, got, uid, want)
+		batch := []*v1.Pod{startPod("low-a", 0), startPod("low-b", 0), startPod("cluster", 2000000000), startPod("negative", -10), startPod("node", 2000001000), startPod("low-c", 0)}
+		// The sync loop holds the starts while it hands over a batch, so
+		// every pod of it ranks before the first lane of it may start.
+		w.holdStarts()
+		for _, p := range batch {
+			w.update(p)
+		}
+		w.releaseStarts()
+		if got := <-rt.entered; got != "node" {
+			t.Fatalf("second start = %s, want the node-critical pod beside the regular one", got)
+		}
+		for _, p := range batch {
+			if p.UID != "node" {
+				waitUntil(t, string(p.UID)+" shown waiting for a start slot", func() bool { return waitingForSlot(w, p.UID) })
+			}
 		}
 		rt.proceed <- struct{}{}
-	}
-	cancel()
-	w.wait()
+		if got := <-rt.entered; got != "cluster" {
+			t.Fatalf("third start = %s, want the cluster-critical pod", got)
+		}
+		rt.proceed <- struct{}{}
+		close(first)
+		want := []types.UID{"low-a", "low-b", "low-c", "negative"}
+		for i, uid := range want {
+			if got := <-rt.entered; got != uid {
+				t.Fatalf("regular start %d = %s, want %s (order %v)", i+1, got, uid, want)
+			}
+			rt.proceed <- struct{}{}
+		}
+		cancel()
+		w.wait()
+	})
 }
 
 // TestPodWorkersStartGauges: the start queue's gauges follow its pods
 // as they wait, start and finish.
 func TestPodWorkersStartGauges(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newGatedRuntime()
-	w, cancel := oneSlotWorkers(rt)
-	m := newMetrics(prometheus.NewRegistry(), nil)
-	w.metrics = m
-	gauges := func(inflight, queued float64) func() bool {
-		return func() bool {
-			return testutil.ToFloat64(m.startsInFlight) == inflight && testutil.ToFloat64(m.startsQueued) == queued && testutil.ToFloat64(m.startLimit) == 1
+	synctest.Test(t, func(t *testing.T) {
+		rt := newGatedRuntime()
+		w, cancel := oneSlotWorkers(rt)
+		m := newMetrics(prometheus.NewRegistry(), nil)
+		w.metrics = m
+		gauges := func(inflight, queued float64) func() bool {
+			return func() bool {
+				return testutil.ToFloat64(m.startsInFlight) == inflight && testutil.ToFloat64(m.startsQueued) == queued && testutil.ToFloat64(m.startLimit) == 1
+			}
 		}
-	}
 
-	w.update(startPod("first", 0))
-	<-rt.entered
-	waitUntil(t, "one start in flight, none queued", gauges(1, 0))
-	w.update(startPod("second", 0))
-	w.update(startPod("third", 0))
-	waitUntil(t, "one start in flight, two queued", gauges(1, 2))
-	for _, next := range []types.UID{"second", "third"} {
-		rt.proceed <- struct{}{}
-		if got := <-rt.entered; got != next {
-			t.Fatalf("start = %s, want %s", got, next)
+		w.update(startPod("first", 0))
+		<-rt.entered
+		waitUntil(t, "one start in flight, none queued", gauges(1, 0))
+		w.update(startPod("second", 0))
+		w.update(startPod("third", 0))
+		waitUntil(t, "one start in flight, two queued", gauges(1, 2))
+		for _, next := range []types.UID{"second", "third"} {
+			rt.proceed <- struct{}{}
+			if got := <-rt.entered; got != next {
+				t.Fatalf("start = %s, want %s", got, next)
+			}
 		}
-	}
-	waitUntil(t, "one start in flight, none queued", gauges(1, 0))
-	rt.proceed <- struct{}{}
-	waitUntil(t, "no start in flight", gauges(0, 0))
-	cancel()
-	w.wait()
+		waitUntil(t, "one start in flight, none queued", gauges(1, 0))
+		rt.proceed <- struct{}{}
+		waitUntil(t, "no start in flight", gauges(0, 0))
+		cancel()
+		w.wait()
+	})
 }
 
 // TestPodWorkersDeadSandboxTakesTwoSlots: with four slots, pods whose
@@ -222,39 +227,41 @@ func TestPodWorkersStartGauges(t *testing.T) {
 // waiting one saying so, and a new pod needs only two slots free.
 func TestPodWorkersDeadSandboxTakesTwoSlots(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newGatedRuntime()
-	rt.dead = map[types.UID]bool{"dead-a": true, "dead-b": true, "dead-c": true}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	w.starts = newStartQueue(w.clock, newStartLimit(4))
+	synctest.Test(t, func(t *testing.T) {
+		rt := newGatedRuntime()
+		rt.dead = map[types.UID]bool{"dead-a": true, "dead-b": true, "dead-c": true}
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		w.starts = newStartQueue(w.clock, newStartLimit(4))
 
-	for _, uid := range []types.UID{"dead-a", "dead-b"} {
-		w.update(startPod(uid, 0))
-		if got := <-rt.entered; got != uid {
-			t.Fatalf("start = %s, want %s", got, uid)
+		for _, uid := range []types.UID{"dead-a", "dead-b"} {
+			w.update(startPod(uid, 0))
+			if got := <-rt.entered; got != uid {
+				t.Fatalf("start = %s, want %s", got, uid)
+			}
 		}
-	}
-	w.update(startPod("dead-c", 0))
-	w.update(startPod("new", 0))
-	waitUntil(t, "dead-c and new waiting, dead-c told the two starts in flight take four slots", func() bool {
-		return strings.Contains(waitingMessage(w, "dead-c"), "2 pod starts in flight (limit 4), 0 pods ahead") &&
-			strings.Contains(waitingMessage(w, "dead-c"), "the starts in flight take 4 slots") && waitingForSlot(w, "new")
-	})
-	rt.proceed <- struct{}{}
-	if next := <-rt.entered; next != "dead-c" {
-		t.Fatalf("third start = %s, want dead-c", next)
-	}
-	// dead-c and the other first start take all four slots; once one of
-	// them is done, new fits in the two left.
-	rt.proceed <- struct{}{}
-	if next := <-rt.entered; next != "new" {
-		t.Fatalf("fourth start = %s, want new", next)
-	}
-	for range 2 {
+		w.update(startPod("dead-c", 0))
+		w.update(startPod("new", 0))
+		waitUntil(t, "dead-c and new waiting, dead-c told the two starts in flight take four slots", func() bool {
+			return strings.Contains(waitingMessage(w, "dead-c"), "2 pod starts in flight (limit 4), 0 pods ahead") &&
+				strings.Contains(waitingMessage(w, "dead-c"), "the starts in flight take 4 slots") && waitingForSlot(w, "new")
+		})
 		rt.proceed <- struct{}{}
-	}
-	cancel()
-	w.wait()
+		if next := <-rt.entered; next != "dead-c" {
+			t.Fatalf("third start = %s, want dead-c", next)
+		}
+		// dead-c and the other first start take all four slots; once one of
+		// them is done, new fits in the two left.
+		rt.proceed <- struct{}{}
+		if next := <-rt.entered; next != "new" {
+			t.Fatalf("fourth start = %s, want new", next)
+		}
+		for range 2 {
+			rt.proceed <- struct{}{}
+		}
+		cancel()
+		w.wait()
+	})
 }
 
 // TestPodWorkersCriticalStartsAlone: while a critical pod starts, the
@@ -262,32 +269,34 @@ func TestPodWorkersDeadSandboxTakesTwoSlots(t *testing.T) {
 // up on the clock (a slow start, say an image pull), they start beside it.
 func TestPodWorkersCriticalStartsAlone(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newGatedRuntime()
-	crit := make(chan struct{})
-	rt.hold = map[types.UID]chan struct{}{"crit": crit}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := newTestWorkers(ctx, rt)
-	clk := w.clock.(asyncClock)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newGatedRuntime()
+		crit := make(chan struct{})
+		rt.hold = map[types.UID]chan struct{}{"crit": crit}
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		clk := w.clock.(asyncClock)
 
-	w.update(startPod("crit", 2000001000))
-	<-rt.entered
-	w.update(startPod("regular", 0))
-	waitUntil(t, "the regular pod waiting for the critical start, with a timer to wake it", func() bool {
-		return strings.Contains(waitingMessage(w, "regular"), "a critical pod is starting, alone") && clk.Waiters() == 1
+		w.update(startPod("crit", 2000001000))
+		<-rt.entered
+		w.update(startPod("regular", 0))
+		waitUntil(t, "the regular pod waiting for the critical start, with a timer to wake it", func() bool {
+			return strings.Contains(waitingMessage(w, "regular"), "a critical pod is starting, alone") && clk.Waiters() == 1
+		})
+		fired := clk.fired.Load()
+		clk.Step(criticalSoloDefault - time.Millisecond)
+		if clk.fired.Load() != fired || clk.Waiters() != 1 {
+			t.Fatalf("the wake fired %s into the critical start, before its solo time was up", criticalSoloDefault-time.Millisecond)
+		}
+		clk.Step(time.Millisecond)
+		if got := <-rt.entered; got != "regular" {
+			t.Fatalf("start = %s, want regular", got)
+		}
+		rt.proceed <- struct{}{}
+		close(crit)
+		cancel()
+		w.wait()
 	})
-	fired := clk.fired.Load()
-	clk.Step(criticalSoloDefault - time.Millisecond)
-	if clk.fired.Load() != fired || clk.Waiters() != 1 {
-		t.Fatalf("the wake fired %s into the critical start, before its solo time was up", criticalSoloDefault-time.Millisecond)
-	}
-	clk.Step(time.Millisecond)
-	if got := <-rt.entered; got != "regular" {
-		t.Fatalf("start = %s, want regular", got)
-	}
-	rt.proceed <- struct{}{}
-	close(crit)
-	cancel()
-	w.wait()
 }
 
 // TestPodWorkersPostStartFreesSlot: a pod whose postStart hook runs no
@@ -337,31 +346,33 @@ func TestPodWorkersUnreadablePodKeepsNoRank(t *testing.T) {
 // a start that does not end, a running pod is still stopped and removed.
 func TestPodWorkersStopsIgnoreStartLimit(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := newGatedRuntime()
-	w, cancel := oneSlotWorkers(rt)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newGatedRuntime()
+		w, cancel := oneSlotWorkers(rt)
 
-	w.update(startPod("running", 0))
-	<-rt.entered
-	rt.proceed <- struct{}{}
-	waitUntil(t, "the first pod started", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.ready["running"]
+		w.update(startPod("running", 0))
+		<-rt.entered
+		rt.proceed <- struct{}{}
+		waitUntil(t, "the first pod started", func() bool {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return rt.ready["running"]
+		})
+		w.update(startPod("stuck", 0))
+		<-rt.entered // holds the only slot from now on
+		w.update(startPod("waiting", 0))
+		waitUntil(t, "a pod waiting for the slot", func() bool { return waitingForSlot(w, "waiting") })
+
+		w.update(startPod("running", 0)) // a resync of the running pod is no start
+		w.remove("running", nil)
+		waitUntil(t, "the running pod stopped and its lane closed", func() bool { return rt.wasKilled("running") && !w.known("running") })
+		w.remove("waiting", nil)
+		waitUntil(t, "the waiting pod gone", func() bool { return !w.known("waiting") })
+		if rt.wasKilled("stuck") {
+			t.Error("the pod whose start is in flight was killed")
+		}
+		rt.proceed <- struct{}{}
+		cancel()
+		w.wait()
 	})
-	w.update(startPod("stuck", 0))
-	<-rt.entered // holds the only slot from now on
-	w.update(startPod("waiting", 0))
-	waitUntil(t, "a pod waiting for the slot", func() bool { return waitingForSlot(w, "waiting") })
-
-	w.update(startPod("running", 0)) // a resync of the running pod is no start
-	w.remove("running", nil)
-	waitUntil(t, "the running pod stopped and its lane closed", func() bool { return rt.wasKilled("running") && !w.known("running") })
-	w.remove("waiting", nil)
-	waitUntil(t, "the waiting pod gone", func() bool { return !w.known("waiting") })
-	if rt.wasKilled("stuck") {
-		t.Error("the pod whose start is in flight was killed")
-	}
-	rt.proceed <- struct{}{}
-	cancel()
-	w.wait()
 }
