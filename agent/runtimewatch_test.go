@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -62,8 +63,8 @@ func (r *countingRuntime) Relist(context.Context) (map[types.UID]*cri.PodStatus,
 	return map[types.UID]*cri.PodStatus{}, nil
 }
 
-// plegEnv runs a PLEG with an event watch on a fake clock; the test takes
-// its relists from out.
+// plegEnv runs a PLEG with an event watch on a fake clock, inside the
+// test's synctest bubble; the test takes its relists from out.
 type plegEnv struct {
 	t      *testing.T
 	clock  *clocktesting.FakeClock
@@ -144,15 +145,13 @@ func (e *plegEnv) stepWhenWaiting(d time.Duration) {
 	e.clock.Step(d)
 }
 
-// waiters waits until n timers and tickers wait on the clock.
+// waiters waits until every goroutine of the test's synctest bubble is
+// parked and checks that n timers and tickers wait on the clock by then.
 func (e *plegEnv) waiters(n int) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.clock.Waiters() < n {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%d waiters on the clock, want %d", e.clock.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if got := e.clock.Waiters(); got < n {
+		e.t.Fatalf("%d waiters on the clock, want %d", got, n)
 	}
 }
 
@@ -170,31 +169,33 @@ func (e *plegEnv) event(s *fakeStream, at time.Time) {
 // the last relist relists at once, with no clock step, and the ticks of the
 // short period do not relist until the safety period has passed.
 func TestPLEGEventsTriggerRelist(t *testing.T) {
-	e := newPLEGEnv(t)
-	first := e.relist() // at start, before any stream
-	s := e.stream()
-	up := e.up(s)
-	if !up.at.After(first.at) {
-		t.Fatalf("relist on the stream coming up at %v, first at %v", up.at, first.at)
-	}
-	e.clock.Step(500 * time.Millisecond)
-	e.event(s, e.clock.Now())
-	r := e.relist()
-	if !r.at.Equal(e.clock.Now()) {
-		t.Fatalf("relist at %v, want at once (%v)", r.at, e.clock.Now())
-	}
-	// The short period's ticks pass without a relist until the safety
-	// period: the relist received next is the safety net's.
-	for range int(testSafetyPeriod/testPeriod) + 1 {
-		e.clock.Step(testPeriod)
-	}
-	r = e.relist()
-	if got := r.at.Sub(up.at); got < testSafetyPeriod {
-		t.Fatalf("safety relist %v after the last, want >= %v", got, testSafetyPeriod)
-	}
-	if n := e.rt.relists.Load(); n != 4 {
-		t.Fatalf("%d relists, want 4 (start, stream up, event, safety net)", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newPLEGEnv(t)
+		first := e.relist() // at start, before any stream
+		s := e.stream()
+		up := e.up(s)
+		if !up.at.After(first.at) {
+			t.Fatalf("relist on the stream coming up at %v, first at %v", up.at, first.at)
+		}
+		e.clock.Step(500 * time.Millisecond)
+		e.event(s, e.clock.Now())
+		r := e.relist()
+		if !r.at.Equal(e.clock.Now()) {
+			t.Fatalf("relist at %v, want at once (%v)", r.at, e.clock.Now())
+		}
+		// The short period's ticks pass without a relist until the safety
+		// period: the relist received next is the safety net's.
+		for range int(testSafetyPeriod/testPeriod) + 1 {
+			e.clock.Step(testPeriod)
+		}
+		r = e.relist()
+		if got := r.at.Sub(up.at); got < testSafetyPeriod {
+			t.Fatalf("safety relist %v after the last, want >= %v", got, testSafetyPeriod)
+		}
+		if n := e.rt.relists.Load(); n != 4 {
+			t.Fatalf("%d relists, want 4 (start, stream up, event, safety net)", n)
+		}
+	})
 }
 
 // TestPLEGStreamBreakRelistsAtOnce: a broken stream relists at once (what
@@ -202,43 +203,47 @@ func TestPLEGEventsTriggerRelist(t *testing.T) {
 // period, and a new subscription relists at once again (what happened
 // meanwhile may have been missed).
 func TestPLEGStreamBreakRelistsAtOnce(t *testing.T) {
-	e := newPLEGEnv(t)
-	e.relist()
-	s := e.stream()
-	up := e.up(s)
-	s.end <- errors.New("connection reset")
-	r := e.relist()
-	if !r.at.Equal(up.at) {
-		t.Fatalf("relist after the break at %v, want at once (%v)", r.at, up.at)
-	}
-	e.waiters(2)             // the ticker and the retry's timer
-	e.clock.Step(testPeriod) // the short period, and past the retry's wait
-	r = e.relist()
-	if got := r.at.Sub(up.at); got != testPeriod {
-		t.Fatalf("relist %v after the break, want the short period", got)
-	}
-	s = e.stream()
-	again := e.up(s)
-	if !again.at.After(r.at) {
-		t.Fatalf("no relist on resubscribing: %v", again.at)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newPLEGEnv(t)
+		e.relist()
+		s := e.stream()
+		up := e.up(s)
+		s.end <- errors.New("connection reset")
+		r := e.relist()
+		if !r.at.Equal(up.at) {
+			t.Fatalf("relist after the break at %v, want at once (%v)", r.at, up.at)
+		}
+		e.waiters(2)             // the ticker and the retry's timer
+		e.clock.Step(testPeriod) // the short period, and past the retry's wait
+		r = e.relist()
+		if got := r.at.Sub(up.at); got != testPeriod {
+			t.Fatalf("relist %v after the break, want the short period", got)
+		}
+		s = e.stream()
+		again := e.up(s)
+		if !again.at.After(r.at) {
+			t.Fatalf("no relist on resubscribing: %v", again.at)
+		}
+	})
 }
 
 // TestPLEGUnsupportedRelistsEveryPeriod: on a runtime without events
 // (containerd 1.6) the PLEG relists every period as before.
 func TestPLEGUnsupportedRelistsEveryPeriod(t *testing.T) {
-	e := newPLEGEnv(t)
-	first := e.relist()
-	s := e.stream()
-	s.opened() // 1.6 accepts the call and fails the first read
-	s.end <- cri.ErrEventsUnsupported
-	e.waiters(3) // the ticker, the grace of the failed stream, the retry's timer
-	for i := 1; i <= 3; i++ {
-		e.clock.Step(testPeriod)
-		if r := e.relist(); r.at.Sub(first.at) != time.Duration(i)*testPeriod {
-			t.Fatalf("relist %d at %v, want every period", i, r.at.Sub(first.at))
+	synctest.Test(t, func(t *testing.T) {
+		e := newPLEGEnv(t)
+		first := e.relist()
+		s := e.stream()
+		s.opened() // 1.6 accepts the call and fails the first read
+		s.end <- cri.ErrEventsUnsupported
+		e.waiters(3) // the ticker, the grace of the failed stream, the retry's timer
+		for i := 1; i <= 3; i++ {
+			e.clock.Step(testPeriod)
+			if r := e.relist(); r.at.Sub(first.at) != time.Duration(i)*testPeriod {
+				t.Fatalf("relist %d at %v, want every period", i, r.at.Sub(first.at))
+			}
 		}
-	}
+	})
 }
 
 // TestEventDue covers the decision taken on every event: only a change of
