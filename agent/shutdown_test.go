@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -200,36 +201,40 @@ func TestShutdownManager(t *testing.T) {
 // share does not hold back the critical pods.
 func TestShutdownGroupTimesOut(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	target := &fakeTarget{
-		pods:   []*v1.Pod{prioPod("etcd", 2000001000, 30), prioPod("web", 0, 30)},
-		stuck:  map[string]bool{"web": true},
-		graces: map[string]int64{}, down: map[types.UID]bool{}, calls: make(chan string, 2),
-	}
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	sm := &shutdownManager{cfg: ShutdownConfig{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second},
-		pods: target, clock: clk, log: slog.New(slog.DiscardHandler)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sm.stopPods(context.Background(), 30*time.Second)
-	}()
-	if got := <-target.calls; got != "web" {
-		t.Fatalf("first stopped %s, want web", got)
-	}
-	// Step the clock past web's 20 s share, one poll at a time.
-	for clk.Now().Before(time.Unix(1020, 0)) {
-		for !clk.HasWaiters() {
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		target := &fakeTarget{
+			pods:   []*v1.Pod{prioPod("etcd", 2000001000, 30), prioPod("web", 0, 30)},
+			stuck:  map[string]bool{"web": true},
+			graces: map[string]int64{}, down: map[types.UID]bool{}, calls: make(chan string, 2),
 		}
-		clk.Step(100 * time.Millisecond)
-	}
-	if got := <-target.calls; got != "etcd" {
-		t.Fatalf("then stopped %s, want etcd", got)
-	}
-	<-done
-	if g := target.graces["etcd"]; g != 10 {
-		t.Errorf("etcd's grace = %d, want its 10 s share", g)
-	}
+		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		sm := &shutdownManager{cfg: ShutdownConfig{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second},
+			pods: target, clock: clk, log: slog.New(slog.DiscardHandler)}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sm.stopPods(context.Background(), 30*time.Second)
+		}()
+		if got := <-target.calls; got != "web" {
+			t.Fatalf("first stopped %s, want web", got)
+		}
+		// Step the clock past web's 20 s share, one poll at a time, each
+		// once the bubble's goroutines are parked on it.
+		for clk.Now().Before(time.Unix(1020, 0)) {
+			synctest.Wait()
+			if !clk.HasWaiters() {
+				t.Fatalf("nothing waits on the clock at %v", clk.Now())
+			}
+			clk.Step(100 * time.Millisecond)
+		}
+		if got := <-target.calls; got != "etcd" {
+			t.Fatalf("then stopped %s, want etcd", got)
+		}
+		<-done
+		if g := target.graces["etcd"]; g != 10 {
+			t.Errorf("etcd's grace = %d, want its 10 s share", g)
+		}
+	})
 }
 
 func TestShutdownWithoutLogind(t *testing.T) {
