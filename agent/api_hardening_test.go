@@ -225,7 +225,19 @@ func TestAPIIdleConnectionsCannotHoldTheTCPPort(t *testing.T) {
 // which has slots of its own, still answers root's CLI.
 func TestAPIBusyTCPPortLeavesTheSocket(t *testing.T) {
 	const max = 3
-	b := newAPIBed(t, func(api *API) { api.maxConns, api.exposure = max, ExposeFull })
+	// active hears of every connection the server starts serving a
+	// request on, after the listener has counted it.
+	active := make(chan struct{}, max)
+	b := newAPIBed(t, func(api *API) {
+		api.maxConns, api.exposure = max, ExposeFull
+		track := api.srv.ConnState
+		api.srv.ConnState = func(c net.Conn, s http.ConnState) {
+			track(c, s)
+			if s == http.StateActive {
+				active <- struct{}{}
+			}
+		}
+	})
 	// Hold the /pods builders, so /pods requests stay in flight.
 	for range cap(b.api.podsBuilds) {
 		b.api.podsBuilds <- struct{}{}
@@ -238,13 +250,16 @@ func TestAPIBusyTCPPortLeavesTheSocket(t *testing.T) {
 		defer conn.Close()
 		fmt.Fprintf(conn, "GET /pods HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	}
-	// Wait until the server counts all of them active.
-	deadline := time.Now().Add(10 * time.Second)
-	for !b.tcpActive(max) {
-		if time.Now().After(deadline) {
+	// Wait until the server has started serving all of them.
+	for range max {
+		select {
+		case <-active:
+		case <-time.After(10 * time.Second):
 			t.Fatal("the /pods requests never became active")
 		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	if !b.tcpActive(max) {
+		t.Fatalf("the TCP listener does not count the %d requests active", max)
 	}
 	conn, err := net.Dial("tcp", b.tcp)
 	if err != nil {
@@ -309,7 +324,7 @@ func TestAPILogStreamCap(t *testing.T) {
 func TestAPILogFollowOutlivesTimeouts(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	b := newAPIBed(t, func(api *API) {
-		api.srv.ReadTimeout, api.srv.WriteTimeout = timeout, timeout
+		api.srv.ReadHeaderTimeout, api.srv.ReadTimeout, api.srv.WriteTimeout = timeout, timeout, timeout
 		api.writeGrace = 10 * time.Second
 	})
 	pod, st := webPod()
@@ -324,8 +339,19 @@ func TestAPILogFollowOutlivesTimeouts(t *testing.T) {
 	if line, err := r.ReadString('\n'); line != "one\n" {
 		t.Fatalf("first line %q %v", line, err)
 	}
-	// Both deadlines pass while the container is quiet.
-	time.Sleep(3 * timeout)
+	// Both deadlines pass while the container is quiet: a connection
+	// opened after the stream's request, stalled inside its header, is
+	// closed by the server once its own read deadline has passed.
+	stalled, err := net.Dial("unix", b.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	fmt.Fprintf(stalled, "GET /healthz HTTP/1.1\r\n")
+	stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, stalled); err != nil {
+		t.Fatalf("the server did not close a stalled connection at its read timeout: %v", err)
+	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
