@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -151,53 +152,55 @@ func TestPreStop(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the e2e build shares a test bed with its own goroutines
-			env := newCRITestEnv(t)
-			stops := newStopRecorder(env.rs, 0)
-			ex := &execRecorder{FakeRuntimeService: env.rs, answer: tt.answer, block: tt.block}
-			env.m.runtime = struct {
-				*execRecorder
-				stopper
-			}{ex, stops}
-			fc := fakeContainer("c1", "s1", "uid-1", 0)
-			fc.Annotations[AnnotationPodGracePeriod] = strconv.FormatInt(tt.grace, 10)
-			var pod *v1.Pod
-			if tt.orphan {
-				b, _ := json.Marshal(tt.hook)
-				fc.Annotations[AnnotationPreStopHook] = string(b)
-			} else {
-				var l *v1.Lifecycle
-				if tt.hook != nil {
-					l = &v1.Lifecycle{PreStop: tt.hook}
+			synctest.Test(t, func(t *testing.T) {
+				env := newCRITestEnv(t)
+				stops := newStopRecorder(env.rs, 0)
+				ex := &execRecorder{FakeRuntimeService: env.rs, answer: tt.answer, block: tt.block}
+				env.m.runtime = struct {
+					*execRecorder
+					stopper
+				}{ex, stops}
+				fc := fakeContainer("c1", "s1", "uid-1", 0)
+				fc.Annotations[AnnotationPodGracePeriod] = strconv.FormatInt(tt.grace, 10)
+				var pod *v1.Pod
+				if tt.orphan {
+					b, _ := json.Marshal(tt.hook)
+					fc.Annotations[AnnotationPreStopHook] = string(b)
+				} else {
+					var l *v1.Lifecycle
+					if tt.hook != nil {
+						l = &v1.Lifecycle{PreStop: tt.hook}
+					}
+					pod = hookPod(l, tt.grace)
 				}
-				pod = hookPod(l, tt.grace)
-			}
-			env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
-			c := &ContainerStatus{ID: "c1", SandboxID: "s1", Name: "app", State: ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
-			done := make(chan error, 1)
-			go func() { done <- env.m.KillContainer(context.Background(), pod, c, "test", "", nil) }()
-			if tt.step > 0 {
-				waitForWaiters(t, env, tt.waiters)
-				env.clock.Step(tt.step)
-			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if got := stops.timeouts["c1"]; got != tt.wantStop {
-				t.Errorf("StopContainer timeout = %d, want %d", got, tt.wantStop)
-			}
-			if ran := len(ex.cmds) > 0; ran != tt.wantExec {
-				t.Errorf("exec ran = %v, want %v", ran, tt.wantExec)
-			}
-			if tt.wantExec && ex.timeouts[0] != time.Duration(tt.grace)*time.Second {
-				t.Errorf("exec timeout = %v, want the grace period", ex.timeouts[0])
-			}
-			var reasons []string
-			for _, e := range env.events.take() {
-				reasons = append(reasons, strings.SplitN(strings.SplitN(e, ": ", 2)[0], " ", 2)[1])
-			}
-			if !slices.Equal(reasons, tt.wantEvents) {
-				t.Errorf("events = %v, want %v", reasons, tt.wantEvents)
-			}
+				env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
+				c := &ContainerStatus{ID: "c1", SandboxID: "s1", Name: "app", State: ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
+				done := make(chan error, 1)
+				go func() { done <- env.m.KillContainer(context.Background(), pod, c, "test", "", nil) }()
+				if tt.step > 0 {
+					waitForWaiters(t, env, tt.waiters)
+					env.clock.Step(tt.step)
+				}
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if got := stops.timeouts["c1"]; got != tt.wantStop {
+					t.Errorf("StopContainer timeout = %d, want %d", got, tt.wantStop)
+				}
+				if ran := len(ex.cmds) > 0; ran != tt.wantExec {
+					t.Errorf("exec ran = %v, want %v", ran, tt.wantExec)
+				}
+				if tt.wantExec && ex.timeouts[0] != time.Duration(tt.grace)*time.Second {
+					t.Errorf("exec timeout = %v, want the grace period", ex.timeouts[0])
+				}
+				var reasons []string
+				for _, e := range env.events.take() {
+					reasons = append(reasons, strings.SplitN(strings.SplitN(e, ": ", 2)[0], " ", 2)[1])
+				}
+				if !slices.Equal(reasons, tt.wantEvents) {
+					t.Errorf("events = %v, want %v", reasons, tt.wantEvents)
+				}
+			})
 		})
 	}
 }
@@ -207,17 +210,15 @@ type stopper interface {
 	StopContainer(ctx context.Context, id string, timeout int64) error
 }
 
-// waitForWaiters yields until the preStop path parked on n fake-clock
-// timers (the grace deadline, and a sleep hook's own): stepping earlier
-// would leave a timer made after the step waiting forever.
+// waitForWaiters waits until every goroutine of the test's synctest bubble
+// is parked and checks that the preStop path waits on n fake-clock timers
+// (the grace deadline, and a sleep hook's own): stepping earlier would leave
+// a timer made after the step waiting forever.
 func waitForWaiters(t *testing.T, env *criTestEnv, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for env.clock.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatal("the preStop hook never waited on the clock")
-		}
-		time.Sleep(0) // yield
+	synctest.Wait()
+	if got := env.clock.Waiters(); got < n {
+		t.Fatalf("the preStop hook waits on %d fake-clock timers, want %d", got, n)
 	}
 }
 
