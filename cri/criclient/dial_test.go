@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
@@ -89,21 +90,24 @@ func closeServices(t *testing.T, rs interface{ Close(context.Context) error }, i
 	}
 }
 
-// eventually polls f until it succeeds or 10 s pass; reconnection is a
-// real-time affair of the gRPC channel, so this test cannot use a fake clock.
-func eventually(t *testing.T, what string, f func() error) time.Duration {
+// waitReady waits until the gRPC channel is ready, following its
+// connectivity-state changes (an idle channel is told to connect, as a call
+// would), and returns how long that took; reconnection is a real-time
+// affair of the gRPC channel, so this test cannot use a fake clock.
+func waitReady(t *testing.T, what string, cc *grpc.ClientConn) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
-		err := f()
-		if err == nil {
-			return time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if s == connectivity.Idle {
+			cc.Connect()
 		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("%s: still failing after 10s: %v", what, err)
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("%s: channel still %v after 10s", what, s)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return time.Since(start)
 }
 
 func TestSocketPath(t *testing.T) {
@@ -153,7 +157,11 @@ func TestDialIsLazyFailsFastAndReconnects(t *testing.T) {
 	}
 
 	stop := serveCRI(t, path, &testCRIServer{apiVersion: "v1"})
-	took := eventually(t, "runtime started", func() error { _, err := CheckVersion(ctx, rs, endpoint); return err })
+	cc := rs.(*remoteRuntime).conn.cc
+	took := waitReady(t, "runtime started", cc)
+	if _, err := CheckVersion(ctx, rs, endpoint); err != nil {
+		t.Fatalf("runtime started: %v", err)
+	}
 	t.Logf("runtime came up: same client answered after %v", took)
 
 	stop()
@@ -171,7 +179,10 @@ func TestDialIsLazyFailsFastAndReconnects(t *testing.T) {
 	}
 
 	serveCRI(t, path, &testCRIServer{apiVersion: "v1"})
-	took = eventually(t, "runtime restarted", func() error { _, err := rs.Version(ctx, "v1"); return err })
+	took = waitReady(t, "runtime restarted", cc)
+	if _, err := rs.Version(ctx, "v1"); err != nil {
+		t.Fatalf("runtime restarted: %v", err)
+	}
 	if took > 3*time.Second {
 		t.Errorf("reconnection took %v, want about the 1s back-off cap", took)
 	}
