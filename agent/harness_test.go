@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,8 @@ import (
 const testNode = "node1"
 
 // harness runs a real Agent over a real cri.Manager whose runtime and image
-// services are the cri-api fakes, on a fake clock.
+// services are the cri-api fakes, on a fake clock, inside the test's
+// synctest bubble.
 type harness struct {
 	t      *testing.T
 	clock  *clocktesting.FakeClock
@@ -183,18 +185,16 @@ func (h *harness) apply(source string, pods ...*v1.Pod) {
 	}
 }
 
-// eventually waits until cond holds. It never moves the clock: tests step
-// it themselves, so they know how much fake time a behaviour took.
+// eventually waits until every goroutine of the test's synctest bubble is
+// parked (on a channel, a fake-clock timer or the test) and checks that cond
+// holds then: nothing changes any more until the test acts. It never moves
+// the clock: tests step it themselves, so they know how much fake time a
+// behaviour took.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	poll := time.NewTicker(time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for: %s", what)
-		}
-		<-poll.C
+	synctest.Wait()
+	if !cond() {
+		h.t.Fatalf("not so once every goroutine waits: %s", what)
 	}
 }
 
@@ -279,6 +279,9 @@ type recordingRuntime struct {
 	// violations are runtime calls that would run a pod beside a
 	// non-terminated other UID of its full name.
 	violations []string
+	// lastCreated is the newest container's creation stamp (guarded by
+	// the fake's lock).
+	lastCreated int64
 }
 
 func newRecordingRuntime() *recordingRuntime {
@@ -305,7 +308,20 @@ func (r *recordingRuntime) RunPodSandbox(ctx context.Context, config *runtimeapi
 
 func (r *recordingRuntime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	r.checkExclusive("CreateContainer", config.Labels)
-	return r.FakeRuntimeService.CreateContainer(ctx, sandboxID, config, sandboxConfig)
+	id, err := r.FakeRuntimeService.CreateContainer(ctx, sandboxID, config, sandboxConfig)
+	if err != nil {
+		return id, err
+	}
+	// The fake stamps a container with time.Now, which stands still in a
+	// synctest bubble until every goroutine waits: a restart would tie
+	// with the run it replaces. A runtime's creation stamps only grow.
+	r.FakeRuntimeService.Lock()
+	defer r.FakeRuntimeService.Unlock()
+	if c := r.Containers[id]; c != nil {
+		c.CreatedAt = max(c.CreatedAt, r.lastCreated+1)
+		r.lastCreated = c.CreatedAt
+	}
+	return id, nil
 }
 
 func (r *recordingRuntime) StartContainer(ctx context.Context, id string) error {

@@ -3,6 +3,7 @@ package agent
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -10,16 +11,17 @@ import (
 )
 
 func TestAgentMetrics(t *testing.T) {
-	h := newHarness(t, harnessOpts{maxPods: 1})
-	p := simplePod(t, "web", loop)
-	extra := simplePod(t, "extra", loop)
-	h.apply(manifest.SourceFile, p, extra)
-	// The lane counts its step once the sync, and the start it counted,
-	// are done.
-	h.eventually("pod started and counted", func() bool {
-		return testutil.ToFloat64(h.agent.metrics.startedContainers.WithLabelValues("container")) == 1 && h.steps("sync") > 0
-	})
-	want := `
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOpts{maxPods: 1})
+		p := simplePod(t, "web", loop)
+		extra := simplePod(t, "extra", loop)
+		h.apply(manifest.SourceFile, p, extra)
+		// The lane counts its step once the sync, and the start it counted,
+		// are done.
+		h.eventually("pod started and counted", func() bool {
+			return testutil.ToFloat64(h.agent.metrics.startedContainers.WithLabelValues("container")) == 1 && h.steps("sync") > 0
+		})
+		want := `
 # HELP berth_running_pods Pods with a running container.
 # TYPE berth_running_pods gauge
 berth_running_pods 1
@@ -30,15 +32,16 @@ berth_pods_rejected{reason="OutOfpods"} 1
 # TYPE berth_started_pods_total counter
 berth_started_pods_total 1
 `
-	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "berth_running_pods", "berth_pods_rejected", "berth_started_pods_total"); err != nil {
-		t.Error(err)
-	}
-	if got, want := testutil.ToFloat64(h.agent.metrics.startLimit), float64(DefaultMaxParallelPodStarts()); got != want {
-		t.Errorf("berth_pod_start_limit = %v, want the default maximum %v", got, want)
-	}
-	for _, name := range []string{"berth_pod_start_duration_seconds", "berth_pleg_relist_duration_seconds", "berth_sync_loop_iterations_total", "berth_pod_worker_duration_seconds"} {
-		if n, err := testutil.GatherAndCount(h.reg, name); err != nil || n == 0 {
-			t.Errorf("%s: %d series, err %v", name, n, err)
+		if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "berth_running_pods", "berth_pods_rejected", "berth_started_pods_total"); err != nil {
+			t.Error(err)
 		}
-	}
+		if got, want := testutil.ToFloat64(h.agent.metrics.startLimit), float64(DefaultMaxParallelPodStarts()); got != want {
+			t.Errorf("berth_pod_start_limit = %v, want the default maximum %v", got, want)
+		}
+		for _, name := range []string{"berth_pod_start_duration_seconds", "berth_pleg_relist_duration_seconds", "berth_sync_loop_iterations_total", "berth_pod_worker_duration_seconds"} {
+			if n, err := testutil.GatherAndCount(h.reg, name); err != nil || n == 0 {
+				t.Errorf("%s: %d series, err %v", name, n, err)
+			}
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/berth-agent/berth/manifest"
@@ -72,28 +73,30 @@ func TestNotifier(t *testing.T) {
 // phase as soon as its worker records it; the fake clock never moves, so
 // no housekeeping tick can be what sent it.
 func TestStatusFollowsPhasesWithoutHousekeeping(t *testing.T) {
-	conn, path := listenNotify(t)
-	t.Setenv("NOTIFY_SOCKET", path)
-	h := newHarness(t, harnessOpts{})
-	p := simplePod(t, "web", loop)
-	h.apply(manifest.SourceFile, p)
-	var seen []string
-	buf := make([]byte, 4096)
-	deadline := time.Now().Add(20 * time.Second)
-	for !slices.Contains(seen, "STATUS=1 pods running, 0 pending, 0 failed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no STATUS= with the pod running; got %q", seen)
+	synctest.Test(t, func(t *testing.T) {
+		conn, path := listenNotify(t)
+		t.Setenv("NOTIFY_SOCKET", path)
+		h := newHarness(t, harnessOpts{})
+		p := simplePod(t, "web", loop)
+		h.apply(manifest.SourceFile, p)
+		var seen []string
+		buf := make([]byte, 4096)
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Contains(seen, "STATUS=1 pods running, 0 pending, 0 failed") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no STATUS= with the pod running; got %q", seen)
+			}
+			if err := conn.SetReadDeadline(deadline); err != nil {
+				t.Fatal(err)
+			}
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("read notifications: %v; got %q", err, seen)
+			}
+			seen = append(seen, string(buf[:n]))
 		}
-		if err := conn.SetReadDeadline(deadline); err != nil {
-			t.Fatal(err)
+		if got := h.passes("housekeeping"); got != 0 {
+			t.Errorf("%d housekeeping passes ran on a clock that never moved", got)
 		}
-		n, err := conn.Read(buf)
-		if err != nil {
-			t.Fatalf("read notifications: %v; got %q", err, seen)
-		}
-		seen = append(seen, string(buf[:n]))
-	}
-	if got := h.passes("housekeeping"); got != 0 {
-		t.Errorf("%d housekeeping passes ran on a clock that never moved", got)
-	}
+	})
 }

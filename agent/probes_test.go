@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,63 +44,67 @@ func (h *harness) failExec(n int) {
 // passes, unready when it fails, Ready again when it passes, and its
 // container is never restarted for it.
 func TestAgentReadinessProbe(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	p := probedPod(t, "readinessProbe")
-	h.apply(manifest.SourceFile, p)
-	ready := func(want bool) func() bool {
-		return func() bool {
-			st := h.status(p.UID)
-			if st == nil || st.Status.Phase != v1.PodRunning || len(st.Status.ContainerStatuses) != 1 {
-				return false
-			}
-			cond := false
-			for _, c := range st.Status.Conditions {
-				if c.Type == v1.PodReady {
-					cond = c.Status == v1.ConditionTrue
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOpts{})
+		p := probedPod(t, "readinessProbe")
+		h.apply(manifest.SourceFile, p)
+		ready := func(want bool) func() bool {
+			return func() bool {
+				st := h.status(p.UID)
+				if st == nil || st.Status.Phase != v1.PodRunning || len(st.Status.ContainerStatuses) != 1 {
+					return false
 				}
+				cond := false
+				for _, c := range st.Status.Conditions {
+					if c.Type == v1.PodReady {
+						cond = c.Status == v1.ConditionTrue
+					}
+				}
+				return st.Status.ContainerStatuses[0].Ready == want && cond == want
 			}
-			return st.Status.ContainerStatuses[0].Ready == want && cond == want
 		}
-	}
-	// Each state below holds until the test changes what the probe
-	// answers, so stepping a probe period at a time cannot miss it.
-	h.stepUntil("Ready", time.Second, 30, ready(true))
-	h.failExec(1000)
-	h.stepUntil("not Ready after a failed probe", time.Second, 30, ready(false))
-	h.rt.FakeRuntimeService.Lock()
-	delete(h.rt.Errors, "ExecSync")
-	h.rt.FakeRuntimeService.Unlock()
-	h.stepUntil("Ready again", time.Second, 30, ready(true))
-	if rc := h.status(p.UID).Status.ContainerStatuses[0].RestartCount; rc != 0 {
-		t.Errorf("restartCount = %d, want 0: readiness never restarts", rc)
-	}
+		// Each state below holds until the test changes what the probe
+		// answers, so stepping a probe period at a time cannot miss it.
+		h.stepUntil("Ready", time.Second, 30, ready(true))
+		h.failExec(1000)
+		h.stepUntil("not Ready after a failed probe", time.Second, 30, ready(false))
+		h.rt.FakeRuntimeService.Lock()
+		delete(h.rt.Errors, "ExecSync")
+		h.rt.FakeRuntimeService.Unlock()
+		h.stepUntil("Ready again", time.Second, 30, ready(true))
+		if rc := h.status(p.UID).Status.ContainerStatuses[0].RestartCount; rc != 0 {
+			t.Errorf("restartCount = %d, want 0: readiness never restarts", rc)
+		}
+	})
 }
 
 // TestAgentLivenessProbe: a failed liveness probe restarts the container,
 // with the kubelet's Killing event and the reason in its last state.
 func TestAgentLivenessProbe(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	p := probedPod(t, "livenessProbe")
-	h.apply(manifest.SourceFile, p)
-	h.eventually("Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
-	h.failExec(1)
-	h.stepUntil("restarted once", time.Second, 30, func() bool {
-		st := h.status(p.UID)
-		return st != nil && len(st.Status.ContainerStatuses) == 1 && st.Status.ContainerStatuses[0].RestartCount == 1 &&
-			st.Status.ContainerStatuses[0].State.Running != nil
-	})
-	cs := h.status(p.UID).Status.ContainerStatuses[0]
-	if term := cs.LastTerminationState.Terminated; term == nil || term.Message != "Container app failed liveness probe" {
-		t.Errorf("lastState = %+v, want terminated with the liveness failure", cs.LastTerminationState)
-	}
-	var msgs []string
-	for _, e := range h.agent.events.list(p.UID) {
-		msgs = append(msgs, e.Reason+": "+e.Message)
-	}
-	joined := strings.Join(msgs, "\n")
-	for _, want := range []string{"Unhealthy: Liveness probe failed: ", "Killing: Container app failed liveness probe, will be restarted"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("events lack %q:\n%s", want, joined)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOpts{})
+		p := probedPod(t, "livenessProbe")
+		h.apply(manifest.SourceFile, p)
+		h.eventually("Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
+		h.failExec(1)
+		h.stepUntil("restarted once", time.Second, 30, func() bool {
+			st := h.status(p.UID)
+			return st != nil && len(st.Status.ContainerStatuses) == 1 && st.Status.ContainerStatuses[0].RestartCount == 1 &&
+				st.Status.ContainerStatuses[0].State.Running != nil
+		})
+		cs := h.status(p.UID).Status.ContainerStatuses[0]
+		if term := cs.LastTerminationState.Terminated; term == nil || term.Message != "Container app failed liveness probe" {
+			t.Errorf("lastState = %+v, want terminated with the liveness failure", cs.LastTerminationState)
 		}
-	}
+		var msgs []string
+		for _, e := range h.agent.events.list(p.UID) {
+			msgs = append(msgs, e.Reason+": "+e.Message)
+		}
+		joined := strings.Join(msgs, "\n")
+		for _, want := range []string{"Unhealthy: Liveness probe failed: ", "Killing: Container app failed liveness probe, will be restarted"} {
+			if !strings.Contains(joined, want) {
+				t.Errorf("events lack %q:\n%s", want, joined)
+			}
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,60 +111,62 @@ func TestAgentRollbackTargetIsTheManifests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "rollback")
-			h := newHarness(t, harnessOpts{sources: []string{manifest.SourceFile, manifest.SourceHTTP}, rollback: RollbackConfig{
-				After:    map[string]time.Duration{manifest.SourceFile: time.Minute, manifest.SourceHTTP: time.Minute},
-				MinReady: 4 * time.Second, StateDir: dir}})
-			good, bad := simplePod(t, "web", loop), tt.bad(t)
-			h.apply(manifest.SourceHTTP)
-			h.apply(manifest.SourceFile, good)
-			h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
-			h.stepUntil("good persisted as the last Ready version", 2*time.Second, 10, func() bool { return stateMentions(t, dir, good.UID) })
-			switch tt.waiting {
-			case manifest.SourceHTTP:
-				h.apply(manifest.SourceHTTP, bad)
-			case manifest.SourceFile:
-				h.apply(manifest.SourceFile, good, bad)
-			}
-			if tt.waiting != "" {
-				h.eventually("bad waiting behind good", func() bool {
-					st := h.status(bad.UID)
-					return st != nil && st.Status.Reason == "WaitingForPreviousPod"
-				})
-			}
+			synctest.Test(t, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "rollback")
+				h := newHarness(t, harnessOpts{sources: []string{manifest.SourceFile, manifest.SourceHTTP}, rollback: RollbackConfig{
+					After:    map[string]time.Duration{manifest.SourceFile: time.Minute, manifest.SourceHTTP: time.Minute},
+					MinReady: 4 * time.Second, StateDir: dir}})
+				good, bad := simplePod(t, "web", loop), tt.bad(t)
+				h.apply(manifest.SourceHTTP)
+				h.apply(manifest.SourceFile, good)
+				h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
+				h.stepUntil("good persisted as the last Ready version", 2*time.Second, 10, func() bool { return stateMentions(t, dir, good.UID) })
+				switch tt.waiting {
+				case manifest.SourceHTTP:
+					h.apply(manifest.SourceHTTP, bad)
+				case manifest.SourceFile:
+					h.apply(manifest.SourceFile, good, bad)
+				}
+				if tt.waiting != "" {
+					h.eventually("bad waiting behind good", func() bool {
+						st := h.status(bad.UID)
+						return st != nil && st.Status.Reason == "WaitingForPreviousPod"
+					})
+				}
 
-			file, web := tt.then(bad)
-			h.apply(manifest.SourceHTTP, web...)
-			h.apply(manifest.SourceFile, file...)
-			h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
-			h.stepUntil("bad judged", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
-			probs := h.agent.problems()
-			runs := func(uid types.UID) int {
-				return len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(uid) }))
-			}
-			if tt.rolledBack {
-				if probs[0].Reason != ReasonRolledBack {
-					t.Fatalf("problems %+v, want RolledBack to %s", probs, good.UID)
+				file, web := tt.then(bad)
+				h.apply(manifest.SourceHTTP, web...)
+				h.apply(manifest.SourceFile, file...)
+				h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
+				h.stepUntil("bad judged", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
+				probs := h.agent.problems()
+				runs := func(uid types.UID) int {
+					return len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(uid) }))
 				}
-				h.eventually("good running again", func() bool { n, _ := h.rt.running(good.UID); return n == 1 })
-				if !stateMentions(t, dir, good.UID) {
-					t.Error("the rollback to the last Ready version is not persisted")
+				if tt.rolledBack {
+					if probs[0].Reason != ReasonRolledBack {
+						t.Fatalf("problems %+v, want RolledBack to %s", probs, good.UID)
+					}
+					h.eventually("good running again", func() bool { n, _ := h.rt.running(good.UID); return n == 1 })
+					if !stateMentions(t, dir, good.UID) {
+						t.Error("the rollback to the last Ready version is not persisted")
+					}
+					return
 				}
-				return
-			}
-			if probs[0].Reason != ReasonNoReadyVersion || !strings.Contains(probs[0].Message, string(bad.UID)) {
-				t.Fatalf("problems %+v, want NoReadyVersion for %s: the version of a removed manifest is no rollback target", probs, bad.UID)
-			}
-			h.step(2 * time.Minute)
-			if n := runs(good.UID); n != 1 {
-				t.Errorf("the removed manifest's version ran %d times, want 1 (before its removal only)", n)
-			}
-			if n, _ := h.rt.running(bad.UID); n != 1 {
-				t.Errorf("the failed version has %d running containers, want 1: with no target it runs on", n)
-			}
-			if stateMentions(t, dir, good.UID) {
-				t.Error("the rollback state still holds the removed manifest's version")
-			}
+				if probs[0].Reason != ReasonNoReadyVersion || !strings.Contains(probs[0].Message, string(bad.UID)) {
+					t.Fatalf("problems %+v, want NoReadyVersion for %s: the version of a removed manifest is no rollback target", probs, bad.UID)
+				}
+				h.step(2 * time.Minute)
+				if n := runs(good.UID); n != 1 {
+					t.Errorf("the removed manifest's version ran %d times, want 1 (before its removal only)", n)
+				}
+				if n, _ := h.rt.running(bad.UID); n != 1 {
+					t.Errorf("the failed version has %d running containers, want 1: with no target it runs on", n)
+				}
+				if stateMentions(t, dir, good.UID) {
+					t.Error("the rollback state still holds the removed manifest's version")
+				}
+			})
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/berth-agent/berth/manifest"
 )
@@ -63,38 +64,40 @@ func (w warnRecorder) matching(substr string) []string {
 // BackOff event, logged at WARN with the event; the pod worker does not
 // log the same failure again at WARN.
 func TestCrashLoopBackOffWarnsOnce(t *testing.T) {
-	rec := newWarnRecorder()
-	h := newHarness(t, harnessOpts{log: slog.New(rec)})
-	p := simplePod(t, "crash", "exit 1")
-	h.apply(manifest.SourceFile, p)
-	h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
-	// exitSeen kills the container and steps to the relist that sees it.
-	exitSeen := func() {
-		t.Helper()
-		synced := h.steps("sync")
-		h.rt.exit(p.UID, 1, h.clock.Now())
-		h.step(h.agent.cfg.RelistPeriod)
-		h.eventually("the sync after the exit", func() bool { return h.steps("sync") > synced })
-	}
-	exitSeen()
-	h.eventually("restarted after the exit", func() bool {
-		st := h.status(p.UID)
-		return st != nil && st.Status.ContainerStatuses[0].RestartCount == 1 && st.Status.ContainerStatuses[0].State.Running != nil
-	})
-	exitSeen()
-	h.eventually("CrashLoopBackOff shown while backing off", func() bool {
-		st := h.status(p.UID)
-		if st == nil {
-			return false
+	synctest.Test(t, func(t *testing.T) {
+		rec := newWarnRecorder()
+		h := newHarness(t, harnessOpts{log: slog.New(rec)})
+		p := simplePod(t, "crash", "exit 1")
+		h.apply(manifest.SourceFile, p)
+		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
+		// exitSeen kills the container and steps to the relist that sees it.
+		exitSeen := func() {
+			t.Helper()
+			synced := h.steps("sync")
+			h.rt.exit(p.UID, 1, h.clock.Now())
+			h.step(h.agent.cfg.RelistPeriod)
+			h.eventually("the sync after the exit", func() bool { return h.steps("sync") > synced })
 		}
-		w := st.Status.ContainerStatuses[0].State.Waiting
-		return w != nil && w.Reason == "CrashLoopBackOff"
+		exitSeen()
+		h.eventually("restarted after the exit", func() bool {
+			st := h.status(p.UID)
+			return st != nil && st.Status.ContainerStatuses[0].RestartCount == 1 && st.Status.ContainerStatuses[0].State.Running != nil
+		})
+		exitSeen()
+		h.eventually("CrashLoopBackOff shown while backing off", func() bool {
+			st := h.status(p.UID)
+			if st == nil {
+				return false
+			}
+			w := st.Status.ContainerStatuses[0].State.Waiting
+			return w != nil && w.Reason == "CrashLoopBackOff"
+		})
+		h.stop()
+		if got := rec.matching("event=BackOff"); len(got) == 0 {
+			t.Errorf("no WARN line for the BackOff event; WARN lines: %q", rec.matching(""))
+		}
+		if got := rec.matching("CrashLoopBackOff"); len(got) != 0 {
+			t.Errorf("the back-off was logged again at WARN besides its event: %q", got)
+		}
 	})
-	h.stop()
-	if got := rec.matching("event=BackOff"); len(got) == 0 {
-		t.Errorf("no WARN line for the BackOff event; WARN lines: %q", rec.matching(""))
-	}
-	if got := rec.matching("CrashLoopBackOff"); len(got) != 0 {
-		t.Errorf("the back-off was logged again at WARN besides its event: %q", got)
-	}
 }
