@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
+PKGS      := ./cmd/... ./cri/... ./handlers/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time). It is a count
 # of inputs, not a duration: Go 1.26's fuzzing coordinator can fail a
@@ -13,10 +13,10 @@ PKGS      := ./cmd/... ./manifest/... ./cri/... ./handlers/... ./agent/... ./ben
 # duration ends while a starved worker is mid-call (golang/go#75804, fixed
 # in Go 1.27), which a loaded machine hits. 1000 inputs take 1 to 15 s per
 # target here; FUZZTIME=10m on one target (make fuzz
-# FUZZ_TARGETS=FuzzDecode:./manifest/) digs deeper.
+# FUZZ_TARGETS=FuzzDecode:./internal/podspec/) digs deeper.
 FUZZTIME  ?= 1000x
-FUZZ_TARGETS := FuzzDecode:./manifest/ FuzzRedactURL:./manifest/ FuzzDecodeState:./manifest/ FuzzCheckPullSecret:./manifest/ FuzzPollHints:./manifest/ \
-	FuzzParseAllowedSigners:./manifest/ FuzzVerifySignature:./manifest/ FuzzDecodeSerial:./manifest/ \
+FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/ FuzzDecodeState:./internal/source/ FuzzCheckPullSecret:./internal/podspec/ FuzzPollHints:./internal/source/ \
+	FuzzParseAllowedSigners:./internal/source/ FuzzVerifySignature:./internal/source/ FuzzDecodeSerial:./internal/source/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/ FuzzParseDockerConfig:./cri/ \

@@ -1,0 +1,31 @@
+package podspec
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Snapshot is the full state of one source at one moment. Sources send a
+// snapshot after every change they notice; the store works out what changed.
+type Snapshot struct {
+	Source string
+	// Pods is everything the source wants running now, defaulted and
+	// validated, including last-known-good versions it keeps for manifests
+	// that are currently broken.
+	Pods []*v1.Pod
+	// Problems are all the current problems of the source; they replace the
+	// previous ones.
+	Problems []Problem
+	// Objects are the ConfigMaps and Secrets each pod references, by the
+	// pod's UID; pods without references have none.
+	Objects map[types.UID]*PodObjects
+	// Failed means the source could not be read at all this time (directory
+	// unreadable, URL unreachable). Pods still holds what the source keeps
+	// from before. A failed snapshot does not count as the source's delivery
+	// for SourcesReady.
+	Failed bool
+	// Version names the content the source last took, as its server
+	// names it (the URL's ETag, else its Last-Modified); "" when none,
+	// for the status report (agent/statusreport.go).
+	Version string
+}
