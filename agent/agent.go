@@ -15,7 +15,7 @@ import (
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
 	"github.com/berth-agent/berth/cri/gc"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 // Config is the agent's share of berth's settings.
@@ -112,7 +112,7 @@ func (c *Config) setDefaults() {
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
-	store   *manifest.Store
+	store   *store.Store
 	rt      podRuntime
 	status  *statusStore
 	health  *health
@@ -147,7 +147,7 @@ type Agent struct {
 // verdicts; exec runs the exec probes (a handlers.Execer over the same
 // runtime in berth); collector runs the garbage collection passes cfg.GC
 // configures (a gc.Collector over the same runtime manager).
-func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
+func New(cfg Config, store *store.Store, events *EventLog, rt *cri.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	if cfg.GC != nil {
@@ -159,7 +159,7 @@ func New(cfg Config, store *manifest.Store, events *EventLog, rt *cri.Manager, e
 
 // newAgent is New without the runtime manager's parts, for tests that
 // stand in for the runtime.
-func newAgent(cfg Config, store *manifest.Store, rt podRuntime, exec prober.Execer) *Agent {
+func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer) *Agent {
 	cfg.setDefaults()
 	a := &Agent{
 		cfg:      cfg,
@@ -221,7 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// Updates wait for the first relist, so pods already running (adoption)
 	// and full names already held are known before anything starts.
-	var updates <-chan manifest.PodUpdate
+	var updates <-chan store.PodUpdate
 	held := 0 // updates handed over since starts were last released
 	for {
 		a.health.loopTurned()
@@ -298,7 +298,7 @@ func (a *Agent) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
 // a flood of updates holds them for maxHeldUpdates at most. held counts
 // the updates handed over since starts were last released; handOver
 // returns the new count.
-func (a *Agent) handOver(u manifest.PodUpdate, updates <-chan manifest.PodUpdate, held int) int {
+func (a *Agent) handOver(u store.PodUpdate, updates <-chan store.PodUpdate, held int) int {
 	a.workers.holdStarts()
 	a.handleUpdate(u)
 	if held++; len(updates) == 0 || held >= maxHeldUpdates {
@@ -309,24 +309,24 @@ func (a *Agent) handOver(u manifest.PodUpdate, updates <-chan manifest.PodUpdate
 }
 
 // handleUpdate dispatches one merge-store update to the workers.
-func (a *Agent) handleUpdate(u manifest.PodUpdate) {
+func (a *Agent) handleUpdate(u store.PodUpdate) {
 	for _, pod := range u.Pods {
-		if u.Op != manifest.OpRemove {
+		if u.Op != store.OpRemove {
 			// While a rollback of this version is in force, its last
 			// Ready version runs in its place.
 			pod = a.rollback.admit(pod)
 		}
 		log := a.log.With("op", u.Op.String(), "source", u.Source, "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 		switch u.Op {
-		case manifest.OpAdd:
+		case store.OpAdd:
 			a.add(pod, log)
-		case manifest.OpUpdate, manifest.OpReconcile:
+		case store.OpUpdate, store.OpReconcile:
 			if a.rejected[pod.UID] {
 				continue
 			}
 			log.Info("pod updated")
 			a.workers.update(pod)
-		case manifest.OpRemove:
+		case store.OpRemove:
 			if a.rejected[pod.UID] {
 				delete(a.rejected, pod.UID)
 				a.status.delete(pod.UID)
@@ -462,7 +462,7 @@ func (a *Agent) desired(uid types.UID) bool {
 
 // checkReady marks berth ready once every source has delivered, the runtime
 // was read, and every desired pod has been handed to a worker.
-func (a *Agent) checkReady(updates <-chan manifest.PodUpdate) {
+func (a *Agent) checkReady(updates <-chan store.PodUpdate) {
 	if a.health.Ready() == nil {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 const loop = "trap 'exit 0' TERM; while true; do sleep 1; done"
@@ -22,7 +22,7 @@ func TestAgentRunsAndRemovesPod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		p := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
 		h.eventually("status Running and Ready", func() bool {
 			st := h.status(p.UID)
@@ -32,7 +32,7 @@ func TestAgentRunsAndRemovesPod(t *testing.T) {
 			t.Errorf("Ready() = %v after the pod was dispatched", err)
 		}
 
-		h.apply(manifest.SourceFile)
+		h.apply(podspec.SourceFile)
 		h.eventually("pod removed from the runtime", func() bool { return h.rt.objects(p.UID) == 0 })
 		h.eventually("status dropped", func() bool { return h.status(p.UID) == nil })
 		h.eventually("lane closed", func() bool { all, _ := h.agent.workers.count(); return all == 0 })
@@ -51,10 +51,10 @@ func TestAgentOnReady(t *testing.T) {
 			t.Fatalf("before the source delivered: OnReady called %d times, Ready() = %v", n, h.agent.Ready())
 		}
 		p := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("ready", func() bool { return h.agent.Ready() == nil })
 		h.eventually("OnReady called", func() bool { return calls.Load() > 0 })
-		h.apply(manifest.SourceFile, p, simplePod(t, "db", loop))
+		h.apply(podspec.SourceFile, p, simplePod(t, "db", loop))
 		h.eventually("the second pod dispatched", func() bool { all, _ := h.agent.workers.count(); return all == 2 })
 		h.step(h.agent.cfg.HousekeepingPeriod)
 		if n := calls.Load(); n != 1 {
@@ -67,7 +67,7 @@ func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		old := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, old)
+		h.apply(podspec.SourceFile, old)
 		h.eventually("old running", func() bool { c, _ := h.rt.running(old.UID); return c == 1 })
 
 		release := h.rt.hold(old.UID)
@@ -75,7 +75,7 @@ func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
 		if edited.UID == old.UID || edited.Name != old.Name {
 			t.Fatalf("an edit must keep the name and change the UID: %s/%s vs %s/%s", old.Name, old.UID, edited.Name, edited.UID)
 		}
-		h.apply(manifest.SourceFile, edited)
+		h.apply(podspec.SourceFile, edited)
 		h.eventually("new pod waiting for the name", func() bool {
 			st := h.status(edited.UID)
 			return st != nil && st.Status.Reason == "WaitingForPreviousPod"
@@ -106,12 +106,12 @@ func TestAgentWaitingPodRemovedNeverStarts(t *testing.T) {
 		a := simplePod(t, "web", loop)
 		b := simplePod(t, "web", loop+" # b")
 		c := simplePod(t, "web", loop+" # c")
-		h.apply(manifest.SourceFile, a)
+		h.apply(podspec.SourceFile, a)
 		h.eventually("a running", func() bool { n, _ := h.rt.running(a.UID); return n == 1 })
 		release := h.rt.hold(a.UID)
-		h.apply(manifest.SourceFile, b)
+		h.apply(podspec.SourceFile, b)
 		h.eventually("b waiting", func() bool { st := h.status(b.UID); return st != nil && st.Status.Reason == "WaitingForPreviousPod" })
-		h.apply(manifest.SourceFile, c)
+		h.apply(podspec.SourceFile, c)
 		h.eventually("b withdrawn", func() bool { return !h.agent.workers.known(b.UID) })
 		release()
 		h.eventually("c running", func() bool { n, _ := h.rt.running(c.UID); return n == 1 })
@@ -123,7 +123,7 @@ func TestAgentWaitingPodRemovedNeverStarts(t *testing.T) {
 
 func TestAgentTwoSourcesSameFullNameNeverRunBoth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, harnessOpts{sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+		h := newHarness(t, harnessOpts{sources: []string{podspec.SourceFile, podspec.SourceHTTP}})
 		fromFile := simplePod(t, "web", loop)
 		fromHTTP := pod(t, "http://example/pods", `apiVersion: v1
 kind: Pod
@@ -131,8 +131,8 @@ metadata: {name: web}
 spec:
   containers: [{name: app, image: "busybox:1.36", command: [sh, -c, "sleep 1000"]}]
 `)
-		h.apply(manifest.SourceFile, fromFile)
-		h.apply(manifest.SourceHTTP, fromHTTP)
+		h.apply(podspec.SourceFile, fromFile)
+		h.apply(podspec.SourceHTTP, fromHTTP)
 		h.eventually("one of them running", func() bool {
 			a, _ := h.rt.running(fromFile.UID)
 			b, _ := h.rt.running(fromHTTP.UID)
@@ -158,8 +158,8 @@ func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
 		gone := simplePod(t, "gone", loop)
 		ranBefore(t, rt, gone)
 
-		h := newHarness(t, harnessOpts{rt: rt, sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
-		h.apply(manifest.SourceFile)
+		h := newHarness(t, harnessOpts{rt: rt, sources: []string{podspec.SourceFile, podspec.SourceHTTP}})
+		h.apply(podspec.SourceFile)
 		// The first relist saw the unknown pod; a housekeeping pass looks at it
 		// again. Orphan cleanup starts a lane inside the pass, so once the pass
 		// is done a lane would exist.
@@ -170,7 +170,7 @@ func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
 		if n, _ := rt.running(gone.UID); n != 1 {
 			t.Fatal("a pod unknown to the sources was stopped before every source had delivered")
 		}
-		h.apply(manifest.SourceHTTP)
+		h.apply(podspec.SourceHTTP)
 		h.step(h.agent.cfg.HousekeepingPeriod)
 		h.eventually("orphan removed once every source is ready", func() bool { return rt.objects(gone.UID) == 0 })
 	})
@@ -183,7 +183,7 @@ func TestAgentLeavesForeignSandboxesAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.apply(manifest.SourceFile)
+		h.apply(podspec.SourceFile)
 		// Every source has delivered, and a relist and a housekeeping pass,
 		// which would start a lane for an orphan within the pass, have run.
 		h.step(h.agent.cfg.HousekeepingPeriod)
@@ -207,7 +207,7 @@ func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
 		rt.resetCalls()
 
 		h := newHarness(t, harnessOpts{rt: rt})
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("ready", func() bool { return h.agent.Ready() == nil })
 		h.eventually("status Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
 		// The periodic resync syncs the adopted pod once more.
@@ -254,7 +254,7 @@ func TestAgentStartsFromTheFirstRelist(t *testing.T) {
 				rt.resetCalls()
 
 				h := newHarness(t, harnessOpts{rt: rt})
-				h.apply(manifest.SourceFile, p)
+				h.apply(podspec.SourceFile, p)
 				h.eventually("ready", func() bool { return h.agent.Ready() == nil })
 				h.eventually("status Running", func() bool {
 					n, _ := rt.running(p.UID)
@@ -292,7 +292,7 @@ func TestAgentResyncReadsNothingForUnchangedPod(t *testing.T) {
 		ranBefore(t, rt, p)
 
 		h := newHarness(t, harnessOpts{rt: rt})
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("status Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
 		for range 3 {
 			reads := func() int { return rt.calls("ListPodSandbox")["ListPodSandbox"] }
@@ -321,7 +321,7 @@ func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		p := simplePod(t, "crash", "exit 1")
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
 		container := func() v1.ContainerStatus {
 			if st := h.status(p.UID); st != nil && len(st.Status.ContainerStatuses) == 1 {
@@ -392,7 +392,7 @@ spec:
   restartPolicy: Never
   containers: [{name: app, image: "busybox:1.36", command: [sh, -c, "true"]}]
 `)
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
 		h.rt.exit(p.UID, 0, h.clock.Now())
 		h.step(h.agent.cfg.RelistPeriod)
@@ -416,7 +416,7 @@ func TestAgentMaxPods(t *testing.T) {
 		h := newHarness(t, harnessOpts{maxPods: 1})
 		a := simplePod(t, "a", loop)
 		b := simplePod(t, "b", loop)
-		h.apply(manifest.SourceFile, a, b)
+		h.apply(podspec.SourceFile, a, b)
 		h.eventually("a running", func() bool { n, _ := h.rt.running(a.UID); return n == 1 })
 		h.eventually("b rejected", func() bool { st := h.status(b.UID); return st != nil && st.Status.Reason == "OutOfpods" })
 		if st := h.status(b.UID); st.Status.Phase != v1.PodFailed {
@@ -425,7 +425,7 @@ func TestAgentMaxPods(t *testing.T) {
 		if h.rt.objects(b.UID) != 0 {
 			t.Error("a pod beyond max-pods got runtime objects")
 		}
-		h.apply(manifest.SourceFile, a)
+		h.apply(podspec.SourceFile, a)
 		h.eventually("rejected pod's status dropped with its manifest", func() bool { return h.status(b.UID) == nil })
 	})
 }
@@ -434,7 +434,7 @@ func TestAgentRuntimeOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		p := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("running and healthy", func() bool { n, _ := h.rt.running(p.UID); return n == 1 && h.agent.Healthy() == nil })
 		down := errors.New("connection refused")
 		for range 5 {
@@ -459,7 +459,7 @@ func TestAgentNewPodCallsOnlyWhatItNeeds(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		before := len(h.rt.GetCalls())
 		p := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
 		var got []string
 		for _, c := range h.rt.GetCalls()[before:] {

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 // API serves berth's local HTTP API on a loopback TCP address and on a unix
@@ -29,7 +29,7 @@ type API struct {
 	podLogsDir string // APIOptions.PodLogsDir
 
 	agent *Agent
-	store *manifest.Store
+	store *store.Store
 	log   *slog.Logger
 	srv   *http.Server
 
@@ -72,7 +72,7 @@ type APIOptions struct {
 }
 
 // NewAPI builds the API over a running agent.
-func NewAPI(a *Agent, store *manifest.Store, reg *prometheus.Registry, log *slog.Logger, opts APIOptions) *API {
+func NewAPI(a *Agent, store *store.Store, reg *prometheus.Registry, log *slog.Logger, opts APIOptions) *API {
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = "/var/log/pods"
 	}

@@ -3,7 +3,7 @@ package agent
 import (
 	"net/http"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // problem is one manifest problem as the API serves it.
@@ -39,7 +39,7 @@ func (api *API) problems(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, list)
 }
 
-func fromManifestProblem(p manifest.Problem) problem {
+func fromManifestProblem(p podspec.Problem) problem {
 	return problem{
 		Source: p.Source, Origin: p.Origin, Line: p.Line, Field: p.Field, Reason: p.Reason,
 		Message: p.Message, Name: p.Name, Namespace: p.Namespace, Error: p.Error(),

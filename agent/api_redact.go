@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // redacted replaces every value --listen-pods=redacted hides.
@@ -14,9 +14,9 @@ const redacted = "<redacted>"
 // safeAnnotations are the annotations whose values berth writes itself and
 // that hold nothing secret; every other annotation keeps its key only.
 var safeAnnotations = map[string]bool{
-	manifest.AnnotationHash:   true,
-	manifest.AnnotationSource: true,
-	manifest.AnnotationSeen:   true,
+	podspec.AnnotationHash:   true,
+	podspec.AnnotationSource: true,
+	podspec.AnnotationSeen:   true,
 }
 
 // redactPod returns a copy of p for --listen-pods=redacted: what a
@@ -100,7 +100,7 @@ func redactProbe(p *v1.Probe) *v1.Probe {
 // take tokens (?token=...); the keys stay, so an operator still recognises
 // the endpoint. A parameter without "=" may be a bare token and is
 // replaced whole, and so is a fragment. This is the rule of a manifest URL
-// (manifest.RedactURL): credentials go in the userinfo, which a probe's
+// (podspec.RedactURL): credentials go in the userinfo, which a probe's
 // path has none of, or in the query, not in the path.
 func redactHTTPPath(p string) string {
 	i := strings.IndexAny(p, "?#")

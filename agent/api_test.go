@@ -21,7 +21,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 var apiT0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -42,10 +43,10 @@ func newAPIBed(t testing.TB, configure ...func(*API)) *apiBed {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(apiT0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := manifest.NewStoreWithClock(clk, manifest.SourceFile)
-	if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Problems: []manifest.Problem{{
-		Source: manifest.SourceFile, Origin: "/etc/kubernetes/manifests/bad.yaml", Line: 7, Field: "spec.containers[0].image",
-		Reason: manifest.ReasonInvalid, Message: "Required value", Name: "bad-node1", Namespace: "default",
+	store := store.NewWithClock(clk, podspec.SourceFile)
+	if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
+		Source: podspec.SourceFile, Origin: "/etc/kubernetes/manifests/bad.yaml", Line: 7, Field: "spec.containers[0].image",
+		Reason: podspec.ReasonInvalid, Message: "Required value", Name: "bad-node1", Namespace: "default",
 	}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +388,7 @@ func TestAPISocket(t *testing.T) {
 	stale.Close()
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := manifest.NewStore()
+	store := store.New()
 	api := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log, APIOptions{})
 	if err := api.Listen("", socket); err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)

@@ -27,7 +27,8 @@ import (
 	"github.com/berth-agent/berth/cri"
 	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/handlers"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 const testNode = "node1"
@@ -43,7 +44,7 @@ type harness struct {
 	rt     *recordingRuntime
 	img    *apitest.FakeImageService
 	mgr    *cri.Manager
-	store  *manifest.Store
+	store  *store.Store
 	agent  *Agent
 	reg    *prometheus.Registry
 	cancel context.CancelFunc
@@ -67,7 +68,7 @@ type harnessOpts struct {
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	if len(o.sources) == 0 {
-		o.sources = []string{manifest.SourceFile}
+		o.sources = []string{podspec.SourceFile}
 	}
 	if o.rt == nil {
 		o.rt = newRecordingRuntime()
@@ -91,7 +92,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		NodeName: testNode, RootDir: root, PodLogsDir: logs, Clock: clk, Recorder: events,
 		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
 	})
-	h.store = manifest.NewStoreWithClock(h.clock, o.sources...)
+	h.store = store.NewWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
 	h.agent = New(Config{NodeName: testNode, HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
 		RelistPeriod: o.relistPeriod, Rollback: o.rollback, OnReady: o.onReady}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
@@ -157,7 +158,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // pod parses a manifest the way the file source does.
 func pod(t *testing.T, path, yaml string) *v1.Pod {
 	t.Helper()
-	res := manifest.Parse([]byte(yaml), manifest.Origin{Source: manifest.SourceFile, Path: path}, testNode)
+	res := podspec.Parse([]byte(yaml), podspec.Origin{Source: podspec.SourceFile, Path: path}, testNode)
 	if len(res.Problems) > 0 || len(res.Pods) != 1 {
 		t.Fatalf("manifest %s: %v", path, res.Problems)
 	}
@@ -180,7 +181,7 @@ spec:
 // apply delivers a snapshot of the given source.
 func (h *harness) apply(source string, pods ...*v1.Pod) {
 	h.t.Helper()
-	if err := h.store.Apply(context.Background(), manifest.Snapshot{Source: source, Pods: pods}); err != nil {
+	if err := h.store.Apply(context.Background(), podspec.Snapshot{Source: source, Pods: pods}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -524,7 +525,7 @@ func (r *recordingRuntime) exit(uid types.UID, code int32, at time.Time) {
 func ranBefore(t *testing.T, rt *recordingRuntime, p *v1.Pod) time.Time {
 	t.Helper()
 	first := newHarness(t, harnessOpts{rt: rt})
-	first.apply(manifest.SourceFile, p)
+	first.apply(podspec.SourceFile, p)
 	first.eventually(p.Name+" running", func() bool { n, _ := rt.running(p.UID); return n == 1 })
 	first.stop()
 	return first.clock.Now()

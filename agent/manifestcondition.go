@@ -8,7 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
 )
 
 // ConditionManifestValid says whether the manifest a pod comes from is
@@ -26,25 +27,25 @@ const ConditionManifestValid v1.PodConditionType = "berth.io/ManifestValid"
 // naming it, and the ones of its file or URL that could not name any pod
 // (a syntax error, an emptied or unreadable file).
 type problemIndex struct {
-	named   map[string][]manifest.Problem // origin + "\x00" + full name
-	unnamed map[string][]manifest.Problem // origin
+	named   map[string][]podspec.Problem // origin + "\x00" + full name
+	unnamed map[string][]podspec.Problem // origin
 }
 
 // indexProblems builds the index once per listing, so mapping N pods costs
 // N lookups, not N scans of every problem.
-func indexProblems(problems []manifest.Problem) problemIndex {
-	ix := problemIndex{named: map[string][]manifest.Problem{}, unnamed: map[string][]manifest.Problem{}}
+func indexProblems(problems []podspec.Problem) problemIndex {
+	ix := problemIndex{named: map[string][]podspec.Problem{}, unnamed: map[string][]podspec.Problem{}}
 	for _, p := range problems {
 		// An unreachable URL says nothing about the manifest: the pods it
 		// served before run as they were, and /problems reports the outage.
-		if p.Reason == manifest.ReasonUnreachable {
+		if p.Reason == source.ReasonUnreachable {
 			continue
 		}
 		if p.Name == "" {
 			ix.unnamed[p.Origin] = append(ix.unnamed[p.Origin], p)
 			continue
 		}
-		key := p.Origin + "\x00" + manifest.JoinFullName(p.Name, p.Namespace)
+		key := p.Origin + "\x00" + podspec.JoinFullName(p.Name, p.Namespace)
 		ix.named[key] = append(ix.named[key], p)
 	}
 	return ix
@@ -53,24 +54,24 @@ func indexProblems(problems []manifest.Problem) problemIndex {
 // of returns the problems of pod's manifest. A problem naming the pod must
 // come from the pod's own file or URL: another file defining the same name
 // is refused as a duplicate, which is that file's problem, not this pod's.
-func (ix problemIndex) of(pod *v1.Pod) []manifest.Problem {
-	origin := pod.Annotations[manifest.AnnotationOrigin]
-	named := ix.named[origin+"\x00"+manifest.JoinFullName(pod.Name, pod.Namespace)]
+func (ix problemIndex) of(pod *v1.Pod) []podspec.Problem {
+	origin := pod.Annotations[podspec.AnnotationOrigin]
+	named := ix.named[origin+"\x00"+podspec.JoinFullName(pod.Name, pod.Namespace)]
 	unnamed := ix.unnamed[origin]
 	if len(unnamed) == 0 {
 		return named
 	}
 	// Both come from the pod's one origin: keep them in line order, as
 	// /problems lists them.
-	all := append(append([]manifest.Problem(nil), named...), unnamed...)
-	slices.SortStableFunc(all, func(a, b manifest.Problem) int { return a.Line - b.Line })
+	all := append(append([]podspec.Problem(nil), named...), unnamed...)
+	slices.SortStableFunc(all, func(a, b podspec.Problem) int { return a.Line - b.Line })
 	return all
 }
 
 // manifestCondition renders a pod's manifest problems as its
 // ConditionManifestValid: the first problem's reason (problems come ordered
 // by file and line), and every problem as FILE:LINE: FIELD: MESSAGE.
-func manifestCondition(problems []manifest.Problem, now time.Time) v1.PodCondition {
+func manifestCondition(problems []podspec.Problem, now time.Time) v1.PodCondition {
 	c := v1.PodCondition{Type: ConditionManifestValid, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}
 	if len(problems) == 0 {
 		return c

@@ -12,7 +12,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 const goodWeb = `apiVersion: v1
@@ -27,8 +29,8 @@ spec:
 // TestPodsManifestValidCondition checks that a running pod whose manifest
 // is broken says so on the pod itself, and only that pod.
 func TestPodsManifestValidCondition(t *testing.T) {
-	file := func(path, yaml string) []manifest.Problem {
-		return manifest.Parse([]byte(yaml), manifest.Origin{Source: manifest.SourceFile, Path: path}, testNode).Problems
+	file := func(path, yaml string) []podspec.Problem {
+		return podspec.Parse([]byte(yaml), podspec.Origin{Source: podspec.SourceFile, Path: path}, testNode).Problems
 	}
 	invalidEdit := file("/m/web.yaml", `apiVersion: v1
 kind: Pod
@@ -39,24 +41,24 @@ spec:
     image: ""
 `)
 	syntaxError := file("/m/web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web\n")
-	duplicate := []manifest.Problem{{Source: manifest.SourceFile, Origin: "/m/other.yaml", Line: 3, Field: "metadata.name",
-		Reason: manifest.ReasonDuplicateName, Message: "already defined", Name: "web-node1", Namespace: "default"}}
-	unreachable := []manifest.Problem{{Source: manifest.SourceFile, Origin: "/m/web.yaml", Reason: manifest.ReasonUnreachable, Message: "down"}}
+	duplicate := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/other.yaml", Line: 3, Field: "metadata.name",
+		Reason: podspec.ReasonDuplicateName, Message: "already defined", Name: "web-node1", Namespace: "default"}}
+	unreachable := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/web.yaml", Reason: source.ReasonUnreachable, Message: "down"}}
 	if len(invalidEdit) != 1 || invalidEdit[0].Name != "web-node1" || len(syntaxError) != 1 || syntaxError[0].Name != "" {
 		t.Fatalf("fixtures: invalid edit %+v, syntax error %+v", invalidEdit, syntaxError)
 	}
 	tests := []struct {
 		name     string
-		problems []manifest.Problem
+		problems []podspec.Problem
 		status   v1.ConditionStatus
 		reason   string
 		message  string
 	}{
 		{"valid manifest", nil, v1.ConditionTrue, "", ""},
-		{"invalid edit naming the pod", invalidEdit, v1.ConditionFalse, manifest.ReasonInvalid,
+		{"invalid edit naming the pod", invalidEdit, v1.ConditionFalse, podspec.ReasonInvalid,
 			"/m/web.yaml:7: spec.containers[0].image: Required value: every container needs an image (the last good version of this pod keeps running)"},
-		{"syntax error of its file", syntaxError, v1.ConditionFalse, manifest.ReasonDecodeError, syntaxError[0].Error()},
-		{"both, in file order", append(append([]manifest.Problem(nil), syntaxError...), invalidEdit...), v1.ConditionFalse, manifest.ReasonDecodeError,
+		{"syntax error of its file", syntaxError, v1.ConditionFalse, podspec.ReasonDecodeError, syntaxError[0].Error()},
+		{"both, in file order", append(append([]podspec.Problem(nil), syntaxError...), invalidEdit...), v1.ConditionFalse, podspec.ReasonDecodeError,
 			syntaxError[0].Error() + "; /m/web.yaml:7: spec.containers[0].image: Required value: every container needs an image (the last good version of this pod keeps running)"},
 		{"another file defining the same name", duplicate, v1.ConditionTrue, "", ""},
 		{"unreachable source", unreachable, v1.ConditionTrue, "", ""},
@@ -64,18 +66,18 @@ spec:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(apiT0)
-			store := manifest.NewStoreWithClock(clk, manifest.SourceFile)
+			store := store.NewWithClock(clk, podspec.SourceFile)
 			web := pod(t, "/m/web.yaml", goodWeb)
 			other := pod(t, "/m/other.yaml", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}}`)
 			// Problems as keepLastGood leaves them, with the suffix the
 			// source adds for a pod it keeps.
-			probs := append([]manifest.Problem(nil), tt.problems...)
+			probs := append([]podspec.Problem(nil), tt.problems...)
 			for i := range probs {
-				if probs[i].Reason == manifest.ReasonInvalid {
+				if probs[i].Reason == podspec.ReasonInvalid {
 					probs[i].Message += " (the last good version of this pod keeps running)"
 				}
 			}
-			if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
+			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
 				t.Fatal(err)
 			}
 			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: testNode}, store, nil, nil)
@@ -102,7 +104,7 @@ spec:
 			}
 
 			// Fixing the file (here: the problems go) clears it at once.
-			if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
+			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
 				t.Fatal(err)
 			}
 			if c := condition(a.Pod("default", "web-node1"), ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {
@@ -117,7 +119,7 @@ spec:
 func TestPodsRefusedManifestConditionFalse(t *testing.T) {
 	b := newAPIBed(t)
 	c := condition(b.agent.Pod("default", "bad-node1"), ConditionManifestValid)
-	if c == nil || c.Status != v1.ConditionFalse || c.Reason != manifest.ReasonInvalid ||
+	if c == nil || c.Status != v1.ConditionFalse || c.Reason != podspec.ReasonInvalid ||
 		c.Message != "/etc/kubernetes/manifests/bad.yaml:7: spec.containers[0].image: Required value" {
 		t.Errorf("refused pod: condition = %+v", c)
 	}

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // metrics are the agent's Prometheus series, named like the kubelet's with
@@ -115,7 +115,7 @@ func (m *metrics) observeSync(pod *v1.Pod, res cri.SyncResult) {
 // observeStarted records the pod start latency from the config.seen
 // annotation the merge store stamped when the manifest was first read.
 func (m *metrics) observeStarted(pod *v1.Pod, now time.Time) {
-	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
+	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[podspec.AnnotationSeen])
 	if err != nil {
 		return
 	}

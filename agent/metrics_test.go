@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 func TestAgentMetrics(t *testing.T) {
@@ -15,7 +15,7 @@ func TestAgentMetrics(t *testing.T) {
 		h := newHarness(t, harnessOpts{maxPods: 1})
 		p := simplePod(t, "web", loop)
 		extra := simplePod(t, "extra", loop)
-		h.apply(manifest.SourceFile, p, extra)
+		h.apply(podspec.SourceFile, p, extra)
 		// The lane counts its step once the sync, and the start it counted,
 		// are done.
 		h.eventually("pod started and counted", func() bool {

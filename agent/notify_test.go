@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // listenNotify stands in for systemd's notification socket.
@@ -78,7 +78,7 @@ func TestStatusFollowsPhasesWithoutHousekeeping(t *testing.T) {
 		t.Setenv("NOTIFY_SOCKET", path)
 		h := newHarness(t, harnessOpts{})
 		p := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		var seen []string
 		buf := make([]byte, 4096)
 		deadline := time.Now().Add(20 * time.Second)

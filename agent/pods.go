@@ -7,7 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 // Pods returns every pod berth knows, with status, sorted by namespace and
@@ -21,13 +22,13 @@ func (a *Agent) Pods() []*v1.Pod {
 	now := a.cfg.Clock.Now()
 	byName := make(map[string]bool, len(pods))
 	for _, p := range pods {
-		byName[manifest.JoinFullName(p.Name, p.Namespace)] = true
+		byName[podspec.JoinFullName(p.Name, p.Namespace)] = true
 	}
 	for _, prob := range problems {
 		if prob.Name == "" {
 			continue
 		}
-		fn := manifest.JoinFullName(prob.Name, prob.Namespace)
+		fn := podspec.JoinFullName(prob.Name, prob.Namespace)
 		if byName[fn] {
 			continue
 		}
@@ -38,7 +39,7 @@ func (a *Agent) Pods() []*v1.Pod {
 	for i, p := range pods {
 		pods[i] = a.decorate(p, ix, now)
 	}
-	manifest.SortPods(pods)
+	store.SortPods(pods)
 	return pods
 }
 
@@ -76,7 +77,7 @@ func (a *Agent) Pod(namespace, name string) *v1.Pod {
 	if len(pods) == 0 {
 		return nil
 	}
-	manifest.SortPods(pods)
+	store.SortPods(pods)
 	return a.decorate(pods[0], indexProblems(problems), now)
 }
 
@@ -84,12 +85,12 @@ func (a *Agent) Pod(namespace, name string) *v1.Pod {
 func (a *Agent) Events(uid types.UID) []Event { return a.events.list(uid) }
 
 // rejectedPod shows a manifest berth refused as a pod that never started.
-func rejectedPod(prob manifest.Problem, nodeName string, now time.Time) *v1.Pod {
+func rejectedPod(prob podspec.Problem, nodeName string, now time.Time) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        prob.Name,
 			Namespace:   prob.Namespace,
-			Annotations: map[string]string{manifest.AnnotationSource: prob.Source, manifest.AnnotationOrigin: prob.Origin},
+			Annotations: map[string]string{podspec.AnnotationSource: prob.Source, podspec.AnnotationOrigin: prob.Origin},
 		},
 		Spec: v1.PodSpec{NodeName: nodeName},
 		Status: v1.PodStatus{

@@ -17,7 +17,7 @@ import (
 
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // workState is where a pod is in its life: syncing, then terminating, then
@@ -346,7 +346,7 @@ func (p *podWorkers) syncAll() {
 func (p *podWorkers) hold(name, namespace string, uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gate.hold(manifest.JoinFullName(name, namespace), uid)
+	p.gate.hold(podspec.JoinFullName(name, namespace), uid)
 }
 
 // known reports whether a lane exists for uid.
@@ -374,7 +374,7 @@ func (p *podWorkers) count() (all, active int) {
 func (p *podWorkers) wait() { p.wg.Wait() }
 
 func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
-	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: manifest.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
+	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: podspec.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
 	p.seen++
 	w.seq = p.seen
 	if pod != nil {

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // probedPod is a pod "web" whose container "app" has the given probe kind
@@ -47,7 +47,7 @@ func TestAgentReadinessProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		p := probedPod(t, "readinessProbe")
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		ready := func(want bool) func() bool {
 			return func() bool {
 				st := h.status(p.UID)
@@ -84,7 +84,7 @@ func TestAgentLivenessProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		p := probedPod(t, "livenessProbe")
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("Running", func() bool { return h.phase(p.UID) == v1.PodRunning })
 		h.failExec(1)
 		h.stepUntil("restarted once", time.Second, 30, func() bool {

@@ -15,12 +15,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podrules"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // RollbackConfig configures the automatic rollback of a bad edit.
 type RollbackConfig struct {
-	// After is, by source (manifest.SourceFile, manifest.SourceHTTP), how
+	// After is, by source (podspec.SourceFile, podspec.SourceHTTP), how
 	// long a new version of a pod may take to become Ready before berth
 	// rolls back to the last version that was Ready; 0 (or a source not
 	// in the map) disables it. The pod's berth.io/rollback-after
@@ -78,8 +79,8 @@ type rollbackKey struct {
 
 // keyOf is the key of pod's versions.
 func keyOf(pod *v1.Pod) rollbackKey {
-	return rollbackKey{Source: pod.Annotations[manifest.AnnotationSource], Origin: pod.Annotations[manifest.AnnotationOrigin],
-		FullName: manifest.FullName(pod)}
+	return rollbackKey{Source: pod.Annotations[podspec.AnnotationSource], Origin: pod.Annotations[podspec.AnnotationOrigin],
+		FullName: podspec.FullName(pod)}
 }
 
 // logKeys are the log keys of the key's pod, as the rest of berth logs a
@@ -169,10 +170,10 @@ func newRollbacks(cfg RollbackConfig, nodeName string, clk clock.PassiveClock, l
 
 // window is how long pod may take to become Ready, 0 for never rolled back.
 func (r *rollbacks) window(pod *v1.Pod) time.Duration {
-	if d, ok, err := manifest.RollbackAfter(pod); ok && err == nil {
+	if d, ok, err := podrules.RollbackAfter(pod); ok && err == nil {
 		return d
 	}
-	return r.cfg.After[pod.Annotations[manifest.AnnotationSource]]
+	return r.cfg.After[pod.Annotations[podspec.AnnotationSource]]
 }
 
 // admit is called by the sync loop with every pod a source delivers (ADD,
@@ -409,12 +410,12 @@ func (r *rollbacks) saveLocked(k rollbackKey, rec *nameRecord) {
 
 // problems are the failed versions, for /problems, metrics, STATUS= and
 // `berth pods`, ordered by full name, source and origin.
-func (r *rollbacks) problems() []manifest.Problem {
+func (r *rollbacks) problems() []podspec.Problem {
 	r.mu.Lock()
-	var out []manifest.Problem
+	var out []podspec.Problem
 	add := func(k rollbackKey, rb *rollback) {
 		name, ns := splitFullName(k.FullName)
-		out = append(out, manifest.Problem{Source: rb.BadSource, Origin: rb.BadOrigin, Reason: rb.Reason,
+		out = append(out, podspec.Problem{Source: rb.BadSource, Origin: rb.BadOrigin, Reason: rb.Reason,
 			Message: rb.Message, Name: name, Namespace: ns})
 	}
 	for k, rec := range r.records {
@@ -428,7 +429,7 @@ func (r *rollbacks) problems() []manifest.Problem {
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if fa, fb := manifest.JoinFullName(a.Name, a.Namespace), manifest.JoinFullName(b.Name, b.Namespace); fa != fb {
+		if fa, fb := podspec.JoinFullName(a.Name, a.Namespace), podspec.JoinFullName(b.Name, b.Namespace); fa != fb {
 			return fa < fb
 		}
 		if a.Source != b.Source {
@@ -453,7 +454,7 @@ func (r *rollbacks) condition(pod *v1.Pod) (v1.PodCondition, bool) {
 		Message: rb.Message, LastTransitionTime: metav1.NewTime(rb.At)}, true
 }
 
-// splitFullName undoes manifest.JoinFullName: namespaces hold no "_".
+// splitFullName undoes podspec.JoinFullName: namespaces hold no "_".
 func splitFullName(fn string) (name, namespace string) {
 	for i := len(fn) - 1; i >= 0; i-- {
 		if fn[i] == '_' {
@@ -578,6 +579,6 @@ func (a *Agent) desiredPods() []*v1.Pod {
 }
 
 // problems are the sources' manifest problems and the failed versions.
-func (a *Agent) problems() []manifest.Problem {
+func (a *Agent) problems() []podspec.Problem {
 	return append(a.store.Problems(), a.rollback.problems()...)
 }

@@ -17,7 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podrules"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // obs is one step of a trial: the clock moves by after, then pod ("a" or
@@ -83,10 +84,10 @@ func TestRollbackDecisions(t *testing.T) {
 			lastReady: "a"},
 		{name: "annotation 0 disables", annotation: "0", steps: append(slices.Clone(accepted), obs{pod: "b", restarts: 9}, obs{after: 2 * window, pod: ""}),
 			lastReady: "a"},
-		{name: "annotation enables where the source default is off", annotation: "30s", source: manifest.SourceHTTP,
+		{name: "annotation enables where the source default is off", annotation: "30s", source: podspec.SourceHTTP,
 			steps:     append(slices.Clone(accepted), obs{pod: "b"}, obs{after: 30 * time.Second, pod: ""}),
 			lastReady: "a", rolledBack: true, reason: ReasonRolledBack, why: "not Ready 30s after"},
-		{name: "source default off", source: manifest.SourceHTTP, steps: append(slices.Clone(accepted), obs{pod: "b", restarts: 9}, obs{after: 2 * window, pod: ""}),
+		{name: "source default off", source: podspec.SourceHTTP, steps: append(slices.Clone(accepted), obs{pod: "b", restarts: 9}, obs{after: 2 * window, pod: ""}),
 			lastReady: "a"},
 		{name: "no earlier ready version: it runs on, with a problem", steps: []obs{{pod: "b", restarts: crashLoopRestarts}},
 			reason: ReasonNoReadyVersion, why: "no earlier version of it was Ready"},
@@ -97,7 +98,7 @@ func TestRollbackDecisions(t *testing.T) {
 		{name: "a ready version of another file is no rollback target", aOrigin: "/m/web-a.yaml",
 			steps:  append(slices.Clone(accepted), obs{pod: "b"}, obs{after: window, pod: ""}),
 			reason: ReasonNoReadyVersion, why: "no earlier version of it was Ready from its manifest (file /m/web.yaml)"},
-		{name: "a ready version of another source is no rollback target", aSource: manifest.SourceHTTP, aOrigin: "https://fleet.example/pods.yaml",
+		{name: "a ready version of another source is no rollback target", aSource: podspec.SourceHTTP, aOrigin: "https://fleet.example/pods.yaml",
 			steps:  append(slices.Clone(accepted), obs{pod: "b", restarts: crashLoopRestarts}),
 			reason: ReasonNoReadyVersion, why: "no earlier version of it was Ready"},
 	}
@@ -105,24 +106,24 @@ func TestRollbackDecisions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			r := newRollbacks(RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: window}, MinReady: minReady},
+			r := newRollbacks(RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: window}, MinReady: minReady},
 				testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
 			a := simplePod(t, "web", loop)
 			src := tt.source
 			if src == "" {
-				src = manifest.SourceFile
+				src = podspec.SourceFile
 			}
-			a.Annotations[manifest.AnnotationSource] = src
+			a.Annotations[podspec.AnnotationSource] = src
 			if tt.aSource != "" {
-				a.Annotations[manifest.AnnotationSource] = tt.aSource
+				a.Annotations[podspec.AnnotationSource] = tt.aSource
 			}
 			if tt.aOrigin != "" {
-				a.Annotations[manifest.AnnotationOrigin] = tt.aOrigin
+				a.Annotations[podspec.AnnotationOrigin] = tt.aOrigin
 			}
 			b := pod(t, "/m/web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app, image: busybox:1.36, command: [\"false\"]}]}")
-			b.Annotations[manifest.AnnotationSource] = src
+			b.Annotations[podspec.AnnotationSource] = src
 			if tt.annotation != "" {
-				b.Annotations[manifest.AnnotationRollbackAfter] = tt.annotation
+				b.Annotations[podrules.AnnotationRollbackAfter] = tt.annotation
 			}
 			pods := map[string]*v1.Pod{"a": a, "b": b}
 			started := map[string]time.Time{}
@@ -184,7 +185,7 @@ func TestRollbackAdmit(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := filepath.Join(t.TempDir(), "rollback")
-	cfg := RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: time.Minute}, StateDir: dir}
+	cfg := RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute}, StateDir: dir}
 	r := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
 	a, b, c := simplePod(t, "web", loop), simplePod(t, "web", "exit 1"), simplePod(t, "web", loop+" # c")
 	r.observe(a, trialStatus(obs{ready: true}), clk.Now())
@@ -219,15 +220,15 @@ func TestRollbackAdmit(t *testing.T) {
 // again changes nothing, and a new version ends the rollback.
 func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, harnessOpts{rollback: RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: time.Minute},
+		h := newHarness(t, harnessOpts{rollback: RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute},
 			MinReady: 4 * time.Second, StateDir: filepath.Join(t.TempDir(), "rollback")}})
 		good := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, good)
+		h.apply(podspec.SourceFile, good)
 		h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
 		h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
 
 		bad := neverReadyPod(t)
-		h.apply(manifest.SourceFile, bad)
+		h.apply(podspec.SourceFile, bad)
 		h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
 		h.stepUntil("good running again", 2*time.Second, 60, func() bool { n, _ := h.rt.running(good.UID); return n == 1 })
 		h.eventually("bad removed", func() bool { return h.rt.objects(bad.UID) == 0 })
@@ -262,14 +263,14 @@ func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 			return len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(uid) }))
 		}
 		badRuns := runs(bad.UID)
-		h.apply(manifest.SourceFile, bad)
+		h.apply(podspec.SourceFile, bad)
 		h.step(2 * time.Minute)
 		if runs(bad.UID) != badRuns {
 			t.Fatal("the bad version started again though its manifest did not change")
 		}
 
 		next := simplePod(t, "web", loop+" # fixed")
-		h.apply(manifest.SourceFile, next)
+		h.apply(podspec.SourceFile, next)
 		h.eventually("the new version running", func() bool { n, _ := h.rt.running(next.UID); return n == 1 })
 		h.eventually("the good version stopped", func() bool { n, _ := h.rt.running(good.UID); return n == 0 })
 		if probs := h.agent.problems(); len(probs) != 0 {
@@ -287,15 +288,15 @@ func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 // version first, then starts the good one once, never both at once.
 func TestAgentRollbackAcrossRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: time.Minute},
+		cfg := RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute},
 			MinReady: 4 * time.Second, StateDir: filepath.Join(t.TempDir(), "rollback")}
 		h := newHarness(t, harnessOpts{rollback: cfg})
 		good := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, good)
+		h.apply(podspec.SourceFile, good)
 		h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
 		h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
 		bad := neverReadyPod(t)
-		h.apply(manifest.SourceFile, bad)
+		h.apply(podspec.SourceFile, bad)
 		h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
 		release := h.rt.hold(bad.UID)
 		h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
@@ -310,7 +311,7 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 		}
 
 		h2 := newHarness(t, harnessOpts{rollback: cfg, rt: h.rt})
-		h2.apply(manifest.SourceFile, bad)
+		h2.apply(podspec.SourceFile, bad)
 		h2.stepUntil("good running again", 2*time.Second, 30, func() bool { n, _ := h2.rt.running(good.UID); return n == 1 })
 		h2.eventually("bad removed", func() bool { return h2.rt.objects(bad.UID) == 0 })
 		if v := h2.rt.exclusivityViolations(); len(v) > 0 {
@@ -323,7 +324,7 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 
 		// Removing the manifest stops the version running in its place and
 		// forgets the pod's versions, on disk too.
-		h2.apply(manifest.SourceFile)
+		h2.apply(podspec.SourceFile)
 		h2.eventually("the good version removed", func() bool { return h2.rt.objects(good.UID) == 0 })
 		if h2.lastReady(good) != "" || len(h2.agent.problems()) != 0 {
 			t.Errorf("after the removal the last Ready version is %q and the problems %v, want none", h2.lastReady(good), h2.agent.problems())
@@ -364,14 +365,14 @@ spec:
 // terminated, and the rollback is over.
 func TestAgentEditDuringRollback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, harnessOpts{rollback: RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: time.Minute},
+		h := newHarness(t, harnessOpts{rollback: RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute},
 			MinReady: 4 * time.Second}})
 		good := simplePod(t, "web", loop)
-		h.apply(manifest.SourceFile, good)
+		h.apply(podspec.SourceFile, good)
 		h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
 		h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
 		bad := neverReadyPod(t)
-		h.apply(manifest.SourceFile, bad)
+		h.apply(podspec.SourceFile, bad)
 		h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
 		release := h.rt.hold(bad.UID)
 		h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
@@ -381,7 +382,7 @@ func TestAgentEditDuringRollback(t *testing.T) {
 		})
 
 		next := simplePod(t, "web", loop+" # next")
-		h.apply(manifest.SourceFile, next)
+		h.apply(podspec.SourceFile, next)
 		h.eventually("the good version withdrawn", func() bool { return !h.agent.workers.known(good.UID) })
 		release()
 		h.eventually("the new version running", func() bool { n, _ := h.rt.running(next.UID); return n == 1 })

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // fleetURL is the --manifest-url of the tests' HTTP pods.
@@ -28,7 +28,7 @@ const fleetURL = "https://fleet.example/pods.yaml"
 // httpPod parses a manifest the way the URL source does.
 func httpPod(t *testing.T, yaml string) *v1.Pod {
 	t.Helper()
-	res := manifest.Parse([]byte(yaml), manifest.Origin{Source: manifest.SourceHTTP, Path: fleetURL}, testNode)
+	res := podspec.Parse([]byte(yaml), podspec.Origin{Source: podspec.SourceHTTP, Path: fleetURL}, testNode)
 	if len(res.Problems) > 0 || len(res.Pods) != 1 {
 		t.Fatalf("manifest of %s: %v", fleetURL, res.Problems)
 	}
@@ -88,13 +88,13 @@ func TestAgentRollbackTargetIsTheManifests(t *testing.T) {
 		{
 			name:    "file removed while the URL serves the name",
 			bad:     func(t *testing.T) *v1.Pod { return httpPod(t, neverReadyManifest("")) },
-			waiting: manifest.SourceHTTP,
+			waiting: podspec.SourceHTTP,
 			then:    func(bad *v1.Pod) ([]*v1.Pod, []*v1.Pod) { return nil, []*v1.Pod{bad} },
 		},
 		{
 			name:    "file removed while another file serves the name",
 			bad:     func(t *testing.T) *v1.Pod { return pod(t, "/m/web-b.yaml", neverReadyManifest("")) },
-			waiting: manifest.SourceFile,
+			waiting: podspec.SourceFile,
 			then:    func(bad *v1.Pod) ([]*v1.Pod, []*v1.Pod) { return []*v1.Pod{bad}, nil },
 		},
 		{
@@ -113,19 +113,19 @@ func TestAgentRollbackTargetIsTheManifests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				dir := filepath.Join(t.TempDir(), "rollback")
-				h := newHarness(t, harnessOpts{sources: []string{manifest.SourceFile, manifest.SourceHTTP}, rollback: RollbackConfig{
-					After:    map[string]time.Duration{manifest.SourceFile: time.Minute, manifest.SourceHTTP: time.Minute},
+				h := newHarness(t, harnessOpts{sources: []string{podspec.SourceFile, podspec.SourceHTTP}, rollback: RollbackConfig{
+					After:    map[string]time.Duration{podspec.SourceFile: time.Minute, podspec.SourceHTTP: time.Minute},
 					MinReady: 4 * time.Second, StateDir: dir}})
 				good, bad := simplePod(t, "web", loop), tt.bad(t)
-				h.apply(manifest.SourceHTTP)
-				h.apply(manifest.SourceFile, good)
+				h.apply(podspec.SourceHTTP)
+				h.apply(podspec.SourceFile, good)
 				h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
 				h.stepUntil("good persisted as the last Ready version", 2*time.Second, 10, func() bool { return stateMentions(t, dir, good.UID) })
 				switch tt.waiting {
-				case manifest.SourceHTTP:
-					h.apply(manifest.SourceHTTP, bad)
-				case manifest.SourceFile:
-					h.apply(manifest.SourceFile, good, bad)
+				case podspec.SourceHTTP:
+					h.apply(podspec.SourceHTTP, bad)
+				case podspec.SourceFile:
+					h.apply(podspec.SourceFile, good, bad)
 				}
 				if tt.waiting != "" {
 					h.eventually("bad waiting behind good", func() bool {
@@ -135,8 +135,8 @@ func TestAgentRollbackTargetIsTheManifests(t *testing.T) {
 				}
 
 				file, web := tt.then(bad)
-				h.apply(manifest.SourceHTTP, web...)
-				h.apply(manifest.SourceFile, file...)
+				h.apply(podspec.SourceHTTP, web...)
+				h.apply(podspec.SourceFile, file...)
 				h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
 				h.stepUntil("bad judged", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
 				probs := h.agent.problems()
@@ -197,9 +197,9 @@ func TestRollbackStateLayout1(t *testing.T) {
 	}
 	write := func(good, bad *v1.Pod) {
 		t.Helper()
-		fn := manifest.FullName(good)
+		fn := podspec.FullName(good)
 		data, err := json.Marshal(v1RollbackFile{Version: 1, NodeName: testNode, FullName: fn, LastReady: good, ReadyAt: clk.Now(),
-			RolledBack: &rollback{Bad: bad.UID, BadSource: bad.Annotations[manifest.AnnotationSource], BadOrigin: bad.Annotations[manifest.AnnotationOrigin],
+			RolledBack: &rollback{Bad: bad.UID, BadSource: bad.Annotations[podspec.AnnotationSource], BadOrigin: bad.Annotations[podspec.AnnotationOrigin],
 				Good: good.UID, At: clk.Now(), Reason: ReasonRolledBack, Message: "m"}})
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +218,7 @@ func TestRollbackStateLayout1(t *testing.T) {
 	write(webGood, webBad)
 	write(dbGood, dbBad)
 
-	cfg := RollbackConfig{After: map[string]time.Duration{manifest.SourceFile: time.Minute, manifest.SourceHTTP: time.Minute}, StateDir: dir}
+	cfg := RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute, podspec.SourceHTTP: time.Minute}, StateDir: dir}
 	r := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
 	if got := r.admit(webBad); got != webBad {
 		t.Errorf("admit(the URL's version) = %s, want itself: a layout-1 rollback to another manifest's version must not hold", got.UID)
@@ -243,7 +243,7 @@ func TestRollbackStateLayout1(t *testing.T) {
 			Source  string `json:"source"`
 			Origin  string `json:"origin"`
 		}
-		if err := json.Unmarshal(data, &head); err != nil || head.Version < 2 || head.Source != manifest.SourceFile || !strings.HasPrefix(head.Origin, "/m/") {
+		if err := json.Unmarshal(data, &head); err != nil || head.Version < 2 || head.Source != podspec.SourceFile || !strings.HasPrefix(head.Origin, "/m/") {
 			t.Errorf("state file %s after the upgrade: %+v (%v), want the current layout naming its manifest", e.Name(), head, err)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/statefile"
-	"github.com/berth-agent/berth/manifest"
 )
 
 // rollbackStateVersion is the layout of a rollback state file: 2 keys a
@@ -222,10 +222,10 @@ func decodeRollbackState(data []byte, nodeName string) (rollbackFile, error) {
 	case rf.LastReady == nil:
 		return rf, errors.New("no last Ready version")
 	}
-	if err := manifest.CheckKeptPod(rf.LastReady, nodeName); err != nil {
+	if err := podspec.CheckKeptPod(rf.LastReady, nodeName); err != nil {
 		return rf, fmt.Errorf("last Ready version: %w", err)
 	}
-	if fn := manifest.FullName(rf.LastReady); fn != rf.FullName {
+	if fn := podspec.FullName(rf.LastReady); fn != rf.FullName {
 		return rf, fmt.Errorf("last Ready version is of %q, not %q", fn, rf.FullName)
 	}
 	k := keyOf(rf.LastReady)

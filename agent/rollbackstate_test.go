@@ -10,23 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // validRollbackFile is a state file as berth writes it, for the tests to
 // break one field at a time.
 func validRollbackFile(t testing.TB) rollbackFile {
 	t.Helper()
-	res := manifest.Parse([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app, image: busybox:1.36}]}"),
-		manifest.Origin{Source: manifest.SourceFile, Path: "/m/web.yaml"}, testNode)
+	res := podspec.Parse([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app, image: busybox:1.36}]}"),
+		podspec.Origin{Source: podspec.SourceFile, Path: "/m/web.yaml"}, testNode)
 	if len(res.Pods) != 1 {
 		t.Fatalf("manifest: %v", res.Problems)
 	}
 	good := res.Pods[0]
-	return rollbackFile{Version: rollbackStateVersion, NodeName: testNode, Source: manifest.SourceFile, Origin: "/m/web.yaml",
-		FullName: manifest.FullName(good), nameRecord: nameRecord{
+	return rollbackFile{Version: rollbackStateVersion, NodeName: testNode, Source: podspec.SourceFile, Origin: "/m/web.yaml",
+		FullName: podspec.FullName(good), nameRecord: nameRecord{
 			LastReady: good, ReadyAt: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC),
-			RolledBack: &rollback{Bad: "0123456789abcdef0123456789abcdef", BadSource: manifest.SourceFile, BadOrigin: "/m/web.yaml",
+			RolledBack: &rollback{Bad: "0123456789abcdef0123456789abcdef", BadSource: podspec.SourceFile, BadOrigin: "/m/web.yaml",
 				Good: good.UID, Reason: ReasonRolledBack, Message: "m"},
 		}}
 }
@@ -53,19 +53,19 @@ func TestDecodeRollbackState(t *testing.T) {
 		{name: "valid", change: func(*rollbackFile) {}},
 		{name: "another version", change: func(rf *rollbackFile) { rf.Version = 3 }, want: "version 3"},
 		{name: "version 0", change: func(rf *rollbackFile) { rf.Version = 0 }, want: "version 0"},
-		{name: "another source", change: func(rf *rollbackFile) { rf.Source = manifest.SourceHTTP }, want: `not http "/m/web.yaml"`},
+		{name: "another source", change: func(rf *rollbackFile) { rf.Source = podspec.SourceHTTP }, want: `not http "/m/web.yaml"`},
 		{name: "another origin", change: func(rf *rollbackFile) { rf.Origin = "/m/web2.yaml" }, want: `not file "/m/web2.yaml"`},
 		{name: "no source or origin", change: func(rf *rollbackFile) { rf.Source, rf.Origin = "", "" }, want: "was read from"},
-		{name: "rollback of another source's version", change: func(rf *rollbackFile) { rf.RolledBack.BadSource = manifest.SourceHTTP },
+		{name: "rollback of another source's version", change: func(rf *rollbackFile) { rf.RolledBack.BadSource = podspec.SourceHTTP },
 			want: "rollback of a version read from http"},
 		{name: "rollback of another origin's version", change: func(rf *rollbackFile) { rf.RolledBack.BadOrigin = "/m/web-b.yaml" },
 			want: "rollback of a version read from file \"/m/web-b.yaml\""},
 		{name: "layout 1", change: byName},
 		{name: "layout 1 without a rollback", change: func(rf *rollbackFile) { byName(rf); rf.RolledBack = nil }},
-		{name: "layout 1 naming a source", change: func(rf *rollbackFile) { byName(rf); rf.Source = manifest.SourceFile }, want: "names a source"},
+		{name: "layout 1 naming a source", change: func(rf *rollbackFile) { byName(rf); rf.Source = podspec.SourceFile }, want: "names a source"},
 		{name: "layout 1 rollback of another source's version", change: func(rf *rollbackFile) {
 			byName(rf)
-			rf.RolledBack.BadSource, rf.RolledBack.BadOrigin = manifest.SourceHTTP, "https://fleet.example/pods.yaml"
+			rf.RolledBack.BadSource, rf.RolledBack.BadOrigin = podspec.SourceHTTP, "https://fleet.example/pods.yaml"
 		}, dropped: true},
 		{name: "layout 1 rollback of another file's version", change: func(rf *rollbackFile) { byName(rf); rf.RolledBack.BadOrigin = "/m/web-b.yaml" },
 			dropped: true},
@@ -73,11 +73,11 @@ func TestDecodeRollbackState(t *testing.T) {
 			dropped: true},
 		{name: "layout 1 pod without its source", change: func(rf *rollbackFile) {
 			byName(rf)
-			delete(rf.LastReady.Annotations, manifest.AnnotationSource)
+			delete(rf.LastReady.Annotations, podspec.AnnotationSource)
 		}, want: "no known source"},
 		{name: "layout 1 pod without its origin", change: func(rf *rollbackFile) {
 			byName(rf)
-			delete(rf.LastReady.Annotations, manifest.AnnotationOrigin)
+			delete(rf.LastReady.Annotations, podspec.AnnotationOrigin)
 		}, want: "berth.io/config.origin"},
 		{name: "another node", change: func(rf *rollbackFile) { rf.NodeName = "node2" }, want: `node "node2"`},
 		{name: "no last ready version", change: func(rf *rollbackFile) { rf.LastReady = nil }, want: "no last Ready version"},
@@ -85,7 +85,7 @@ func TestDecodeRollbackState(t *testing.T) {
 		{name: "uid not its hash", change: func(rf *rollbackFile) { rf.LastReady.UID = "forged" }, want: "does not match"},
 		{name: "pod of another node", change: func(rf *rollbackFile) { rf.LastReady.Spec.NodeName = "node2" }, want: "not of node"},
 		{name: "invalid pod", change: func(rf *rollbackFile) { rf.LastReady.Spec.Containers = nil }, want: "spec.containers"},
-		{name: "unknown source", change: func(rf *rollbackFile) { rf.LastReady.Annotations[manifest.AnnotationSource] = "api" }, want: "no known source"},
+		{name: "unknown source", change: func(rf *rollbackFile) { rf.LastReady.Annotations[podspec.AnnotationSource] = "api" }, want: "no known source"},
 		{name: "rollback to another version", change: func(rf *rollbackFile) { rf.RolledBack.Good = "other" }, want: "rollback to"},
 		{name: "rollback of itself", change: func(rf *rollbackFile) { rf.RolledBack.Bad = rf.LastReady.UID }, want: "to itself"},
 		{name: "unknown field", raw: func(b []byte) []byte { return []byte(strings.Replace(string(b), "{", `{"extra":1,`, 1)) }, want: "unknown field"},
@@ -110,7 +110,7 @@ func TestDecodeRollbackState(t *testing.T) {
 				if err != nil {
 					t.Fatalf("valid state refused: %v", err)
 				}
-				if got.Source != manifest.SourceFile || got.Origin != "/m/web.yaml" {
+				if got.Source != podspec.SourceFile || got.Origin != "/m/web.yaml" {
 					t.Errorf("decoded as of %s %q, want the kept pod's file /m/web.yaml", got.Source, got.Origin)
 				}
 				if tt.dropped != (got.dropped != nil) || (tt.dropped && got.RolledBack != nil) {
@@ -157,7 +157,7 @@ func TestRollbackStateFiles(t *testing.T) {
 	write(other("open_default"), valid, 0o666)
 	write("misnamed.json", valid, 0o600)
 	// The file of the same full name from another manifest.
-	write(rollbackStateName(rollbackKey{Source: manifest.SourceHTTP, Origin: "https://fleet.example/pods.yaml", FullName: k.FullName}), valid, 0o600)
+	write(rollbackStateName(rollbackKey{Source: podspec.SourceHTTP, Origin: "https://fleet.example/pods.yaml", FullName: k.FullName}), valid, 0o600)
 	// The valid record under its layout-1 name.
 	write(rollbackStateNameByName(k.FullName), valid, 0o600)
 	write("."+rollbackStateName(k)+".tmp-1", valid[:10], 0o600)
@@ -192,7 +192,7 @@ func FuzzDecodeRollbackState(f *testing.F) {
 	byName(&rf)
 	b, _ = json.Marshal(rf)
 	f.Add(b)
-	rf.RolledBack.BadSource = manifest.SourceHTTP
+	rf.RolledBack.BadSource = podspec.SourceHTTP
 	b, _ = json.Marshal(rf)
 	f.Add(b)
 	f.Add([]byte(`{"version":1,"nodeName":"node1","fullName":"x","lastReady":{}}`))
@@ -202,7 +202,7 @@ func FuzzDecodeRollbackState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if rf.LastReady == nil || rf.LastReady.Spec.NodeName != testNode || manifest.FullName(rf.LastReady) != rf.FullName {
+		if rf.LastReady == nil || rf.LastReady.Spec.NodeName != testNode || podspec.FullName(rf.LastReady) != rf.FullName {
 			t.Fatalf("accepted a state whose pod is not of this node and name: %+v", rf)
 		}
 		if k := keyOf(rf.LastReady); k != rf.key() {

@@ -17,7 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // StatusReport is the JSON body berth PUTs to --status-url: what a fleet
@@ -92,7 +92,7 @@ type StatusReporterConfig struct {
 	URL string
 	// Header is sent with every PUT (--status-url-header).
 	Header http.Header
-	// Client makes the PUTs (manifest.NewHTTPClient with --status-url-ca).
+	// Client makes the PUTs (source.NewHTTPClient with --status-url-ca).
 	Client *http.Client
 	// Period is --status-period (DefaultStatusPeriod when 0).
 	Period time.Duration
@@ -152,7 +152,7 @@ func NewStatusReporter(cfg StatusReporterConfig, snapshot func() StatusReport) *
 	}
 	r := &StatusReporter{
 		url:      cfg.URL,
-		redacted: manifest.RedactURL(cfg.URL),
+		redacted: podspec.RedactURL(cfg.URL),
 		header:   cfg.Header.Clone(),
 		client:   cfg.Client,
 		period:   cfg.Period,

@@ -22,7 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 // statusServer answers PUTs with a status the test sets, keeping the
@@ -189,10 +190,10 @@ func TestStatusReporterRunStops(t *testing.T) {
 // problems, never an environment value, a command or a problem's message,
 // and a body bounded whatever the number of pods.
 func TestStatusReportContent(t *testing.T) {
-	store := manifest.NewStore(manifest.SourceFile)
-	if err := store.Apply(context.Background(), manifest.Snapshot{Source: manifest.SourceFile, Problems: []manifest.Problem{{
-		Source: manifest.SourceFile, Origin: "/etc/kubernetes/manifests/db.yaml", Line: 7, Field: "spec.containers[0].env[0].value",
-		Reason: manifest.ReasonInvalid, Message: `Invalid value: "s3cret"`, Name: "db-edge-1", Namespace: "default",
+	store := store.New(podspec.SourceFile)
+	if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
+		Source: podspec.SourceFile, Origin: "/etc/kubernetes/manifests/db.yaml", Line: 7, Field: "spec.containers[0].env[0].value",
+		Reason: podspec.ReasonInvalid, Message: `Invalid value: "s3cret"`, Name: "db-edge-1", Namespace: "default",
 	}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 // statusStore keeps the latest v1.Pod (spec and status) of every pod berth
@@ -115,6 +115,6 @@ func (s *statusStore) list() []*v1.Pod {
 		out = append(out, p)
 	}
 	s.mu.RUnlock()
-	manifest.SortPods(out)
+	store.SortPods(out)
 	return out
 }

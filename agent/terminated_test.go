@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 func TestTerminated(t *testing.T) {
@@ -123,12 +123,12 @@ func TestAgentEditWaitsForStartInFlight(t *testing.T) {
 				// wake its lane once more, besides its timer.
 				h := newHarness(t, harnessOpts{relistPeriod: time.Hour})
 				old := simplePod(t, "web", loop)
-				h.apply(manifest.SourceFile, old)
+				h.apply(podspec.SourceFile, old)
 				h.eventually("old running", func() bool { c, _ := h.rt.running(old.UID); return c == 1 })
 				id := h.rt.startInFlight(old.UID, "app", h.clock.Now())
 
 				edited := simplePod(t, "web", loop+" # v2")
-				h.apply(manifest.SourceFile, edited)
+				h.apply(podspec.SourceFile, edited)
 				h.eventually("new pod waiting, naming what holds the old one", func() bool {
 					st := h.status(edited.UID)
 					return st != nil && st.Status.Reason == "WaitingForPreviousPod" &&
@@ -190,7 +190,7 @@ func TestAgentAdoptedPodWithStartInFlightHoldsName(t *testing.T) {
 		// its retry timer alone and its teardowns can be counted.
 		h := newHarness(t, harnessOpts{rt: rt, relistPeriod: time.Hour})
 		edited := simplePod(t, "web", loop+" # v2")
-		h.apply(manifest.SourceFile, edited)
+		h.apply(podspec.SourceFile, edited)
 		h.step(h.agent.cfg.HousekeepingPeriod) // finds the orphan now that the file source delivered
 		h.eventually("new pod waiting for the orphan", func() bool {
 			st := h.status(edited.UID)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // warnRecorder is a slog.Handler keeping every WARN record as
@@ -68,7 +68,7 @@ func TestCrashLoopBackOffWarnsOnce(t *testing.T) {
 		rec := newWarnRecorder()
 		h := newHarness(t, harnessOpts{log: slog.New(rec)})
 		p := simplePod(t, "crash", "exit 1")
-		h.apply(manifest.SourceFile, p)
+		h.apply(podspec.SourceFile, p)
 		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
 		// exitSeen kills the container and steps to the relist that sees it.
 		exitSeen := func() {

@@ -10,7 +10,7 @@ import (
 // duration: its containers' restart delays never exceed it, nor the
 // node-wide --crashloop-backoff-max (or the kubelet config's
 // maxContainerRestartPeriod, KEP-5593). manifest validates it under the
-// same name (manifest.AnnotationCrashLoopBackoffMax); the two packages do
+// same name (podrules.AnnotationCrashLoopBackoffMax); the two packages do
 // not import each other.
 const AnnotationCrashLoopBackoffMax = "berth.io/crashloop-backoff-max"
 

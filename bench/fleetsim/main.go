@@ -1,5 +1,5 @@
 // Command fleetsim is `make fleet-sim`: a fleet of N simulated berth
-// devices, each running berth's real URL source (manifest.Run: the poll
+// devices, each running berth's real URL source (source.Run: the poll
 // schedule, conditional requests, parsing) and its real status reporter
 // (agent.StatusReporter), against one real nginx (Debian's, started on
 // loopback with a private config) serving per-group manifests and taking
@@ -45,7 +45,9 @@ import (
 
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/e2e/testbed"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 func main() {
@@ -124,12 +126,12 @@ type sim struct {
 	failed atomic.Int64
 	// key signs every version and signers verify it, with -sig.
 	key     ssh.Signer
-	signers *manifest.Signers
+	signers *source.Signers
 }
 
 // newFleetKey makes the run's signing key and the allowed signers that
 // trust it, as an operator's ssh-keygen and allowed_signers file would.
-func newFleetKey() (ssh.Signer, *manifest.Signers, error) {
+func newFleetKey() (ssh.Signer, *source.Signers, error) {
 	_, priv, err := ed25519.GenerateKey(crand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet key: %w", err)
@@ -138,7 +140,7 @@ func newFleetKey() (ssh.Signer, *manifest.Signers, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet key: %w", err)
 	}
-	signers, err := manifest.ParseAllowedSigners(append([]byte("fleet@example.com "), ssh.MarshalAuthorizedKey(key.PublicKey())...), "fleetsim allowed signers")
+	signers, err := source.ParseAllowedSigners(append([]byte("fleet@example.com "), ssh.MarshalAuthorizedKey(key.PublicKey())...), "fleetsim allowed signers")
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet allowed signers: %w", err)
 	}
@@ -168,7 +170,7 @@ func (s *sim) publish(v int) error {
 	for g := range s.o.groups {
 		var b strings.Builder
 		if s.key != nil {
-			fmt.Fprintf(&b, "%s %d\n", manifest.SerialPrefix, v)
+			fmt.Fprintf(&b, "%s %d\n", source.SerialPrefix, v)
 		}
 		b.WriteString("apiVersion: v1\nkind: PodList\nitems:\n")
 		for p := range s.o.podsPerGroup {
@@ -180,7 +182,7 @@ func (s *sim) publish(v int) error {
 		if s.key == nil {
 			continue
 		}
-		sig, err := sshsig.Sign(strings.NewReader(b.String()), s.key, sshsig.HashSHA512, manifest.SignatureNamespace)
+		sig, err := sshsig.Sign(strings.NewReader(b.String()), s.key, sshsig.HashSHA512, source.SignatureNamespace)
 		if err != nil {
 			return fmt.Errorf("sign version %d: %w", v, err)
 		}
@@ -195,13 +197,13 @@ func (s *sim) publish(v int) error {
 // device is one simulated berth.
 type device struct {
 	node    string
-	store   *manifest.Store
+	store   *store.Store
 	applied sync.Map // version (int64) -> time.Time it was first applied
 }
 
 // versionOf is the version all of the store's pods run, 0 when mixed or
 // none.
-func versionOf(store *manifest.Store) int64 {
+func versionOf(store *store.Store) int64 {
 	var v int64
 	for _, p := range store.Pods() {
 		img := p.Spec.Containers[0].Image
@@ -239,20 +241,20 @@ func (s *sim) runMode(mode string, r func() float64) error {
 	s.failed.Store(0)
 	started := time.Now()
 	for i := range devices {
-		d := &device{node: fmt.Sprintf("dev-%04d", i), store: manifest.NewStore(manifest.SourceHTTP)}
+		d := &device{node: fmt.Sprintf("dev-%04d", i), store: store.New(podspec.SourceHTTP)}
 		devices[i] = d
 		// Every device has its own connections, as real devices do.
 		var rt http.RoundTripper = failCounter{&http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 5 * time.Minute}, &s.failed}
 		url := s.ngx.URL + groupPath(i%s.o.groups)
-		cfg := manifest.SourceConfig{NodeName: d.node, URL: url, HTTPCheckFrequency: s.o.period,
+		cfg := source.Config{NodeName: d.node, URL: url, HTTPCheckFrequency: s.o.period,
 			HTTPClient: &http.Client{Transport: rt}, Rand: r, Logger: quiet,
-			URLSigners: s.signers, SignatureMetrics: manifest.NewSignatureMetrics(prometheus.NewRegistry())}
+			URLSigners: s.signers, SignatureMetrics: source.NewSignatureMetrics(prometheus.NewRegistry())}
 		rep := agent.NewStatusReporter(agent.StatusReporterConfig{
 			URL: s.ngx.URL + "/status/" + d.node + ".json", Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
 			Period: s.o.statusPeriod, Rand: r, Logger: quiet,
 		}, d.snapshot)
 		wg.Add(3)
-		go func() { defer wg.Done(); _ = manifest.Run(ctx, cfg, d.store) }()
+		go func() { defer wg.Done(); _ = source.Run(ctx, cfg, d.store) }()
 		go func() { defer wg.Done(); rep.Run(ctx) }()
 		go func() { defer wg.Done(); d.follow(ctx) }()
 	}
@@ -408,7 +410,7 @@ func (s *sim) statusVisible(ctx context.Context, v int64, t0 time.Time) (float64
 				continue // being replaced
 			}
 			var rep agent.StatusReport
-			if json.Unmarshal(data, &rep) == nil && etags[rep.ManifestVersions[manifest.SourceHTTP]] {
+			if json.Unmarshal(data, &rep) == nil && etags[rep.ManifestVersions[podspec.SourceHTTP]] {
 				n++
 			}
 		}

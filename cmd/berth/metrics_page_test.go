@@ -19,7 +19,9 @@ import (
 	"github.com/berth-agent/berth/cri/criclient"
 	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/handlers"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/store"
 
 	apitest "k8s.io/cri-api/pkg/apis/testing"
 )
@@ -50,7 +52,7 @@ type metric struct {
 func metricsTable(t *testing.T) string {
 	t.Helper()
 	rec := &recordingRegisterer{}
-	manifest.NewSignatureMetrics(rec)
+	source.NewSignatureMetrics(rec)
 	rs, is := criclient.Instrument(apitest.NewFakeRuntimeService(), apitest.NewFakeImageService(), rec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clk := clock.RealClock{}
@@ -64,7 +66,7 @@ func metricsTable(t *testing.T) string {
 		Logger:   log,
 		GC:       s.gcConfig(),
 		Status:   &agent.StatusReporterConfig{URL: "https://fleet.example/status/node1.json"},
-	}, manifest.NewStore(manifest.SourceFile), events, mgr, handlers.NewExecer(rs),
+	}, store.New(podspec.SourceFile), events, mgr, handlers.NewExecer(rs),
 		gc.New(rs, is, mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
 
 	var metrics []metric

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // now is the clock of AGE columns; tests pin it so golden files hold.
@@ -181,9 +181,9 @@ func printPodTable(w io.Writer, pods []v1.Pod, wide bool, at time.Time) {
 		if withNS {
 			row = append(row, p.Namespace)
 		}
-		row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), at), orNone(p.Annotations[manifest.AnnotationSource]))
+		row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), at), orNone(p.Annotations[podspec.AnnotationSource]))
 		if wide {
-			row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations[manifest.AnnotationOrigin]))
+			row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations[podspec.AnnotationOrigin]))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -413,7 +413,7 @@ func podCreated(pod *v1.Pod) time.Time {
 	if !pod.CreationTimestamp.IsZero() {
 		return pod.CreationTimestamp.Time
 	}
-	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen]); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[podspec.AnnotationSeen]); err == nil {
 		return t
 	}
 	if pod.Status.StartTime != nil {

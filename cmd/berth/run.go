@@ -26,7 +26,9 @@ import (
 	"github.com/berth-agent/berth/cri/criclient"
 	"github.com/berth-agent/berth/cri/gc"
 	"github.com/berth-agent/berth/handlers"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/store"
 )
 
 func runRun(args []string, stdout, stderr io.Writer) int {
@@ -87,10 +89,10 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 		return err
 	}
 	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
-		"manifests", s.PodManifestPath, "url", manifest.RedactURL(srcCfg.URL), "signedURL", srcCfg.URLSigners != nil,
+		"manifests", s.PodManifestPath, "url", podspec.RedactURL(srcCfg.URL), "signedURL", srcCfg.URLSigners != nil,
 		"signedFiles", srcCfg.FileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
 	// The manager reads the pods' ConfigMaps and Secrets from the store.
-	store := manifest.NewStore(srcCfg.SourceNames()...)
+	store := store.New(srcCfg.SourceNames()...)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -99,7 +101,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	// dialled and the rest is built: at boot every pod waits for that
 	// reading, and it needs nothing from the runtime. The store holds
 	// what they deliver until the agent runs.
-	c.start(func() error { return manifest.Run(ctx, srcCfg, store) })
+	c.start(func() error { return source.Run(ctx, srcCfg, store) })
 
 	rs, is, err := dialRuntime(ctx, s, reg, log)
 	if err != nil {
@@ -175,23 +177,23 @@ func (c *components) wait(ctx context.Context) error {
 // sourceConfig is the manifest sources' configuration: the file and URL
 // sources, their signers and persisted state, with signature metrics on
 // reg.
-func (s settings) sourceConfig(nodeName string, reg prometheus.Registerer, log *slog.Logger) (manifest.SourceConfig, error) {
+func (s settings) sourceConfig(nodeName string, reg prometheus.Registerer, log *slog.Logger) (source.Config, error) {
 	manifestURL, err := s.manifestURL(nodeName)
 	if err != nil {
-		return manifest.SourceConfig{}, fmt.Errorf("--manifest-url: %w", err)
+		return source.Config{}, fmt.Errorf("--manifest-url: %w", err)
 	}
-	var signers, fileSigners *manifest.Signers
+	var signers, fileSigners *source.Signers
 	if s.ManifestURLSigners != "" {
-		if signers, err = manifest.LoadAllowedSigners(s.ManifestURLSigners); err != nil {
-			return manifest.SourceConfig{}, fmt.Errorf("--manifest-url-allowed-signers: %w", err)
+		if signers, err = source.LoadAllowedSigners(s.ManifestURLSigners); err != nil {
+			return source.Config{}, fmt.Errorf("--manifest-url-allowed-signers: %w", err)
 		}
 	}
 	if s.PodManifestSigners != "" {
-		if fileSigners, err = manifest.LoadAllowedSigners(s.PodManifestSigners); err != nil {
-			return manifest.SourceConfig{}, fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
+		if fileSigners, err = source.LoadAllowedSigners(s.PodManifestSigners); err != nil {
+			return source.Config{}, fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
 		}
 	}
-	return manifest.SourceConfig{
+	return source.Config{
 		NodeName:           nodeName,
 		ManifestPath:       s.PodManifestPath,
 		FileSigners:        fileSigners,
@@ -200,9 +202,9 @@ func (s settings) sourceConfig(nodeName string, reg prometheus.Registerer, log *
 		URLHeader:          s.manifestHeaders(),
 		URLCAFile:          s.ManifestURLCA,
 		URLSigners:         signers,
-		SignatureMetrics:   manifest.NewSignatureMetrics(reg),
+		SignatureMetrics:   source.NewSignatureMetrics(reg),
 		MaxPods:            s.MaxPods,
-		Permissions:        manifest.Permissions(s.ManifestPermissions),
+		Permissions:        source.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
 		HTTPBackoffMax:     s.HTTPCheckBackoffMax.Duration,
 		StateDir:           s.manifestStateDir(),
@@ -229,7 +231,7 @@ func dialRuntime(ctx context.Context, s settings, reg prometheus.Registerer, log
 
 // runtimeOptions are the runtime manager's options: it records into
 // events and reads the pods' ConfigMaps and Secrets from store.
-func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog, store *manifest.Store, log *slog.Logger) cri.Options {
+func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog, store *store.Store, log *slog.Logger) cri.Options {
 	return cri.Options{
 		NodeName:                nodeName,
 		RootDir:                 s.RootDir,
@@ -259,8 +261,8 @@ func (s settings) agentSettings(nodeName, hostIP string, reg *prometheus.Registr
 		GC:                   s.gcConfig(),
 		Rollback: agent.RollbackConfig{
 			After: map[string]time.Duration{
-				manifest.SourceFile: s.FileRollbackAfter.Duration,
-				manifest.SourceHTTP: s.HTTPRollbackAfter.Duration,
+				podspec.SourceFile: s.FileRollbackAfter.Duration,
+				podspec.SourceHTTP: s.HTTPRollbackAfter.Duration,
 			},
 			MinReady: s.RollbackMinReady.Duration,
 			StateDir: s.rollbackStateDir(),
@@ -332,7 +334,7 @@ func (s *settings) manifestStateDir() string {
 
 // podObjects gives the runtime manager the ConfigMaps and Secrets the store
 // resolved for each pod: manifest and cri do not know each other.
-func podObjects(store *manifest.Store) func(types.UID) cri.PodObjects {
+func podObjects(store *store.Store) func(types.UID) cri.PodObjects {
 	return func(uid types.UID) cri.PodObjects {
 		o := store.PodObjects(uid)
 		if o == nil {

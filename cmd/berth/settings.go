@@ -21,7 +21,8 @@ import (
 
 	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/cri/gc"
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
 )
 
 // settings are berth run's settings. Field names in the config file follow
@@ -97,10 +98,10 @@ func defaultSettings() settings {
 		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
 		RootDir:                  "/var/lib/berth",
 		PodLogsDir:               "/var/log/pods",
-		ManifestPermissions:      string(manifest.PermissionsStrict),
+		ManifestPermissions:      string(source.PermissionsStrict),
 		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
 		HTTPCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
-		HTTPCheckBackoffMax:      metav1.Duration{Duration: manifest.DefaultHTTPBackoffMax},
+		HTTPCheckBackoffMax:      metav1.Duration{Duration: source.DefaultHTTPBackoffMax},
 		SyncFrequency:            metav1.Duration{Duration: time.Minute},
 		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 		Listen:                   "127.0.0.1:10255",
@@ -255,10 +256,10 @@ func (s settings) validate() error {
 	if s.PodManifestPath == "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
 	}
-	if err := manifest.ValidateHeader(s.manifestHeaders()); err != nil {
+	if err := source.ValidateHeader(s.manifestHeaders()); err != nil {
 		errs = append(errs, fmt.Errorf("--manifest-url-header: %w", err))
 	}
-	if _, err := manifest.ParsePermissions(s.ManifestPermissions); err != nil {
+	if _, err := source.ParsePermissions(s.ManifestPermissions); err != nil {
 		errs = append(errs, fmt.Errorf("--manifest-permissions: %w", err))
 	}
 	if s.ManifestURLCA != "" && !strings.HasPrefix(strings.ToLower(s.ManifestURL), "https://") {
@@ -404,7 +405,7 @@ func (s settings) manifestURL(nodeName string) (string, error) {
 	if s.ManifestURL == "" {
 		return "", nil
 	}
-	return manifest.ExpandURL(s.ManifestURL, manifest.URLVars{Node: nodeName, Arch: runtime.GOARCH, Labels: s.Labels})
+	return source.ExpandURL(s.ManifestURL, source.URLVars{Node: nodeName, Arch: runtime.GOARCH, Labels: s.Labels})
 }
 
 // manifestHeaders converts the configured headers for the HTTP source.
@@ -427,12 +428,12 @@ func toHeader(m map[string][]string) http.Header {
 // placeholders are checked when the node name is known (statusConfig).
 func (s settings) validateStatus() []error {
 	var errs []error
-	if err := manifest.ValidateHeader(s.statusHeaders()); err != nil {
+	if err := source.ValidateHeader(s.statusHeaders()); err != nil {
 		errs = append(errs, fmt.Errorf("--status-url-header: %w", err))
 	}
 	lower := strings.ToLower(s.StatusURL)
 	if s.StatusURL != "" && !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
-		errs = append(errs, fmt.Errorf("--status-url %q must be an http:// or https:// URL", manifest.RedactURL(s.StatusURL)))
+		errs = append(errs, fmt.Errorf("--status-url %q must be an http:// or https:// URL", podspec.RedactURL(s.StatusURL)))
 	}
 	if s.StatusURLCA != "" && !strings.HasPrefix(lower, "https://") {
 		errs = append(errs, errors.New("--status-url-ca needs an https:// --status-url"))
@@ -451,14 +452,14 @@ func (s settings) statusConfig(node string) (*agent.StatusReporterConfig, error)
 	if s.StatusURL == "" {
 		return nil, nil
 	}
-	u, err := manifest.ExpandURL(s.StatusURL, manifest.URLVars{Node: node, Arch: runtime.GOARCH, Labels: s.Labels})
+	u, err := source.ExpandURL(s.StatusURL, source.URLVars{Node: node, Arch: runtime.GOARCH, Labels: s.Labels})
 	if err != nil {
 		return nil, fmt.Errorf("--status-url: %w", err)
 	}
 	if parsed, err := url.Parse(u); err != nil || parsed.Host == "" {
-		return nil, fmt.Errorf("--status-url %q is not a URL with a host", manifest.RedactURL(u))
+		return nil, fmt.Errorf("--status-url %q is not a URL with a host", podspec.RedactURL(u))
 	}
-	client, err := manifest.NewHTTPClient(s.StatusURLCA)
+	client, err := source.NewHTTPClient(s.StatusURLCA)
 	if err != nil {
 		return nil, fmt.Errorf("--status-url-ca: %w", err)
 	}

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/berth-agent/berth/manifest"
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source"
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -26,8 +27,8 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	node := fs.String("node-name", "", "node name the pod names get as suffix (default: the lower-cased hostname)")
 	output := fs.String("o", "", "also print the defaulted pods: yaml or json")
-	maxBytes := fs.Int64("max-bytes", manifest.DefaultMaxBytes, "size limit of one manifest file")
-	maxPods := fs.Int("max-pods", manifest.DefaultMaxPods, "berth run's --max-pods: a file may hold twice as many documents (at least 16)")
+	maxBytes := fs.Int64("max-bytes", podspec.DefaultMaxBytes, "size limit of one manifest file")
+	maxPods := fs.Int("max-pods", podspec.DefaultMaxPods, "berth run's --max-pods: a file may hold twice as many documents (at least 16)")
 	perms := fs.String("manifest-permissions", "", "strict: also refuse manifests and directories others than root may write, and manifests holding a Secret others may read, as berth run does (default: not checked)")
 	var paths []string
 	// Flags may follow paths, as in `berth validate web.yaml -o yaml`.
@@ -57,14 +58,14 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth validate: %v\n", err)
 		return 2
 	}
-	var permissions manifest.Permissions
+	var permissions source.Permissions
 	if *perms != "" {
-		if permissions, err = manifest.ParsePermissions(*perms); err != nil {
+		if permissions, err = source.ParsePermissions(*perms); err != nil {
 			fmt.Fprintf(stderr, "berth validate: --manifest-permissions: %v\n", err)
 			return 2
 		}
 	}
-	snap := manifest.ReadPaths(manifest.ReadOptions{NodeName: name, MaxBytes: *maxBytes, MaxPods: *maxPods, Permissions: permissions}, paths...)
+	snap := source.ReadPaths(source.ReadOptions{NodeName: name, MaxBytes: *maxBytes, MaxPods: *maxPods, Permissions: permissions}, paths...)
 	problemsTo := stdout
 	if *output != "" {
 		problemsTo = stderr
