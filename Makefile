@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./cri/... ./handlers/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
+PKGS      := ./cmd/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time). It is a count
 # of inputs, not a duration: Go 1.26's fuzzing coordinator can fail a
@@ -19,8 +19,8 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseAllowedSigners:./internal/source/ FuzzVerifySignature:./internal/source/ FuzzDecodeSerial:./internal/source/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./cri/ FuzzUnescapeMountPath:./cri/ FuzzEnvFileValue:./cri/ FuzzParseDockerConfig:./cri/ \
-	FuzzOpenSubPath:./cri/
+	FuzzParseResolvConf:./internal/kuberuntime/ FuzzUnescapeMountPath:./internal/kuberuntime/ FuzzEnvFileValue:./internal/kuberuntime/ FuzzParseDockerConfig:./internal/kuberuntime/ \
+	FuzzOpenSubPath:./internal/kuberuntime/
 
 .PHONY: all build test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 
@@ -63,7 +63,7 @@ unit:
 
 # E2E_PKGS run on every containerd version; the systemd test bed runs
 # its own containerd inside a booted Debian, so it runs once (E2E_SYSTEMD).
-E2E_PKGS   := ./cri/... ./e2e ./e2e/cli/... ./e2e/testbed/...
+E2E_PKGS   := ./internal/kuberuntime/... ./internal/gc/... ./internal/criclient/... ./e2e ./e2e/cli/... ./e2e/testbed/...
 E2E_SYSTEMD := ./e2e/systemdbed/...
 
 e2e: build testbed

@@ -1,0 +1,218 @@
+package kuberuntime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/podpath"
+)
+
+// ContainerConfig is the CRI config of the container's start number
+// restartCount (0 for the first), for a pod whose sandbox has podIPs, running
+// the resolved image imageRef.
+//
+// It also prepares what the container's mounts need on the host (see
+// containerMounts) and the container's log directory. Every failure is a *SyncError with reason
+// CreateContainerConfigError and a message naming what in the manifest is
+// wrong. ctx bounds the one runtime call it may make: reading the image's
+// user when runAsNonRoot must be verified.
+func (m *Manager) ContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	cfg, err := m.containerConfig(ctx, pod, c, restartCount, podIPs, imageRef)
+	if err != nil {
+		return nil, &SyncError{Reason: ReasonCreateContainerConfigError, Message: err.Error(), Err: err}
+	}
+	return cfg, nil
+}
+
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	facts, err := m.nodeFacts()
+	if err != nil {
+		return nil, err
+	}
+	if pod.Spec.HostNetwork && len(podIPs) == 0 && m.opts.HostIP != "" {
+		// A host-network pod's IP is the node's, for the downward API too.
+		podIPs = []string{m.opts.HostIP}
+	}
+	sec := mergeSecurity(pod, c)
+	if err := m.verifyRunAsNonRoot(ctx, c, imageRef, sec); err != nil {
+		return nil, err
+	}
+	env, err := containerEnv(envContext{pod: pod, container: c, podIPs: podIPs, hostIP: m.opts.HostIP, allocatable: facts.allocatable, objects: m.objects(pod.UID),
+		fileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return m.fileKeyValue(pod, ref) }})
+	if err != nil {
+		return nil, err
+	}
+	lookup := envLookup(env)
+	mounts, err := m.containerMounts(pod, c, env, podIPs, sec.privileged)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.resolveImageMounts(ctx, mounts); err != nil {
+		return nil, err
+	}
+	sc, err := m.containerSecurityContext(pod, c, sec)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.applyUserns(pod, sc.NamespaceOptions); err != nil {
+		return nil, err
+	}
+	annotations, err := containerAnnotations(pod, c, restartCount)
+	if err != nil {
+		return nil, err
+	}
+	if ids := imageVolumeIDs(mounts); ids != "" {
+		annotations[AnnotationImageVolumes] = ids
+	}
+	resources := linuxResources(c.Resources)
+	resources.OomScoreAdj = oomScoreAdj(pod, c, facts)
+
+	// The runtime joins LogPath to the sandbox's log directory: the
+	// container's name must not lead it anywhere else.
+	if err := podpath.Elem(c.Name); err != nil {
+		return nil, fmt.Errorf("log path of container %q: %w", c.Name, err)
+	}
+	logPath := filepath.Join(c.Name, strconv.Itoa(restartCount)+".log")
+	if err := m.ensureContainerLogDir(pod, c.Name); err != nil {
+		return nil, err
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:     expandAll(c.Command, lookup),
+		Args:        expandAll(c.Args, lookup),
+		WorkingDir:  c.WorkingDir,
+		Mounts:      mounts,
+		Labels:      containerLabels(pod, c),
+		Annotations: annotations,
+		LogPath:     logPath,
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux:       &runtimeapi.LinuxContainerConfig{Resources: resources, SecurityContext: sc},
+	}
+	if c.Lifecycle != nil {
+		cfg.StopSignal = criStopSignal(c.Lifecycle.StopSignal)
+	}
+	for _, e := range env {
+		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.name, Value: []byte(e.value)})
+	}
+	return cfg, nil
+}
+
+// ensureContainerLogDir creates the container's directory in the pod's
+// log directory, where the runtime writes LogPath, as the kubelet does:
+// containerd creates it itself, CRI-O's conmon does not and fails the
+// container. It never goes through a symbolic link.
+func (m *Manager) ensureContainerLogDir(pod *v1.Pod, name string) error {
+	logDir, err := m.podLogDir(pod)
+	if err != nil {
+		return err
+	}
+	dir, err := podpath.Within(logDir, name)
+	if err != nil {
+		return fmt.Errorf("log directory of container %q: %w", name, err)
+	}
+	if err := podpath.MkdirAll(m.opts.PodLogsDir, dir, 0o755); err != nil {
+		return fmt.Errorf("create the log directory of container %q: %w", name, err)
+	}
+	return nil
+}
+
+// expandAll expands $(VAR) references in each of args.
+func expandAll(args []string, lookup func(string) (string, bool)) []string {
+	if args == nil {
+		return nil
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = expand(a, lookup)
+	}
+	return out
+}
+
+// containerLabels are the kubelet's identity labels plus berth's ownership
+// label; a container carries no user labels (those are on the sandbox).
+func containerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
+	return map[string]string{
+		LabelPodName:       pod.Name,
+		LabelPodNamespace:  pod.Namespace,
+		LabelPodUID:        string(pod.UID),
+		LabelContainerName: c.Name,
+		LabelManaged:       "true",
+	}
+}
+
+// containerAnnotations record what a later berth (or the status reader) needs
+// without the manifest: the spec hash for adoption, the image as written, the
+// restart count, the termination-message settings, ports, grace periods,
+// the preStop hook and the stop signal.
+func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) (map[string]string, error) {
+	grace := strconv.FormatInt(gracePeriod(pod), 10)
+	ann := map[string]string{
+		AnnotationContainerHash:            strconv.FormatUint(HashContainer(c), 16),
+		AnnotationContainerImage:           c.Image,
+		AnnotationContainerRestartCount:    strconv.Itoa(restartCount),
+		AnnotationTerminationMessagePath:   c.TerminationMessagePath,
+		AnnotationTerminationMessagePolicy: string(c.TerminationMessagePolicy),
+		AnnotationPodGracePeriod:           grace,
+		AnnotationContainerGracePeriod:     grace,
+	}
+	if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+		ann[AnnotationStopSignal] = string(*c.Lifecycle.StopSignal)
+	}
+	if len(c.Ports) > 0 {
+		b, err := json.Marshal(c.Ports)
+		if err != nil {
+			return nil, fmt.Errorf("record ports: %w", err)
+		}
+		ann[AnnotationContainerPorts] = string(b)
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		b, err := json.Marshal(c.Lifecycle.PreStop)
+		if err != nil {
+			return nil, fmt.Errorf("record preStop hook: %w", err)
+		}
+		ann[AnnotationPreStopHook] = string(b)
+	}
+	return ann, nil
+}
+
+// nextRestartCount is the restart count of the container's next start: one
+// more than its newest status. Without any status (the runtime lost its
+// state, say after a reboot) it continues from the newest <n>.log in the
+// container's log directory, as the kubelet does, so a new start never
+// appends to or overwrites an old log.
+func (m *Manager) nextRestartCount(pod *v1.Pod, name string, status *PodStatus) int {
+	if cs := status.FindContainer(name); cs != nil {
+		return cs.RestartCount + 1
+	}
+	logDir, err := m.podLogDir(pod)
+	if err != nil {
+		return 0
+	}
+	dir, err := podpath.Within(logDir, name)
+	if err != nil {
+		return 0
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	next := 0
+	for _, e := range entries {
+		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log"))
+		if err == nil && strings.HasSuffix(e.Name(), ".log") && n+1 > next {
+			next = n + 1
+		}
+	}
+	return next
+}

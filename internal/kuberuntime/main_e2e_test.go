@@ -1,0 +1,39 @@
+//go:build e2e
+
+package kuberuntime
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/berth-agent/berth/e2e/testbed"
+	"github.com/berth-agent/berth/internal/criclient"
+)
+
+// testBed is the real containerd every e2e test of this package shares,
+// with the local registry up (images_e2e_test.go pulls from it).
+var testBed *testbed.Bed
+
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m, testbed.Options{Registry: true}, &testBed)) }
+
+// newE2EManager is a Manager dialed to the test bed, with its own root and
+// log directories; the connection closes when t ends.
+func newE2EManager(t *testing.T) *Manager {
+	t.Helper()
+	rs, is, err := criclient.Dial(testBed.Endpoint, "", 30*time.Second)
+	if err != nil {
+		t.Fatalf("dial the test bed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rs.Close(context.Background()); err != nil {
+			t.Errorf("close runtime connection: %v", err)
+		}
+	})
+	return NewManager(rs, is, Options{
+		NodeName:   "e2e",
+		RootDir:    t.TempDir(),
+		PodLogsDir: t.TempDir(),
+	})
+}

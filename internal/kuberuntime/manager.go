@@ -1,0 +1,164 @@
+package kuberuntime
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/utils/clock"
+)
+
+// Options are the runtime manager's settings, from berth's flags.
+type Options struct {
+	// NodeName is the (lower-cased) node name; pod names already carry it.
+	NodeName string
+	// RootDir holds per-pod state: RootDir/pods/<uid>/volumes/... for
+	// emptyDirs, etc-hosts and termination-message files.
+	RootDir string
+	// PodLogsDir is the root of the CRI log layout (/var/log/pods).
+	PodLogsDir string
+	// ResolvConf is the host's resolver file for dnsPolicy Default and
+	// ClusterFirst without cluster DNS; "" disables DNS config.
+	ResolvConf string
+	// ClusterDNS and ClusterDomain, for dnsPolicy ClusterFirst; optional.
+	ClusterDNS    []string
+	ClusterDomain string
+	// CrashLoopBackoffInitial and CrashLoopBackoffMax bound the restart
+	// back-off of a crashing container (kubelet: 10s and 5m).
+	CrashLoopBackoffInitial time.Duration
+	CrashLoopBackoffMax     time.Duration
+	// ImagePullBackoffInitial and ImagePullBackoffMax bound the back-off of a
+	// failing image pull (kubelet: 10s and 5m).
+	ImagePullBackoffInitial time.Duration
+	ImagePullBackoffMax     time.Duration
+	// HostIP is the node's primary IP, for the downward API (status.hostIP)
+	// and host-network pods' IPs.
+	HostIP string
+	// Objects returns the ConfigMaps and Secrets the pod with a UID
+	// references (its configMap and secret volumes, environment and
+	// image pull secrets read them); nil means none anywhere.
+	Objects func(uid types.UID) PodObjects
+	// CredentialDirs are where the node-wide registry credentials file
+	// (config.json, else .dockercfg) is searched; nil means the kubelet's
+	// search path with RootDir first (see credentialDirs).
+	CredentialDirs []string
+	// Recorder receives what the kubelet would record as events; nil drops
+	// them.
+	Recorder Recorder
+	// Clock is the time source; nil means the real clock.
+	Clock clock.Clock
+	// Logger is berth's logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// EventType is Normal or Warning, as in Kubernetes events.
+type EventType string
+
+const (
+	EventNormal  EventType = "Normal"
+	EventWarning EventType = "Warning"
+)
+
+// Recorder takes pod events (Pulling, Pulled, Created, Started, Killing,
+// BackOff, Failed, ...) from the runtime manager to the agent, which keeps
+// them per pod and logs them. Implementations must be safe for concurrent
+// use and must not block.
+type Recorder interface {
+	Event(uid types.UID, podName, podNamespace string, typ EventType, reason, message string)
+}
+
+// discardRecorder is the Recorder of a Manager built without one.
+type discardRecorder struct{}
+
+func (discardRecorder) Event(types.UID, string, string, EventType, string, string) {}
+
+// Manager brings pods to their spec on one CRI runtime and reads their state
+// back. It is safe for concurrent use by many pod workers, each working on a
+// different pod UID.
+type Manager struct {
+	runtime internalapi.RuntimeService
+	images  internalapi.ImageManagerService
+	opts    Options
+	clock   clock.Clock
+	log     *slog.Logger
+
+	// pullBackoff is keyed by image and credentials (pullBackoffKey),
+	// crashBackoff by pod UID and container name; both guard themselves.
+	pullBackoff  *Backoff
+	crashBackoff *Backoff
+	// sandboxNameBackoff is keyed by pod UID: the retries of a sandbox
+	// whose name the runtime still reserves for an earlier request
+	// (sandbox_name.go). It guards itself.
+	sandboxNameBackoff *Backoff
+
+	// Observation and killing (relist.go, kill.go).
+	// statusCache holds the status details the CRI lists lack, per object;
+	// it guards itself.
+	statusCache statusCache
+	// lastSandboxes lets Relist skip the sandbox listing while nothing
+	// changed; it guards itself.
+	lastSandboxes sandboxListing
+	// preStop runs a container's preStop hook before it is stopped
+	// (runPreStop in hooks.go; tests replace it). See KillContainer.
+	preStop preStopFunc
+	// name is the runtime's name, the scheme of ContainerStatus.Runtime;
+	// it guards itself.
+	name runtimeName
+
+	// Pod-to-config translation (resources.go, env.go): the machine's
+	// figures, probed once on first use. probeNode nil means the real
+	// machine; tests set it.
+	probeNode func() (nodeFacts, error)
+	nodeOnce  sync.Once
+	node      nodeFacts
+	nodeErr   error
+
+	// userns hands out pods' user-namespace ID ranges (userns.go); it
+	// guards itself.
+	userns usernsAllocator
+}
+
+// NewManager wires a Manager over the given services, filling defaults the
+// kubelet would use for any Options left zero.
+func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageManagerService, opts Options) *Manager {
+	if opts.Recorder == nil {
+		opts.Recorder = discardRecorder{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.CrashLoopBackoffInitial == 0 {
+		opts.CrashLoopBackoffInitial = 10 * time.Second
+	}
+	if opts.CrashLoopBackoffMax == 0 {
+		opts.CrashLoopBackoffMax = 5 * time.Minute
+	}
+	if opts.ImagePullBackoffInitial == 0 {
+		opts.ImagePullBackoffInitial = 10 * time.Second
+	}
+	if opts.ImagePullBackoffMax == 0 {
+		opts.ImagePullBackoffMax = 5 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = "/var/log/pods"
+	}
+	m := &Manager{
+		runtime:      runtime,
+		images:       images,
+		opts:         opts,
+		clock:        opts.Clock,
+		log:          opts.Logger,
+		pullBackoff:  NewBackoff(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
+		crashBackoff: NewBackoff(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
+
+		sandboxNameBackoff: NewBackoff(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
+	}
+	m.preStop = m.runPreStop
+	m.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
+	return m
+}

@@ -1,0 +1,322 @@
+//go:build e2e
+
+package kuberuntime
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/internal/criclient"
+)
+
+// e2eContainer is one busybox container of an e2ePod, running script.
+type e2eContainer struct{ name, script string }
+
+// e2ePod is a pod created through CRI directly, labelled as berth labels
+// its pods, so observation and killing can be tested before the
+// pod-to-config translation exists.
+type e2ePod struct {
+	uid        types.UID
+	name       string
+	sandboxID  string
+	logDir     string
+	containers map[string]string // name -> ID
+}
+
+// startE2EPod runs a sandbox with the given containers on the test bed via
+// m's runtime, with its logs in m's PodLogsDir; it is removed when t ends.
+func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hostNetwork bool, containers ...e2eContainer) *e2ePod {
+	t.Helper()
+	p := &e2ePod{uid: types.UID(fmt.Sprintf("%s-%d", name, time.Now().UnixNano())), name: name, containers: map[string]string{}}
+	p.logDir = filepath.Join(m.opts.PodLogsDir, "default_"+name+"_"+string(p.uid))
+	labels := map[string]string{LabelPodName: name, LabelPodNamespace: "default", LabelPodUID: string(p.uid), LabelManaged: "true"}
+	netMode := runtimeapi.NamespaceMode_POD
+	hostname := name
+	if hostNetwork {
+		netMode, hostname = runtimeapi.NamespaceMode_NODE, ""
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: string(p.uid)},
+		Hostname:     hostname,
+		LogDirectory: p.logDir,
+		Labels:       labels,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+		}},
+	}
+	var err error
+	if p.sandboxID, err = m.runtime.RunPodSandbox(ctx, cfg, ""); err != nil {
+		t.Fatalf("RunPodSandbox %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = m.runtime.StopPodSandbox(ctx, p.sandboxID)
+		_ = m.runtime.RemovePodSandbox(ctx, p.sandboxID)
+	})
+	for _, c := range containers {
+		cl := map[string]string{LabelContainerName: c.name}
+		for k, v := range labels {
+			cl[k] = v
+		}
+		id, err := m.runtime.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: c.name},
+			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage, UserSpecifiedImage: testBed.BusyboxImage},
+			// The sandbox's namespaces, as the kubelet passes them: CRI-O
+			// refuses a container whose PID namespace differs.
+			Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: cfg.Linux.SecurityContext.NamespaceOptions}},
+			Command: []string{"sh", "-c", c.script},
+			LogPath: c.name + "/0.log",
+			Labels:  cl,
+			Annotations: map[string]string{
+				AnnotationContainerHash:         "abc123",
+				AnnotationContainerRestartCount: "2",
+				AnnotationContainerImage:        "busybox:1.36",
+			},
+		}, cfg)
+		if err != nil {
+			t.Fatalf("CreateContainer %s: %v", c.name, err)
+		}
+		if err := m.runtime.StartContainer(ctx, id); err != nil {
+			t.Fatalf("StartContainer %s: %v", c.name, err)
+		}
+		p.containers[c.name] = id
+	}
+	return p
+}
+
+// waitPodStatus polls PodStatus until ok accepts it.
+func waitPodStatus(ctx context.Context, t *testing.T, m *Manager, uid types.UID, what string, ok func(*PodStatus) bool) *PodStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := m.PodStatus(ctx, uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: pod status after 30s: %+v", what, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// totalOps sums berth_runtime_operations_total over all operations.
+func totalOps(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "berth_runtime_operations_total" {
+			for _, m := range mf.Metric {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func TestE2ERelistAndPodStatus(t *testing.T) {
+	base := newE2EManager(t)
+	reg := prometheus.NewRegistry()
+	rs, is := criclient.Instrument(base.runtime, base.images, reg)
+	opts := base.opts
+	opts.Clock = frozenClock()
+	m := NewManager(rs, is, opts)
+	ctx := context.Background()
+	_, subnet, err := net.ParseCIDR(testBed.Subnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := startE2EPod(ctx, t, m, "observed", false,
+		e2eContainer{"runs", "exec sleep 3600"},
+		e2eContainer{"exits", "echo bye; sleep 0.5; exit 3"})
+	hp := startE2EPod(ctx, t, m, "hostnet", true, e2eContainer{"runs", "exec sleep 3600"})
+
+	st := waitPodStatus(ctx, t, m, p.uid, "exits exited", func(s *PodStatus) bool {
+		c := s.FindContainer("exits")
+		return c != nil && c.State == ContainerStateExited
+	})
+	if st.Name != "observed" || st.Namespace != "default" || len(st.Sandboxes) != 1 || len(st.Containers) != 2 {
+		t.Fatalf("status = %+v", st)
+	}
+	sb := st.Sandboxes[0]
+	if sb.ID != p.sandboxID || sb.State != SandboxStateReady || sb.HostNetwork || sb.CreatedAt.IsZero() {
+		t.Errorf("sandbox = %+v", sb)
+	}
+	if len(st.IPs) != 1 || !subnet.Contains(net.ParseIP(st.IPs[0])) {
+		t.Errorf("pod IPs %v not in the bed's subnet %s", st.IPs, testBed.Subnet)
+	}
+	runs, exits := st.FindContainer("runs"), st.FindContainer("exits")
+	if runs.State != ContainerStateRunning || runs.StartedAt.IsZero() || !runs.FinishedAt.IsZero() || runs.ID != p.containers["runs"] {
+		t.Errorf("runs = %+v", runs)
+	}
+	if exits.ExitCode != 3 || exits.Reason != "Error" || exits.FinishedAt.Before(exits.StartedAt) || exits.StartedAt.IsZero() {
+		t.Errorf("exits = %+v, want exit code 3, reason Error, start before finish", exits)
+	}
+	for _, c := range st.Containers {
+		if c.SandboxID != p.sandboxID || c.Image != "busybox:1.36" || c.ImageRef == "" || c.Hash != 0xabc123 || c.RestartCount != 2 {
+			t.Errorf("container %s: sandbox %q image %q ref %q hash %x restarts %d", c.Name, c.SandboxID, c.Image, c.ImageRef, c.Hash, c.RestartCount)
+		}
+	}
+	t.Logf("exited container: code %d reason %q image ref %s", exits.ExitCode, exits.Reason, exits.ImageRef)
+
+	hst, err := m.PodStatus(ctx, hp.uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hst.Sandboxes) != 1 || !hst.Sandboxes[0].HostNetwork || len(hst.IPs) != 0 {
+		t.Errorf("host network pod: %+v", hst)
+	}
+
+	pods, err := m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pods[p.uid]
+	if got == nil || got.FindContainer("exits").ExitCode != 3 || len(got.IPs) != 1 || got.IPs[0] != st.IPs[0] || pods[hp.uid] == nil {
+		t.Errorf("Relist disagrees with PodStatus: %+v", got)
+	}
+
+	before := totalOps(t, reg)
+	for range 5 {
+		if _, err := m.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls := totalOps(t, reg) - before; calls != 5 {
+		t.Errorf("5 idle relists made %v CRI calls, want 5 (ListContainers only while nothing changes)", calls)
+	}
+	start := time.Now()
+	const n = 50
+	for range n {
+		if _, err := m.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("idle relist on the real runtime: %v each (%d pods listed)", time.Since(start)/n, len(pods))
+}
+
+// TestE2ERelistFiftyPods measures observation at the size berth aims at:
+// a cold relist (a restarted berth) reads each object once, an idle one is
+// one call whatever the number of pods.
+func TestE2ERelistFiftyPods(t *testing.T) {
+	const n = 50
+	setup := newE2EManager(t)
+	ctx := context.Background()
+	created := time.Now()
+	for i := range n {
+		startE2EPod(ctx, t, setup, fmt.Sprintf("many-%02d", i), false, e2eContainer{"runs", "exec sleep 3600"})
+	}
+	t.Logf("created %d pods in %v", n, time.Since(created))
+
+	reg := prometheus.NewRegistry()
+	rs, is := criclient.Instrument(setup.runtime, setup.images, reg)
+	opts := setup.opts
+	opts.Clock = frozenClock()
+	m := NewManager(rs, is, opts)
+	start := time.Now()
+	pods, err := m.Relist(ctx)
+	cold := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := 0
+	for _, p := range pods {
+		objects += len(p.Sandboxes) + len(p.Containers)
+	}
+	if len(pods) < n {
+		t.Fatalf("relist found %d pods, want at least %d", len(pods), n)
+	}
+	// The manager's first relist also asks the runtime its name once
+	// (runtimename.go): the scheme of the container IDs it reports.
+	if calls := totalOps(t, reg); calls != float64(3+objects) {
+		t.Errorf("cold relist made %v calls, want 2 lists, 1 version and %d status calls", calls, objects)
+	}
+
+	before := totalOps(t, reg)
+	start = time.Now()
+	const rounds = 20
+	for range rounds {
+		if _, err := m.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle := time.Since(start) / rounds
+	if calls := totalOps(t, reg) - before; calls != rounds {
+		t.Errorf("%d idle relists made %v calls, want %d", rounds, calls, rounds)
+	}
+	t.Logf("%d pods: cold relist %v (%d calls), idle relist %v (1 call)", len(pods), cold, 3+objects, idle)
+}
+
+// frozenClock stops time for a manager, so the idle call counts do not
+// depend on how fast the machine runs the relists (sandboxRelistPeriod).
+func frozenClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Now())
+}
+
+// After a restart or a power cut every object is new to the status cache:
+// the first relist reads them all, several at a time. On the real runtime
+// each dead pod must still come back whole (sandbox NOTREADY, container
+// EXITED with its code). The time of that read, beside the same statuses
+// read one after the other, is logged as a figure, not asserted.
+func TestE2ERelistReadsManyNewObjects(t *testing.T) {
+	base := newE2EManager(t)
+	ctx := context.Background()
+	const n = 12
+	pods := make([]*e2ePod, n)
+	for i := range pods {
+		pods[i] = startE2EPod(ctx, t, base, fmt.Sprintf("many-%d", i), false, e2eContainer{"app", "sleep 600"})
+	}
+	for _, p := range pods {
+		if err := base.runtime.StopPodSandbox(ctx, p.sandboxID); err != nil {
+			t.Fatalf("stop sandbox of %s: %v", p.name, err)
+		}
+	}
+	// A fresh manager, as after a restart: nothing cached.
+	m := NewManager(base.runtime, base.images, base.opts)
+	began := time.Now()
+	all, err := m.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	concurrent := time.Since(began)
+	for _, p := range pods {
+		st := all[p.uid]
+		if st == nil || len(st.Sandboxes) != 1 || len(st.Containers) != 1 {
+			t.Fatalf("pod %s: status %+v, want its sandbox and its container", p.name, st)
+		}
+		if s := st.Sandboxes[0]; s.ID != p.sandboxID || s.State != SandboxStateNotReady {
+			t.Errorf("pod %s: sandbox %s in state %v, want %s NOTREADY", p.name, s.ID, s.State, p.sandboxID)
+		}
+		if c := st.Containers[0]; c.ID != p.containers["app"] || c.State != ContainerStateExited || c.FinishedAt.IsZero() || c.Name != "app" {
+			t.Errorf("pod %s: container %+v, want %s EXITED with its finish time", p.name, c, p.containers["app"])
+		}
+	}
+	began = time.Now()
+	for _, p := range pods {
+		if _, err := base.runtime.PodSandboxStatus(ctx, p.sandboxID, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := base.runtime.ContainerStatus(ctx, p.containers["app"], false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d dead pods: first relist %v (statuses %d at a time); the same %d status calls one after the other %v",
+		n, concurrent.Round(time.Millisecond), statusReadsInFlight, 2*n, time.Since(began).Round(time.Millisecond))
+}
