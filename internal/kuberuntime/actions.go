@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/podenv"
 )
 
 // Kill reasons ComputePodActions gives KillContainer, for its Killing event
@@ -58,7 +60,7 @@ func probeGracePeriod(pod *v1.Pod, name, reason string) (int64, bool) {
 	if pod == nil {
 		return 0, false
 	}
-	c := findSpecContainer(pod, name)
+	c := podenv.SpecContainer(pod, name)
 	if c == nil {
 		return 0, false
 	}
@@ -424,7 +426,7 @@ func strayContainers(pod *v1.Pod, status *PodStatus, sandboxID string) []Contain
 			continue
 		}
 		seen[cs.ID] = true
-		if findSpecContainer(pod, cs.Name) != nil {
+		if podenv.SpecContainer(pod, cs.Name) != nil {
 			continue
 		}
 		out = append(out, ContainerToKill{

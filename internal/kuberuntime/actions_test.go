@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/internal/podenv"
 )
 
 // actPod is a pod with the given restart policy, init and app containers.
@@ -28,7 +30,7 @@ func actPod(policy v1.RestartPolicy, inits, apps []string) *v1.Pod {
 // with the spec's hash (so it is "unchanged").
 func cs(pod *v1.Pod, name string, state ContainerState, exit int32) *ContainerStatus {
 	s := &ContainerStatus{ID: name + "-id", SandboxID: "sb1", Name: name, State: state, ExitCode: exit}
-	if c := findSpecContainer(pod, name); c != nil {
+	if c := podenv.SpecContainer(pod, name); c != nil {
 		s.Hash = HashContainer(c)
 	}
 	return s

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podpath"
 )
 
@@ -45,12 +46,12 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err := m.verifyRunAsNonRoot(ctx, c, imageRef, sec); err != nil {
 		return nil, err
 	}
-	env, err := containerEnv(envContext{pod: pod, container: c, podIPs: podIPs, hostIP: m.opts.HostIP, allocatable: facts.allocatable, objects: m.objects(pod.UID),
-		fileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return m.fileKeyValue(pod, ref) }})
+	env, err := podenv.Resolve(podenv.Context{Pod: pod, Container: c, PodIPs: podIPs, HostIP: m.opts.HostIP, Allocatable: facts.allocatable, Objects: m.objects(pod.UID),
+		FileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return m.fileKeyValue(pod, ref) }})
 	if err != nil {
 		return nil, err
 	}
-	lookup := envLookup(env)
+	lookup := podenv.Lookup(env)
 	mounts, err := m.containerMounts(pod, c, env, podIPs, sec.privileged)
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		cfg.StopSignal = criStopSignal(c.Lifecycle.StopSignal)
 	}
 	for _, e := range env {
-		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.name, Value: []byte(e.value)})
+		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 	}
 	return cfg, nil
 }
@@ -134,7 +135,7 @@ func expandAll(args []string, lookup func(string) (string, bool)) []string {
 	}
 	out := make([]string, len(args))
 	for i, a := range args {
-		out[i] = expand(a, lookup)
+		out[i] = podenv.Expand(a, lookup)
 	}
 	return out
 }

@@ -940,3 +940,8 @@ func TestQOSClassAndOOMScoreAdj(t *testing.T) {
 		})
 	}
 }
+
+// field is an env var source reading a field of the pod.
+func field(path string) *v1.EnvVarSource {
+	return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}}
+}

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/podenv"
 )
 
 // Reasons of a failed lifecycle hook: ReasonPostStartHookError is the
@@ -173,7 +174,7 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *ContainerStatu
 // created it.
 func (m *Manager) preStopHook(pod *v1.Pod, c *ContainerStatus) (*v1.Container, *v1.LifecycleHandler) {
 	if pod != nil {
-		if spec := findSpecContainer(pod, c.Name); spec != nil {
+		if spec := podenv.SpecContainer(pod, c.Name); spec != nil {
 			if spec.Lifecycle == nil {
 				return spec, nil
 			}

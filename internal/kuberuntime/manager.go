@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/internal/podenv"
 )
 
 // Options are the runtime manager's settings, from berth's flags.
@@ -39,7 +41,7 @@ type Options struct {
 	// Objects returns the ConfigMaps and Secrets the pod with a UID
 	// references (its configMap and secret volumes, environment and
 	// image pull secrets read them); nil means none anywhere.
-	Objects func(uid types.UID) PodObjects
+	Objects func(uid types.UID) podenv.PodObjects
 	// CredentialDirs are where the node-wide registry credentials file
 	// (config.json, else .dockercfg) is searched; nil means the kubelet's
 	// search path with RootDir first (see credentialDirs).

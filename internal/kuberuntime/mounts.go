@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podpath"
 )
 
@@ -24,7 +25,7 @@ import (
 // FileOrCreate hostPaths, the hosts and termination-message files); all of
 // it lives under the pod directory or was asked for by the manifest, and is
 // idempotent, so a failed start leaves nothing the next attempt trips over.
-func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []envVar, podIPs []string, privileged bool) ([]*runtimeapi.Mount, error) {
+func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []podenv.Var, podIPs []string, privileged bool) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	mounted := map[string]bool{}
 	for i, vm := range c.VolumeMounts {
@@ -57,7 +58,7 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []envVar, po
 // volumeMount resolves one volumeMount, the index-th of the container's, to
 // a host path and its options. With a subPath the host path is a bind
 // mount of it that berth made (see subpath.go).
-func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.VolumeMount, env []envVar, privileged bool) (*runtimeapi.Mount, error) {
+func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.VolumeMount, env []podenv.Var, privileged bool) (*runtimeapi.Mount, error) {
 	i := slices.IndexFunc(pod.Spec.Volumes, func(v v1.Volume) bool { return v.Name == vm.Name })
 	if i < 0 {
 		return nil, fmt.Errorf("volumeMount %q: no volume of that name in the pod", vm.Name)
@@ -66,7 +67,7 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.Vo
 	subPath := vm.SubPath
 	if vm.SubPathExpr != "" {
 		var err error
-		if subPath, err = expandSubPath(vm.SubPathExpr, env); err != nil {
+		if subPath, err = podenv.ExpandSubPath(vm.SubPathExpr, env); err != nil {
 			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
 		}
 	}

@@ -14,17 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podpath"
 )
-
-// PodObjects are the ConfigMaps and Secrets a pod references, from its own
-// source and namespace (berth reads them from the manifests beside the
-// pod; there is no API server). Only those that exist are present: an
-// optional reference may find none. They are shared and never modified.
-type PodObjects struct {
-	ConfigMaps map[string]*v1.ConfigMap
-	Secrets    map[string]*v1.Secret
-}
 
 // Volume plugin directories of configMap and secret volumes under a pod's
 // volumes directory, the kubelet's.
@@ -57,7 +49,7 @@ type objectFile struct {
 // object or key is an error unless the volume is optional; manifest
 // resolution refuses such pods before they get here, so it only happens
 // when the objects changed in between.
-func objectVolumePayload(vol *v1.Volume, objs PodObjects) (map[string]objectFile, error) {
+func objectVolumePayload(vol *v1.Volume, objs podenv.PodObjects) (map[string]objectFile, error) {
 	var (
 		kind, name  string
 		optional    bool
@@ -182,9 +174,9 @@ func (m *Manager) ensureObjectVolume(pod *v1.Pod, vol *v1.Volume) (string, error
 }
 
 // objects are the pod's ConfigMaps and Secrets, from Options.Objects.
-func (m *Manager) objects(uid types.UID) PodObjects {
+func (m *Manager) objects(uid types.UID) podenv.PodObjects {
 	if m.opts.Objects == nil {
-		return PodObjects{}
+		return podenv.PodObjects{}
 	}
 	return m.opts.Objects(uid)
 }

@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/podenv"
 )
 
 func TestObjectVolumePayload(t *testing.T) {
 	yes := true
 	mode := func(m int32) *int32 { return &m }
-	objs := PodObjects{
+	objs := podenv.PodObjects{
 		ConfigMaps: map[string]*v1.ConfigMap{"cm": {Data: map[string]string{"a": "1", "b": "2"}, BinaryData: map[string][]byte{"bin": {0, 1}}}},
 		Secrets:    map[string]*v1.Secret{"s": {Data: map[string][]byte{"pw": []byte("x")}}},
 	}

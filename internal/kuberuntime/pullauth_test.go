@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/berth-agent/berth/internal/podenv"
 )
 
 func TestParseDockerConfig(t *testing.T) {
@@ -112,12 +114,12 @@ func TestPullCredentials(t *testing.T) {
 		return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: v1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(`{"auths":{"` + registry + `":{"username":"` + user + `","password":"pw-` + user + `"}}}`)}}
 	}
-	objs := PodObjects{Secrets: map[string]*v1.Secret{
+	objs := podenv.PodObjects{Secrets: map[string]*v1.Secret{
 		"a": secret("a", "reg.example.com", "pod-a"), "b": secret("b", "reg.example.com", "pod-b"),
 		"opaque": {Type: v1.SecretTypeOpaque},
 	}}
 	m := NewManager(nil, nil, Options{RootDir: root, CredentialDirs: []string{filepath.Join(root, "none"), root},
-		Objects: func(types.UID) PodObjects { return objs }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Objects: func(types.UID) podenv.PodObjects { return objs }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	pod := func(secrets ...string) *v1.Pod {
 		p := &v1.Pod{}
 		for _, s := range secrets {

@@ -1,4 +1,4 @@
-package kuberuntime
+package podenv
 
 import (
 	"fmt"
@@ -7,11 +7,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
+// PodObjects are the ConfigMaps and Secrets a pod references, from its own
+// source and namespace (berth reads them from the manifests beside the
+// pod; there is no API server). Only those that exist are present: an
+// optional reference may find none. They are shared and never modified.
+type PodObjects struct {
+	ConfigMaps map[string]*v1.ConfigMap
+	Secrets    map[string]*v1.Secret
+}
+
 // envFrom is the variables one envFrom source gives, in key order: every
 // key of the ConfigMap's data or the Secret's data, with the prefix. A
 // missing object gives none when the reference is optional and is an
 // error otherwise (the kubelet's CreateContainerConfigError).
-func (o PodObjects) envFrom(src v1.EnvFromSource) ([]envVar, error) {
+func (o PodObjects) envFrom(src v1.EnvFromSource) ([]Var, error) {
 	var data map[string]string
 	switch {
 	case src.ConfigMapRef != nil:
@@ -45,9 +54,9 @@ func (o PodObjects) envFrom(src v1.EnvFromSource) ([]envVar, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]envVar, 0, len(keys))
+	out := make([]Var, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, envVar{name: src.Prefix + k, value: data[k]})
+		out = append(out, Var{Name: src.Prefix + k, Value: data[k]})
 	}
 	return out, nil
 }

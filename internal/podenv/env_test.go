@@ -1,4 +1,4 @@
-package kuberuntime
+package podenv
 
 import (
 	"errors"
@@ -37,8 +37,8 @@ func TestExpand(t *testing.T) {
 		{"$(A $(B)", "$(A $(B)"},
 	}
 	for _, tt := range tests {
-		if got := expand(tt.in, lookup); got != tt.want {
-			t.Errorf("expand(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := Expand(tt.in, lookup); got != tt.want {
+			t.Errorf("Expand(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -89,7 +89,7 @@ func TestContainerEnv(t *testing.T) {
 		container string // default "app"
 		env       []v1.EnvVar
 		podIPs    []string
-		want      []envVar
+		want      []Var
 		wantErr   string
 	}{
 		{
@@ -100,12 +100,12 @@ func TestContainerEnv(t *testing.T) {
 				{Name: "C", Value: "c"},
 				{Name: "D", Value: "$$(A) $(A)$(A)"},
 			},
-			want: []envVar{{"A", "x"}, {"B", "x-$(C)"}, {"C", "c"}, {"D", "$(A) xx"}},
+			want: []Var{{"A", "x"}, {"B", "x-$(C)"}, {"C", "c"}, {"D", "$(A) xx"}},
 		},
 		{
 			name: "redefinition replaces in place",
 			env:  []v1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}, {Name: "A", Value: "$(A)3"}},
-			want: []envVar{{"A", "13"}, {"B", "2"}},
+			want: []Var{{"A", "13"}, {"B", "2"}},
 		},
 		{
 			name:   "downward API fields",
@@ -126,7 +126,7 @@ func TestContainerEnv(t *testing.T) {
 				{Name: "HOSTS", ValueFrom: field("status.hostIPs")},
 				{Name: "MSG", Value: "$(NAME) on $(NODE)"},
 			},
-			want: []envVar{
+			want: []Var{
 				{"NAME", "web-node1"}, {"NS", "prod"}, {"UID", "uid-9"}, {"APP", "web"}, {"TIER", "front"},
 				{"NOLABEL", ""}, {"OWNER", "ops"}, {"NODE", "node1"}, {"SA", "robot"},
 				{"IP", "10.88.0.7"}, {"IPS", "10.88.0.7,fd00::7"}, {"HOST", "192.168.1.10"}, {"HOSTS", "192.168.1.10"},
@@ -136,7 +136,7 @@ func TestContainerEnv(t *testing.T) {
 		{
 			name: "pod IP before the sandbox has one is empty",
 			env:  []v1.EnvVar{{Name: "IP", ValueFrom: field("status.podIP")}},
-			want: []envVar{{"IP", ""}},
+			want: []Var{{"IP", ""}},
 		},
 		{
 			name: "resource fields with divisors, rounded up",
@@ -149,7 +149,7 @@ func TestContainerEnv(t *testing.T) {
 				{Name: "MEM_LIMIT_MI", ValueFrom: resField("", "limits.memory", "1Mi")},
 				{Name: "MEM_REQ_MI", ValueFrom: resField("", "requests.memory", "1Mi")},
 			},
-			want: []envVar{
+			want: []Var{
 				{"CPU_LIMIT", "2"}, {"CPU_LIMIT_M", "1500"}, {"CPU_REQ", "1"}, {"CPU_REQ_M", "250"},
 				{"MEM_LIMIT", "134217728"}, {"MEM_LIMIT_MI", "128"}, {"MEM_REQ_MI", "64"},
 			},
@@ -164,13 +164,13 @@ func TestContainerEnv(t *testing.T) {
 				{Name: "CPU_REQ", ValueFrom: resField("", "requests.cpu", "1m")},
 				{Name: "MEM_REQ", ValueFrom: resField("", "requests.memory", "")},
 			},
-			want: []envVar{{"CPU_LIMIT", "4"}, {"MEM_LIMIT_GI", "8"}, {"EPH_LIMIT_GI", "100"}, {"CPU_REQ", "0"}, {"MEM_REQ", "0"}},
+			want: []Var{{"CPU_LIMIT", "4"}, {"MEM_LIMIT_GI", "8"}, {"EPH_LIMIT_GI", "100"}, {"CPU_REQ", "0"}, {"MEM_REQ", "0"}},
 		},
 		{
 			name:      "another container's resources",
 			container: "side",
 			env:       []v1.EnvVar{{Name: "APP_MEM", ValueFrom: resField("app", "limits.memory", "1Mi")}},
-			want:      []envVar{{"APP_MEM", "128"}},
+			want:      []Var{{"APP_MEM", "128"}},
 		},
 		{
 			name:    "unknown field path",
@@ -205,7 +205,7 @@ func TestContainerEnv(t *testing.T) {
 				{Name: "F", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "e.env", Key: "DB"}}},
 				{Name: "G", Value: "$(F)/$(A)"},
 			},
-			want: []envVar{{"A", "x"}, {"F", "$(A)db"}, {"G", "$(A)db/x"}},
+			want: []Var{{"A", "x"}, {"F", "$(A)db"}, {"G", "$(A)db/x"}},
 		},
 		{
 			name: "optional fileKeyRef absent: not set",
@@ -213,7 +213,7 @@ func TestContainerEnv(t *testing.T) {
 				{Name: "F", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cfg", Path: "e.env", Key: "NONE"}}},
 				{Name: "G", Value: "<$(F)>"},
 			},
-			want: []envVar{{"G", "<$(F)>"}},
+			want: []Var{{"G", "<$(F)>"}},
 		},
 		{
 			name: "fileKeyRef failure",
@@ -236,7 +236,7 @@ func TestContainerEnv(t *testing.T) {
 			if name == "" {
 				name = "app"
 			}
-			c := findSpecContainer(pod, name)
+			c := SpecContainer(pod, name)
 			c.Env = tt.env
 			fileKey := func(ref *v1.FileKeySelector) (string, bool, error) {
 				switch ref.Key {
@@ -247,7 +247,7 @@ func TestContainerEnv(t *testing.T) {
 				}
 				return "", false, nil
 			}
-			got, err := containerEnv(envContext{pod: pod, container: c, podIPs: tt.podIPs, hostIP: "192.168.1.10", allocatable: alloc, fileKey: fileKey})
+			got, err := Resolve(Context{Pod: pod, Container: c, PodIPs: tt.podIPs, HostIP: "192.168.1.10", Allocatable: alloc, FileKey: fileKey})
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -265,7 +265,7 @@ func TestContainerEnv(t *testing.T) {
 }
 
 func TestExpandSubPath(t *testing.T) {
-	env := []envVar{{"POD", "web"}, {"EMPTY", ""}}
+	env := []Var{{"POD", "web"}, {"EMPTY", ""}}
 	tests := []struct{ expr, want, wantErr string }{
 		{expr: "logs/$(POD)", want: "logs/web"},
 		{expr: "$$(POD)", want: "$(POD)"},
@@ -273,15 +273,15 @@ func TestExpandSubPath(t *testing.T) {
 		{expr: "$(EMPTY)/$(NOPE)/$(EMPTY)", wantErr: `missing value for EMPTY, NOPE`},
 	}
 	for _, tt := range tests {
-		got, err := expandSubPath(tt.expr, env)
+		got, err := ExpandSubPath(tt.expr, env)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("expandSubPath(%q) err = %v, want %q", tt.expr, err, tt.wantErr)
+				t.Errorf("ExpandSubPath(%q) err = %v, want %q", tt.expr, err, tt.wantErr)
 			}
 			continue
 		}
 		if err != nil || got != tt.want {
-			t.Errorf("expandSubPath(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
+			t.Errorf("ExpandSubPath(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package kuberuntime
+package podenv
 
 import (
 	"reflect"
@@ -32,13 +32,13 @@ func TestContainerEnvFromObjects(t *testing.T) {
 		name    string
 		envFrom []v1.EnvFromSource
 		env     []v1.EnvVar
-		want    []envVar
+		want    []Var
 		wantErr string
 	}{
 		{
 			name:    "envFrom a ConfigMap: its data in key order, binaryData left out",
 			envFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "app"}}}},
-			want:    []envVar{{"LEVEL", "3"}, {"MODE", "fast"}},
+			want:    []Var{{"LEVEL", "3"}, {"MODE", "fast"}},
 		},
 		{
 			name: "envFrom with a prefix, a later source overriding, env overriding both",
@@ -47,13 +47,13 @@ func TestContainerEnvFromObjects(t *testing.T) {
 				{Prefix: "X_", SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "db"}}},
 			},
 			env:  []v1.EnvVar{{Name: "X_MODE", Value: "$(X_USER)-slow"}},
-			want: []envVar{{"X_LEVEL", "3"}, {"X_MODE", "app-slow"}, {"X_PASSWORD", "hunter2"}, {"X_USER", "app"}},
+			want: []Var{{"X_LEVEL", "3"}, {"X_MODE", "app-slow"}, {"X_PASSWORD", "hunter2"}, {"X_USER", "app"}},
 		},
 		{
 			name:    "envFrom an optional missing ConfigMap gives nothing",
 			envFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Optional: &yes}}},
 			env:     []v1.EnvVar{{Name: "A", Value: "a"}},
-			want:    []envVar{{"A", "a"}},
+			want:    []Var{{"A", "a"}},
 		},
 		{
 			name:    "envFrom a missing Secret",
@@ -68,7 +68,7 @@ func TestContainerEnvFromObjects(t *testing.T) {
 				{Name: "P", ValueFrom: secRef("db", "PASSWORD", false)},
 				{Name: "E", Value: "$(P)"},
 			},
-			want: []envVar{{"LEVEL", "x"}, {"M", "fast"}, {"P", "hunter2"}, {"E", "hunter2"}},
+			want: []Var{{"LEVEL", "x"}, {"M", "fast"}, {"P", "hunter2"}, {"E", "hunter2"}},
 		},
 		{
 			name: "optional key refs to what is missing leave the variable unset",
@@ -77,7 +77,7 @@ func TestContainerEnvFromObjects(t *testing.T) {
 				{Name: "B", ValueFrom: secRef("nope", "x", true)},
 				{Name: "C", Value: "c"},
 			},
-			want: []envVar{{"C", "c"}},
+			want: []Var{{"C", "c"}},
 		},
 		{
 			name:    "a missing key",
@@ -95,7 +95,7 @@ func TestContainerEnvFromObjects(t *testing.T) {
 			pod := envPod()
 			c := &pod.Spec.Containers[0]
 			c.Env, c.EnvFrom = tt.env, tt.envFrom
-			got, err := containerEnv(envContext{pod: pod, container: c, objects: objs})
+			got, err := Resolve(Context{Pod: pod, Container: c, Objects: objs})
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

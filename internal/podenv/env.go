@@ -1,4 +1,4 @@
-package kuberuntime
+package podenv
 
 import (
 	"fmt"
@@ -11,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// expand replaces $(NAME) references in s with lookup(NAME), the way the
+// Expand replaces $(NAME) references in s with lookup(NAME), the way the
 // kubelet expands env values, command and args: "$$" is a literal "$", a
 // reference to an unknown name stays as written, a "$" not followed by
 // "(" or "$" is kept, and a "$(" that no ")" closes is kept while the rest
 // is still expanded ("$(A$$" is "$(A$"). lookup reports whether the name
 // is defined.
-func expand(s string, lookup func(name string) (string, bool)) string {
+func Expand(s string, lookup func(name string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -52,32 +52,33 @@ func expand(s string, lookup func(name string) (string, bool)) string {
 	return b.String()
 }
 
-// envContext is what env values may refer to: the pod, the container, and
+// Context is what env values may refer to: the pod, the container, and
 // the runtime facts only known at start (pod IPs, host IP, node capacity).
-type envContext struct {
-	pod         *v1.Pod
-	container   *v1.Container
-	podIPs      []string
-	hostIP      string
-	allocatable v1.ResourceList
-	objects     PodObjects
-	// fileKey reads a fileKeyRef's value (envfile.go); found is false for
-	// an optional one whose file or key is absent.
-	fileKey func(ref *v1.FileKeySelector) (value string, found bool, err error)
+type Context struct {
+	Pod         *v1.Pod
+	Container   *v1.Container
+	PodIPs      []string
+	HostIP      string
+	Allocatable v1.ResourceList
+	Objects     PodObjects
+	// FileKey reads a fileKeyRef's value (the runtime manager reads the
+	// env file in its volume); found is false for an optional one whose
+	// file or key is absent.
+	FileKey func(ref *v1.FileKeySelector) (value string, found bool, err error)
 }
 
-// containerEnv is the container's environment as the kubelet makes it:
+// Resolve is the container's environment as the kubelet makes it:
 // first envFrom (each ConfigMap's or Secret's keys, prefixed, in key order,
 // a later source overriding an earlier one), then env in spec order, each
 // value expanded against the variables defined before it. Values taken
 // from ConfigMaps and Secrets are never expanded.
-func containerEnv(ec envContext) ([]envVar, error) {
-	c := ec.container
-	var out []envVar
+func Resolve(ec Context) ([]Var, error) {
+	c := ec.Container
+	var out []Var
 	index := map[string]int{}
 	lookup := func(name string) (string, bool) {
 		if i, ok := index[name]; ok {
-			return out[i].value, true
+			return out[i].Value, true
 		}
 		return "", false
 	}
@@ -85,26 +86,26 @@ func containerEnv(ec envContext) ([]envVar, error) {
 		// A later definition of the same name replaces the earlier one in
 		// place, as the kubelet's env list does.
 		if i, ok := index[name]; ok {
-			out[i].value = value
+			out[i].Value = value
 			return
 		}
 		index[name] = len(out)
-		out = append(out, envVar{name: name, value: value})
+		out = append(out, Var{Name: name, Value: value})
 	}
 	for _, src := range c.EnvFrom {
-		vars, err := ec.objects.envFrom(src)
+		vars, err := ec.Objects.envFrom(src)
 		if err != nil {
 			return nil, err
 		}
 		for _, v := range vars {
-			set(v.name, v.value)
+			set(v.Name, v.Value)
 		}
 	}
 	for _, e := range c.Env {
 		var value string
 		switch {
 		case e.ValueFrom == nil:
-			value = expand(e.Value, lookup)
+			value = Expand(e.Value, lookup)
 		case e.ValueFrom.FieldRef != nil:
 			v, err := ec.fieldRef(e.ValueFrom.FieldRef)
 			if err != nil {
@@ -118,7 +119,7 @@ func containerEnv(ec envContext) ([]envVar, error) {
 			}
 			value = v
 		case e.ValueFrom.FileKeyRef != nil:
-			v, ok, err := ec.fileKey(e.ValueFrom.FileKeyRef)
+			v, ok, err := ec.FileKey(e.ValueFrom.FileKeyRef)
 			if err != nil {
 				return nil, fmt.Errorf("env %q: %w", e.Name, err)
 			}
@@ -127,7 +128,7 @@ func containerEnv(ec envContext) ([]envVar, error) {
 			}
 			value = v
 		case e.ValueFrom.ConfigMapKeyRef != nil, e.ValueFrom.SecretKeyRef != nil:
-			v, ok, err := ec.objects.keyRef(e.ValueFrom)
+			v, ok, err := ec.Objects.keyRef(e.ValueFrom)
 			if err != nil {
 				return nil, fmt.Errorf("env %q: %w", e.Name, err)
 			}
@@ -143,17 +144,17 @@ func containerEnv(ec envContext) ([]envVar, error) {
 	return out, nil
 }
 
-// envVar is one resolved environment variable.
-type envVar struct{ name, value string }
+// Var is one resolved environment variable.
+type Var struct{ Name, Value string }
 
-// expandSubPath expands a volumeMount's subPathExpr as the kubelet does:
+// ExpandSubPath expands a volumeMount's subPathExpr as the kubelet does:
 // unlike in env values, command and args, a reference to a variable that
 // is undefined or empty is an error, never a path with "$(" in it or a
 // path that silently lands at the volume's root.
-func expandSubPath(expr string, env []envVar) (string, error) {
-	lookup := envLookup(env)
+func ExpandSubPath(expr string, env []Var) (string, error) {
+	lookup := Lookup(env)
 	var missing []string
-	out := expand(expr, func(name string) (string, bool) {
+	out := Expand(expr, func(name string) (string, bool) {
 		v, ok := lookup(name)
 		if !ok || v == "" {
 			if !slices.Contains(missing, name) {
@@ -170,12 +171,12 @@ func expandSubPath(expr string, env []envVar) (string, error) {
 	return out, nil
 }
 
-// envLookup turns a resolved environment into the lookup expand takes, for
+// Lookup turns a resolved environment into the lookup expand takes, for
 // command, args and subPathExpr.
-func envLookup(env []envVar) func(string) (string, bool) {
+func Lookup(env []Var) func(string) (string, bool) {
 	m := make(map[string]string, len(env))
 	for _, e := range env {
-		m[e.name] = e.value
+		m[e.Name] = e.Value
 	}
 	return func(name string) (string, bool) {
 		v, ok := m[name]
@@ -185,11 +186,11 @@ func envLookup(env []envVar) func(string) (string, bool) {
 
 // fieldRef resolves a downward API field path, with the paths the kubelet
 // offers to env vars.
-func (ec envContext) fieldRef(f *v1.ObjectFieldSelector) (string, error) {
+func (ec Context) fieldRef(f *v1.ObjectFieldSelector) (string, error) {
 	if f.APIVersion != "" && f.APIVersion != "v1" {
 		return "", fmt.Errorf("fieldRef apiVersion %q is not supported (only v1)", f.APIVersion)
 	}
-	pod := ec.pod
+	pod := ec.Pod
 	path := f.FieldPath
 	if key, ok := subscript(path, "metadata.labels"); ok {
 		return pod.Labels[key], nil
@@ -209,14 +210,14 @@ func (ec envContext) fieldRef(f *v1.ObjectFieldSelector) (string, error) {
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	case "status.podIP":
-		if len(ec.podIPs) == 0 {
+		if len(ec.PodIPs) == 0 {
 			return "", nil
 		}
-		return ec.podIPs[0], nil
+		return ec.PodIPs[0], nil
 	case "status.podIPs":
-		return strings.Join(ec.podIPs, ","), nil
+		return strings.Join(ec.PodIPs, ","), nil
 	case "status.hostIP", "status.hostIPs":
-		return ec.hostIP, nil
+		return ec.HostIP, nil
 	}
 	return "", fmt.Errorf("fieldRef %q is not supported", path)
 }
@@ -239,10 +240,10 @@ func subscript(path, prefix string) (string, bool) {
 // divisor rounded up, as the kubelet does. A limit the spec leaves unset is
 // the node's allocatable amount, and an unset request falls back to the
 // limit, which is what API-server defaulting would have written into it.
-func (ec envContext) resourceFieldRef(r *v1.ResourceFieldSelector) (string, error) {
-	c := ec.container
+func (ec Context) resourceFieldRef(r *v1.ResourceFieldSelector) (string, error) {
+	c := ec.Container
 	if r.ContainerName != "" && r.ContainerName != c.Name {
-		other := findSpecContainer(ec.pod, r.ContainerName)
+		other := SpecContainer(ec.Pod, r.ContainerName)
 		if other == nil {
 			return "", fmt.Errorf("resourceFieldRef names container %q, which is not in the pod", r.ContainerName)
 		}
@@ -262,7 +263,7 @@ func (ec envContext) resourceFieldRef(r *v1.ResourceFieldSelector) (string, erro
 	}
 	limit, hasLimit := c.Resources.Limits[res]
 	if !hasLimit {
-		limit = ec.allocatable[res]
+		limit = ec.Allocatable[res]
 	}
 	q := limit
 	if kind == "requests" {
@@ -284,8 +285,8 @@ func (ec envContext) resourceFieldRef(r *v1.ResourceFieldSelector) (string, erro
 	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
 }
 
-// findSpecContainer returns the init or app container of that name, or nil.
-func findSpecContainer(pod *v1.Pod, name string) *v1.Container {
+// SpecContainer returns the init or app container of that name, or nil.
+func SpecContainer(pod *v1.Pod, name string) *v1.Container {
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == name {
 			return &pod.Spec.Containers[i]
