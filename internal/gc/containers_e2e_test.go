@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -29,7 +30,7 @@ func TestE2EGarbageCollect(t *testing.T) {
 	uid := types.UID(fmt.Sprintf("gc-%d", time.Now().UnixNano()))
 	name := "gc-e2e"
 	logDir := filepath.Join(env.logs, "default_"+name+"_"+string(uid))
-	labels := map[string]string{kuberuntime.LabelPodName: name, kuberuntime.LabelPodNamespace: "default", kuberuntime.LabelPodUID: string(uid), kuberuntime.LabelManaged: "true"}
+	labels := map[string]string{criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelPodUID: string(uid), criconfig.LabelManaged: "true"}
 	sandbox := func(attempt uint32) (string, *runtimeapi.PodSandboxConfig) {
 		t.Helper()
 		cfg := &runtimeapi.PodSandboxConfig{
@@ -57,7 +58,7 @@ func TestE2EGarbageCollect(t *testing.T) {
 	current, cfg := sandbox(1)
 	var runs []string
 	for i := range 2 {
-		cl := map[string]string{kuberuntime.LabelContainerName: "app"}
+		cl := map[string]string{criconfig.LabelContainerName: "app"}
 		for k, v := range labels {
 			cl[k] = v
 		}
@@ -70,7 +71,7 @@ func TestE2EGarbageCollect(t *testing.T) {
 			Command:     []string{"sh", "-c", "echo run; exit 1"},
 			LogPath:     fmt.Sprintf("app/%d.log", i),
 			Labels:      cl,
-			Annotations: map[string]string{kuberuntime.AnnotationContainerRestartCount: fmt.Sprint(i)},
+			Annotations: map[string]string{criconfig.AnnotationContainerRestartCount: fmt.Sprint(i)},
 		}, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podpath/podpathtest"
 	"k8s.io/apimachinery/pkg/types"
@@ -234,8 +235,8 @@ func TestPlanContainerGC(t *testing.T) {
 
 func TestPlanContainerGCSkipsForeignContainers(t *testing.T) {
 	p := gcPod("a", dead("app", "a1", time.Minute), dead("app", "a2", 2*time.Minute))
-	delete(p.Containers[1].Labels, kuberuntime.LabelManaged)
-	p.Containers[1].Labels = map[string]string{kuberuntime.LabelPodUID: "a"}
+	delete(p.Containers[1].Labels, criconfig.LabelManaged)
+	p.Containers[1].Labels = map[string]string{criconfig.LabelPodUID: "a"}
 	plan := PlanContainers(Input{Pods: pods(p), Policy: Policy{MaxPerPodContainer: 0, MaxContainers: 0}, Now: gcNow})
 	if len(plan) != 0 {
 		t.Errorf("planned %+v for a container without berth's label", plan)
@@ -337,12 +338,12 @@ func gcFakeContainer(t *testing.T, env *gcTestEnv, uid, sandbox, id string, crea
 		t.Fatal(err)
 	}
 	labels := podLabels(uid, uid+"-node")
-	labels[kuberuntime.LabelContainerName] = "app"
+	labels[criconfig.LabelContainerName] = "app"
 	env.rs.SetFakeContainers(append(fakeContainers(env), &fakeapi.FakeContainer{ContainerStatus: runtimeapi.ContainerStatus{
 		Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
 		CreatedAt: baseTime.Add(created).UnixNano(), FinishedAt: baseTime.Add(created + time.Second).UnixNano(),
 		Labels: labels, LogPath: logPath,
-		Annotations: map[string]string{kuberuntime.AnnotationTerminationMessagePath: "/dev/termination-log"},
+		Annotations: map[string]string{criconfig.AnnotationTerminationMessagePath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/data", HostPath: "/srv/data"},
 			{ContainerPath: "/dev/termination-log", HostPath: termPath},
@@ -531,16 +532,16 @@ func TestGarbageCollectHostileRuntimeObjects(t *testing.T) {
 	const uid = "../../victim"
 	sandbox := fakeSandbox("s-evil", uid, 0)
 	sandbox.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	sandbox.Labels[kuberuntime.LabelPodNamespace] = ".."
+	sandbox.Labels[criconfig.LabelPodNamespace] = ".."
 	sandbox.Metadata.Namespace = ".."
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{sandbox})
 	labels := podLabels(uid, "web-node")
-	labels[kuberuntime.LabelContainerName] = "app"
+	labels[criconfig.LabelContainerName] = "app"
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{{SandboxID: "s-evil", ContainerStatus: runtimeapi.ContainerStatus{
 		Id: "c-evil", Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_EXITED,
 		CreatedAt: baseTime.UnixNano(), FinishedAt: baseTime.Add(time.Second).UnixNano(),
 		Labels: labels, LogPath: filepath.Join(b.Logs, "..", "victim", "keep"),
-		Annotations: map[string]string{kuberuntime.AnnotationTerminationMessagePath: "/dev/termination-log"},
+		Annotations: map[string]string{criconfig.AnnotationTerminationMessagePath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(b.Root, "pods", "..", "..", "victim", "containers", "app", "msg")},
 		},

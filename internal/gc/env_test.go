@@ -8,6 +8,7 @@ import (
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
@@ -58,7 +59,7 @@ var baseTime = time.Unix(1_700_000_000, 0)
 // podLabels are the labels berth puts on a pod's objects.
 func podLabels(uid, name string) map[string]string {
 	return map[string]string{
-		kuberuntime.LabelPodUID: uid, kuberuntime.LabelPodName: name, kuberuntime.LabelPodNamespace: "default", kuberuntime.LabelManaged: "true",
+		criconfig.LabelPodUID: uid, criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelManaged: "true",
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,7 +61,7 @@ func (t *imageTracker) observe(pods map[types.UID]*kuberuntime.PodStatus, now ti
 			}
 			// The images its image volumes mount (KEP-4639) are in use
 			// as long as the container exists, like its own.
-			if ids := c.Annotations[kuberuntime.AnnotationImageVolumes]; ids != "" {
+			if ids := c.Annotations[criconfig.AnnotationImageVolumes]; ids != "" {
 				for _, id := range strings.Split(ids, ",") {
 					t.lastUsed[id] = now
 				}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
@@ -29,7 +30,7 @@ func TestImageGCKeepsImageVolumes(t *testing.T) {
 	}
 	snap := map[types.UID]*kuberuntime.PodStatus{"u": {UID: "u", Containers: []*kuberuntime.ContainerStatus{{
 		ImageRef: id["app:1"], State: kuberuntime.ContainerStateRunning,
-		Annotations: map[string]string{kuberuntime.AnnotationImageVolumes: id["data:1"]},
+		Annotations: map[string]string{criconfig.AnnotationImageVolumes: id["data:1"]},
 	}}}}
 	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap)
 	if len(res.Errors) != 0 {

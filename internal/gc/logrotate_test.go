@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/criconfig"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 )
@@ -33,7 +33,7 @@ func newRotateEnv(t *testing.T) *rotateEnv {
 	}
 	e := &rotateEnv{gcTestEnv: env, id: "c-a", log: filepath.Join(dir, "0.log")}
 	labels := podLabels("a", "a-node")
-	labels[kuberuntime.LabelContainerName] = "app"
+	labels[criconfig.LabelContainerName] = "app"
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{fakeSandbox("s-a", "a", 0)})
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{{ContainerStatus: runtimeapi.ContainerStatus{
 		Id: e.id, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING,

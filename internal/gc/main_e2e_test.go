@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-agent/berth/e2e/testbed"
 	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
@@ -57,7 +58,7 @@ func newE2EEnv(t *testing.T) *e2eEnv {
 func startE2EPod(ctx context.Context, t *testing.T, env *e2eEnv, name, script string) types.UID {
 	t.Helper()
 	uid := types.UID(fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
-	labels := map[string]string{kuberuntime.LabelPodName: name, kuberuntime.LabelPodNamespace: "default", kuberuntime.LabelPodUID: string(uid), kuberuntime.LabelManaged: "true"}
+	labels := map[string]string{criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelPodUID: string(uid), criconfig.LabelManaged: "true"}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: string(uid)},
 		LogDirectory: filepath.Join(env.logs, "default_"+name+"_"+string(uid)),
@@ -74,7 +75,7 @@ func startE2EPod(ctx context.Context, t *testing.T, env *e2eEnv, name, script st
 		_ = env.rs.StopPodSandbox(context.Background(), sandbox)
 		_ = env.rs.RemovePodSandbox(context.Background(), sandbox)
 	})
-	cl := map[string]string{kuberuntime.LabelContainerName: "app"}
+	cl := map[string]string{criconfig.LabelContainerName: "app"}
 	for k, v := range labels {
 		cl[k] = v
 	}

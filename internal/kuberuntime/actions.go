@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
 )
 
@@ -253,7 +254,7 @@ func appActions(pod *v1.Pod, status *PodStatus, health ContainerHealth, a PodAct
 			}
 			continue
 		}
-		if cs.Hash == HashContainer(c) {
+		if cs.Hash == criconfig.HashContainer(c) {
 			if k, ok := probeKill(health, c, cs, restartsOnFailureOf(pod, c)); ok {
 				a.ContainersToKill = append(a.ContainersToKill, k)
 				if restartsOnFailureOf(pod, c) {
@@ -372,7 +373,7 @@ func sidecarActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) (sta
 				Name: c.Name, Status: cs, Reason: KillReasonUnknown,
 				Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State),
 			})
-		case cs.Hash != HashContainer(c):
+		case cs.Hash != criconfig.HashContainer(c):
 			starts = append(starts, i)
 			kills = append(kills, ContainerToKill{
 				Name: c.Name, Status: cs, Reason: KillReasonSpecChanged,

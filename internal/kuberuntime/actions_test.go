@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
 )
 
@@ -31,7 +32,7 @@ func actPod(policy v1.RestartPolicy, inits, apps []string) *v1.Pod {
 func cs(pod *v1.Pod, name string, state ContainerState, exit int32) *ContainerStatus {
 	s := &ContainerStatus{ID: name + "-id", SandboxID: "sb1", Name: name, State: state, ExitCode: exit}
 	if c := podenv.SpecContainer(pod, name); c != nil {
-		s.Hash = HashContainer(c)
+		s.Hash = criconfig.HashContainer(c)
 	}
 	return s
 }

@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/podenv"
 )
@@ -181,17 +182,17 @@ func (m *Manager) preStopHook(pod *v1.Pod, c *ContainerStatus) (*v1.Container, *
 			return spec, spec.Lifecycle.PreStop
 		}
 	}
-	raw, ok := c.Annotations[AnnotationPreStopHook]
+	raw, ok := c.Annotations[criconfig.AnnotationPreStopHook]
 	if !ok {
 		return nil, nil
 	}
 	var h v1.LifecycleHandler
 	if err := json.Unmarshal([]byte(raw), &h); err != nil {
-		m.log.Warn("unreadable preStop hook annotation; container stopped without it", "pod", c.Labels[LabelPodName], "namespace", c.Labels[LabelPodNamespace], "uid", c.Labels[LabelPodUID], "container", c.Name, "containerID", c.ID, "err", err)
+		m.log.Warn("unreadable preStop hook annotation; container stopped without it", "pod", c.Labels[criconfig.LabelPodName], "namespace", c.Labels[criconfig.LabelPodNamespace], "uid", c.Labels[criconfig.LabelPodUID], "container", c.Name, "containerID", c.ID, "err", err)
 		return nil, nil
 	}
 	spec := &v1.Container{Name: c.Name}
-	if ports, ok := c.Annotations[AnnotationContainerPorts]; ok {
+	if ports, ok := c.Annotations[criconfig.AnnotationContainerPorts]; ok {
 		_ = json.Unmarshal([]byte(ports), &spec.Ports) // no ports: a named port fails with a clear error
 	}
 	return spec, &h

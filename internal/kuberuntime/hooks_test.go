@@ -22,6 +22,7 @@ import (
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/handlers"
 )
 
@@ -161,11 +162,11 @@ func TestPreStop(t *testing.T) {
 					stopper
 				}{ex, stops}
 				fc := fakeContainer("c1", "s1", "uid-1", 0)
-				fc.Annotations[AnnotationPodGracePeriod] = strconv.FormatInt(tt.grace, 10)
+				fc.Annotations[criconfig.AnnotationPodGracePeriod] = strconv.FormatInt(tt.grace, 10)
 				var pod *v1.Pod
 				if tt.orphan {
 					b, _ := json.Marshal(tt.hook)
-					fc.Annotations[AnnotationPreStopHook] = string(b)
+					fc.Annotations[criconfig.AnnotationPreStopHook] = string(b)
 				} else {
 					var l *v1.Lifecycle
 					if tt.hook != nil {

@@ -4,14 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // EnsureImage makes the container's image present according to its
@@ -27,7 +27,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	event := func(typ EventType, reason, message string) {
 		m.opts.Recorder.Event(pod.UID, pod.Name, pod.Namespace, typ, reason, message)
 	}
-	image, tag, digest, err := applyDefaultTag(c.Image)
+	image, tag, digest, err := criconfig.ApplyDefaultTag(c.Image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err)
 		event(EventWarning, "InspectFailed", msg)
@@ -102,7 +102,7 @@ func noCredentialsHint(image string, creds []*runtimeapi.AuthConfig, err error) 
 	if len(creds) > 0 || !(strings.Contains(msg, "401") || strings.Contains(msg, "authoriz") || strings.Contains(msg, "unauthorized")) {
 		return ""
 	}
-	host, _, _ := strings.Cut(repository(image), "/")
+	host, _, _ := strings.Cut(criconfig.Repository(image), "/")
 	return fmt.Sprintf(" (berth had no credentials for %s: name an image pull Secret in imagePullSecrets, or put them in the node's config.json)", host)
 }
 
@@ -166,32 +166,4 @@ func pullPolicy(p v1.PullPolicy, tag, digest string) v1.PullPolicy {
 	default:
 		return v1.PullIfNotPresent
 	}
-}
-
-// imageReference is the grammar of a container image reference
-// (distribution/reference): optional registry host with port, lower-case
-// path components, optional tag, optional digest.
-var imageReference = regexp.MustCompile(`^` +
-	`((?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/|\[[a-fA-F0-9:]+\](?::[0-9]+)?/)?` +
-	`[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*)` +
-	`(?::([\w][\w.-]{0,127}))?` +
-	`(?:@([A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}))?` +
-	`$`)
-
-// applyDefaultTag validates an image reference and adds ":latest" when it
-// has neither tag nor digest, as the kubelet does before asking the runtime.
-// It returns the reference's tag and digest as written.
-func applyDefaultTag(image string) (ref, tag, digest string, err error) {
-	parts := imageReference.FindStringSubmatch(image)
-	if parts == nil {
-		return "", "", "", errors.New("not a valid image reference")
-	}
-	if len(parts[1]) > 255 {
-		return "", "", "", errors.New("repository name longer than 255 characters")
-	}
-	tag, digest = parts[2], parts[3]
-	if tag == "" && digest == "" {
-		return image + ":latest", "", "", nil
-	}
-	return image, tag, digest, nil
 }

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 func imagePod(image string, policy v1.PullPolicy) (*v1.Pod, *v1.Container) {
@@ -185,7 +187,7 @@ func TestApplyDefaultTag(t *testing.T) {
 		{in: "app@sha256:short", bad: true},
 	}
 	for _, tt := range tests {
-		ref, tag, digest, err := applyDefaultTag(tt.in)
+		ref, tag, digest, err := criconfig.ApplyDefaultTag(tt.in)
 		if (err != nil) != tt.bad {
 			t.Errorf("%q: err = %v, want bad=%v", tt.in, err, tt.bad)
 			continue

@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 const (
@@ -18,21 +20,18 @@ const (
 	// gets a moment between SIGTERM and SIGKILL, unless an override says
 	// otherwise.
 	minimumGracePeriodSeconds = 2
-	// defaultGracePeriodSeconds is the API default of
-	// terminationGracePeriodSeconds, used when nothing says otherwise.
-	defaultGracePeriodSeconds = 30
 )
 
 // preStopFunc runs a container's preStop hook and returns when it finished
 // or grace ran out. pod is nil for an orphan, whose hook is in the
-// container's AnnotationPreStopHook. It reports failures itself (events);
+// container's criconfig.AnnotationPreStopHook. It reports failures itself (events);
 // KillContainer only takes the time it took off the grace period.
 type preStopFunc func(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace time.Duration)
 
 // KillContainer stops one berth-owned container with the kubelet's grace
 // rules: the pod's deletion or termination grace period (a container may
-// carry its own in AnnotationContainerGracePeriod; an orphan, pod == nil,
-// carries the pod's in AnnotationPodGracePeriod; 30 s when nothing says),
+// carry its own in criconfig.AnnotationContainerGracePeriod; an orphan, pod == nil,
+// carries the pod's in criconfig.AnnotationPodGracePeriod; 30 s when nothing says),
 // less the time a preStop hook took, at least 2 s; gracePeriodOverride wins
 // over all of it. reason says why (logged); message goes into the Killing
 // event. A container that is already gone counts as stopped. Failures are
@@ -169,7 +168,7 @@ func podIdentity(pod *v1.Pod, labels map[string]string) (types.UID, string, stri
 	if pod != nil {
 		return pod.UID, pod.Name, pod.Namespace
 	}
-	return types.UID(labels[LabelPodUID]), labels[LabelPodName], labels[LabelPodNamespace]
+	return types.UID(labels[criconfig.LabelPodUID]), labels[criconfig.LabelPodName], labels[criconfig.LabelPodNamespace]
 }
 
 // gracePeriodSeconds is the grace period before the preStop and minimum
@@ -184,19 +183,19 @@ func gracePeriodSeconds(pod *v1.Pod, c *ContainerStatus, reason string) int64 {
 	if g, ok := probeGracePeriod(pod, c.Name, reason); ok {
 		return g
 	}
-	if g, ok := annotationSeconds(c.Annotations, AnnotationContainerGracePeriod); ok {
+	if g, ok := annotationSeconds(c.Annotations, criconfig.AnnotationContainerGracePeriod); ok {
 		return g
 	}
 	if pod != nil {
 		if pod.Spec.TerminationGracePeriodSeconds != nil {
 			return *pod.Spec.TerminationGracePeriodSeconds
 		}
-		return defaultGracePeriodSeconds
+		return criconfig.DefaultGracePeriodSeconds
 	}
-	if g, ok := annotationSeconds(c.Annotations, AnnotationPodGracePeriod); ok {
+	if g, ok := annotationSeconds(c.Annotations, criconfig.AnnotationPodGracePeriod); ok {
 		return g
 	}
-	return defaultGracePeriodSeconds
+	return criconfig.DefaultGracePeriodSeconds
 }
 
 // annotationSeconds parses a non-negative number of seconds.

@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // stopRecorder is the fake runtime plus what the fake forgets: the timeout
@@ -71,10 +73,10 @@ func TestKillContainerGracePeriod(t *testing.T) {
 		{name: "override wins over the minimum", podGrace: ptr[int64](45), override: ptr[int64](0), want: 0},
 		{name: "negative override is 0", override: ptr[int64](-3), want: 0},
 		{name: "deletion grace first", podGrace: ptr[int64](45), deletionGrace: ptr[int64](7), want: 7},
-		{name: "container's own", podGrace: ptr[int64](45), annotations: map[string]string{AnnotationContainerGracePeriod: "12"}, want: 12},
-		{name: "orphan reads the pod's from the container", orphan: true, annotations: map[string]string{AnnotationPodGracePeriod: "9"}, want: 9},
+		{name: "container's own", podGrace: ptr[int64](45), annotations: map[string]string{criconfig.AnnotationContainerGracePeriod: "12"}, want: 12},
+		{name: "orphan reads the pod's from the container", orphan: true, annotations: map[string]string{criconfig.AnnotationPodGracePeriod: "9"}, want: 9},
 		{name: "orphan without annotation gets 30", orphan: true, want: 30},
-		{name: "orphan with garbage annotation gets 30", orphan: true, annotations: map[string]string{AnnotationPodGracePeriod: "soon"}, want: 30},
+		{name: "orphan with garbage annotation gets 30", orphan: true, annotations: map[string]string{criconfig.AnnotationPodGracePeriod: "soon"}, want: 30},
 		{name: "preStop time is taken off", podGrace: ptr[int64](30), preStop: 7 * time.Second, want: 23},
 		{name: "preStop over the grace leaves the minimum", podGrace: ptr[int64](30), preStop: 40 * time.Second, want: 2},
 	}
@@ -134,7 +136,7 @@ func TestKillContainerOutcomes(t *testing.T) {
 			env := newCRITestEnv(t)
 			fc := fakeContainer("c1", "s1", "uid-1", 0)
 			if !tt.managed {
-				delete(fc.Labels, LabelManaged)
+				delete(fc.Labels, criconfig.LabelManaged)
 			}
 			env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
 			if tt.stopErr != nil {

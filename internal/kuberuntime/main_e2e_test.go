@@ -21,6 +21,12 @@ func TestMain(m *testing.M) { os.Exit(testbed.Main(m, testbed.Options{Registry: 
 // newE2EManager is a Manager dialed to the test bed, with its own root and
 // log directories; the connection closes when t ends.
 func newE2EManager(t *testing.T) *Manager {
+	return newE2EManagerWith(t, Options{})
+}
+
+// newE2EManagerWith is newE2EManager with opts; it fills their NodeName,
+// RootDir and PodLogsDir.
+func newE2EManagerWith(t *testing.T, opts Options) *Manager {
 	t.Helper()
 	rs, is, err := criclient.Dial(testBed.Endpoint, "", 30*time.Second)
 	if err != nil {
@@ -31,9 +37,6 @@ func newE2EManager(t *testing.T) *Manager {
 			t.Errorf("close runtime connection: %v", err)
 		}
 	})
-	return NewManager(rs, is, Options{
-		NodeName:   "e2e",
-		RootDir:    t.TempDir(),
-		PodLogsDir: t.TempDir(),
-	})
+	opts.NodeName, opts.RootDir, opts.PodLogsDir = "e2e", t.TempDir(), t.TempDir()
+	return NewManager(rs, is, opts)
 }

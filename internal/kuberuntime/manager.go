@@ -2,13 +2,13 @@ package kuberuntime
 
 import (
 	"log/slog"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
 )
 
@@ -109,17 +109,9 @@ type Manager struct {
 	// it guards itself.
 	name runtimeName
 
-	// Pod-to-config translation (resources.go, env.go): the machine's
-	// figures, probed once on first use. probeNode nil means the real
-	// machine; tests set it.
-	probeNode func() (nodeFacts, error)
-	nodeOnce  sync.Once
-	node      nodeFacts
-	nodeErr   error
-
-	// userns hands out pods' user-namespace ID ranges (userns.go); it
-	// guards itself.
-	userns usernsAllocator
+	// config translates pods into CRI configs and prepares their host
+	// side (pod directories, volumes, /etc/hosts); it guards itself.
+	config *criconfig.Builder
 }
 
 // NewManager wires a Manager over the given services, filling defaults the
@@ -161,6 +153,23 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		sandboxNameBackoff: NewBackoff(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
 	}
 	m.preStop = m.runPreStop
-	m.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
+	m.config = criconfig.New(images, m.configOptions(nil))
 	return m
+}
+
+// configOptions are the translation's settings from the Manager's; probe
+// reads the machine's figures (nil: the real machine's).
+func (m *Manager) configOptions(probe func() (criconfig.NodeFacts, error)) criconfig.Options {
+	return criconfig.Options{
+		RootDir:            m.opts.RootDir,
+		PodLogsDir:         m.opts.PodLogsDir,
+		ResolvConf:         m.opts.ResolvConf,
+		ClusterDNS:         m.opts.ClusterDNS,
+		ClusterDomain:      m.opts.ClusterDomain,
+		HostIP:             m.opts.HostIP,
+		Objects:            m.opts.Objects,
+		ResolveImageMounts: m.resolveImageMounts,
+		ProbeNode:          probe,
+		Clock:              m.clock,
+	}
 }

@@ -6,27 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Labels and annotations berth puts on runtime objects. The io.kubernetes.*
-// keys are the kubelet's, so crictl, nerdctl and log shippers understand them.
-const (
-	LabelPodName       = "io.kubernetes.pod.name"
-	LabelPodNamespace  = "io.kubernetes.pod.namespace"
-	LabelPodUID        = "io.kubernetes.pod.uid"
-	LabelContainerName = "io.kubernetes.container.name"
-	// LabelManaged marks ownership: berth never stops or removes an object
-	// without it.
-	LabelManaged = "io.berth.managed"
-
-	AnnotationContainerHash            = "io.kubernetes.container.hash"
-	AnnotationContainerRestartCount    = "io.kubernetes.container.restartCount"
-	AnnotationTerminationMessagePath   = "io.kubernetes.container.terminationMessagePath"
-	AnnotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
-	AnnotationContainerPorts           = "io.kubernetes.container.ports"
-	AnnotationPodGracePeriod           = "io.kubernetes.pod.terminationGracePeriod"
-	AnnotationContainerGracePeriod     = "io.kubernetes.container.terminationGracePeriod" // not the kubelet's; berth's own
-	AnnotationPreStopHook              = "io.kubernetes.container.preStopHandler"
-)
-
 // ContainerState is the runtime's view of one container.
 type ContainerState string
 

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/statefile"
 )
 
@@ -216,25 +217,6 @@ func splitHost(hostport string) ([]string, string) {
 	return strings.Split(host, "."), port
 }
 
-// repository is the normalized repository of an image reference, the
-// kubelet's (ParseImageName): "busybox:1.36" is
-// "docker.io/library/busybox".
-func repository(image string) string {
-	parts := imageReference.FindStringSubmatch(image)
-	if parts == nil {
-		return image
-	}
-	repo := parts[1]
-	host, rest, found := strings.Cut(repo, "/")
-	if !found || (!strings.ContainsAny(host, ".:") && host != "localhost") {
-		if !found {
-			return "docker.io/library/" + repo
-		}
-		return "docker.io/" + repo
-	}
-	return host + "/" + rest
-}
-
 // secretConfig parses the registry credentials of an image pull Secret.
 func secretConfig(s *v1.Secret) (dockerConfig, error) {
 	switch s.Type {
@@ -251,9 +233,9 @@ func secretConfig(s *v1.Secret) (dockerConfig, error) {
 // those of the node-wide credentials file. None means an anonymous pull.
 // The error names what could not be read, never a credential.
 func (m *Manager) pullCredentials(pod *v1.Pod, image string) ([]*runtimeapi.AuthConfig, error) {
-	repo := repository(image)
+	repo := criconfig.Repository(image)
 	var podRing keyring
-	objs := m.objects(pod.UID)
+	objs := m.config.Objects(pod.UID)
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s := objs.Secrets[ref.Name]
 		if s == nil {

@@ -17,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
 
+	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
 )
 
@@ -98,11 +99,11 @@ func TestKeyringLookup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		for _, e := range k.lookup(repository(tt.image)) {
+		for _, e := range k.lookup(criconfig.Repository(tt.image)) {
 			got = append(got, e.Username)
 		}
 		if strings.Join(got, " ") != tt.want {
-			t.Errorf("%s (%s): %q, want %q", tt.image, repository(tt.image), strings.Join(got, " "), tt.want)
+			t.Errorf("%s (%s): %q, want %q", tt.image, criconfig.Repository(tt.image), strings.Join(got, " "), tt.want)
 		}
 	}
 }

@@ -14,16 +14,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-)
 
-// AnnotationContainerImage, when a container carries it, is the image as the
-// manifest named it (busybox:1.36). Containers are created from the resolved
-// image ID, and containerd (1.6, 1.7 and 2.1 alike) neither echoes
-// ImageSpec.UserSpecifiedImage in ContainerStatus nor reports the spec's name
-// (it reports docker.io/library/busybox:1.36), so this annotation is the only
-// way to give ContainerStatus.Image back exactly as written
-// (TestE2EImageNameEcho).
-const AnnotationContainerImage = "io.berth.container.image"
+	"github.com/berth-agent/berth/internal/criconfig"
+)
 
 // statusCache keeps, per runtime object, what only a status call tells (exit
 // code, times, reason, message, IPs, namespace options), together with the
@@ -140,9 +133,9 @@ func (c *statusCache) retain(sandboxes []*runtimeapi.PodSandbox, containers []*r
 
 // managedSelector selects berth's objects, optionally of one pod.
 func managedSelector(uid types.UID) map[string]string {
-	sel := map[string]string{LabelManaged: "true"}
+	sel := map[string]string{criconfig.LabelManaged: "true"}
 	if uid != "" {
-		sel[LabelPodUID] = string(uid)
+		sel[criconfig.LabelPodUID] = string(uid)
 	}
 	return sel
 }
@@ -150,7 +143,7 @@ func managedSelector(uid types.UID) map[string]string {
 // Owned reports whether an object carries berth's ownership label; berth
 // never stops or removes anything else.
 func Owned(labels map[string]string) bool {
-	return labels[LabelManaged] == "true"
+	return labels[criconfig.LabelManaged] == "true"
 }
 
 // sandboxRelistPeriod bounds how stale Relist's sandbox listing may get while
@@ -266,10 +259,10 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 	}
 	pods := map[types.UID]*PodStatus{}
 	pod := func(labels map[string]string) *PodStatus {
-		uid := types.UID(labels[LabelPodUID])
+		uid := types.UID(labels[criconfig.LabelPodUID])
 		p, ok := pods[uid]
 		if !ok {
-			p = &PodStatus{UID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
+			p = &PodStatus{UID: uid, Name: labels[criconfig.LabelPodName], Namespace: labels[criconfig.LabelPodNamespace]}
 			pods[uid] = p
 		}
 		return p
@@ -317,7 +310,7 @@ func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.Po
 	cts := make([]*ContainerStatus, len(containers))
 	var reads []func(context.Context) error
 	for i, s := range sandboxes {
-		if !Owned(s.Labels) || s.Labels[LabelPodUID] == "" {
+		if !Owned(s.Labels) || s.Labels[criconfig.LabelPodUID] == "" {
 			continue
 		}
 		if cached, ok := m.statusCache.sandbox(s.Id, s.State); ok {
@@ -330,7 +323,7 @@ func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.Po
 		})
 	}
 	for i, c := range containers {
-		if !Owned(c.Labels) || c.Labels[LabelPodUID] == "" {
+		if !Owned(c.Labels) || c.Labels[criconfig.LabelPodUID] == "" {
 			continue
 		}
 		if cached, ok := m.statusCache.container(c.Id, c.State); ok {
@@ -465,7 +458,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		Hash:         specHash(st.Annotations),
 	}
 	if cs.Name == "" {
-		cs.Name = st.Labels[LabelContainerName]
+		cs.Name = st.Labels[criconfig.LabelContainerName]
 	}
 	m.statusCache.putContainer(c.Id, st.State, cs, m.ownedLogPath(st.LogPath), m.ownedTermPath(terminationMessageHostPath(st)))
 	return cs, nil
@@ -474,7 +467,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 // specImage is the image as the manifest named it: berth's annotation, else
 // what the runtime echoes of the create request, else its normalized name.
 func specImage(st *runtimeapi.ContainerStatus) string {
-	if img := st.Annotations[AnnotationContainerImage]; img != "" {
+	if img := st.Annotations[criconfig.AnnotationContainerImage]; img != "" {
 		return img
 	}
 	if img := st.GetImage().GetUserSpecifiedImage(); img != "" {
@@ -486,7 +479,7 @@ func specImage(st *runtimeapi.ContainerStatus) string {
 // restartCount parses the restart count annotation; 0 when absent or
 // unreadable, as the kubelet.
 func restartCount(annotations map[string]string) int {
-	n, err := strconv.Atoi(annotations[AnnotationContainerRestartCount])
+	n, err := strconv.Atoi(annotations[criconfig.AnnotationContainerRestartCount])
 	if err != nil || n < 0 {
 		return 0
 	}
@@ -497,7 +490,7 @@ func restartCount(annotations map[string]string) int {
 // unreadable, which never matches a real spec and so leads to a restart
 // rather than adopting a container berth cannot vouch for.
 func specHash(annotations map[string]string) uint64 {
-	h, err := strconv.ParseUint(annotations[AnnotationContainerHash], 16, 64)
+	h, err := strconv.ParseUint(annotations[criconfig.AnnotationContainerHash], 16, 64)
 	if err != nil {
 		return 0
 	}
@@ -537,7 +530,7 @@ func sandboxState(s runtimeapi.PodSandboxState) SandboxState {
 // own pod directories layout (<pod dir>/containers/<name>/<file>), so a
 // hostPath a manifest mounts there is never taken for it.
 func terminationMessageHostPath(st *runtimeapi.ContainerStatus) string {
-	want := st.GetAnnotations()[AnnotationTerminationMessagePath]
+	want := st.GetAnnotations()[criconfig.AnnotationTerminationMessagePath]
 	if want == "" {
 		return ""
 	}

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // e2eContainer is one busybox container of an e2ePod, running script.
@@ -38,7 +39,7 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 	t.Helper()
 	p := &e2ePod{uid: types.UID(fmt.Sprintf("%s-%d", name, time.Now().UnixNano())), name: name, containers: map[string]string{}}
 	p.logDir = filepath.Join(m.opts.PodLogsDir, "default_"+name+"_"+string(p.uid))
-	labels := map[string]string{LabelPodName: name, LabelPodNamespace: "default", LabelPodUID: string(p.uid), LabelManaged: "true"}
+	labels := map[string]string{criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelPodUID: string(p.uid), criconfig.LabelManaged: "true"}
 	netMode := runtimeapi.NamespaceMode_POD
 	hostname := name
 	if hostNetwork {
@@ -63,7 +64,7 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 		_ = m.runtime.RemovePodSandbox(ctx, p.sandboxID)
 	})
 	for _, c := range containers {
-		cl := map[string]string{LabelContainerName: c.name}
+		cl := map[string]string{criconfig.LabelContainerName: c.name}
 		for k, v := range labels {
 			cl[k] = v
 		}
@@ -77,9 +78,9 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 			LogPath: c.name + "/0.log",
 			Labels:  cl,
 			Annotations: map[string]string{
-				AnnotationContainerHash:         "abc123",
-				AnnotationContainerRestartCount: "2",
-				AnnotationContainerImage:        "busybox:1.36",
+				criconfig.AnnotationContainerHash:         "abc123",
+				criconfig.AnnotationContainerRestartCount: "2",
+				criconfig.AnnotationContainerImage:        "busybox:1.36",
 			},
 		}, cfg)
 		if err != nil {

@@ -19,6 +19,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // criTestEnv is a Manager over the cri-api fakes, a fake clock and a
@@ -79,7 +81,7 @@ var baseTime = time.Unix(1_700_000_000, 0)
 // podLabels are the labels berth puts on a pod's objects.
 func podLabels(uid, name string) map[string]string {
 	return map[string]string{
-		LabelPodUID: uid, LabelPodName: name, LabelPodNamespace: "default", LabelManaged: "true",
+		criconfig.LabelPodUID: uid, criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelManaged: "true",
 	}
 }
 
@@ -101,7 +103,7 @@ func fakeSandbox(id, uid string, created time.Duration) *fakeapi.FakePodSandbox 
 // fakeContainer is a running container "app" of pod uid in sandbox.
 func fakeContainer(id, sandbox, uid string, created time.Duration) *fakeapi.FakeContainer {
 	labels := podLabels(uid, "web-node")
-	labels[LabelContainerName] = "app"
+	labels[criconfig.LabelContainerName] = "app"
 	return &fakeapi.FakeContainer{
 		SandboxID: sandbox,
 		ContainerStatus: runtimeapi.ContainerStatus{
@@ -114,9 +116,9 @@ func fakeContainer(id, sandbox, uid string, created time.Duration) *fakeapi.Fake
 			ImageRef:  "docker.io/library/busybox@sha256:abc",
 			Labels:    labels,
 			Annotations: map[string]string{
-				AnnotationContainerHash:         "1f2e3d",
-				AnnotationContainerRestartCount: "0",
-				AnnotationContainerImage:        "busybox:1.36",
+				criconfig.AnnotationContainerHash:         "1f2e3d",
+				criconfig.AnnotationContainerRestartCount: "0",
+				criconfig.AnnotationContainerImage:        "busybox:1.36",
 			},
 		},
 	}
@@ -282,9 +284,9 @@ func TestRelistIgnoresForeignObjects(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(1)
 	foreignS := fakeSandbox("s-foreign", "uid-foreign", 0)
-	delete(foreignS.Labels, LabelManaged)
+	delete(foreignS.Labels, criconfig.LabelManaged)
 	foreignC := fakeContainer("c-foreign", "s-foreign", "uid-foreign", 0)
-	foreignC.Labels[LabelManaged] = "false"
+	foreignC.Labels[criconfig.LabelManaged] = "false"
 	env.rs.Lock()
 	env.rs.Sandboxes["s-foreign"] = foreignS
 	env.rs.Containers["c-foreign"] = foreignC
@@ -361,7 +363,7 @@ func TestPodStatusFields(t *testing.T) {
 	exited.Reason = "OOMKilled"
 	exited.Message = "last words"
 	running := fakeContainer("c-new", "s-new", uid, time.Minute+time.Second)
-	running.Annotations[AnnotationContainerRestartCount] = "4"
+	running.Annotations[criconfig.AnnotationContainerRestartCount] = "4"
 	other := fakeSandbox("s-other", "uid-2", 0)
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{old, cur, other})
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{exited, running})
@@ -451,7 +453,7 @@ func TestAnnotationParsing(t *testing.T) {
 		{"ffffffffffffffff", "10", 1<<64 - 1, 10},
 	}
 	for _, tt := range tests {
-		a := map[string]string{AnnotationContainerHash: tt.hash, AnnotationContainerRestartCount: tt.restarts}
+		a := map[string]string{criconfig.AnnotationContainerHash: tt.hash, criconfig.AnnotationContainerRestartCount: tt.restarts}
 		if got := specHash(a); got != tt.wantHash {
 			t.Errorf("specHash(%q) = %x, want %x", tt.hash, got, tt.wantHash)
 		}
@@ -468,7 +470,7 @@ func TestSpecImage(t *testing.T) {
 		want string
 	}{
 		{"annotation wins", &runtimeapi.ContainerStatus{
-			Annotations: map[string]string{AnnotationContainerImage: "busybox:1.36"},
+			Annotations: map[string]string{criconfig.AnnotationContainerImage: "busybox:1.36"},
 			Image:       &runtimeapi.ImageSpec{Image: "docker.io/library/busybox:1.36", UserSpecifiedImage: "other"},
 		}, "busybox:1.36"},
 		{"user specified image echoed", &runtimeapi.ContainerStatus{
@@ -552,7 +554,7 @@ func TestTerminationMessageHostPath(t *testing.T) {
 	status := func(annotation string, mounts ...*runtimeapi.Mount) *runtimeapi.ContainerStatus {
 		return &runtimeapi.ContainerStatus{
 			Metadata:    &runtimeapi.ContainerMetadata{Name: "app"},
-			Annotations: map[string]string{AnnotationTerminationMessagePath: annotation},
+			Annotations: map[string]string{criconfig.AnnotationTerminationMessagePath: annotation},
 			Mounts:      mounts,
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 func TestRemovePod(t *testing.T) {
@@ -83,7 +85,7 @@ func TestRemovePodLeavesForeignAndKeepsLogsOnFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Containers = append(st.Containers, &ContainerStatus{ID: "c-foreign", Labels: map[string]string{LabelPodUID: "uid-0"}})
+	st.Containers = append(st.Containers, &ContainerStatus{ID: "c-foreign", Labels: map[string]string{criconfig.LabelPodUID: "uid-0"}})
 	st.Sandboxes = append(st.Sandboxes, &SandboxStatus{ID: "s-foreign"})
 	env.calls()
 	env.rs.InjectError("RemovePodSandbox", status.Error(codes.Internal, "busy"))
@@ -135,7 +137,7 @@ func TestRemoveContainer(t *testing.T) {
 			fc := fakeContainer("c1", "s1", "uid-1", 0)
 			fc.LogPath = reported
 			if !tt.managed {
-				delete(fc.Labels, LabelManaged)
+				delete(fc.Labels, criconfig.LabelManaged)
 			}
 			env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
 			if tt.statusErr != nil {

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 func restartRule(action v1.ContainerRestartRuleAction, op v1.ContainerRestartRuleOnExitCodesOperator, values ...int32) v1.ContainerRestartRule {
@@ -228,8 +230,8 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 	}
 	status := func(finished time.Time) *PodStatus {
 		return &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{
-			{ID: "a1", SandboxID: sb.ID, Name: "a", State: ContainerStateExited, ExitCode: 88, FinishedAt: finished, Hash: HashContainer(&pod.Spec.Containers[0]), Labels: managed},
-			{ID: "b1", SandboxID: sb.ID, Name: "b", State: ContainerStateRunning, Hash: HashContainer(&pod.Spec.Containers[1]), Labels: managed},
+			{ID: "a1", SandboxID: sb.ID, Name: "a", State: ContainerStateExited, ExitCode: 88, FinishedAt: finished, Hash: criconfig.HashContainer(&pod.Spec.Containers[0]), Labels: managed},
+			{ID: "b1", SandboxID: sb.ID, Name: "b", State: ContainerStateRunning, Hash: criconfig.HashContainer(&pod.Spec.Containers[1]), Labels: managed},
 		}}
 	}
 	res := f.m.SyncPod(context.Background(), pod, status(f.clock.Now()), SyncOptions{})

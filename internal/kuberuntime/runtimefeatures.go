@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // runtimeVersion is a runtime's name and release as its CRI Version call
@@ -83,7 +85,7 @@ func (m *Manager) checkRuntimeFeatures(ctx context.Context, pod *v1.Pod) error {
 		if err != nil {
 			return fmt.Errorf("ask the runtime for its features: %w", err)
 		}
-		if err := checkUserNamespaces(rv, status, RuntimeHandler(pod)); err != nil {
+		if err := checkUserNamespaces(rv, status, criconfig.RuntimeHandler(pod)); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // versionedRuntime is a runtime that reports a given version and handler
@@ -115,13 +117,13 @@ func TestImageVolumeMounts(t *testing.T) {
 	c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data", SubPath: "etc"}}
 
 	// Not pulled yet: the config refuses rather than mount something else.
-	if _, err := m.ContainerConfig(context.Background(), pod, c, 0, nil, "busybox"); err == nil || !strings.Contains(err.Error(), `image volume at /data: image "data:1.0" is not present`) {
+	if _, err := m.containerConfig(context.Background(), pod, c, 0, nil, "busybox"); err == nil || !strings.Contains(err.Error(), `image volume at /data: image "data:1.0" is not present`) {
 		t.Fatalf("err = %v, want image not present", err)
 	}
 	if _, err := m.ensureImageVolumes(context.Background(), pod, c, nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := m.ContainerConfig(context.Background(), pod, c, 0, nil, "busybox")
+	cfg, err := m.containerConfig(context.Background(), pod, c, 0, nil, "busybox")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestImageVolumeMounts(t *testing.T) {
 	if mnt == nil || mnt.Image.GetImage() != "data:1.0" || mnt.Image.GetUserSpecifiedImage() != "data:1.0" || mnt.ImageSubPath != "etc" || !mnt.Readonly || mnt.HostPath != "" {
 		t.Errorf("mount = %v", mnt)
 	}
-	if got := cfg.Annotations[AnnotationImageVolumes]; got != "data:1.0" {
+	if got := cfg.Annotations[criconfig.AnnotationImageVolumes]; got != "data:1.0" {
 		t.Errorf("image-volumes annotation = %q, want the image's ID (the fake's is its name)", got)
 	}
 }

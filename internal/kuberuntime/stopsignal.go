@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // Stop signals (KEP-4960): a container's lifecycle.stopSignal replaces the
@@ -24,25 +26,12 @@ import (
 // recycled PID is never signalled), sends the signal, waits up to the
 // grace period for the process to exit, then has the runtime finish the
 // stop with SIGKILL. The signal is recorded on the container
-// (AnnotationStopSignal), so an orphan or a container whose spec has
+// (criconfig.AnnotationStopSignal), so an orphan or a container whose spec has
 // changed is stopped the way it was started.
-
-// AnnotationStopSignal records a container's lifecycle.stopSignal.
-const AnnotationStopSignal = "io.berth.container.stopSignal"
 
 // stopSignalPoll bounds each wait on the pidfd, so a cancelled context is
 // noticed while a long grace period runs.
 const stopSignalPoll = 200 * time.Millisecond
-
-// criStopSignal is the CRI enum value of a Kubernetes signal name
-// ("SIGRTMIN+1" is SIGNAL_SIGRTMINPLUS1), RUNTIME_DEFAULT for none.
-func criStopSignal(sig *v1.Signal) runtimeapi.Signal {
-	if sig == nil {
-		return runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT
-	}
-	name := "SIGNAL_" + strings.NewReplacer("+", "PLUS", "-", "MINUS").Replace(string(*sig))
-	return runtimeapi.Signal(runtimeapi.Signal_value[name])
-}
 
 // signalNumber is the Linux number of a Kubernetes signal name: the
 // classic names from the kernel's table, SIGRTMIN as 34 and SIGRTMAX as 64
@@ -76,7 +65,7 @@ func signalNumber(name string) (unix.Signal, bool) {
 // it says so in a Warning event and lets the runtime stop the container
 // with its default signal: a stop must never fail for want of a signal.
 func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace int64) error {
-	name := c.Annotations[AnnotationStopSignal]
+	name := c.Annotations[criconfig.AnnotationStopSignal]
 	if name == "" || grace == 0 {
 		return m.runtime.StopContainer(ctx, c.ID, grace)
 	}

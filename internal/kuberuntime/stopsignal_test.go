@@ -13,26 +13,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
-)
 
-func TestCRIStopSignal(t *testing.T) {
-	sig := func(s v1.Signal) *v1.Signal { return &s }
-	tests := []struct {
-		in   *v1.Signal
-		want runtimeapi.Signal
-	}{
-		{nil, runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT},
-		{sig(v1.SIGUSR1), runtimeapi.Signal_SIGNAL_SIGUSR1},
-		{sig(v1.SIGRTMINPLUS1), runtimeapi.Signal_SIGNAL_SIGRTMINPLUS1},
-		{sig(v1.SIGRTMAXMINUS14), runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS14},
-		{sig(v1.SIGRTMAX), runtimeapi.Signal_SIGNAL_SIGRTMAX},
-	}
-	for _, tt := range tests {
-		if got := criStopSignal(tt.in); got != tt.want {
-			t.Errorf("criStopSignal(%v) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
-}
+	"github.com/berth-agent/berth/internal/criconfig"
+)
 
 func TestSignalNumber(t *testing.T) {
 	tests := []struct {
@@ -90,7 +73,7 @@ func stopSignalFixture(t *testing.T, pid int, sig string) (*Manager, *pidRuntime
 		Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 	}}})
 	c := &ContainerStatus{ID: "c1", Name: "app", State: ContainerStateRunning, Labels: managed,
-		Annotations: map[string]string{AnnotationStopSignal: sig}}
+		Annotations: map[string]string{criconfig.AnnotationStopSignal: sig}}
 	return m, prt, events, c
 }
 
@@ -153,19 +136,19 @@ func TestContainerConfigStopSignal(t *testing.T) {
 	pod := syncPod("app")
 	sig := v1.SIGRTMINPLUS3
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig}
-	cfg, err := m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, []string{"10.88.0.9"}, "sha256:abc")
+	cfg, err := m.containerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, []string{"10.88.0.9"}, "sha256:abc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.StopSignal != runtimeapi.Signal_SIGNAL_SIGRTMINPLUS3 || cfg.Annotations[AnnotationStopSignal] != "SIGRTMIN+3" {
-		t.Errorf("stop signal %v, annotation %q", cfg.StopSignal, cfg.Annotations[AnnotationStopSignal])
+	if cfg.StopSignal != runtimeapi.Signal_SIGNAL_SIGRTMINPLUS3 || cfg.Annotations[criconfig.AnnotationStopSignal] != "SIGRTMIN+3" {
+		t.Errorf("stop signal %v, annotation %q", cfg.StopSignal, cfg.Annotations[criconfig.AnnotationStopSignal])
 	}
 	pod.Spec.Containers[0].Lifecycle = nil
-	cfg, err = m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, []string{"10.88.0.9"}, "sha256:abc")
+	cfg, err = m.containerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, []string{"10.88.0.9"}, "sha256:abc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cfg.Annotations[AnnotationStopSignal]; ok || cfg.StopSignal != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+	if _, ok := cfg.Annotations[criconfig.AnnotationStopSignal]; ok || cfg.StopSignal != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 		t.Errorf("without a stop signal: %v, %v", cfg.StopSignal, cfg.Annotations)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // SyncOptions are what the caller of one SyncPod hands it beside the pod
@@ -54,7 +56,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, o
 	if status == nil {
 		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	if err := m.refreshObjectVolumes(pod); err != nil {
+	if err := m.config.RefreshObjectVolumes(pod); err != nil {
 		// The containers keep the files they had; the next sync retries.
 		m.event(pod, EventWarning, "FailedMount", "Updating configMap or secret volumes failed: "+err.Error())
 	}
@@ -150,7 +152,7 @@ func (m *Manager) startSandbox(ctx context.Context, pod *v1.Pod, status *PodStat
 	}
 	var sandboxConfig *runtimeapi.PodSandboxConfig
 	if err == nil {
-		sandboxConfig, err = m.SandboxConfig(pod, actions.Attempt)
+		sandboxConfig, err = m.config.SandboxConfig(pod, actions.Attempt)
 	}
 	if err != nil {
 		result.add(ActionCreatePodSandbox, pod.Name, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: err}, 0)
@@ -205,10 +207,10 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 	if err != nil {
 		return fail("%w", err)
 	}
-	if err := m.ensurePodDirs(podDir, cfg.LogDirectory); err != nil {
+	if err := m.config.EnsurePodDirs(podDir, cfg.LogDirectory); err != nil {
 		return fail("%w", err)
 	}
-	id, err := m.runtime.RunPodSandbox(ctx, cfg, RuntimeHandler(pod))
+	id, err := m.runtime.RunPodSandbox(ctx, cfg, criconfig.RuntimeHandler(pod))
 	if err != nil {
 		return fail("run sandbox: %w", err)
 	}
@@ -265,7 +267,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		return res
 	}
 	restartCount := m.nextRestartCount(pod, c.Name, status)
-	cfg, err := m.ContainerConfig(ctx, pod, c, restartCount, t.podIPs, imageRef)
+	cfg, err := m.containerConfig(ctx, pod, c, restartCount, t.podIPs, imageRef)
 	if err != nil {
 		res.Err = err
 		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(err))
@@ -322,7 +324,7 @@ func (m *Manager) pullRetryAfter(pod *v1.Pod, c *v1.Container, err error) time.D
 	if !errors.As(err, &se) || (se.Reason != ReasonErrImagePull && se.Reason != ReasonImagePullBackOff) {
 		return 0
 	}
-	image, _, _, terr := applyDefaultTag(c.Image)
+	image, _, _, terr := criconfig.ApplyDefaultTag(c.Image)
 	if terr != nil {
 		return 0
 	}

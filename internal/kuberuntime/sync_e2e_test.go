@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // syncE2EPod is a one-container busybox pod for the SyncPod e2e tests; it is
@@ -125,8 +126,7 @@ func waitLog(t *testing.T, path string, want ...string) string {
 // host-network pod through SyncPod alone and reads env and downward API
 // values back from the containers' CRI logs.
 func TestE2ESyncPodNetworksEnvAndDownwardAPI(t *testing.T) {
-	m := newE2EManager(t)
-	m.opts.HostIP = "192.0.2.10"
+	m := newE2EManagerWith(t, Options{HostIP: "192.0.2.10"})
 	ctx := context.Background()
 	_, subnet, err := net.ParseCIDR(testBed.Subnet)
 	if err != nil {
@@ -172,8 +172,8 @@ func TestE2ESyncPodNetworksEnvAndDownwardAPI(t *testing.T) {
 			want := fmt.Sprintf("NAME=%s NS=default UID=%s APPLABEL=env IP=%s HOST=%s MEM_MI=96 CPU=250 GREETING=hello-%s-$(WHO)",
 				pod.Name, pod.UID, wantIP, m.opts.HostIP, pod.Name)
 			waitLog(t, logPath, want)
-			if cs := st.FindContainer("app"); cs.Hash != HashContainer(c) || cs.RestartCount != 0 {
-				t.Errorf("status hash %x restart %d; want %x and 0", cs.Hash, cs.RestartCount, HashContainer(c))
+			if cs := st.FindContainer("app"); cs.Hash != criconfig.HashContainer(c) || cs.RestartCount != 0 {
+				t.Errorf("status hash %x restart %d; want %x and 0", cs.Hash, cs.RestartCount, criconfig.HashContainer(c))
 			}
 		})
 	}

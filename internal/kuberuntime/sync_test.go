@@ -20,6 +20,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // syncRecorder keeps event reasons in order.
@@ -89,7 +91,7 @@ func syncPod(containers ...string) *v1.Pod {
 }
 
 // managed are the labels KillContainer and KillPod insist on.
-var managed = map[string]string{LabelManaged: "true"}
+var managed = map[string]string{criconfig.LabelManaged: "true"}
 
 // runningSandbox registers a ready sandbox with the fake and returns its status.
 func (f *syncFixture) runningSandbox(pod *v1.Pod) *SandboxStatus {
@@ -105,7 +107,7 @@ func exitedStatus(pod *v1.Pod, sb *SandboxStatus, restarts int, finished time.Ti
 	c := &pod.Spec.Containers[0]
 	return &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{{
 		ID: "c-" + string(rune('0'+restarts)), SandboxID: sb.ID, Name: c.Name, State: ContainerStateExited, ExitCode: 1,
-		FinishedAt: finished, Hash: HashContainer(c), RestartCount: restarts, Labels: managed,
+		FinishedAt: finished, Hash: criconfig.HashContainer(c), RestartCount: restarts, Labels: managed,
 	}}}
 }
 
@@ -136,7 +138,7 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if sb == nil || sb.RuntimeHandler != "runc" {
 		t.Fatalf("sandbox = %+v, want one with handler runc", sb)
 	}
-	if _, err := os.Stat(mustPath(t)(f.m.podLogDir(pod))); err != nil {
+	if _, err := os.Stat(f.m.PodLogDir(&PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace})); err != nil {
 		t.Errorf("log directory not created: %v", err)
 	}
 	if _, err := os.Stat(mustPath(t)(f.m.PodDir(pod.UID))); err != nil {
@@ -149,7 +151,7 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if ctr == nil || ctr.SandboxID != sb.Id || ctr.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Fatalf("container = %+v", ctr)
 	}
-	if ctr.Metadata.Attempt != 0 || ctr.Annotations[AnnotationContainerRestartCount] != "0" {
+	if ctr.Metadata.Attempt != 0 || ctr.Annotations[criconfig.AnnotationContainerRestartCount] != "0" {
 		t.Errorf("first start has attempt %d", ctr.Metadata.Attempt)
 	}
 
@@ -562,9 +564,9 @@ func TestSyncPodRestartsSidecarBesideApps(t *testing.T) {
 	sb := f.runningSandbox(pod)
 	st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{
 		{ID: "p", SandboxID: "sb1", Name: "proxy", State: ContainerStateExited, ExitCode: 1, FinishedAt: f.clock.Now(),
-			Hash: HashContainer(&pod.Spec.InitContainers[0]), Labels: managed},
+			Hash: criconfig.HashContainer(&pod.Spec.InitContainers[0]), Labels: managed},
 		{ID: "a", SandboxID: "sb1", Name: "app", State: ContainerStateExited, ExitCode: 2, FinishedAt: f.clock.Now(),
-			Hash: HashContainer(&pod.Spec.Containers[0]), Labels: managed},
+			Hash: criconfig.HashContainer(&pod.Spec.Containers[0]), Labels: managed},
 	}}
 	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
 	if err := res.Error(); err != nil {
@@ -596,10 +598,10 @@ func TestSyncPodNeverStartedIsNoRestart(t *testing.T) {
 			c := &pod.Spec.Containers[0]
 			f.rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: sb.ID, ContainerStatus: runtimeapi.ContainerStatus{
 				Id: "c-created", Metadata: &runtimeapi.ContainerMetadata{Name: c.Name}, State: runtimeapi.ContainerState_CONTAINER_CREATED,
-				Labels: map[string]string{LabelManaged: "true", LabelPodUID: string(pod.UID), LabelContainerName: c.Name},
+				Labels: map[string]string{criconfig.LabelManaged: "true", criconfig.LabelPodUID: string(pod.UID), criconfig.LabelContainerName: c.Name},
 			}}})
 			st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{{
-				ID: "c-created", SandboxID: sb.ID, Name: c.Name, State: ContainerStateCreated, Hash: HashContainer(c), Labels: managed,
+				ID: "c-created", SandboxID: sb.ID, Name: c.Name, State: ContainerStateCreated, Hash: criconfig.HashContainer(c), Labels: managed,
 			}}}
 			f.calls()
 			if tc.removeErr != nil {
@@ -627,9 +629,9 @@ func TestSyncPodNeverStartedIsNoRestart(t *testing.T) {
 				t.Fatalf("containers %v: want only the replacement", f.rt.Containers)
 			}
 			for _, nc := range f.rt.Containers {
-				if nc.Metadata.Attempt != 0 || nc.Annotations[AnnotationContainerRestartCount] != "0" {
+				if nc.Metadata.Attempt != 0 || nc.Annotations[criconfig.AnnotationContainerRestartCount] != "0" {
 					t.Errorf("replacement attempt %d, restartCount annotation %q; a container that never started is no restart (want 0)",
-						nc.Metadata.Attempt, nc.Annotations[AnnotationContainerRestartCount])
+						nc.Metadata.Attempt, nc.Annotations[criconfig.AnnotationContainerRestartCount])
 				}
 			}
 		})

@@ -16,7 +16,7 @@ import (
 // containerd 1.6, 1.7 and 2.1 all report one of the image's repo tags
 // (docker.io/library/busybox:1.36) and none echoes UserSpecifiedImage in
 // ContainerStatus (2.x only uses it for the OCI spec's image-name
-// annotation), so berth's own annotation (AnnotationContainerImage) stays
+// annotation), so berth's own annotation (criconfig.AnnotationContainerImage) stays
 // the only way to show the image as written, on every version.
 func TestE2EImageNameEcho(t *testing.T) {
 	m := newE2EManager(t)

@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"os"
@@ -86,7 +86,7 @@ func FuzzEnvFileValue(f *testing.F) {
 
 func TestFileKeyValue(t *testing.T) {
 	root := t.TempDir()
-	m := NewManager(nil, nil, Options{RootDir: root})
+	m := New(nil, Options{RootDir: root})
 	pod := &v1.Pod{}
 	pod.UID = types.UID("uid-1")
 	dir, err := m.emptyDirPath(pod.UID, "cfg")

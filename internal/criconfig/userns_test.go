@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-func usernsManager(t *testing.T, root, subuid, subgid string) *Manager {
+func usernsBuilder(t *testing.T, root, subuid, subgid string) *Builder {
 	t.Helper()
-	m, _, _ := newCfgManager(t, Options{RootDir: root})
+	m, _ := newCfgBuilder(t, Options{RootDir: root})
 	dir := t.TempDir()
 	files := [2]string{filepath.Join(dir, "subuid"), filepath.Join(dir, "subgid")}
 	for i, content := range []string{subuid, subgid} {
@@ -30,7 +30,7 @@ func usernsManager(t *testing.T, root, subuid, subgid string) *Manager {
 
 func TestUsernsAllocation(t *testing.T) {
 	root := t.TempDir()
-	m := usernsManager(t, root, "alice:100000:65536\nberth:196608:196608\n", "berth:196608:196608\n")
+	m := usernsBuilder(t, root, "alice:100000:65536\nberth:196608:196608\n", "berth:196608:196608\n")
 	got := map[types.UID]uint32{}
 	for _, uid := range []types.UID{"a", "b", "c"} {
 		mp, err := m.podUserns(uid)
@@ -46,8 +46,8 @@ func TestUsernsAllocation(t *testing.T) {
 		t.Errorf("fourth pod: err = %v, want no free range", err)
 	}
 	// Asking again gives the same block, and so does a restarted berth
-	// (a new Manager over the same root directory) for an adopted pod.
-	again := usernsManager(t, root, "berth:196608:196608\n", "berth:196608:196608\n")
+	// (a new Builder over the same root directory) for an adopted pod.
+	again := usernsBuilder(t, root, "berth:196608:196608\n", "berth:196608:196608\n")
 	for uid, want := range got {
 		if mp, err := again.podUserns(uid); err != nil || mp.HostID != want {
 			t.Errorf("pod %s after restart: %v, %v; want %d", uid, mp, err, want)
@@ -78,7 +78,7 @@ func TestUsernsRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := usernsManager(t, t.TempDir(), tt.subuid, tt.subgid)
+			m := usernsBuilder(t, t.TempDir(), tt.subuid, tt.subgid)
 			mp, err := m.podUserns("a")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -128,7 +128,7 @@ func TestUsernsBrokenRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			m := usernsManager(t, root, "", "")
+			m := usernsBuilder(t, root, "", "")
 			dir := filepath.Join(root, "pods", "a")
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				t.Fatal(err)
@@ -156,7 +156,7 @@ func writeRecord(t *testing.T, p, content string, perm os.FileMode) {
 }
 
 func TestUsernsConfigs(t *testing.T) {
-	m := usernsManager(t, t.TempDir(), "", "")
+	m := usernsBuilder(t, t.TempDir(), "", "")
 	pod := sbPod()
 	no := false
 	pod.Spec.HostUsers = &no

@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"os"

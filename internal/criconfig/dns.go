@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"bufio"
@@ -64,18 +64,18 @@ func parseResolvConf(r io.Reader) (resolvConf, error) {
 
 // hostResolvConf reads the host's resolver file, or an empty one when berth
 // is configured without one.
-func (m *Manager) hostResolvConf() (resolvConf, error) {
-	if m.opts.ResolvConf == "" {
+func (b *Builder) hostResolvConf() (resolvConf, error) {
+	if b.opts.ResolvConf == "" {
 		return resolvConf{}, nil
 	}
-	f, err := os.Open(m.opts.ResolvConf)
+	f, err := os.Open(b.opts.ResolvConf)
 	if err != nil {
 		return resolvConf{}, fmt.Errorf("read the host's resolver file: %w", err)
 	}
 	defer f.Close()
 	rc, err := parseResolvConf(f)
 	if err != nil {
-		return resolvConf{}, fmt.Errorf("read %s: %w", m.opts.ResolvConf, err)
+		return resolvConf{}, fmt.Errorf("read %s: %w", b.opts.ResolvConf, err)
 	}
 	return rc, nil
 }
@@ -83,7 +83,7 @@ func (m *Manager) hostResolvConf() (resolvConf, error) {
 // effectiveDNSPolicy is the policy the kubelet actually applies: ClusterFirst
 // on the host network means Default (ClusterFirstWithHostNet opts in), and
 // ClusterFirst without cluster DNS configured falls back to Default.
-func (m *Manager) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
+func (b *Builder) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
 	policy := pod.Spec.DNSPolicy
 	switch policy {
 	case "", v1.DNSClusterFirst:
@@ -95,7 +95,7 @@ func (m *Manager) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
 	case v1.DNSClusterFirstWithHostNet:
 		policy = v1.DNSClusterFirst
 	}
-	if policy == v1.DNSClusterFirst && len(m.opts.ClusterDNS) == 0 {
+	if policy == v1.DNSClusterFirst && len(b.opts.ClusterDNS) == 0 {
 		policy = v1.DNSDefault
 	}
 	return policy
@@ -104,27 +104,27 @@ func (m *Manager) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
 // dnsConfig is the sandbox's DNS config for the pod's dnsPolicy and
 // dnsConfig. nil means "no opinion": the runtime copies the host's
 // resolv.conf, which is what berth wants when it was given no resolver file.
-func (m *Manager) dnsConfig(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
-	policy := m.effectiveDNSPolicy(pod)
+func (b *Builder) dnsConfig(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
+	policy := b.effectiveDNSPolicy(pod)
 	var rc resolvConf
 	switch policy {
 	case v1.DNSNone:
 	case v1.DNSDefault:
-		if m.opts.ResolvConf == "" && pod.Spec.DNSConfig == nil {
+		if b.opts.ResolvConf == "" && pod.Spec.DNSConfig == nil {
 			return nil, nil
 		}
-		host, err := m.hostResolvConf()
+		host, err := b.hostResolvConf()
 		if err != nil {
 			return nil, err
 		}
 		rc = host
 	case v1.DNSClusterFirst:
-		host, err := m.hostResolvConf()
+		host, err := b.hostResolvConf()
 		if err != nil {
 			return nil, err
 		}
-		rc.nameservers = slices.Clone(m.opts.ClusterDNS)
-		if d := m.opts.ClusterDomain; d != "" {
+		rc.nameservers = slices.Clone(b.opts.ClusterDNS)
+		if d := b.opts.ClusterDomain; d != "" {
 			rc.searches = []string{pod.Namespace + ".svc." + d, "svc." + d, d}
 		}
 		rc.searches = append(rc.searches, host.searches...)

@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"crypto/rand"
@@ -25,11 +25,11 @@ import (
 // FileOrCreate hostPaths, the hosts and termination-message files); all of
 // it lives under the pod directory or was asked for by the manifest, and is
 // idempotent, so a failed start leaves nothing the next attempt trips over.
-func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []podenv.Var, podIPs []string, privileged bool) ([]*runtimeapi.Mount, error) {
+func (b *Builder) containerMounts(pod *v1.Pod, c *v1.Container, env []podenv.Var, podIPs []string, privileged bool) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	mounted := map[string]bool{}
 	for i, vm := range c.VolumeMounts {
-		mnt, err := m.volumeMount(pod, c.Name, i, vm, env, privileged)
+		mnt, err := b.volumeMount(pod, c.Name, i, vm, env, privileged)
 		if err != nil {
 			return nil, err
 		}
@@ -37,7 +37,7 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []podenv.Var
 		mounted[filepath.Clean(vm.MountPath)] = true
 	}
 	if !mounted[etcHostsPath] {
-		hosts, err := m.ensureHostsFile(pod, podIPs)
+		hosts, err := b.ensureHostsFile(pod, podIPs)
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +46,7 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []podenv.Var
 		}
 	}
 	if p := c.TerminationMessagePath; p != "" && !mounted[filepath.Clean(p)] {
-		file, err := m.newTerminationMessageFile(pod, c.Name)
+		file, err := b.newTerminationMessageFile(pod, c.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +58,7 @@ func (m *Manager) containerMounts(pod *v1.Pod, c *v1.Container, env []podenv.Var
 // volumeMount resolves one volumeMount, the index-th of the container's, to
 // a host path and its options. With a subPath the host path is a bind
 // mount of it that berth made (see subpath.go).
-func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.VolumeMount, env []podenv.Var, privileged bool) (*runtimeapi.Mount, error) {
+func (b *Builder) volumeMount(pod *v1.Pod, container string, index int, vm v1.VolumeMount, env []podenv.Var, privileged bool) (*runtimeapi.Mount, error) {
 	i := slices.IndexFunc(pod.Spec.Volumes, func(v v1.Volume) bool { return v.Name == vm.Name })
 	if i < 0 {
 		return nil, fmt.Errorf("volumeMount %q: no volume of that name in the pod", vm.Name)
@@ -78,12 +78,12 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.Vo
 	if vol.Image != nil {
 		return imageVolumeMount(vm, vol.Image, subPath, propagation)
 	}
-	hostPath, relabel, err := m.volumeHostPath(pod, vol)
+	hostPath, relabel, err := b.volumeHostPath(pod, vol)
 	if err != nil {
 		return nil, err
 	}
 	if subPath != "" {
-		hostPath, err = m.prepareSubPath(pod.UID, vol.Name, container, index, hostPath, subPath)
+		hostPath, err = b.prepareSubPath(pod.UID, vol.Name, container, index, hostPath, subPath)
 		if err != nil {
 			return nil, fmt.Errorf("container %q volumeMount %q at %s subPath %q: %w", container, vm.Name, vm.MountPath, subPath, err)
 		}
@@ -102,15 +102,15 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vm v1.Vo
 // volumeHostPath prepares a pod volume and returns its path on the host and
 // whether the runtime may relabel it for SELinux (berth's own directories
 // only, never a host path the operator named).
-func (m *Manager) volumeHostPath(pod *v1.Pod, vol *v1.Volume) (string, bool, error) {
+func (b *Builder) volumeHostPath(pod *v1.Pod, vol *v1.Volume) (string, bool, error) {
 	switch {
 	case vol.HostPath != nil:
 		return vol.HostPath.Path, false, checkHostPath(vol.Name, vol.HostPath)
 	case vol.EmptyDir != nil:
-		dir, err := m.ensureEmptyDir(pod, vol.Name, vol.EmptyDir)
+		dir, err := b.ensureEmptyDir(pod, vol.Name, vol.EmptyDir)
 		return dir, true, err
 	case vol.ConfigMap != nil, vol.Secret != nil:
-		dir, err := m.ensureObjectVolume(pod, vol)
+		dir, err := b.ensureObjectVolume(pod, vol)
 		return dir, true, err
 	}
 	return "", false, fmt.Errorf("volume %q: only hostPath, emptyDir, configMap, secret and image volumes are supported (berth has no API server for projected volumes)", vol.Name)
@@ -199,11 +199,11 @@ func checkHostPath(volume string, hp *v1.HostPathVolumeSource) error {
 // the kubelet's so containers running as any user can use it, mounts a tmpfs
 // on it for medium Memory (see memoryVolumeSize), and hands it to the pod's
 // fsGroup. It is idempotent: the second container to mount it finds it ready.
-func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolumeSource) (string, error) {
+func (b *Builder) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolumeSource) (string, error) {
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("emptyDir volume %q: %w", name, err)
 	}
-	dir, err := m.emptyDirPath(pod.UID, name)
+	dir, err := b.emptyDirPath(pod.UID, name)
 	if err != nil {
 		return fail(err)
 	}
@@ -212,12 +212,12 @@ func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolume
 	default:
 		return fail(fmt.Errorf("medium %q is not supported (only the default and Memory)", ed.Medium))
 	}
-	if err := podpath.MkdirAll(m.opts.RootDir, filepath.Dir(dir), 0o750); err != nil {
+	if err := podpath.MkdirAll(b.opts.RootDir, filepath.Dir(dir), 0o750); err != nil {
 		return fail(err)
 	}
 	// The volume's own directory too: a link there would have berth
 	// mount, chown and chmod whatever it points at.
-	if err := podpath.MkdirAll(m.opts.RootDir, dir, 0o777); err != nil {
+	if err := podpath.MkdirAll(b.opts.RootDir, dir, 0o777); err != nil {
 		return fail(err)
 	}
 	if ed.Medium == v1.StorageMediumMemory {
@@ -226,7 +226,7 @@ func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolume
 			return fail(err)
 		}
 		if !mounted {
-			size, err := m.memoryVolumeSize(pod, ed)
+			size, err := b.memoryVolumeSize(pod, ed)
 			if err != nil {
 				return fail(err)
 			}
@@ -254,12 +254,12 @@ func (m *Manager) ensureEmptyDir(pod *v1.Pod, name string, ed *v1.EmptyDirVolume
 // the pod's memory limit when every container has one, else by the node's
 // memory, and by the volume's sizeLimit when that is smaller. Without a
 // bound tmpfs takes half the machine's memory, whatever the pod may use.
-func (m *Manager) memoryVolumeSize(pod *v1.Pod, ed *v1.EmptyDirVolumeSource) (int64, error) {
-	facts, err := m.nodeFacts()
+func (b *Builder) memoryVolumeSize(pod *v1.Pod, ed *v1.EmptyDirVolumeSource) (int64, error) {
+	facts, err := b.nodeFacts()
 	if err != nil {
 		return 0, err
 	}
-	size := facts.allocatable.Memory().Value()
+	size := facts.Allocatable.Memory().Value()
 	if lim, ok := podRequirements(pod).Limits[v1.ResourceMemory]; ok && !lim.IsZero() {
 		size = lim.Value()
 	}
@@ -294,19 +294,19 @@ func mountPropagation(p *v1.MountPropagationMode, privileged bool) (runtimeapi.M
 // container writes its termination message into. Each container start gets
 // a new random name, so a restarted container never sees its predecessor's
 // message; the files go with the pod directory.
-func (m *Manager) newTerminationMessageFile(pod *v1.Pod, container string) (string, error) {
-	dir, err := m.podSubdir(pod.UID, "containers", container)
+func (b *Builder) newTerminationMessageFile(pod *v1.Pod, container string) (string, error) {
+	dir, err := b.podSubdir(pod.UID, "containers", container)
 	if err != nil {
 		return "", fmt.Errorf("create termination-message directory: %w", err)
 	}
-	if err := podpath.MkdirAll(m.opts.RootDir, dir, 0o750); err != nil {
+	if err := podpath.MkdirAll(b.opts.RootDir, dir, 0o750); err != nil {
 		return "", fmt.Errorf("create termination-message directory: %w", err)
 	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	var name [4]byte
+	if _, err := rand.Read(name[:]); err != nil {
 		return "", fmt.Errorf("create termination-message file: %w", err)
 	}
-	path := filepath.Join(dir, hex.EncodeToString(b[:]))
+	path := filepath.Join(dir, hex.EncodeToString(name[:]))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 	if err != nil {
 		return "", fmt.Errorf("create termination-message file: %w", err)

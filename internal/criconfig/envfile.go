@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"errors"
@@ -23,9 +23,9 @@ const maxEnvFileBytes = 64 << 10
 // false when the file or the key is absent and ref.Optional is true; when
 // it is not optional that is an error, and the container does not start
 // (CreateContainerConfigError), as with the kubelet.
-func (m *Manager) fileKeyValue(pod *v1.Pod, ref *v1.FileKeySelector) (value string, found bool, err error) {
+func (b *Builder) fileKeyValue(pod *v1.Pod, ref *v1.FileKeySelector) (value string, found bool, err error) {
 	optional := ref.Optional != nil && *ref.Optional
-	dir, err := m.emptyDirPath(pod.UID, ref.VolumeName)
+	dir, err := b.emptyDirPath(pod.UID, ref.VolumeName)
 	if err != nil {
 		return "", false, fmt.Errorf("fileKeyRef volume %q: %w", ref.VolumeName, err)
 	}

@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"bufio"
@@ -139,21 +139,21 @@ func readSubID(path, user string) (first, length uint64, ok bool, err error) {
 // or a new free block, recorded (written, synced, renamed) before it is
 // used, so a SIGKILL or a power cut at any point leaves either no record
 // (nothing was started with it) or the one the sandbox has.
-func (m *Manager) podUserns(uid types.UID) (usernsMapping, error) {
-	a := &m.userns
+func (b *Builder) podUserns(uid types.UID) (usernsMapping, error) {
+	a := &b.userns
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.load(); err != nil {
 		return usernsMapping{}, err
 	}
-	podDir, err := m.PodDir(uid)
+	podDir, err := b.PodDir(uid)
 	if err != nil {
 		return usernsMapping{}, err
 	}
 	if mp, ok, err := readUserns(filepath.Join(podDir, usernsFile)); err != nil || ok {
 		return mp, err
 	}
-	used, err := m.usedUsernsBlocks()
+	used, err := b.usedUsernsBlocks()
 	if err != nil {
 		return usernsMapping{}, err
 	}
@@ -162,7 +162,7 @@ func (m *Manager) podUserns(uid types.UID) (usernsMapping, error) {
 			continue
 		}
 		mp := usernsMapping{HostID: uint32(host), Length: usernsBlock}
-		if err := podpath.MkdirAll(m.opts.RootDir, podDir, 0o750); err != nil {
+		if err := podpath.MkdirAll(b.opts.RootDir, podDir, 0o750); err != nil {
 			return usernsMapping{}, fmt.Errorf("create the pod directory: %w", err)
 		}
 		if err := writeUserns(filepath.Join(podDir, usernsFile), mp); err != nil {
@@ -174,9 +174,9 @@ func (m *Manager) podUserns(uid types.UID) (usernsMapping, error) {
 }
 
 // usedUsernsBlocks reads every pod directory's record.
-func (m *Manager) usedUsernsBlocks() (map[uint32]bool, error) {
+func (b *Builder) usedUsernsBlocks() (map[uint32]bool, error) {
 	used := map[uint32]bool{}
-	pods := filepath.Join(m.opts.RootDir, "pods")
+	pods := filepath.Join(b.opts.RootDir, "pods")
 	entries, err := os.ReadDir(pods)
 	if errors.Is(err, fs.ErrNotExist) {
 		return used, nil
@@ -226,11 +226,11 @@ func writeUserns(path string, mp usernsMapping) error {
 // applyUserns gives ns the pod's user namespace when the pod asks for one
 // (hostUsers: false): the sandbox and every container get the same
 // mapping. Pods on the host's user namespace are left as they always were.
-func (m *Manager) applyUserns(pod *v1.Pod, ns *runtimeapi.NamespaceOption) error {
+func (b *Builder) applyUserns(pod *v1.Pod, ns *runtimeapi.NamespaceOption) error {
 	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
 		return nil
 	}
-	mp, err := m.podUserns(pod.UID)
+	mp, err := b.podUserns(pod.UID)
 	if err != nil {
 		return fmt.Errorf("user namespace (hostUsers: false): %w", err)
 	}

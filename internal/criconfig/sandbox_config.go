@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"fmt"
@@ -21,11 +21,11 @@ const maxHostnameLen = 63
 // under its own default parent, which is right for a standalone agent that
 // does not manage a kubepods hierarchy of QoS cgroups, and berth's systemd
 // unit can be restarted without moving running pods.
-func (m *Manager) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+func (b *Builder) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	fail := func(err error) (*runtimeapi.PodSandboxConfig, error) {
 		return nil, fmt.Errorf("sandbox config for pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	logDir, err := m.podLogDir(pod)
+	logDir, err := b.podLogDir(pod)
 	if err != nil {
 		return fail(err)
 	}
@@ -41,7 +41,7 @@ func (m *Manager) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		LogDirectory: logDir,
 	}
 	if !pod.Spec.HostNetwork {
-		hostname, domain, err := m.podHostnameAndDomain(pod)
+		hostname, domain, err := b.podHostnameAndDomain(pod)
 		if err != nil {
 			return fail(err)
 		}
@@ -53,18 +53,18 @@ func (m *Manager) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		}
 		cfg.Hostname = hostname
 	}
-	dns, err := m.dnsConfig(pod)
+	dns, err := b.dnsConfig(pod)
 	if err != nil {
 		return fail(err)
 	}
 	cfg.DnsConfig = dns
 	cfg.PortMappings = portMappings(pod)
 
-	sc, err := m.sandboxSecurityContext(pod)
+	sc, err := b.sandboxSecurityContext(pod)
 	if err != nil {
 		return fail(err)
 	}
-	if err := m.applyUserns(pod, sc.NamespaceOptions); err != nil {
+	if err := b.applyUserns(pod, sc.NamespaceOptions); err != nil {
 		return fail(err)
 	}
 	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{
@@ -109,26 +109,30 @@ func sandboxAnnotations(pod *v1.Pod) map[string]string {
 	return ann
 }
 
+// DefaultGracePeriodSeconds is the API default of
+// terminationGracePeriodSeconds, used when nothing says otherwise.
+const DefaultGracePeriodSeconds = 30
+
 // gracePeriod is the pod's terminationGracePeriodSeconds, the API default
 // when unset.
 func gracePeriod(pod *v1.Pod) int64 {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		return *g
 	}
-	return defaultGracePeriodSeconds
+	return DefaultGracePeriodSeconds
 }
 
 // podLogDir is the pod's directory in the CRI log layout,
 // PodLogsDir/<namespace>_<name>_<uid>, refused when a field would take it
 // anywhere else.
-func (m *Manager) podLogDir(pod *v1.Pod) (string, error) {
-	return podpath.LogDir(m.opts.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))
+func (b *Builder) podLogDir(pod *v1.Pod) (string, error) {
+	return podpath.LogDir(b.opts.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))
 }
 
 // podHostnameAndDomain is the pod's hostname (spec.hostname, else its name cut
 // to 63 characters without a trailing '-' or '.') and, when it has a
 // subdomain and berth knows the cluster domain, its DNS domain.
-func (m *Manager) podHostnameAndDomain(pod *v1.Pod) (hostname, domain string, err error) {
+func (b *Builder) podHostnameAndDomain(pod *v1.Pod) (hostname, domain string, err error) {
 	hostname = pod.Name
 	if pod.Spec.Hostname != "" {
 		hostname = pod.Spec.Hostname
@@ -139,8 +143,8 @@ func (m *Manager) podHostnameAndDomain(pod *v1.Pod) (hostname, domain string, er
 			return "", "", fmt.Errorf("hostname %q is empty once cut to %d characters", pod.Name, maxHostnameLen)
 		}
 	}
-	if pod.Spec.Subdomain != "" && m.opts.ClusterDomain != "" {
-		domain = pod.Spec.Subdomain + "." + pod.Namespace + ".svc." + m.opts.ClusterDomain
+	if pod.Spec.Subdomain != "" && b.opts.ClusterDomain != "" {
+		domain = pod.Spec.Subdomain + "." + pod.Namespace + ".svc." + b.opts.ClusterDomain
 	}
 	return hostname, domain, nil
 }

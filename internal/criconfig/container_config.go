@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"context"
@@ -21,49 +21,43 @@ import (
 // the resolved image imageRef.
 //
 // It also prepares what the container's mounts need on the host (see
-// containerMounts) and the container's log directory. Every failure is a *SyncError with reason
-// CreateContainerConfigError and a message naming what in the manifest is
-// wrong. ctx bounds the one runtime call it may make: reading the image's
-// user when runAsNonRoot must be verified.
-func (m *Manager) ContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
-	cfg, err := m.containerConfig(ctx, pod, c, restartCount, podIPs, imageRef)
-	if err != nil {
-		return nil, &SyncError{Reason: ReasonCreateContainerConfigError, Message: err.Error(), Err: err}
-	}
-	return cfg, nil
-}
-
-func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
-	facts, err := m.nodeFacts()
+// containerMounts) and the container's log directory. Every error names
+// what in the manifest is wrong (the runtime manager reports it as
+// CreateContainerConfigError). ctx bounds the one runtime call it may
+// make: reading the image's user when runAsNonRoot must be verified.
+func (b *Builder) ContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	facts, err := b.nodeFacts()
 	if err != nil {
 		return nil, err
 	}
-	if pod.Spec.HostNetwork && len(podIPs) == 0 && m.opts.HostIP != "" {
+	if pod.Spec.HostNetwork && len(podIPs) == 0 && b.opts.HostIP != "" {
 		// A host-network pod's IP is the node's, for the downward API too.
-		podIPs = []string{m.opts.HostIP}
+		podIPs = []string{b.opts.HostIP}
 	}
 	sec := mergeSecurity(pod, c)
-	if err := m.verifyRunAsNonRoot(ctx, c, imageRef, sec); err != nil {
+	if err := b.verifyRunAsNonRoot(ctx, c, imageRef, sec); err != nil {
 		return nil, err
 	}
-	env, err := podenv.Resolve(podenv.Context{Pod: pod, Container: c, PodIPs: podIPs, HostIP: m.opts.HostIP, Allocatable: facts.allocatable, Objects: m.objects(pod.UID),
-		FileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return m.fileKeyValue(pod, ref) }})
+	env, err := podenv.Resolve(podenv.Context{Pod: pod, Container: c, PodIPs: podIPs, HostIP: b.opts.HostIP, Allocatable: facts.Allocatable, Objects: b.Objects(pod.UID),
+		FileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return b.fileKeyValue(pod, ref) }})
 	if err != nil {
 		return nil, err
 	}
 	lookup := podenv.Lookup(env)
-	mounts, err := m.containerMounts(pod, c, env, podIPs, sec.privileged)
+	mounts, err := b.containerMounts(pod, c, env, podIPs, sec.privileged)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.resolveImageMounts(ctx, mounts); err != nil {
-		return nil, err
+	if b.opts.ResolveImageMounts != nil {
+		if err := b.opts.ResolveImageMounts(ctx, mounts); err != nil {
+			return nil, err
+		}
 	}
-	sc, err := m.containerSecurityContext(pod, c, sec)
+	sc, err := b.containerSecurityContext(pod, c, sec)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.applyUserns(pod, sc.NamespaceOptions); err != nil {
+	if err := b.applyUserns(pod, sc.NamespaceOptions); err != nil {
 		return nil, err
 	}
 	annotations, err := containerAnnotations(pod, c, restartCount)
@@ -82,7 +76,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		return nil, fmt.Errorf("log path of container %q: %w", c.Name, err)
 	}
 	logPath := filepath.Join(c.Name, strconv.Itoa(restartCount)+".log")
-	if err := m.ensureContainerLogDir(pod, c.Name); err != nil {
+	if err := b.ensureContainerLogDir(pod, c.Name); err != nil {
 		return nil, err
 	}
 	cfg := &runtimeapi.ContainerConfig{
@@ -113,8 +107,8 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 // log directory, where the runtime writes LogPath, as the kubelet does:
 // containerd creates it itself, CRI-O's conmon does not and fails the
 // container. It never goes through a symbolic link.
-func (m *Manager) ensureContainerLogDir(pod *v1.Pod, name string) error {
-	logDir, err := m.podLogDir(pod)
+func (b *Builder) ensureContainerLogDir(pod *v1.Pod, name string) error {
+	logDir, err := b.podLogDir(pod)
 	if err != nil {
 		return err
 	}
@@ -122,7 +116,7 @@ func (m *Manager) ensureContainerLogDir(pod *v1.Pod, name string) error {
 	if err != nil {
 		return fmt.Errorf("log directory of container %q: %w", name, err)
 	}
-	if err := podpath.MkdirAll(m.opts.PodLogsDir, dir, 0o755); err != nil {
+	if err := podpath.MkdirAll(b.opts.PodLogsDir, dir, 0o755); err != nil {
 		return fmt.Errorf("create the log directory of container %q: %w", name, err)
 	}
 	return nil
@@ -187,16 +181,11 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) (map[s
 	return ann, nil
 }
 
-// nextRestartCount is the restart count of the container's next start: one
-// more than its newest status. Without any status (the runtime lost its
-// state, say after a reboot) it continues from the newest <n>.log in the
-// container's log directory, as the kubelet does, so a new start never
-// appends to or overwrites an old log.
-func (m *Manager) nextRestartCount(pod *v1.Pod, name string, status *PodStatus) int {
-	if cs := status.FindContainer(name); cs != nil {
-		return cs.RestartCount + 1
-	}
-	logDir, err := m.podLogDir(pod)
+// NextLogIndex is the restart count a container without a status starts
+// at: one past the highest <n>.log its log directory already holds, so a
+// berth that lost the runtime's state never overwrites a log.
+func (b *Builder) NextLogIndex(pod *v1.Pod, name string) int {
+	logDir, err := b.podLogDir(pod)
 	if err != nil {
 		return 0
 	}

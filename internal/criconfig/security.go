@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"context"
@@ -103,7 +103,7 @@ func mergeSecurity(pod *v1.Pod, c *v1.Container) effectiveSecurity {
 // seccompProfile maps a seccomp profile to CRI. Unset is Unconfined, the
 // kubelet's default without SeccompDefault; Localhost profiles are files
 // under RootDir/seccomp, where the kubelet keeps them under its root dir.
-func (m *Manager) seccompProfile(p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
+func (b *Builder) seccompProfile(p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
 	if p == nil {
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 	}
@@ -118,7 +118,7 @@ func (m *Manager) seccompProfile(p *v1.SeccompProfile) (*runtimeapi.SecurityProf
 		}
 		return &runtimeapi.SecurityProfile{
 			ProfileType:  runtimeapi.SecurityProfile_Localhost,
-			LocalhostRef: filepath.Join(m.opts.RootDir, "seccomp", *p.LocalhostProfile),
+			LocalhostRef: filepath.Join(b.opts.RootDir, "seccomp", *p.LocalhostProfile),
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown seccompProfile type %q", p.Type)
@@ -148,8 +148,8 @@ func supplementalGroups(pod *v1.Pod) []int64 {
 }
 
 // containerSecurityContext is the container's Linux security context.
-func (m *Manager) containerSecurityContext(pod *v1.Pod, c *v1.Container, e effectiveSecurity) (*runtimeapi.LinuxContainerSecurityContext, error) {
-	seccomp, err := m.seccompProfile(e.seccomp)
+func (b *Builder) containerSecurityContext(pod *v1.Pod, c *v1.Container, e effectiveSecurity) (*runtimeapi.LinuxContainerSecurityContext, error) {
+	seccomp, err := b.seccompProfile(e.seccomp)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func containsCap(caps []v1.Capability, name string) bool {
 // hold: an explicit runAsUser 0, or no runAsUser and an image whose user is
 // root (or is a name berth cannot check). It asks the runtime for the image
 // user only when it has to, so pods without runAsNonRoot cost no extra call.
-func (m *Manager) verifyRunAsNonRoot(ctx context.Context, c *v1.Container, imageRef string, e effectiveSecurity) error {
+func (b *Builder) verifyRunAsNonRoot(ctx context.Context, c *v1.Container, imageRef string, e effectiveSecurity) error {
 	if !e.runAsNonRoot {
 		return nil
 	}
@@ -220,7 +220,7 @@ func (m *Manager) verifyRunAsNonRoot(ctx context.Context, c *v1.Container, image
 		}
 		return nil
 	}
-	resp, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image}, false)
+	resp, err := b.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image}, false)
 	if err != nil {
 		return fmt.Errorf("container %q has runAsNonRoot: read the user of image %q: %w", c.Name, c.Image, err)
 	}
@@ -239,7 +239,7 @@ func (m *Manager) verifyRunAsNonRoot(ctx context.Context, c *v1.Container, image
 // sandboxSecurityContext is the sandbox's Linux security context from the
 // pod's securityContext. The sandbox is privileged when any container is,
 // as the kubelet does, so the runtime allows privileged containers in it.
-func (m *Manager) sandboxSecurityContext(pod *v1.Pod) (*runtimeapi.LinuxSandboxSecurityContext, error) {
+func (b *Builder) sandboxSecurityContext(pod *v1.Pod) (*runtimeapi.LinuxSandboxSecurityContext, error) {
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions:   namespaceOptions(pod),
 		SupplementalGroups: supplementalGroups(pod),
@@ -256,7 +256,7 @@ func (m *Manager) sandboxSecurityContext(pod *v1.Pod) (*runtimeapi.LinuxSandboxS
 		sc.SelinuxOptions = seLinuxOptions(p.SELinuxOptions)
 		profile = p.SeccompProfile
 	}
-	seccomp, err := m.seccompProfile(profile)
+	seccomp, err := b.seccompProfile(profile)
 	if err != nil {
 		return nil, err
 	}

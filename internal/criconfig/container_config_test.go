@@ -1,8 +1,7 @@
-package kuberuntime
+package criconfig
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,7 +50,7 @@ func mountAt(cfg *runtimeapi.ContainerConfig, path string) *runtimeapi.Mount {
 }
 
 func TestContainerConfigBasics(t *testing.T) {
-	m, _, _ := newCfgManager(t, Options{})
+	m, _ := newCfgBuilder(t, Options{})
 	pod := ccPod()
 	c := &pod.Spec.Containers[0]
 	cfg, err := m.ContainerConfig(context.Background(), pod, c, 3, []string{"10.88.0.9"}, "sha256:abc")
@@ -173,7 +172,7 @@ func runCfgCases(t *testing.T, tests []cfgCase) {
 			if tt.binds && os.Geteuid() != 0 {
 				t.Skip("bind-mounting a subPath needs root")
 			}
-			m, _, img := newCfgManager(t, tt.opts)
+			m, img := newCfgBuilder(t, tt.opts)
 			if tt.images != nil {
 				tt.images(img)
 			}
@@ -195,12 +194,11 @@ func runCfgCases(t *testing.T, tests []cfgCase) {
 			}
 			cfg, err := m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, ips, "busybox:1.36")
 			if tt.wantErr != "" {
-				var se *SyncError
-				if !errors.As(err, &se) || se.Reason != ReasonCreateContainerConfigError {
-					t.Fatalf("err = %#v, want a CreateContainerConfigError", err)
+				if err == nil {
+					t.Fatalf("err = nil, want one containing %q", tt.wantErr)
 				}
-				if !strings.Contains(se.Message, tt.wantErr) {
-					t.Fatalf("message = %q, want it to contain %q", se.Message, tt.wantErr)
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %q, want it to contain %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -784,7 +782,7 @@ func TestContainerConfigSecurity(t *testing.T) {
 }
 
 func TestRunAsNonRootAsksForTheImageUserOnlyWhenNeeded(t *testing.T) {
-	m, _, img := newCfgManager(t, Options{})
+	m, img := newCfgBuilder(t, Options{})
 	pod := ccPod()
 	c := &pod.Spec.Containers[0]
 	c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: new(true), RunAsUser: new(int64(1000))}
@@ -855,13 +853,11 @@ func TestContainerConfigResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, _, _ := newCfgManager(t, Options{})
-			probe := m.probeNode
-			m.probeNode = func() (nodeFacts, error) {
-				f, err := probe()
-				f.minOOMScoreAdj = tt.minAdj
+			m, _ := newCfgBuilder(t, Options{ProbeNode: func() (NodeFacts, error) {
+				f, err := testNodeFacts()
+				f.MinOOMScoreAdj = tt.minAdj
 				return f, err
-			}
+			}})
 			pod := ccPod()
 			c := &pod.Spec.Containers[0]
 			c.Resources = tt.resources
@@ -876,14 +872,10 @@ func TestContainerConfigResources(t *testing.T) {
 	}
 }
 
-func TestNextRestartCount(t *testing.T) {
-	m, _, _ := newCfgManager(t, Options{})
+func TestNextLogIndex(t *testing.T) {
+	m, _ := newCfgBuilder(t, Options{})
 	pod := ccPod()
-	st := &PodStatus{Containers: []*ContainerStatus{{Name: "app", RestartCount: 4}}}
-	if got := m.nextRestartCount(pod, "app", st); got != 5 {
-		t.Errorf("with a status: %d, want 5", got)
-	}
-	if got := m.nextRestartCount(pod, "app", &PodStatus{}); got != 0 {
+	if got := m.NextLogIndex(pod, "app"); got != 0 {
 		t.Errorf("first start: %d, want 0", got)
 	}
 	dir := filepath.Join(mustPath(t)(m.podLogDir(pod)), "app")
@@ -895,14 +887,14 @@ func TestNextRestartCount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := m.nextRestartCount(pod, "app", &PodStatus{}); got != 8 {
+	if got := m.NextLogIndex(pod, "app"); got != 8 {
 		t.Errorf("runtime state lost: %d, want 8 (after 7.log)", got)
 	}
 }
 
 func TestQOSClassAndOOMScoreAdj(t *testing.T) {
 	q := resource.MustParse
-	facts := nodeFacts{allocatable: v1.ResourceList{v1.ResourceMemory: q("8Gi")}, minOOMScoreAdj: -999}
+	facts := NodeFacts{Allocatable: v1.ResourceList{v1.ResourceMemory: q("8Gi")}, MinOOMScoreAdj: -999}
 	tests := []struct {
 		name string
 		res  []v1.ResourceRequirements

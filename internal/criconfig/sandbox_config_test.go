@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"reflect"
@@ -12,10 +12,10 @@ import (
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
 )
 
-// newCfgManager is a Manager over the cri-api fakes with its state and log
-// directories in the test's temp dir and fixed machine figures: 4 CPUs,
-// 8 GiB, 100 GiB of disk, berth at oom_score_adj -999.
-func newCfgManager(t *testing.T, opts Options) (*Manager, *fakeri.FakeRuntimeService, *fakeri.FakeImageService) {
+// newCfgBuilder is a Builder over the cri-api fake image service with its
+// state and log directories in the test's temp dir and fixed machine
+// figures (testNodeFacts).
+func newCfgBuilder(t *testing.T, opts Options) (*Builder, *fakeri.FakeImageService) {
 	t.Helper()
 	if opts.RootDir == "" {
 		opts.RootDir = t.TempDir()
@@ -26,19 +26,24 @@ func newCfgManager(t *testing.T, opts Options) (*Manager, *fakeri.FakeRuntimeSer
 	if opts.HostIP == "" {
 		opts.HostIP = "192.168.1.10"
 	}
-	rt, img := fakeri.NewFakeRuntimeService(), fakeri.NewFakeImageService()
-	m := NewManager(rt, img, opts)
-	m.probeNode = func() (nodeFacts, error) {
-		return nodeFacts{
-			allocatable: v1.ResourceList{
-				v1.ResourceCPU:              resource.MustParse("4"),
-				v1.ResourceMemory:           resource.MustParse("8Gi"),
-				v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
-			},
-			minOOMScoreAdj: -999,
-		}, nil
+	img := fakeri.NewFakeImageService()
+	if opts.ProbeNode == nil {
+		opts.ProbeNode = testNodeFacts
 	}
-	return m, rt, img
+	return New(img, opts), img
+}
+
+// testNodeFacts are a machine's figures: 4 CPUs, 8 GiB, 100 GiB of disk,
+// berth at oom_score_adj -999.
+func testNodeFacts() (NodeFacts, error) {
+	return NodeFacts{
+		Allocatable: v1.ResourceList{
+			v1.ResourceCPU:              resource.MustParse("4"),
+			v1.ResourceMemory:           resource.MustParse("8Gi"),
+			v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+		},
+		MinOOMScoreAdj: -999,
+	}, nil
 }
 
 func sbPod() *v1.Pod {
@@ -55,7 +60,7 @@ func sbPod() *v1.Pod {
 }
 
 func TestSandboxConfigIdentity(t *testing.T) {
-	m, _, _ := newCfgManager(t, Options{PodLogsDir: "/var/log/pods"})
+	m, _ := newCfgBuilder(t, Options{PodLogsDir: "/var/log/pods"})
 	cfg, err := m.SandboxConfig(sbPod(), 3)
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +293,7 @@ func TestSandboxConfigTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, _, _ := newCfgManager(t, tt.opts)
+			m, _ := newCfgBuilder(t, tt.opts)
 			pod := sbPod()
 			if tt.mutate != nil {
 				tt.mutate(pod)

@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"bytes"
@@ -72,8 +72,8 @@ func hostsFileContent(pod *v1.Pod, podIPs []string, hostname, domain string) (co
 // pod mounts the same file. It is checked at each container start and
 // replaced when it differs, so it follows the pod's IP when the sandbox is
 // recreated (which restarts every container, so none keeps a stale copy).
-func (m *Manager) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) {
-	hostname, domain, err := m.podHostnameAndDomain(pod)
+func (b *Builder) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) {
+	hostname, domain, err := b.podHostnameAndDomain(pod)
 	if err != nil {
 		return "", err
 	}
@@ -81,14 +81,14 @@ func (m *Manager) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) 
 	if err != nil || !ok {
 		return "", err
 	}
-	path, err := m.podSubdir(pod.UID, "etc-hosts")
+	path, err := b.podSubdir(pod.UID, "etc-hosts")
 	if err != nil {
 		return "", err
 	}
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
 		return path, nil
 	}
-	if err := podpath.MkdirAll(m.opts.RootDir, filepath.Dir(path), 0o750); err != nil {
+	if err := podpath.MkdirAll(b.opts.RootDir, filepath.Dir(path), 0o750); err != nil {
 		return "", fmt.Errorf("write the pod's hosts file: %w", err)
 	}
 	// Through a rename, so a container starting meanwhile never

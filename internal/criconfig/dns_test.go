@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"fmt"
@@ -138,7 +138,7 @@ func TestDNSConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := NewManager(nil, nil, Options{ResolvConf: tt.resolv, ClusterDNS: tt.clusterDNS, ClusterDomain: tt.domain})
+			m := New(nil, Options{ResolvConf: tt.resolv, ClusterDNS: tt.clusterDNS, ClusterDomain: tt.domain})
 			pod := &v1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "prod"},
 				Spec:       v1.PodSpec{DNSPolicy: tt.policy, HostNetwork: tt.hostNet, DNSConfig: tt.dnsConfig},

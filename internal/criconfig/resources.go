@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"bufio"
@@ -28,36 +28,36 @@ const (
 	besteffortOOMAdj = 1000
 )
 
-// nodeFacts are the machine's figures the config translation needs.
-type nodeFacts struct {
-	// allocatable is what a container without limits may use: the CPUs,
+// NodeFacts are the machine's figures the config translation needs.
+type NodeFacts struct {
+	// Allocatable is what a container without limits may use: the CPUs,
 	// memory and ephemeral storage of the machine. It stands in for unset
 	// limits in the downward API, as the kubelet's node allocatable does.
-	allocatable v1.ResourceList
-	// minOOMScoreAdj is berth's own oom_score_adj. A container's cannot be
+	Allocatable v1.ResourceList
+	// MinOOMScoreAdj is berth's own oom_score_adj. A container's cannot be
 	// lower: where the runtime lacks CAP_SYS_RESOURCE (restrict_oom_score_adj)
 	// a lower value fails every start.
-	minOOMScoreAdj int64
+	MinOOMScoreAdj int64
 }
 
 // nodeFacts probes the machine once and remembers the answer.
-func (m *Manager) nodeFacts() (nodeFacts, error) {
-	m.nodeOnce.Do(func() {
-		probe := m.probeNode
+func (b *Builder) nodeFacts() (NodeFacts, error) {
+	b.nodeOnce.Do(func() {
+		probe := b.opts.ProbeNode
 		if probe == nil {
-			probe = func() (nodeFacts, error) { return probeMachine(m.opts.RootDir) }
+			probe = func() (NodeFacts, error) { return probeMachine(b.opts.RootDir) }
 		}
-		m.node, m.nodeErr = probe()
+		b.node, b.nodeErr = probe()
 	})
-	return m.node, m.nodeErr
+	return b.node, b.nodeErr
 }
 
 // probeMachine reads the CPU count, total memory, the size of the file
 // system holding rootDir, and this process's oom_score_adj.
-func probeMachine(rootDir string) (nodeFacts, error) {
+func probeMachine(rootDir string) (NodeFacts, error) {
 	mem, err := memTotal()
 	if err != nil {
-		return nodeFacts{}, err
+		return NodeFacts{}, err
 	}
 	alloc := v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
@@ -76,7 +76,7 @@ func probeMachine(rootDir string) (nodeFacts, error) {
 			adj = v
 		}
 	}
-	return nodeFacts{allocatable: alloc, minOOMScoreAdj: adj}, nil
+	return NodeFacts{Allocatable: alloc, MinOOMScoreAdj: adj}, nil
 }
 
 // memTotal is MemTotal from /proc/meminfo, in bytes.
@@ -175,8 +175,8 @@ func sortHugepages(h []*runtimeapi.HugepageLimit) {
 
 // oomScoreAdj is the kubelet's QoS-based oom_score_adj: Guaranteed pods are
 // protected, BestEffort go first, Burstable ones in between by their memory
-// request. It never goes below berth's own (see nodeFacts.minOOMScoreAdj).
-func oomScoreAdj(pod *v1.Pod, c *v1.Container, facts nodeFacts) int64 {
+// request. It never goes below berth's own (see NodeFacts.MinOOMScoreAdj).
+func oomScoreAdj(pod *v1.Pod, c *v1.Container, facts NodeFacts) int64 {
 	var adj int64
 	switch qosClass(pod) {
 	case v1.PodQOSGuaranteed:
@@ -185,14 +185,14 @@ func oomScoreAdj(pod *v1.Pod, c *v1.Container, facts nodeFacts) int64 {
 		adj = besteffortOOMAdj
 	default:
 		adj = besteffortOOMAdj
-		capacity := facts.allocatable.Memory().Value()
+		capacity := facts.Allocatable.Memory().Value()
 		if capacity > 0 {
 			adj = 1000 - (1000*c.Resources.Requests.Memory().Value())/capacity
 		}
 		// Burstable stays above Guaranteed and below BestEffort.
 		adj = min(max(adj, 1000+guaranteedOOMAdj), besteffortOOMAdj-1)
 	}
-	return max(adj, facts.minOOMScoreAdj)
+	return max(adj, facts.MinOOMScoreAdj)
 }
 
 // qosClass is the pod's QoS class from CPU and memory alone: Guaranteed when

@@ -1,4 +1,4 @@
-package kuberuntime
+package criconfig
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func mustPath(t *testing.T) func(string, error) string {
 }
 
 func TestCleanupPodDirIdempotent(t *testing.T) {
-	m, _, _ := newCfgManager(t, Options{})
+	m, _ := newCfgBuilder(t, Options{})
 	pod := ccPod()
 	dir := mustPath(t)(m.emptyDirPath(pod.UID, "cache"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -52,7 +52,7 @@ func TestMemoryEmptyDir(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting tmpfs needs root")
 	}
-	m, _, _ := newCfgManager(t, Options{})
+	m, _ := newCfgBuilder(t, Options{})
 	pod := ccPod()
 	limit := resource.MustParse("8Mi")
 	ed := &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &limit}
@@ -109,7 +109,7 @@ func TestUnescapeMountPath(t *testing.T) {
 }
 
 func TestMemoryVolumeSize(t *testing.T) {
-	m, _, _ := newCfgManager(t, Options{}) // 8Gi of memory
+	m, _ := newCfgBuilder(t, Options{}) // 8Gi of memory
 	q := resource.MustParse
 	limited := func(mem string) v1.Container {
 		return v1.Container{Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: q(mem)}}}
@@ -148,7 +148,8 @@ func TestMemoryVolumeSize(t *testing.T) {
 // that got past validation (or a runtime's labels) could carry them:
 // each refuses, and nothing outside the roots is created, changed or
 // removed. GC's removal of the same pod's directories has its own test
-// (cri/gc's TestRemovePodDirsStaysInsideRoots).
+// (gc's TestRemovePodDirsStaysInsideRoots) and so has the runtime
+// manager's RemovePod (kuberuntime's TestRemovePodStaysInsideRoots).
 func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 	pod := func(ns, name, uid string) *v1.Pod {
 		p := ccPod()
@@ -171,7 +172,7 @@ func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := podpathtest.NewVictimBed(t)
-			m, _, _ := newCfgManager(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
+			m, _ := newCfgBuilder(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
 			p := tt.pod
 			p.Spec.Containers[0].Name = tt.container
 			badUID := p.UID != "u"
@@ -191,12 +192,9 @@ func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 			if _, err := m.ContainerConfig(context.Background(), p, &p.Spec.Containers[0], 0, nil, "busybox"); err == nil && tt.container != "app" {
 				t.Error("ContainerConfig accepted the container")
 			}
-			m.nextRestartCount(p, tt.container, &PodStatus{})
+			m.NextLogIndex(p, tt.container)
 			if err := m.CleanupPodDir(p.UID); err == nil && badUID {
 				t.Error("CleanupPodDir accepted the UID")
-			}
-			if err := m.RemovePod(context.Background(), &PodStatus{UID: p.UID, Name: p.Name, Namespace: p.Namespace}); err != nil {
-				t.Errorf("RemovePod: %v", err)
 			}
 			b.Check(t)
 		})
@@ -207,10 +205,12 @@ func TestHostilePodFieldsStayInsideRoots(t *testing.T) {
 // directory where berth creates and removes a pod's files: as the pod
 // directory's subdirectories, inside an emptyDir (where a container can
 // create them), and in the pod's log directory. Creating refuses to go
-// through them; removing unlinks them and leaves the victim alone.
+// through them; removing the pod directory unlinks them and leaves the
+// victim alone (the runtime manager's RemovePod test covers the log
+// directory).
 func TestPlantedLinksAreNotFollowed(t *testing.T) {
 	b := podpathtest.NewVictimBed(t)
-	m, _, _ := newCfgManager(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
+	m, _ := newCfgBuilder(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
 	pod := ccPod()
 	podDir := mustPath(t)(m.PodDir(pod.UID))
 	data := mustPath(t)(m.emptyDirPath(pod.UID, "data"))
@@ -246,16 +246,11 @@ func TestPlantedLinksAreNotFollowed(t *testing.T) {
 	}
 	b.Check(t)
 
-	if err := m.RemovePod(context.Background(), &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}); err != nil {
-		t.Fatal(err)
-	}
 	if err := m.CleanupPodDir(pod.UID); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{podDir, logDir} {
-		if _, err := os.Lstat(d); !os.IsNotExist(err) {
-			t.Errorf("%s left behind: %v", d, err)
-		}
+	if _, err := os.Lstat(podDir); !os.IsNotExist(err) {
+		t.Errorf("%s left behind: %v", podDir, err)
 	}
 	b.Check(t)
 }

@@ -1,0 +1,78 @@
+package criconfig
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-agent/berth/internal/podenv"
+)
+
+// Options are the translation's settings, from berth's flags.
+type Options struct {
+	// RootDir holds per-pod state: RootDir/pods/<uid>/volumes/... for
+	// emptyDirs, etc-hosts and termination-message files.
+	RootDir string
+	// PodLogsDir is the root of the CRI log layout (/var/log/pods).
+	PodLogsDir string
+	// ResolvConf is the host's resolver file for dnsPolicy Default and
+	// ClusterFirst without cluster DNS; "" disables DNS config.
+	ResolvConf string
+	// ClusterDNS and ClusterDomain, for dnsPolicy ClusterFirst; optional.
+	ClusterDNS    []string
+	ClusterDomain string
+	// HostIP is the node's primary IP, for the downward API (status.hostIP)
+	// and host-network pods' IPs.
+	HostIP string
+	// Objects returns the ConfigMaps and Secrets the pod with a UID
+	// references; nil means none anywhere.
+	Objects func(uid types.UID) podenv.PodObjects
+	// ResolveImageMounts turns each image volume's reference in mounts into
+	// the runtime's image ID (the runtime manager pulls the images first);
+	// nil leaves the references as they are.
+	ResolveImageMounts func(ctx context.Context, mounts []*runtimeapi.Mount) error
+	// ProbeNode reads the machine's figures, once, on first use; nil means
+	// the real machine's.
+	ProbeNode func() (NodeFacts, error)
+	// Clock is the time source; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Builder translates pods into CRI sandbox and container configs and
+// prepares on the host what those configs name: the pod's directories,
+// its volumes and subPath mounts, /etc/hosts, termination-message files
+// and user-namespace mappings. It is safe for concurrent use by many pod
+// workers, each working on a different pod UID.
+type Builder struct {
+	// images answers the one runtime question the translation asks: the
+	// user an image runs as, when runAsNonRoot must be verified.
+	images internalapi.ImageManagerService
+	opts   Options
+	clock  clock.Clock
+
+	// The machine's figures, probed once on first use.
+	nodeOnce sync.Once
+	node     NodeFacts
+	nodeErr  error
+
+	// userns hands out pods' user-namespace ID ranges (userns.go); it
+	// guards itself.
+	userns usernsAllocator
+}
+
+// New builds a Builder over the runtime's image service.
+func New(images internalapi.ImageManagerService, opts Options) *Builder {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = "/var/log/pods"
+	}
+	b := &Builder{images: images, opts: opts, clock: opts.Clock}
+	b.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
+	return b
+}
