@@ -19,8 +19,8 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseAllowedSigners:./internal/source/ FuzzVerifySignature:./internal/source/ FuzzDecodeSerial:./internal/source/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./internal/kuberuntime/ FuzzUnescapeMountPath:./internal/kuberuntime/ FuzzEnvFileValue:./internal/kuberuntime/ FuzzParseDockerConfig:./internal/kuberuntime/ \
-	FuzzOpenSubPath:./internal/kuberuntime/
+	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/kuberuntime/ \
+	FuzzOpenSubPath:./internal/criconfig/
 
 .PHONY: all build test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/poddns"
 	"github.com/berth-agent/berth/internal/podenv"
 )
 
@@ -53,6 +54,8 @@ type Builder struct {
 	images internalapi.ImageManagerService
 	opts   Options
 	clock  clock.Clock
+	// dns makes the sandboxes' DNS configs from Options' resolver settings.
+	dns poddns.Config
 
 	// The machine's figures, probed once on first use.
 	nodeOnce sync.Once
@@ -72,7 +75,10 @@ func New(images internalapi.ImageManagerService, opts Options) *Builder {
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = "/var/log/pods"
 	}
-	b := &Builder{images: images, opts: opts, clock: opts.Clock}
+	b := &Builder{
+		images: images, opts: opts, clock: opts.Clock,
+		dns: poddns.Config{ResolvConf: opts.ResolvConf, ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain},
+	}
 	b.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
 	return b
 }

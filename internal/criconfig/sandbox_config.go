@@ -53,7 +53,7 @@ func (b *Builder) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		}
 		cfg.Hostname = hostname
 	}
-	dns, err := b.dnsConfig(pod)
+	dns, err := b.dns.For(pod)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,4 +1,4 @@
-package criconfig
+package poddns
 
 import (
 	"fmt"
@@ -138,12 +138,12 @@ func TestDNSConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := New(nil, Options{ResolvConf: tt.resolv, ClusterDNS: tt.clusterDNS, ClusterDomain: tt.domain})
+			c := Config{ResolvConf: tt.resolv, ClusterDNS: tt.clusterDNS, ClusterDomain: tt.domain}
 			pod := &v1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "prod"},
 				Spec:       v1.PodSpec{DNSPolicy: tt.policy, HostNetwork: tt.hostNet, DNSConfig: tt.dnsConfig},
 			}
-			got, err := m.dnsConfig(pod)
+			got, err := c.For(pod)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

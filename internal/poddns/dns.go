@@ -1,4 +1,4 @@
-package criconfig
+package poddns
 
 import (
 	"bufio"
@@ -11,6 +11,16 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
+
+// Config is what a pod's DNS config is made from, from berth's flags.
+type Config struct {
+	// ResolvConf is the host's resolver file for dnsPolicy Default and
+	// ClusterFirst without cluster DNS; "" disables DNS config.
+	ResolvConf string
+	// ClusterDNS and ClusterDomain, for dnsPolicy ClusterFirst; optional.
+	ClusterDNS    []string
+	ClusterDomain string
+}
 
 // The resolver's limits the kubelet enforces, so a pod never gets a
 // resolv.conf its libc silently truncates.
@@ -64,18 +74,18 @@ func parseResolvConf(r io.Reader) (resolvConf, error) {
 
 // hostResolvConf reads the host's resolver file, or an empty one when berth
 // is configured without one.
-func (b *Builder) hostResolvConf() (resolvConf, error) {
-	if b.opts.ResolvConf == "" {
+func (c Config) hostResolvConf() (resolvConf, error) {
+	if c.ResolvConf == "" {
 		return resolvConf{}, nil
 	}
-	f, err := os.Open(b.opts.ResolvConf)
+	f, err := os.Open(c.ResolvConf)
 	if err != nil {
 		return resolvConf{}, fmt.Errorf("read the host's resolver file: %w", err)
 	}
 	defer f.Close()
 	rc, err := parseResolvConf(f)
 	if err != nil {
-		return resolvConf{}, fmt.Errorf("read %s: %w", b.opts.ResolvConf, err)
+		return resolvConf{}, fmt.Errorf("read %s: %w", c.ResolvConf, err)
 	}
 	return rc, nil
 }
@@ -83,7 +93,7 @@ func (b *Builder) hostResolvConf() (resolvConf, error) {
 // effectiveDNSPolicy is the policy the kubelet actually applies: ClusterFirst
 // on the host network means Default (ClusterFirstWithHostNet opts in), and
 // ClusterFirst without cluster DNS configured falls back to Default.
-func (b *Builder) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
+func (c Config) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
 	policy := pod.Spec.DNSPolicy
 	switch policy {
 	case "", v1.DNSClusterFirst:
@@ -95,36 +105,36 @@ func (b *Builder) effectiveDNSPolicy(pod *v1.Pod) v1.DNSPolicy {
 	case v1.DNSClusterFirstWithHostNet:
 		policy = v1.DNSClusterFirst
 	}
-	if policy == v1.DNSClusterFirst && len(b.opts.ClusterDNS) == 0 {
+	if policy == v1.DNSClusterFirst && len(c.ClusterDNS) == 0 {
 		policy = v1.DNSDefault
 	}
 	return policy
 }
 
-// dnsConfig is the sandbox's DNS config for the pod's dnsPolicy and
+// For is the sandbox's DNS config for the pod's dnsPolicy and
 // dnsConfig. nil means "no opinion": the runtime copies the host's
 // resolv.conf, which is what berth wants when it was given no resolver file.
-func (b *Builder) dnsConfig(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
-	policy := b.effectiveDNSPolicy(pod)
+func (c Config) For(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
+	policy := c.effectiveDNSPolicy(pod)
 	var rc resolvConf
 	switch policy {
 	case v1.DNSNone:
 	case v1.DNSDefault:
-		if b.opts.ResolvConf == "" && pod.Spec.DNSConfig == nil {
+		if c.ResolvConf == "" && pod.Spec.DNSConfig == nil {
 			return nil, nil
 		}
-		host, err := b.hostResolvConf()
+		host, err := c.hostResolvConf()
 		if err != nil {
 			return nil, err
 		}
 		rc = host
 	case v1.DNSClusterFirst:
-		host, err := b.hostResolvConf()
+		host, err := c.hostResolvConf()
 		if err != nil {
 			return nil, err
 		}
-		rc.nameservers = slices.Clone(b.opts.ClusterDNS)
-		if d := b.opts.ClusterDomain; d != "" {
+		rc.nameservers = slices.Clone(c.ClusterDNS)
+		if d := c.ClusterDomain; d != "" {
 			rc.searches = []string{pod.Namespace + ".svc." + d, "svc." + d, d}
 		}
 		rc.searches = append(rc.searches, host.searches...)
