@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/poddns"
 	"github.com/berth-agent/berth/internal/podenv"
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // Options are the translation's settings, from berth's flags.
@@ -38,7 +39,7 @@ type Options struct {
 	ResolveImageMounts func(ctx context.Context, mounts []*runtimeapi.Mount) error
 	// ProbeNode reads the machine's figures, once, on first use; nil means
 	// the real machine's.
-	ProbeNode func() (NodeFacts, error)
+	ProbeNode func() (podresources.NodeFacts, error)
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
 }
@@ -59,7 +60,7 @@ type Builder struct {
 
 	// The machine's figures, probed once on first use.
 	nodeOnce sync.Once
-	node     NodeFacts
+	node     podresources.NodeFacts
 	nodeErr  error
 
 	// userns hands out pods' user-namespace ID ranges (userns.go); it
@@ -81,4 +82,16 @@ func New(images internalapi.ImageManagerService, opts Options) *Builder {
 	}
 	b.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
 	return b
+}
+
+// nodeFacts probes the machine once and remembers the answer.
+func (b *Builder) nodeFacts() (podresources.NodeFacts, error) {
+	b.nodeOnce.Do(func() {
+		probe := b.opts.ProbeNode
+		if probe == nil {
+			probe = func() (podresources.NodeFacts, error) { return podresources.ProbeMachine(b.opts.RootDir) }
+		}
+		b.node, b.nodeErr = probe()
+	})
+	return b.node, b.nodeErr
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podpath"
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // ContainerConfig is the CRI config of the container's start number
@@ -67,8 +68,8 @@ func (b *Builder) ContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if ids := imageVolumeIDs(mounts); ids != "" {
 		annotations[AnnotationImageVolumes] = ids
 	}
-	resources := linuxResources(c.Resources)
-	resources.OomScoreAdj = oomScoreAdj(pod, c, facts)
+	resources := podresources.Linux(c.Resources)
+	resources.OomScoreAdj = podresources.OOMScoreAdj(pod, c, facts)
 
 	// The runtime joins LogPath to the sandbox's log directory: the
 	// container's name must not lead it anywhere else.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podpath"
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // containerMounts is the container's mounts: its volumeMounts in spec order,
@@ -260,7 +261,7 @@ func (b *Builder) memoryVolumeSize(pod *v1.Pod, ed *v1.EmptyDirVolumeSource) (in
 		return 0, err
 	}
 	size := facts.Allocatable.Memory().Value()
-	if lim, ok := podRequirements(pod).Limits[v1.ResourceMemory]; ok && !lim.IsZero() {
+	if lim, ok := podresources.PodRequirements(pod).Limits[v1.ResourceMemory]; ok && !lim.IsZero() {
 		size = lim.Value()
 	}
 	if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() && ed.SizeLimit.Value() < size {

@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/podpath"
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // maxHostnameLen is the longest hostname the kernel and DNS accept.
@@ -70,10 +71,10 @@ func (b *Builder) SandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{
 		SecurityContext: sc,
 		Sysctls:         sysctls(pod),
-		Resources:       linuxResources(podRequirements(pod)),
+		Resources:       podresources.Linux(podresources.PodRequirements(pod)),
 	}
 	if len(pod.Spec.Overhead) > 0 {
-		cfg.Linux.Overhead = linuxResources(v1.ResourceRequirements{Requests: pod.Spec.Overhead, Limits: pod.Spec.Overhead})
+		cfg.Linux.Overhead = podresources.Linux(v1.ResourceRequirements{Requests: pod.Spec.Overhead, Limits: pod.Spec.Overhead})
 	}
 	return cfg, nil
 }

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // newCfgBuilder is a Builder over the cri-api fake image service with its
@@ -35,8 +37,8 @@ func newCfgBuilder(t *testing.T, opts Options) (*Builder, *fakeri.FakeImageServi
 
 // testNodeFacts are a machine's figures: 4 CPUs, 8 GiB, 100 GiB of disk,
 // berth at oom_score_adj -999.
-func testNodeFacts() (NodeFacts, error) {
-	return NodeFacts{
+func testNodeFacts() (podresources.NodeFacts, error) {
+	return podresources.NodeFacts{
 		Allocatable: v1.ResourceList{
 			v1.ResourceCPU:              resource.MustParse("4"),
 			v1.ResourceMemory:           resource.MustParse("8Gi"),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podpath/podpathtest"
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // newCfgManager is a Manager over the cri-api fakes with its state and log
@@ -33,8 +34,8 @@ func newCfgManager(t *testing.T, opts Options) (*Manager, *fakeri.FakeRuntimeSer
 	}
 	rt, img := fakeri.NewFakeRuntimeService(), fakeri.NewFakeImageService()
 	m := NewManager(rt, img, opts)
-	m.config = criconfig.New(img, m.configOptions(func() (criconfig.NodeFacts, error) {
-		return criconfig.NodeFacts{
+	m.config = criconfig.New(img, m.configOptions(func() (podresources.NodeFacts, error) {
+		return podresources.NodeFacts{
 			Allocatable: v1.ResourceList{
 				v1.ResourceCPU:              resource.MustParse("4"),
 				v1.ResourceMemory:           resource.MustParse("8Gi"),

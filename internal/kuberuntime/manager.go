@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
+	"github.com/berth-agent/berth/internal/podresources"
 )
 
 // Options are the runtime manager's settings, from berth's flags.
@@ -159,7 +160,7 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 
 // configOptions are the translation's settings from the Manager's; probe
 // reads the machine's figures (nil: the real machine's).
-func (m *Manager) configOptions(probe func() (criconfig.NodeFacts, error)) criconfig.Options {
+func (m *Manager) configOptions(probe func() (podresources.NodeFacts, error)) criconfig.Options {
 	return criconfig.Options{
 		RootDir:            m.opts.RootDir,
 		PodLogsDir:         m.opts.PodLogsDir,

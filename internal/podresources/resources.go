@@ -1,4 +1,4 @@
-package criconfig
+package podresources
 
 import (
 	"bufio"
@@ -40,21 +40,9 @@ type NodeFacts struct {
 	MinOOMScoreAdj int64
 }
 
-// nodeFacts probes the machine once and remembers the answer.
-func (b *Builder) nodeFacts() (NodeFacts, error) {
-	b.nodeOnce.Do(func() {
-		probe := b.opts.ProbeNode
-		if probe == nil {
-			probe = func() (NodeFacts, error) { return probeMachine(b.opts.RootDir) }
-		}
-		b.node, b.nodeErr = probe()
-	})
-	return b.node, b.nodeErr
-}
-
-// probeMachine reads the CPU count, total memory, the size of the file
+// ProbeMachine reads the CPU count, total memory, the size of the file
 // system holding rootDir, and this process's oom_score_adj.
-func probeMachine(rootDir string) (NodeFacts, error) {
+func ProbeMachine(rootDir string) (NodeFacts, error) {
 	mem, err := memTotal()
 	if err != nil {
 		return NodeFacts{}, err
@@ -120,10 +108,10 @@ func milliCPUToQuota(milli int64) int64 {
 	return max(milli*quotaPeriod/milliCPUPerCPU, minQuotaPeriod)
 }
 
-// linuxResources turns requests and limits into cgroup settings the way the
+// Linux turns requests and limits into cgroup settings the way the
 // kubelet does: shares from the CPU request (the limit when only that is
 // set), quota from the CPU limit, the memory limit, and hugepage limits.
-func linuxResources(r v1.ResourceRequirements) *runtimeapi.LinuxContainerResources {
+func Linux(r v1.ResourceRequirements) *runtimeapi.LinuxContainerResources {
 	cpuReq, cpuLim := r.Requests.Cpu(), r.Limits.Cpu()
 	lr := &runtimeapi.LinuxContainerResources{}
 	if cpuReq.IsZero() && !cpuLim.IsZero() {
@@ -173,12 +161,12 @@ func sortHugepages(h []*runtimeapi.HugepageLimit) {
 	slices.SortFunc(h, func(a, b *runtimeapi.HugepageLimit) int { return strings.Compare(a.PageSize, b.PageSize) })
 }
 
-// oomScoreAdj is the kubelet's QoS-based oom_score_adj: Guaranteed pods are
+// OOMScoreAdj is the kubelet's QoS-based oom_score_adj: Guaranteed pods are
 // protected, BestEffort go first, Burstable ones in between by their memory
 // request. It never goes below berth's own (see NodeFacts.MinOOMScoreAdj).
-func oomScoreAdj(pod *v1.Pod, c *v1.Container, facts NodeFacts) int64 {
+func OOMScoreAdj(pod *v1.Pod, c *v1.Container, facts NodeFacts) int64 {
 	var adj int64
-	switch qosClass(pod) {
+	switch QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
 		adj = guaranteedOOMAdj
 	case v1.PodQOSBestEffort:
@@ -195,11 +183,11 @@ func oomScoreAdj(pod *v1.Pod, c *v1.Container, facts NodeFacts) int64 {
 	return max(adj, facts.MinOOMScoreAdj)
 }
 
-// qosClass is the pod's QoS class from CPU and memory alone: Guaranteed when
+// QOSClass is the pod's QoS class from CPU and memory alone: Guaranteed when
 // every container limits both with requests equal to the limits (an unset
 // request defaults to the limit), BestEffort when no container requests or
 // limits either, Burstable otherwise.
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
+func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	anySet, guaranteed := false, true
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
@@ -224,12 +212,12 @@ func qosClass(pod *v1.Pod) v1.PodQOSClass {
 	return v1.PodQOSBurstable
 }
 
-// podRequirements sums what the pod's containers ask for, the way the
+// PodRequirements sums what the pod's containers ask for, the way the
 // scheduler sizes a pod: the larger of the app containers' sum and the
 // largest init container, plus overhead. A limit only exists for the pod
 // when every app container sets it; one unlimited container makes the pod
 // unlimited. It sizes the sandbox's cgroup.
-func podRequirements(pod *v1.Pod) v1.ResourceRequirements {
+func PodRequirements(pod *v1.Pod) v1.ResourceRequirements {
 	sum := func(get func(v1.ResourceRequirements) v1.ResourceList, needAll bool) v1.ResourceList {
 		out := v1.ResourceList{}
 		count := map[v1.ResourceName]int{}
