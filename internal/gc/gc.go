@@ -8,6 +8,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
@@ -80,7 +81,7 @@ type Collector struct {
 	// pass.
 	logs     logRotator
 	imageUse imageTracker
-	failures *kuberuntime.Backoff
+	failures *backoff.Keyed
 }
 
 // New builds a collector over the runtime's services and the runtime
@@ -94,6 +95,6 @@ func New(runtime Runtime, images Images, manager Manager, opts Options) *Collect
 	}
 	return &Collector{
 		runtime: runtime, images: images, manager: manager, opts: opts, clock: opts.Clock,
-		failures: kuberuntime.NewBackoff(opts.Clock, 10*time.Second, 5*time.Minute),
+		failures: backoff.New(opts.Clock, 10*time.Second, 5*time.Minute),
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/internal/backoff"
 )
 
 func TestBackoffNextWithin(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	b := NewBackoff(clk, 10*time.Second, 5*time.Minute)
+	b := backoff.New(clk, 10*time.Second, 5*time.Minute)
 	tests := []struct {
 		key     string
 		ceiling time.Duration

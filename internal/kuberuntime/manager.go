@@ -8,6 +8,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podresources"
@@ -89,12 +90,12 @@ type Manager struct {
 
 	// pullBackoff is keyed by image and credentials (pullBackoffKey),
 	// crashBackoff by pod UID and container name; both guard themselves.
-	pullBackoff  *Backoff
-	crashBackoff *Backoff
+	pullBackoff  *backoff.Keyed
+	crashBackoff *backoff.Keyed
 	// sandboxNameBackoff is keyed by pod UID: the retries of a sandbox
 	// whose name the runtime still reserves for an earlier request
 	// (sandbox_name.go). It guards itself.
-	sandboxNameBackoff *Backoff
+	sandboxNameBackoff *backoff.Keyed
 
 	// Observation and killing (relist.go, kill.go).
 	// statusCache holds the status details the CRI lists lack, per object;
@@ -148,10 +149,10 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		opts:         opts,
 		clock:        opts.Clock,
 		log:          opts.Logger,
-		pullBackoff:  NewBackoff(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
-		crashBackoff: NewBackoff(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
+		pullBackoff:  backoff.New(opts.Clock, opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax),
+		crashBackoff: backoff.New(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
 
-		sandboxNameBackoff: NewBackoff(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
+		sandboxNameBackoff: backoff.New(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
 	}
 	m.preStop = m.runPreStop
 	m.config = criconfig.New(images, m.configOptions(nil))

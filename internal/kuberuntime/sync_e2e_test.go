@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/criconfig"
 )
@@ -225,7 +226,7 @@ func TestE2ESyncPodVolumesAndMemoryLimit(t *testing.T) {
 // count grows and each restart waits the doubled back-off after the exit.
 func TestE2ESyncPodCrashLoopBackoff(t *testing.T) {
 	m := newE2EManager(t)
-	m.crashBackoff = NewBackoff(m.clock, time.Second, 8*time.Second)
+	m.crashBackoff = backoff.New(m.clock, time.Second, 8*time.Second)
 	ctx := context.Background()
 	pod := syncE2EPod(t, m, "crash", "echo run; exit 3")
 

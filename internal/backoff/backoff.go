@@ -1,4 +1,4 @@
-package kuberuntime
+package backoff
 
 import (
 	"sync"
@@ -7,11 +7,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Backoff is a per-key exponential back-off, used for image pulls (per image)
+// Keyed is a per-key exponential back-off, used for image pulls (per image)
 // and crash loops (per pod UID and container name). A key that has been quiet
 // for twice the maximum delay starts again from the initial delay, which is
 // the kubelet's "reset after 10 minutes of running" for the default 5 minutes.
-type Backoff struct {
+type Keyed struct {
 	clock   clock.PassiveClock
 	initial time.Duration
 	max     time.Duration
@@ -25,24 +25,24 @@ type backoffEntry struct {
 	last  time.Time // when delay was last raised
 }
 
-// NewBackoff returns a back-off starting at initial and doubling up to max.
-func NewBackoff(c clock.PassiveClock, initial, max time.Duration) *Backoff {
+// New returns a back-off starting at initial and doubling up to max.
+func New(c clock.PassiveClock, initial, max time.Duration) *Keyed {
 	if max < initial {
 		max = initial
 	}
-	return &Backoff{clock: c, initial: initial, max: max, entries: map[string]backoffEntry{}}
+	return &Keyed{clock: c, initial: initial, max: max, entries: map[string]backoffEntry{}}
 }
 
 // Next records one more failure of key and returns the delay that now applies
 // to it: initial on the first failure, doubled on each later one, capped at max.
-func (b *Backoff) Next(key string) time.Duration {
+func (b *Keyed) Next(key string) time.Duration {
 	return b.NextWithin(key, b.max)
 }
 
 // NextWithin is Next under a lower ceiling for this key alone (a pod's own
 // crash-loop ceiling): the delay never exceeds ceiling, the first one
-// included. A ceiling above the Backoff's max is the max.
-func (b *Backoff) NextWithin(key string, ceiling time.Duration) time.Duration {
+// included. A ceiling above the back-off's max is the max.
+func (b *Keyed) NextWithin(key string, ceiling time.Duration) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ceiling = min(ceiling, b.max)
@@ -62,7 +62,7 @@ func (b *Backoff) NextWithin(key string, ceiling time.Duration) time.Duration {
 
 // Remaining reports how long key must still wait after a failure at since; 0
 // means it may be retried now. A key without failures never waits.
-func (b *Backoff) Remaining(key string, since time.Time) time.Duration {
+func (b *Keyed) Remaining(key string, since time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -75,7 +75,7 @@ func (b *Backoff) Remaining(key string, since time.Time) time.Duration {
 
 // RemainingSinceLast is Remaining measured from key's most recent failure,
 // for callers that do not keep the failure time themselves (image pulls).
-func (b *Backoff) RemainingSinceLast(key string) time.Duration {
+func (b *Keyed) RemainingSinceLast(key string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -87,7 +87,7 @@ func (b *Backoff) RemainingSinceLast(key string) time.Duration {
 }
 
 // Delay is the delay currently recorded for key, 0 if none.
-func (b *Backoff) Delay(key string) time.Duration {
+func (b *Keyed) Delay(key string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[key]
@@ -98,7 +98,7 @@ func (b *Backoff) Delay(key string) time.Duration {
 }
 
 // Reset forgets key, so its next failure starts from the initial delay.
-func (b *Backoff) Reset(key string) {
+func (b *Keyed) Reset(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.entries, key)
@@ -106,7 +106,7 @@ func (b *Backoff) Reset(key string) {
 
 // GC drops entries that have expired, so keys of pods long gone do not
 // accumulate over years of uptime.
-func (b *Backoff) GC() {
+func (b *Keyed) GC() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -118,7 +118,7 @@ func (b *Backoff) GC() {
 }
 
 // Len is the number of keys tracked, for leak tests and metrics.
-func (b *Backoff) Len() int {
+func (b *Keyed) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.entries)
@@ -126,6 +126,6 @@ func (b *Backoff) Len() int {
 
 // expired is true when the key has been quiet for twice the maximum delay.
 // Callers hold b.mu.
-func (b *Backoff) expired(e backoffEntry, now time.Time) bool {
+func (b *Keyed) expired(e backoffEntry, now time.Time) bool {
 	return now.Sub(e.last) > 2*b.max
 }

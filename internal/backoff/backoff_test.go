@@ -1,4 +1,4 @@
-package kuberuntime
+package backoff
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 func TestBackoffNextDoublesAndCaps(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	b := NewBackoff(clk, 10*time.Second, 5*time.Minute)
+	b := New(clk, 10*time.Second, 5*time.Minute)
 	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute}
 	for i, w := range want {
 		if got := b.Next("k"); got != w {
@@ -40,7 +40,7 @@ func TestBackoffRemaining(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(start)
-			b := NewBackoff(clk, 10*time.Second, 5*time.Minute)
+			b := New(clk, 10*time.Second, 5*time.Minute)
 			for range tt.failures {
 				b.Next("k")
 			}
@@ -55,7 +55,7 @@ func TestBackoffRemaining(t *testing.T) {
 func TestBackoffResetAndGC(t *testing.T) {
 	start := time.Unix(1000, 0)
 	clk := clocktesting.NewFakePassiveClock(start)
-	b := NewBackoff(clk, time.Second, 4*time.Second)
+	b := New(clk, time.Second, 4*time.Second)
 	b.Next("a")
 	b.Next("a")
 	b.Reset("a")
@@ -76,7 +76,7 @@ func TestBackoffResetAndGC(t *testing.T) {
 func TestBackoffRemainingSinceLast(t *testing.T) {
 	start := time.Unix(1000, 0)
 	clk := clocktesting.NewFakePassiveClock(start)
-	b := NewBackoff(clk, 10*time.Second, 5*time.Minute)
+	b := New(clk, 10*time.Second, 5*time.Minute)
 	if got := b.RemainingSinceLast("k"); got != 0 {
 		t.Fatalf("no failure: %v, want 0", got)
 	}
