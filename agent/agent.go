@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/agent/prober"
-	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/cri/gc"
+	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -142,12 +142,12 @@ type Agent struct {
 
 // New builds an agent over the merge store and the runtime side, each part
 // passed explicitly so that none can be missing: events is the log the
-// runtime manager records into (the cri.Options.Recorder it was built
+// runtime manager records into (the kuberuntime.Options.Recorder it was built
 // with), rt the runtime manager, which each sync hands the probes'
 // verdicts; exec runs the exec probes (a handlers.Execer over the same
 // runtime in berth); collector runs the garbage collection passes cfg.GC
 // configures (a gc.Collector over the same runtime manager).
-func New(cfg Config, store *store.Store, events *EventLog, rt *cri.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
+func New(cfg Config, store *store.Store, events *EventLog, rt *kuberuntime.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	if cfg.GC != nil {
@@ -373,7 +373,7 @@ func (a *Agent) reject(pod *v1.Pod, used int) {
 	st := pendingStatus(pod, "OutOfpods", msg, a.cfg.Clock.Now())
 	st.Phase = v1.PodFailed
 	a.status.set(pod, st)
-	a.events.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, "OutOfpods", msg)
+	a.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, "OutOfpods", msg)
 }
 
 // handleRelist takes one PLEG turn: runtime health, start-up holds, and the
@@ -443,7 +443,7 @@ func (a *Agent) housekeeping() {
 // asks for, but only once every source has delivered: before that, an
 // unknown pod may simply not have been read yet. seen is when the runtime
 // was read: a pod removed by its lane since then is a stale sighting.
-func (a *Agent) cleanupOrphan(st *cri.PodStatus, seen time.Time) {
+func (a *Agent) cleanupOrphan(st *kuberuntime.PodStatus, seen time.Time) {
 	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.finishedSince(st.UID, seen) {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/agent/podlogs"
-	"github.com/berth-agent/berth/cri/podpath"
+	"github.com/berth-agent/berth/internal/podpath"
 )
 
 // logRequestError is a log request berth cannot serve, with the HTTP status

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -189,12 +189,12 @@ func TestAPIEvents(t *testing.T) {
 	pod, st := webPod()
 	b.agent.status.set(pod, st)
 	ev := b.agent.events
-	ev.Event(pod.UID, pod.Name, pod.Namespace, cri.EventNormal, "Pulled", `Container image "busybox:1.36" already present on machine`)
+	ev.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventNormal, "Pulled", `Container image "busybox:1.36" already present on machine`)
 	b.clock.Step(time.Second)
-	ev.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, "BackOff", "Back-off restarting failed container web")
+	ev.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, "BackOff", "Back-off restarting failed container web")
 	b.clock.Step(time.Second)
-	ev.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, "BackOff", "Back-off restarting failed container web")
-	ev.Event("other", "x", "default", cri.EventNormal, "Started", "not this pod's")
+	ev.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, "BackOff", "Back-off restarting failed container web")
+	ev.Event("other", "x", "default", kuberuntime.EventNormal, "Started", "not this pod's")
 
 	code, body := b.get(t, "/pods/default/web-node1/events", false)
 	if code != http.StatusOK {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // eventsPerPod bounds the ring of recent events kept for each pod.
@@ -19,16 +19,16 @@ const eventsPerPod = 50
 // recorded it (Pulling, Started, BackOff, Killing, ...). A repeat of the
 // newest event bumps its Count instead of taking a slot.
 type Event struct {
-	Type      cri.EventType `json:"type"`
-	Reason    string        `json:"reason"`
-	Message   string        `json:"message"`
-	Count     int           `json:"count"`
-	FirstSeen time.Time     `json:"firstTimestamp"`
-	LastSeen  time.Time     `json:"lastTimestamp"`
+	Type      kuberuntime.EventType `json:"type"`
+	Reason    string                `json:"reason"`
+	Message   string                `json:"message"`
+	Count     int                   `json:"count"`
+	FirstSeen time.Time             `json:"firstTimestamp"`
+	LastSeen  time.Time             `json:"lastTimestamp"`
 }
 
 // EventLog keeps a bounded ring of recent events per pod and logs each new
-// one. It implements cri.Recorder.
+// one. It implements kuberuntime.Recorder.
 type EventLog struct {
 	clock clock.PassiveClock
 	log   *slog.Logger
@@ -39,7 +39,7 @@ type EventLog struct {
 }
 
 // NewEventLog returns the event log to hand to both the runtime manager (as
-// its cri.Recorder) and the agent (Config.Events).
+// its kuberuntime.Recorder) and the agent (Config.Events).
 func NewEventLog(c clock.PassiveClock, log *slog.Logger) *EventLog {
 	return newEventLog(c, log, eventsPerPod)
 }
@@ -50,7 +50,7 @@ func newEventLog(c clock.PassiveClock, log *slog.Logger, limit int) *EventLog {
 
 // Event records and logs one event; it never blocks on anything but the
 // ring's mutex.
-func (l *EventLog) Event(uid types.UID, podName, podNamespace string, typ cri.EventType, reason, message string) {
+func (l *EventLog) Event(uid types.UID, podName, podNamespace string, typ kuberuntime.EventType, reason, message string) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	ring := l.pods[uid]
@@ -68,7 +68,7 @@ func (l *EventLog) Event(uid types.UID, podName, podNamespace string, typ cri.Ev
 	l.mu.Unlock()
 
 	level := slog.LevelInfo
-	if typ == cri.EventWarning {
+	if typ == kuberuntime.EventWarning {
 		level = slog.LevelWarn
 	}
 	l.log.Log(context.Background(), level, message, "event", reason, "pod", podName, "namespace", podNamespace, "uid", uid)

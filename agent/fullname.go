@@ -1,6 +1,6 @@
 // Package agent is berth's one reconcile loop and what hangs off it: the sync
 // loop, pod workers, termination, static-pod exclusivity, pod status, orphan
-// cleanup, health and sd_notify. It wires manifest (desired state) to cri
+// cleanup, health and sd_notify. It wires manifest (desired state) to kuberuntime
 // (the runtime).
 package agent
 

@@ -14,12 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/cri/gc"
+	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // GCConfig is the garbage collection that keeps a device's disk from
-// filling up (cri/gc):
+// filling up (internal/gc):
 // container and sandbox GC, log rotation, image GC and the sweep of
 // leftover pod directories.
 type GCConfig struct {
@@ -68,7 +68,7 @@ type gcRuntime interface {
 	GarbageCollect(ctx context.Context, in gc.Input) gc.Result
 	SweepPodDirs(keep func(types.UID) bool) ([]gc.Removal, error)
 	RotateLogs(ctx context.Context, containerIDs []string, policy gc.LogRotationPolicy) gc.LogRotationResult
-	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*cri.PodStatus) gc.ImageResult
+	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*kuberuntime.PodStatus) gc.ImageResult
 }
 
 var _ gcRuntime = (*gc.Collector)(nil)
@@ -86,7 +86,7 @@ type gcPods struct {
 // snapshot is a relist result handed over by the sync loop.
 type snapshot struct {
 	at   time.Time
-	pods map[types.UID]*cri.PodStatus
+	pods map[types.UID]*kuberuntime.PodStatus
 }
 
 // gcLoop schedules berth's garbage collection in goroutines of its own, off
@@ -125,7 +125,7 @@ func newGCLoop(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, lo
 
 // offer hands over the sync loop's latest relist and wakes a container GC
 // pass; it never blocks. A nil gcLoop ignores it.
-func (h *gcLoop) offer(at time.Time, pods map[types.UID]*cri.PodStatus) {
+func (h *gcLoop) offer(at time.Time, pods map[types.UID]*kuberuntime.PodStatus) {
 	if h == nil || pods == nil {
 		return
 	}
@@ -284,7 +284,7 @@ func (h *gcLoop) report(removed []gc.Removal, errs []error) {
 		default:
 			msg = fmt.Sprintf("Removed %d %s (%s)", n, plural(n, "old sandbox"), g.reason)
 		}
-		h.events.Event(g.uid, g.pod, g.namespace, cri.EventNormal, "ContainerGC", msg)
+		h.events.Event(g.uid, g.pod, g.namespace, kuberuntime.EventNormal, "ContainerGC", msg)
 	}
 	for _, err := range errs {
 		h.metrics.errors.Inc()
@@ -307,7 +307,7 @@ func (h *gcLoop) rotateLogs(ctx context.Context, s *snapshot) {
 	var ids []string
 	for _, p := range s.pods {
 		for _, c := range p.Containers {
-			if c.State == cri.ContainerStateRunning {
+			if c.State == kuberuntime.ContainerStateRunning {
 				ids = append(ids, c.ID)
 			}
 		}

@@ -24,16 +24,17 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/cri/gc"
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/store"
 )
 
 const testNode = "node1"
 
-// harness runs a real Agent over a real cri.Manager whose runtime and image
+// harness runs a real Agent over a real kuberuntime.Manager whose runtime and image
 // services are the cri-api fakes, on a fake clock, inside the test's
 // synctest bubble.
 type harness struct {
@@ -43,7 +44,7 @@ type harness struct {
 	timers *atomic.Int64 // AfterFunc timers fired so far
 	rt     *recordingRuntime
 	img    *apitest.FakeImageService
-	mgr    *cri.Manager
+	mgr    *kuberuntime.Manager
 	store  *store.Store
 	agent  *Agent
 	reg    *prometheus.Registry
@@ -88,7 +89,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	events := NewEventLog(clk, log)
 	root, logs := t.TempDir(), t.TempDir()
-	h.mgr = cri.NewManager(h.rt, h.img, cri.Options{
+	h.mgr = kuberuntime.NewManager(h.rt, h.img, kuberuntime.Options{
 		NodeName: testNode, RootDir: root, PodLogsDir: logs, Clock: clk, Recorder: events,
 		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
 	})
@@ -351,20 +352,20 @@ func (r *recordingRuntime) RemoveContainer(ctx context.Context, id string) error
 // name in labels still has a ready sandbox or a container that is not
 // exited: the call would run two UIDs of one full name at once.
 func (r *recordingRuntime) checkExclusive(call string, labels map[string]string) {
-	name, ns, uid := labels[cri.LabelPodName], labels[cri.LabelPodNamespace], labels[cri.LabelPodUID]
+	name, ns, uid := labels[criconfig.LabelPodName], labels[criconfig.LabelPodNamespace], labels[criconfig.LabelPodUID]
 	other := func(l map[string]string) bool {
-		return l[cri.LabelPodName] == name && l[cri.LabelPodNamespace] == ns && l[cri.LabelPodUID] != uid
+		return l[criconfig.LabelPodName] == name && l[criconfig.LabelPodNamespace] == ns && l[criconfig.LabelPodUID] != uid
 	}
 	var found []string
 	r.FakeRuntimeService.Lock()
 	for _, s := range r.Sandboxes {
 		if other(s.Labels) && s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			found = append(found, "sandbox of uid "+s.Labels[cri.LabelPodUID]+" ready")
+			found = append(found, "sandbox of uid "+s.Labels[criconfig.LabelPodUID]+" ready")
 		}
 	}
 	for _, c := range r.Containers {
 		if other(c.Labels) && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
-			found = append(found, "container of uid "+c.Labels[cri.LabelPodUID]+" "+c.State.String())
+			found = append(found, "container of uid "+c.Labels[criconfig.LabelPodUID]+" "+c.State.String())
 		}
 	}
 	r.FakeRuntimeService.Unlock()
@@ -389,7 +390,7 @@ func (r *recordingRuntime) startInFlight(uid types.UID, name string, at time.Tim
 	defer r.FakeRuntimeService.Unlock()
 	var model *apitest.FakeContainer
 	for _, c := range r.Containers {
-		if c.Labels[cri.LabelPodUID] == string(uid) && c.Metadata.Name == name {
+		if c.Labels[criconfig.LabelPodUID] == string(uid) && c.Metadata.Name == name {
 			model = c
 		}
 	}
@@ -433,7 +434,7 @@ func (r *recordingRuntime) StopContainer(ctx context.Context, id string, timeout
 	r.FakeRuntimeService.Lock()
 	var uid types.UID
 	if c, ok := r.Containers[id]; ok {
-		uid = types.UID(c.Labels[cri.LabelPodUID])
+		uid = types.UID(c.Labels[criconfig.LabelPodUID])
 	}
 	r.FakeRuntimeService.Unlock()
 	r.mu.Lock()
@@ -476,7 +477,7 @@ func (r *recordingRuntime) running(uid types.UID) (containers, sandboxes int) {
 	r.FakeRuntimeService.Lock()
 	defer r.FakeRuntimeService.Unlock()
 	for _, c := range r.Containers {
-		if c.Labels[cri.LabelPodUID] == string(uid) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if c.Labels[criconfig.LabelPodUID] == string(uid) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			containers++
 		}
 	}
@@ -494,7 +495,7 @@ func (r *recordingRuntime) objects(uid types.UID) int {
 	defer r.FakeRuntimeService.Unlock()
 	n := 0
 	for _, c := range r.Containers {
-		if c.Labels[cri.LabelPodUID] == string(uid) {
+		if c.Labels[criconfig.LabelPodUID] == string(uid) {
 			n++
 		}
 	}
@@ -511,7 +512,7 @@ func (r *recordingRuntime) exit(uid types.UID, code int32, at time.Time) {
 	r.FakeRuntimeService.Lock()
 	defer r.FakeRuntimeService.Unlock()
 	for _, c := range r.Containers {
-		if c.Labels[cri.LabelPodUID] == string(uid) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if c.Labels[criconfig.LabelPodUID] == string(uid) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			c.State = runtimeapi.ContainerState_CONTAINER_EXITED
 			c.ExitCode = code
 			c.FinishedAt = at.UnixNano()

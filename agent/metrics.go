@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -86,17 +86,17 @@ func newMetrics(reg prometheus.Registerer, a *Agent) *metrics {
 }
 
 // observeSync counts what one SyncPod started or failed to start.
-func (m *metrics) observeSync(pod *v1.Pod, res cri.SyncResult) {
+func (m *metrics) observeSync(pod *v1.Pod, res kuberuntime.SyncResult) {
 	for _, r := range res.Results {
 		switch r.Action {
-		case cri.ActionCreatePodSandbox:
+		case kuberuntime.ActionCreatePodSandbox:
 			m.startedPods.Inc()
 			if r.Err != nil {
 				m.startedPodsErrors.Inc()
 			}
-		case cri.ActionStartContainer, cri.ActionInitContainer:
+		case kuberuntime.ActionStartContainer, kuberuntime.ActionInitContainer:
 			typ := "container"
-			if r.Action == cri.ActionInitContainer {
+			if r.Action == kuberuntime.ActionInitContainer {
 				typ = "init_container"
 			}
 			if r.Err == nil {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/agent/prober"
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -46,7 +46,7 @@ type podWorker struct {
 
 	// Guarded by podWorkers.mu.
 	pod        *v1.Pod // latest desired pod; nil for an orphan
-	observed   *cri.PodStatus
+	observed   *kuberuntime.PodStatus
 	observedAt time.Time
 	// observedOwn says observed is the lane's own read, not the PLEG's: on
 	// a tie with lastActed only an own read is known to follow the action.
@@ -218,7 +218,7 @@ func (p *podWorkers) updateLocked(pod *v1.Pod) {
 // observation still holds but for what the runtime does on its own (a
 // container that exits), which the next relist hands over as for any
 // lane. A pod whose lane exists is updated.
-func (p *podWorkers) addObserved(pod *v1.Pod, status *cri.PodStatus, at time.Time) {
+func (p *podWorkers) addObserved(pod *v1.Pod, status *kuberuntime.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[pod.UID]; ok {
@@ -227,7 +227,7 @@ func (p *podWorkers) addObserved(pod *v1.Pod, status *cri.PodStatus, at time.Tim
 	}
 	w := p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
 	if status == nil {
-		status = &cri.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		status = &kuberuntime.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	w.observed, w.observedAt = status, at
 }
@@ -252,7 +252,7 @@ func (p *podWorkers) remove(uid types.UID, grace *int64) {
 
 // terminateOrphan starts a lane that stops and removes a berth-owned pod no
 // source asks for. The caller has checked that every source is ready.
-func (p *podWorkers) terminateOrphan(status *cri.PodStatus) {
+func (p *podWorkers) terminateOrphan(status *kuberuntime.PodStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[status.UID]; ok {
@@ -268,7 +268,7 @@ func (p *podWorkers) terminateOrphan(status *cri.PodStatus) {
 
 // observe hands the lane of uid a fresh runtime observation and wakes it.
 // It reports whether such a lane exists.
-func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time) bool {
+func (p *podWorkers) observe(uid types.UID, status *kuberuntime.PodStatus, at time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -284,7 +284,7 @@ func (p *podWorkers) observe(uid types.UID, status *cri.PodStatus, at time.Time)
 // lane's observation: the next sync (a resync, a probe's wake-up) then
 // needs no runtime call of its own while nothing changed, and the PLEG
 // delivers a newer observation when something does.
-func (p *podWorkers) record(w *podWorker, status *cri.PodStatus, at time.Time) {
+func (p *podWorkers) record(w *podWorker, status *kuberuntime.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.recordLocked(w, status, at, p.clock.Now(), true) {
@@ -307,7 +307,7 @@ func (p *podWorkers) record(w *podWorker, status *cri.PodStatus, at time.Time) {
 // relists see no change and deliver nothing), so the observation is marked
 // stale instead, and the next sync reads the runtime. recordLocked reports
 // whether it marked it.
-func (p *podWorkers) recordLocked(w *podWorker, status *cri.PodStatus, at, now time.Time, own bool) bool {
+func (p *podWorkers) recordLocked(w *podWorker, status *kuberuntime.PodStatus, at, now time.Time, own bool) bool {
 	if w.observed != nil && !at.After(w.observedAt) && !(own && at.Equal(w.observedAt)) {
 		// Rejected, but its read may have ended after the kept one's.
 		if fingerprint(status) != fingerprint(w.observed) {
@@ -510,7 +510,7 @@ func (p *podWorkers) observeStep(op string, began time.Time) {
 // obs is the lane's latest observation, taken at obsAt, by the lane itself
 // when obsOwn; it is used instead of a runtime call when it is known to
 // follow the worker's last change of the runtime.
-func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
+func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *kuberuntime.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
 	log := p.log.With("pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 	status, ok := p.currentStatus(w, obs, obsAt, obsOwn, log)
 	if !ok {
@@ -524,7 +524,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 	if !p.takeStartSlot(w, pod, status, start) {
 		return
 	}
-	res := p.rt.SyncPod(p.ctx, pod, status, cri.SyncOptions{Actions: &actions, BeforePostStart: func() { p.startDone(w.uid) }})
+	res := p.rt.SyncPod(p.ctx, pod, status, kuberuntime.SyncOptions{Actions: &actions, BeforePostStart: func() { p.startDone(w.uid) }})
 	if start {
 		p.mu.Lock()
 		p.releaseStartLocked(w, res.Error() == nil)
@@ -540,7 +540,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *cri.PodStatus, obsAt t
 }
 
 // health is the probes' verdicts for a plan; nil without probes.
-func (p *podWorkers) health() cri.ContainerHealth {
+func (p *podWorkers) health() kuberuntime.ContainerHealth {
 	if p.probes == nil {
 		return nil
 	}
@@ -551,7 +551,7 @@ func (p *podWorkers) health() cri.ContainerHealth {
 // lane's observation when it follows the worker's last change of the
 // runtime, else a fresh read, kept as the observation. A failed read drops
 // the pod's start rank and requeues the lane; ok is false then.
-func (p *podWorkers) currentStatus(w *podWorker, obs *cri.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*cri.PodStatus, bool) {
+func (p *podWorkers) currentStatus(w *podWorker, obs *kuberuntime.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*kuberuntime.PodStatus, bool) {
 	if obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
 		return obs, true
 	}
@@ -576,7 +576,7 @@ func (p *podWorkers) currentStatus(w *podWorker, obs *cri.PodStatus, obsAt time.
 // takeStartSlot takes the start slots of a sync that starts a sandbox
 // (start), and reports whether the sync may go on; a sync that starts none
 // withdraws the pod from the start queue and goes on at once.
-func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *cri.PodStatus, start bool) bool {
+func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *kuberuntime.PodStatus, start bool) bool {
 	if start {
 		return p.acquireStart(w, pod, status)
 	}
@@ -589,7 +589,7 @@ func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *cri.PodSta
 // reread reads the pod's status after a sync acted, keeping it as the
 // lane's observation; on a failed read the status the sync began from
 // stands.
-func (p *podWorkers) reread(w *podWorker, status *cri.PodStatus) *cri.PodStatus {
+func (p *podWorkers) reread(w *podWorker, status *kuberuntime.PodStatus) *kuberuntime.PodStatus {
 	w.lastActed = p.clock.Now()
 	fresh, err := p.rt.PodStatus(p.ctx, w.uid)
 	if err != nil {
@@ -602,7 +602,7 @@ func (p *podWorkers) reread(w *podWorker, status *cri.PodStatus) *cri.PodStatus 
 // logSyncError logs a sync's failure. One the runtime manager made an
 // event of (a crash-loop back-off, a failed pull or start) is logged with
 // that event; only the others are logged here.
-func logSyncError(ctx context.Context, log *slog.Logger, res cri.SyncResult) {
+func logSyncError(ctx context.Context, log *slog.Logger, res kuberuntime.SyncResult) {
 	if err := res.UnrecordedError(); err != nil && ctx.Err() == nil {
 		warnUnlessUnreachable(log, "sync pod", err)
 	} else if err := res.Error(); err != nil {
@@ -613,7 +613,7 @@ func logSyncError(ctx context.Context, log *slog.Logger, res cri.SyncResult) {
 // syncedStatus builds the pod's status after a sync: the runtime's state,
 // why containers wait, and the probes' readiness (fed the runtime status
 // first).
-func (p *podWorkers) syncedStatus(pod *v1.Pod, status *cri.PodStatus, res cri.SyncResult, startTime time.Time) v1.PodStatus {
+func (p *podWorkers) syncedStatus(pod *v1.Pod, status *kuberuntime.PodStatus, res kuberuntime.SyncResult, startTime time.Time) v1.PodStatus {
 	waiting := map[string]waitReason{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if e := res.Waiting(c.Name); e != nil {
@@ -633,7 +633,7 @@ func (p *podWorkers) syncedStatus(pod *v1.Pod, status *cri.PodStatus, res cri.Sy
 
 // publish hands a synced pod's status to the rollback tracker, then to the
 // status store, and counts the sync and the pod's first time Running.
-func (p *podWorkers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res cri.SyncResult, startTime time.Time) {
+func (p *podWorkers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res kuberuntime.SyncResult, startTime time.Time) {
 	// The rollback tracker hears of a status before readers can see it:
 	// whoever sees a pod Ready may count on its trial having begun.
 	if p.onStatus != nil {
@@ -652,7 +652,7 @@ func (p *podWorkers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res cri
 
 // scheduleNext moves a pod that reached a terminal phase to terminating,
 // or requeues the lane when the sync asked to be retried.
-func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res cri.SyncResult, log *slog.Logger) {
+func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res kuberuntime.SyncResult, log *slog.Logger) {
 	switch {
 	case st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed:
 		log.Info("pod reached a terminal phase", "phase", st.Phase)
@@ -672,7 +672,7 @@ func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res cri.SyncRes
 // its place in the queue) and keeps status as the lane's observation, so
 // the sync that follows the grant starts from it instead of reading the
 // runtime again.
-func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *cri.PodStatus) bool {
+func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *kuberuntime.PodStatus) bool {
 	p.mu.Lock()
 	granted := p.starts.acquire(w.uid, w.priority, w.seq, startSlots(status))
 	p.reportStartsLocked()
@@ -850,7 +850,7 @@ func oneLine(err error) string {
 
 // finish removes a stopped pod's runtime objects and directory and closes
 // the lane. status may be nil when the caller has not just read it.
-func (p *podWorkers) finish(w *podWorker, status *cri.PodStatus) bool {
+func (p *podWorkers) finish(w *podWorker, status *kuberuntime.PodStatus) bool {
 	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	var err error
 	if status == nil {

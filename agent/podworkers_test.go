@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // stubRuntime is an instant in-memory podRuntime that records the pods
@@ -36,11 +36,11 @@ type stubRuntime struct {
 
 func newStubRuntime() *stubRuntime { return &stubRuntime{live: map[types.UID]bool{}} }
 
-func (s *stubRuntime) PlanPod(pod *v1.Pod, status *cri.PodStatus, health cri.ContainerHealth) cri.PodActions {
-	return cri.ComputePodActions(pod, status, health)
+func (s *stubRuntime) PlanPod(pod *v1.Pod, status *kuberuntime.PodStatus, health kuberuntime.ContainerHealth) kuberuntime.PodActions {
+	return kuberuntime.ComputePodActions(pod, status, health)
 }
 
-func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *cri.PodStatus, _ cri.SyncOptions) cri.SyncResult {
+func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *kuberuntime.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
 	s.mu.Lock()
 	s.synced = append(s.synced, pod.ResourceVersion)
 	s.live[pod.UID] = true
@@ -52,9 +52,9 @@ func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *cri.PodStatus, 
 		<-block
 	}
 	if syncErr != nil {
-		return cri.SyncResult{Results: []cri.ActionResult{{Action: cri.ActionStartContainer, Target: "app", Err: syncErr}}}
+		return kuberuntime.SyncResult{Results: []kuberuntime.ActionResult{{Action: kuberuntime.ActionStartContainer, Target: "app", Err: syncErr}}}
 	}
-	return cri.SyncResult{}
+	return kuberuntime.SyncResult{}
 }
 
 func (s *stubRuntime) syncs() int {
@@ -63,9 +63,11 @@ func (s *stubRuntime) syncs() int {
 	return len(s.synced)
 }
 
-func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *cri.PodStatus, *int64) error { return nil }
+func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *kuberuntime.PodStatus, *int64) error {
+	return nil
+}
 
-func (s *stubRuntime) RemovePod(_ context.Context, st *cri.PodStatus) error {
+func (s *stubRuntime) RemovePod(_ context.Context, st *kuberuntime.PodStatus) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removes++
@@ -97,12 +99,12 @@ func (s *stubRuntime) removeCalls() int {
 	return s.removes
 }
 
-func (s *stubRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
-	return &cri.PodStatus{UID: uid}, nil
+func (s *stubRuntime) PodStatus(_ context.Context, uid types.UID) (*kuberuntime.PodStatus, error) {
+	return &kuberuntime.PodStatus{UID: uid}, nil
 }
 
-func (s *stubRuntime) Relist(context.Context) (map[types.UID]*cri.PodStatus, error) {
-	return map[types.UID]*cri.PodStatus{}, nil
+func (s *stubRuntime) Relist(context.Context) (map[types.UID]*kuberuntime.PodStatus, error) {
+	return map[types.UID]*kuberuntime.PodStatus{}, nil
 }
 
 func (s *stubRuntime) CleanupPodDir(types.UID) error { return nil }
@@ -342,16 +344,16 @@ func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := time.Millisecond
-	state := func(name string, st cri.ContainerState) *cri.PodStatus {
-		return &cri.PodStatus{Name: name, Containers: []*cri.ContainerStatus{{ID: "c1", State: st}}}
+	state := func(name string, st kuberuntime.ContainerState) *kuberuntime.PodStatus {
+		return &kuberuntime.PodStatus{Name: name, Containers: []*kuberuntime.ContainerStatus{{ID: "c1", State: st}}}
 	}
-	relist, own := state("relist", cri.ContainerStateRunning), state("own", cri.ContainerStateRunning)
-	exited := state("relist", cri.ContainerStateExited)
+	relist, own := state("relist", kuberuntime.ContainerStateRunning), state("own", kuberuntime.ContainerStateRunning)
+	exited := state("relist", kuberuntime.ContainerStateExited)
 	for _, tc := range []struct {
 		name             string
-		first            *cri.PodStatus
+		first            *kuberuntime.PodStatus
 		firstAt          time.Time
-		next             *cri.PodStatus
+		next             *kuberuntime.PodStatus
 		nextAt, nextRecv time.Time
 		want             string
 		wantStale        bool
@@ -395,42 +397,42 @@ func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 type exitRuntime struct {
 	stubRuntime
 	mu    sync.Mutex // guards state, reads and seen
-	state cri.ContainerState
+	state kuberuntime.ContainerState
 	reads int
-	seen  []cri.ContainerState
+	seen  []kuberuntime.ContainerState
 }
 
-func (r *exitRuntime) status(uid types.UID) *cri.PodStatus {
-	return &cri.PodStatus{UID: uid, IPs: []string{"10.0.0.2"},
-		Sandboxes:  []*cri.SandboxStatus{{ID: "sb", State: cri.SandboxStateReady, IP: "10.0.0.2"}},
-		Containers: []*cri.ContainerStatus{{ID: "c1", Name: "app", SandboxID: "sb", State: r.state}}}
+func (r *exitRuntime) status(uid types.UID) *kuberuntime.PodStatus {
+	return &kuberuntime.PodStatus{UID: uid, IPs: []string{"10.0.0.2"},
+		Sandboxes:  []*kuberuntime.SandboxStatus{{ID: "sb", State: kuberuntime.SandboxStateReady, IP: "10.0.0.2"}},
+		Containers: []*kuberuntime.ContainerStatus{{ID: "c1", Name: "app", SandboxID: "sb", State: r.state}}}
 }
 
-func (r *exitRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
+func (r *exitRuntime) PodStatus(_ context.Context, uid types.UID) (*kuberuntime.PodStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reads++
 	return r.status(uid), nil
 }
 
-func (r *exitRuntime) PlanPod(pod *v1.Pod, status *cri.PodStatus, health cri.ContainerHealth) cri.PodActions {
-	return cri.ComputePodActions(pod, status, health)
+func (r *exitRuntime) PlanPod(pod *v1.Pod, status *kuberuntime.PodStatus, health kuberuntime.ContainerHealth) kuberuntime.PodActions {
+	return kuberuntime.ComputePodActions(pod, status, health)
 }
 
-func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *cri.PodStatus, _ cri.SyncOptions) cri.SyncResult {
+func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *kuberuntime.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, st.Containers[0].State)
 	if len(r.seen) == 1 {
-		return cri.SyncResult{Results: []cri.ActionResult{{Action: cri.ActionStartContainer, Target: "app"}}}
+		return kuberuntime.SyncResult{Results: []kuberuntime.ActionResult{{Action: kuberuntime.ActionStartContainer, Target: "app"}}}
 	}
-	return cri.SyncResult{}
+	return kuberuntime.SyncResult{}
 }
 
-func (r *exitRuntime) syncsSeen() []cri.ContainerState {
+func (r *exitRuntime) syncsSeen() []kuberuntime.ContainerState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]cri.ContainerState(nil), r.seen...)
+	return append([]kuberuntime.ContainerState(nil), r.seen...)
 }
 
 // TestPodWorkersExitSeenByAnOlderRelist: the lane acted and read the pod
@@ -442,7 +444,7 @@ func (r *exitRuntime) syncsSeen() []cri.ContainerState {
 func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
-		rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: cri.ContainerStateRunning}
+		rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: kuberuntime.ContainerStateRunning}
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
 		w.rt = rt
@@ -454,14 +456,14 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 		})
 
 		rt.mu.Lock()
-		rt.state = cri.ContainerStateExited
+		rt.state = kuberuntime.ContainerStateExited
 		exited := rt.status("u1")
 		rt.mu.Unlock()
 		w.observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
 
 		waitUntil(t, "a second sync", func() bool { return len(rt.syncsSeen()) == 2 })
-		if got := rt.syncsSeen()[1]; got != cri.ContainerStateExited {
-			t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, cri.ContainerStateExited)
+		if got := rt.syncsSeen()[1]; got != kuberuntime.ContainerStateExited {
+			t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, kuberuntime.ContainerStateExited)
 		}
 		cancel()
 		w.wait()

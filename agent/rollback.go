@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podrules"
 	"github.com/berth-agent/berth/internal/podspec"
 )
@@ -360,7 +360,7 @@ func (r *rollbacks) failLocked(tr *trial, why string, now time.Time) {
 		tr.window = 0
 		r.trials[pod.UID] = tr
 		r.total.WithLabelValues(rb.Reason).Inc()
-		r.events.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, rb.Reason, rb.Message)
+		r.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, rb.Reason, rb.Message)
 		return
 	}
 	rb.Reason, rb.Good = ReasonRolledBack, rec.LastReady.UID
@@ -369,8 +369,8 @@ func (r *rollbacks) failLocked(tr *trial, why string, now time.Time) {
 	rec.RolledBack = rb
 	r.saveLocked(k, rec)
 	r.total.WithLabelValues(rb.Reason).Inc()
-	r.events.Event(pod.UID, pod.Name, pod.Namespace, cri.EventWarning, rb.Reason, rb.Message)
-	r.events.Event(rec.LastReady.UID, pod.Name, pod.Namespace, cri.EventWarning, rb.Reason, rb.Message)
+	r.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, rb.Reason, rb.Message)
+	r.events.Event(rec.LastReady.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, rb.Reason, rb.Message)
 	r.pending = append(r.pending, rollbackAction{bad: pod, good: rec.LastReady})
 	select {
 	case r.due <- struct{}{}:

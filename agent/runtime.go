@@ -6,24 +6,24 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
-// podRuntime is what the agent needs of the runtime manager. *cri.Manager
+// podRuntime is what the agent needs of the runtime manager. *kuberuntime.Manager
 // implements it; the seam exists so the workers' own tests can count and
 // order calls.
 type podRuntime interface {
 	// PlanPod decides what SyncPod does for the pod from its status; the
 	// workers ask it whether a sync starts a sandbox (which waits for a
 	// start slot), then hand the same plan to SyncPod.
-	PlanPod(pod *v1.Pod, status *cri.PodStatus, health cri.ContainerHealth) cri.PodActions
-	SyncPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus, opts cri.SyncOptions) cri.SyncResult
-	KillPod(ctx context.Context, pod *v1.Pod, status *cri.PodStatus, gracePeriodOverride *int64) error
-	RemovePod(ctx context.Context, status *cri.PodStatus) error
-	PodStatus(ctx context.Context, uid types.UID) (*cri.PodStatus, error)
-	Relist(ctx context.Context) (map[types.UID]*cri.PodStatus, error)
+	PlanPod(pod *v1.Pod, status *kuberuntime.PodStatus, health kuberuntime.ContainerHealth) kuberuntime.PodActions
+	SyncPod(ctx context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, gracePeriodOverride *int64) error
+	RemovePod(ctx context.Context, status *kuberuntime.PodStatus) error
+	PodStatus(ctx context.Context, uid types.UID) (*kuberuntime.PodStatus, error)
+	Relist(ctx context.Context) (map[types.UID]*kuberuntime.PodStatus, error)
 	CleanupPodDir(uid types.UID) error
 	ForgetStaleBackoffs()
 }
 
-var _ podRuntime = (*cri.Manager)(nil)
+var _ podRuntime = (*kuberuntime.Manager)(nil)

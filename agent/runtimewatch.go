@@ -9,16 +9,16 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
-// runtimeEvents is a runtime that streams container events. *cri.Manager
-// implements it; runtimes without the call answer cri.ErrEventsUnsupported.
+// runtimeEvents is a runtime that streams container events. *kuberuntime.Manager
+// implements it; runtimes without the call answer kuberuntime.ErrEventsUnsupported.
 type runtimeEvents interface {
-	WatchEvents(ctx context.Context, opened func(), fn func(cri.ContainerEvent)) error
+	WatchEvents(ctx context.Context, opened func(), fn func(kuberuntime.ContainerEvent)) error
 }
 
-var _ runtimeEvents = (*cri.Manager)(nil)
+var _ runtimeEvents = (*kuberuntime.Manager)(nil)
 
 const (
 	// eventsGrace is how long a freshly opened stream must stay open (or
@@ -85,7 +85,7 @@ func (w *runtimeWatch) run(ctx context.Context) {
 		}
 		wait := retry
 		switch {
-		case errors.Is(err, cri.ErrEventsUnsupported):
+		case errors.Is(err, kuberuntime.ErrEventsUnsupported):
 			if !unsupportedLogged {
 				w.log.Info("the container runtime streams no container events; relisting it every period")
 				unsupportedLogged = true
@@ -138,7 +138,7 @@ func (w *runtimeWatch) trust(session uint64) {
 }
 
 // event records one event; the first proves the stream works.
-func (w *runtimeWatch) event(ev cri.ContainerEvent) {
+func (w *runtimeWatch) event(ev kuberuntime.ContainerEvent) {
 	w.log.Debug("container event", "containerID", ev.ContainerID, "sandboxID", ev.SandboxID, "type", ev.Type.String(), "at", ev.At)
 	w.mu.Lock()
 	defer w.mu.Unlock()

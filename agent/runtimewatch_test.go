@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // fakeEvents is a runtime event stream the test drives: every WatchEvents
@@ -28,12 +28,12 @@ type fakeEvents struct {
 // it with an error.
 type fakeStream struct {
 	opened func()
-	events chan cri.ContainerEvent
+	events chan kuberuntime.ContainerEvent
 	end    chan error
 }
 
-func (f *fakeEvents) WatchEvents(ctx context.Context, opened func(), fn func(cri.ContainerEvent)) error {
-	s := &fakeStream{opened: opened, events: make(chan cri.ContainerEvent), end: make(chan error)}
+func (f *fakeEvents) WatchEvents(ctx context.Context, opened func(), fn func(kuberuntime.ContainerEvent)) error {
+	s := &fakeStream{opened: opened, events: make(chan kuberuntime.ContainerEvent), end: make(chan error)}
 	select {
 	case f.streams <- s:
 	case <-ctx.Done():
@@ -58,9 +58,9 @@ type countingRuntime struct {
 	relists atomic.Int32
 }
 
-func (r *countingRuntime) Relist(context.Context) (map[types.UID]*cri.PodStatus, error) {
+func (r *countingRuntime) Relist(context.Context) (map[types.UID]*kuberuntime.PodStatus, error) {
 	r.relists.Add(1)
-	return map[types.UID]*cri.PodStatus{}, nil
+	return map[types.UID]*kuberuntime.PodStatus{}, nil
 }
 
 // plegEnv runs a PLEG with an event watch on a fake clock, inside the
@@ -159,7 +159,7 @@ func (e *plegEnv) waiters(n int) {
 func (e *plegEnv) event(s *fakeStream, at time.Time) {
 	e.t.Helper()
 	select {
-	case s.events <- cri.ContainerEvent{ContainerID: "c", At: at}:
+	case s.events <- kuberuntime.ContainerEvent{ContainerID: "c", At: at}:
 	case <-time.After(10 * time.Second):
 		e.t.Fatal("event not taken")
 	}
@@ -235,7 +235,7 @@ func TestPLEGUnsupportedRelistsEveryPeriod(t *testing.T) {
 		first := e.relist()
 		s := e.stream()
 		s.opened() // 1.6 accepts the call and fails the first read
-		s.end <- cri.ErrEventsUnsupported
+		s.end <- kuberuntime.ErrEventsUnsupported
 		e.waiters(3) // the ticker, the grace of the failed stream, the retry's timer
 		for i := 1; i <= 3; i++ {
 			e.clock.Step(testPeriod)

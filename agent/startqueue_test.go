@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // TestStartQueueOrder drives the queue through a scripted sequence: pods
@@ -391,17 +392,17 @@ func TestStartQueueHeldGrantsNothing(t *testing.T) {
 // TestStartSlots: a start takes two slots when it must first stop an old
 // sandbox of berth's, one otherwise.
 func TestStartSlots(t *testing.T) {
-	owned := map[string]string{cri.LabelManaged: "true"}
+	owned := map[string]string{criconfig.LabelManaged: "true"}
 	for _, tt := range []struct {
 		name   string
-		status *cri.PodStatus
+		status *kuberuntime.PodStatus
 		want   int
 	}{
 		{"no status read", nil, 1},
-		{"a new pod", &cri.PodStatus{}, 1},
-		{"a dead sandbox", &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{{ID: "a", State: cri.SandboxStateNotReady, Labels: owned}}}, 2},
-		{"several old sandboxes", &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{{ID: "a", Labels: owned}, {ID: "b", Labels: owned}}}, 2},
-		{"only a sandbox berth does not own", &cri.PodStatus{Sandboxes: []*cri.SandboxStatus{{ID: "a", State: cri.SandboxStateNotReady}}}, 1},
+		{"a new pod", &kuberuntime.PodStatus{}, 1},
+		{"a dead sandbox", &kuberuntime.PodStatus{Sandboxes: []*kuberuntime.SandboxStatus{{ID: "a", State: kuberuntime.SandboxStateNotReady, Labels: owned}}}, 2},
+		{"several old sandboxes", &kuberuntime.PodStatus{Sandboxes: []*kuberuntime.SandboxStatus{{ID: "a", Labels: owned}, {ID: "b", Labels: owned}}}, 2},
+		{"only a sandbox berth does not own", &kuberuntime.PodStatus{Sandboxes: []*kuberuntime.SandboxStatus{{ID: "a", State: kuberuntime.SandboxStateNotReady}}}, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := startSlots(tt.status); got != tt.want {

@@ -15,7 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // gatedRuntime is a podRuntime whose SyncPod of a pod without a sandbox
@@ -47,25 +48,25 @@ func newGatedRuntime() *gatedRuntime {
 	return &gatedRuntime{stubRuntime: *newStubRuntime(), entered: make(chan types.UID, 100), proceed: make(chan struct{}), ready: map[types.UID]bool{}}
 }
 
-func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*cri.PodStatus, error) {
+func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*kuberuntime.PodStatus, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.unreadable[uid] {
 		return nil, errors.New("status unreadable")
 	}
 	if !g.ready[uid] && g.dead[uid] {
-		return &cri.PodStatus{UID: uid, Sandboxes: []*cri.SandboxStatus{{ID: "dead-" + string(uid), State: cri.SandboxStateNotReady,
-			Labels: map[string]string{cri.LabelManaged: "true"}}}}, nil
+		return &kuberuntime.PodStatus{UID: uid, Sandboxes: []*kuberuntime.SandboxStatus{{ID: "dead-" + string(uid), State: kuberuntime.SandboxStateNotReady,
+			Labels: map[string]string{criconfig.LabelManaged: "true"}}}}, nil
 	}
 	if !g.ready[uid] {
-		return &cri.PodStatus{UID: uid}, nil
+		return &kuberuntime.PodStatus{UID: uid}, nil
 	}
-	return &cri.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*cri.SandboxStatus{{ID: "sb-" + string(uid), State: cri.SandboxStateReady, IP: "10.0.0.2"}}}, nil
+	return &kuberuntime.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*kuberuntime.SandboxStatus{{ID: "sb-" + string(uid), State: kuberuntime.SandboxStateReady, IP: "10.0.0.2"}}}, nil
 }
 
-func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus, opts cri.SyncOptions) cri.SyncResult {
-	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == cri.SandboxStateReady {
-		return cri.SyncResult{}
+func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult {
+	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == kuberuntime.SandboxStateReady {
+		return kuberuntime.SyncResult{}
 	}
 	if g.postStart && opts.BeforePostStart != nil {
 		opts.BeforePostStart()
@@ -81,10 +82,10 @@ func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *cri.PodSt
 	g.mu.Unlock()
 	// A start acted, as the runtime manager's does: the lane reads the
 	// status again instead of trusting the one it started from.
-	return cri.SyncResult{Results: []cri.ActionResult{{Action: cri.ActionCreatePodSandbox, Target: pod.Name}}}
+	return kuberuntime.SyncResult{Results: []kuberuntime.ActionResult{{Action: kuberuntime.ActionCreatePodSandbox, Target: pod.Name}}}
 }
 
-func (g *gatedRuntime) KillPod(_ context.Context, pod *v1.Pod, status *cri.PodStatus, _ *int64) error {
+func (g *gatedRuntime) KillPod(_ context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, _ *int64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.killed = append(g.killed, status.UID)

@@ -105,7 +105,7 @@ func allRunning(b *berth, names []string) (bool, string) {
 			continue
 		}
 		if _, ok, _ := runtimeState(name, "main", p.UID); !ok {
-			notYet = append(notYet, name+"(cri)")
+			notYet = append(notYet, name+"(internal/kuberuntime)")
 		}
 	}
 	return len(notYet) == 0, fmt.Sprintf("%d of %d not running yet: %v", len(notYet), len(names), notYet)

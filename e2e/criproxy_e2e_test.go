@@ -34,7 +34,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// proxyMaxMsgSize matches berth's own limit (cri/dial.go), so the proxy
+// proxyMaxMsgSize matches berth's own limit (internal/criclient/dial.go), so the proxy
 // never refuses what berth and containerd would exchange directly.
 const proxyMaxMsgSize = 16 << 20
 

@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/handlers"
 )
 
 // Execer runs a command in a container: a *handlers.Execer in berth, a fake in

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/handlers"
 )
 
 // runGRPC is a grpc probe: the standard grpc.health.v1 Check, for the

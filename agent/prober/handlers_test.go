@@ -18,7 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/handlers"
 )
 
 // fakeExec answers ExecSync with a fixed outcome and records the call.

@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/handlers"
 )
 
 // maxBody bounds the part of a response body kept as the probe's output.

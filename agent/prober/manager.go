@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/cri"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // Options are what the probe manager needs from the agent.
@@ -25,7 +25,7 @@ type Options struct {
 	// Exec runs exec probes (a handlers.Execer over the runtime).
 	Exec Execer
 	// Recorder takes Unhealthy events; nil drops them.
-	Recorder cri.Recorder
+	Recorder kuberuntime.Recorder
 	// Metrics is where the probe series are registered; nil keeps them
 	// private.
 	Metrics prometheus.Registerer
@@ -45,7 +45,7 @@ type probeFunc func(ctx context.Context, w *worker, t target) (Result, string, e
 // readiness, the runtime manager asks it which containers failed.
 type Manager struct {
 	exec     Execer
-	recorder cri.Recorder
+	recorder kuberuntime.Recorder
 	onChange func(uid types.UID)
 	clock    clock.Clock
 	log      *slog.Logger
@@ -134,16 +134,16 @@ func NewManager(opts Options) *Manager {
 // discard is the Recorder of a manager built without one.
 type discard struct{}
 
-func (discard) Event(types.UID, string, string, cri.EventType, string, string) {}
+func (discard) Event(types.UID, string, string, kuberuntime.EventType, string, string) {}
 
-var _ cri.ContainerHealth = (*Manager)(nil)
+var _ kuberuntime.ContainerHealth = (*Manager)(nil)
 
 // UpdatePod tells the manager a pod's spec and newest runtime status (after
 // each sync): workers start for running containers with probes, follow
 // their containers' new runs (and probe those at once), and stop when
 // their probe left the spec. hostIP is the address of host-network pods
 // (the loopback when berth knows no node IP).
-func (m *Manager) UpdatePod(pod *v1.Pod, status *cri.PodStatus, hostIP string) {
+func (m *Manager) UpdatePod(pod *v1.Pod, status *kuberuntime.PodStatus, hostIP string) {
 	specs := probedContainers(pod)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -176,7 +176,7 @@ func (m *Manager) UpdatePod(pod *v1.Pod, status *cri.PodStatus, hostIP string) {
 		for _, c := range specs {
 			if cs := status.FindContainer(c.Name); cs != nil {
 				pp.runs[c.Name] = containerRun{
-					id: cs.ID, running: cs.State == cri.ContainerStateRunning, exited: cs.State == cri.ContainerStateExited,
+					id: cs.ID, running: cs.State == kuberuntime.ContainerStateRunning, exited: cs.State == kuberuntime.ContainerStateExited,
 					exitCode: cs.ExitCode, startedAt: cs.StartedAt,
 				}
 			}
@@ -266,12 +266,12 @@ func (m *Manager) startedLocked(c *v1.Container, id string) bool {
 	return c.StartupProbe == nil || m.results[resultKey{containerID: id, kind: Startup}] == Success
 }
 
-// LivenessFailed implements cri.ContainerHealth.
+// LivenessFailed implements kuberuntime.ContainerHealth.
 func (m *Manager) LivenessFailed(containerID string) bool {
 	return m.result(containerID, Liveness) == Failure
 }
 
-// StartupFailed implements cri.ContainerHealth.
+// StartupFailed implements kuberuntime.ContainerHealth.
 func (m *Manager) StartupFailed(containerID string) bool {
 	return m.result(containerID, Startup) == Failure
 }
@@ -460,10 +460,10 @@ func (m *Manager) probe(w *worker, t target) (Result, error) {
 	switch {
 	case err != nil:
 		m.log.Warn("probe errored", "pod", w.name, "namespace", w.namespace, "uid", w.uid, "container", w.container, "probe", w.kind.label(), "err", err)
-		m.recorder.Event(w.uid, w.name, w.namespace, cri.EventWarning, "Unhealthy", fmt.Sprintf("%s probe errored: %v", w.kind, err))
+		m.recorder.Event(w.uid, w.name, w.namespace, kuberuntime.EventWarning, "Unhealthy", fmt.Sprintf("%s probe errored: %v", w.kind, err))
 	case result == Failure:
 		m.log.Debug("probe failed", "pod", w.name, "namespace", w.namespace, "uid", w.uid, "container", w.container, "probe", w.kind.label(), "output", output)
-		m.recorder.Event(w.uid, w.name, w.namespace, cri.EventWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", w.kind, truncate(output, 512)))
+		m.recorder.Event(w.uid, w.name, w.namespace, kuberuntime.EventWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", w.kind, truncate(output, 512)))
 	}
 	return result, err
 }
@@ -534,9 +534,9 @@ func probeOf(c *v1.Container, k Kind) *v1.Probe {
 
 // restarts reports whether a container that exited with code runs again:
 // sidecars always, others per their restart rules and policies and the
-// pod's (cri.ContainerShouldRestart, KEP-5307).
+// pod's (kuberuntime.ContainerShouldRestart, KEP-5307).
 func restarts(pod *v1.Pod, c *v1.Container, exitCode int32) bool {
-	return cri.ContainerShouldRestart(c, &pod.Spec, exitCode)
+	return kuberuntime.ContainerShouldRestart(c, &pod.Spec, exitCode)
 }
 
 // truncate shortens s to at most n bytes, marking the cut.

@@ -4,7 +4,7 @@
 // thresholds, and results per runtime container ID. The agent feeds it
 // each pod's runtime status after a sync, reads readiness and started
 // back into the pod status, and hands it to the runtime manager as the
-// cri.ContainerHealth that makes failed containers restart.
+// kuberuntime.ContainerHealth that makes failed containers restart.
 package prober
 
 import "fmt"

@@ -8,7 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/handlers"
 )
 
 // runTCP is a tcpSocket probe: a connection opened within the timeout

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri/gc"
+	"github.com/berth-agent/berth/internal/gc"
 )
 
 // TestGCSettings covers the garbage collection flags and config fields: the

@@ -15,10 +15,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/cri/criclient"
-	"github.com/berth-agent/berth/cri/gc"
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
@@ -58,7 +58,7 @@ func metricsTable(t *testing.T) string {
 	clk := clock.RealClock{}
 	events := agent.NewEventLog(clk, log)
 	root, logs := t.TempDir(), t.TempDir()
-	mgr := cri.NewManager(rs, is, cri.Options{NodeName: "node1", RootDir: root, PodLogsDir: logs, Recorder: events, Logger: log})
+	mgr := kuberuntime.NewManager(rs, is, kuberuntime.Options{NodeName: "node1", RootDir: root, PodLogsDir: logs, Recorder: events, Logger: log})
 	s := defaultSettings()
 	agent.New(agent.Config{
 		NodeName: "node1",

@@ -22,10 +22,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri"
-	"github.com/berth-agent/berth/cri/criclient"
-	"github.com/berth-agent/berth/cri/gc"
-	"github.com/berth-agent/berth/handlers"
+	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
@@ -109,7 +110,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	}
 	clk := clock.RealClock{}
 	events := agent.NewEventLog(clk, log)
-	mgr := cri.NewManager(rs, is, s.runtimeOptions(nodeName, hostIP, events, store, log))
+	mgr := kuberuntime.NewManager(rs, is, s.runtimeOptions(nodeName, hostIP, events, store, log))
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
 
@@ -231,8 +232,8 @@ func dialRuntime(ctx context.Context, s settings, reg prometheus.Registerer, log
 
 // runtimeOptions are the runtime manager's options: it records into
 // events and reads the pods' ConfigMaps and Secrets from store.
-func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog, store *store.Store, log *slog.Logger) cri.Options {
-	return cri.Options{
+func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog, store *store.Store, log *slog.Logger) kuberuntime.Options {
+	return kuberuntime.Options{
 		NodeName:                nodeName,
 		RootDir:                 s.RootDir,
 		PodLogsDir:              s.PodLogsDir,
@@ -333,13 +334,13 @@ func (s *settings) manifestStateDir() string {
 }
 
 // podObjects gives the runtime manager the ConfigMaps and Secrets the store
-// resolved for each pod: manifest and cri do not know each other.
-func podObjects(store *store.Store) func(types.UID) cri.PodObjects {
-	return func(uid types.UID) cri.PodObjects {
+// resolved for each pod: manifest and kuberuntime do not know each other.
+func podObjects(store *store.Store) func(types.UID) podenv.PodObjects {
+	return func(uid types.UID) podenv.PodObjects {
 		o := store.PodObjects(uid)
 		if o == nil {
-			return cri.PodObjects{}
+			return podenv.PodObjects{}
 		}
-		return cri.PodObjects{ConfigMaps: o.ConfigMaps, Secrets: o.Secrets}
+		return podenv.PodObjects{ConfigMaps: o.ConfigMaps, Secrets: o.Secrets}
 	}
 }

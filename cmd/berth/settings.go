@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/agent"
-	"github.com/berth-agent/berth/cri/gc"
+	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 )
@@ -75,7 +75,7 @@ type settings struct {
 	StatusURLCA     string              `json:"statusURLCA,omitempty"`
 	StatusPeriod    metav1.Duration     `json:"statusPeriod,omitempty"`
 
-	// Disk garbage collection (cri/gc, scheduled by agent/gcloop.go),
+	// Disk garbage collection (internal/gc, scheduled by agent/gcloop.go),
 	// named like the kubelet's.
 	MinimumContainerTTLDuration       metav1.Duration `json:"minimumContainerTTLDuration"`
 	MaximumDeadContainersPerContainer int             `json:"maximumDeadContainersPerContainer"`

@@ -10,7 +10,7 @@ import (
 // AnnotationCrashLoopBackoffMax is a pod's own crash-loop ceiling: a Go
 // duration of at least a second, like the kubelet's
 // crashLoopBackOff.maxContainerRestartPeriod (KEP-5593) but per pod. The
-// runtime manager (cri.AnnotationCrashLoopBackoffMax, the same name) caps it
+// runtime manager (kuberuntime.AnnotationCrashLoopBackoffMax, the same name) caps it
 // at the node-wide --crashloop-backoff-max, which a manifest cannot raise.
 const AnnotationCrashLoopBackoffMax = "berth.io/crashloop-backoff-max"
 

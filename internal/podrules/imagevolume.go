@@ -21,7 +21,7 @@ func defaultImageVolume(iv *v1.ImageVolumeSource) {
 // pod (KEP-4639): a pod's image volume needs a reference (only templates
 // may leave it for a controller to fill), without surrounding blanks, and
 // one of the pull policies. Whether the runtime can mount images is only
-// known at run time (cri/imagevolume.go).
+// known at run time (internal/kuberuntime/imagevolume.go).
 func validateImageVolume(iv *v1.ImageVolumeSource, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch ref := iv.Reference; {

@@ -10,7 +10,7 @@ import (
 // supportedVolumes are the volume types a node without an API server can
 // provide, the ones the field registry (fields.go) says berth honours:
 // hostPath, emptyDir, image (KEP-4639, pulled like container images; the
-// runtime must be able to mount them, cri/imagevolume.go), and configMap
+// runtime must be able to mount them, internal/kuberuntime/imagevolume.go), and configMap
 // and secret, which take the objects of the pod's own source. Everything
 // else needs objects (claims, tokens) or drivers that only a cluster has.
 var supportedVolumes = func() map[string]bool {

@@ -9,7 +9,7 @@ import (
 // Stop signals (KEP-4960): containers[].lifecycle.stopSignal, validated as
 // the API server of 1.33 to 1.36 does: it needs spec.os.name, and the
 // signal must be one the named OS has. berth delivers it itself (see
-// cri/stopsignal.go), so it needs nothing of the runtime.
+// internal/kuberuntime/stopsignal.go), so it needs nothing of the runtime.
 var (
 	stopSignalsLinux = sets.New(
 		v1.SIGABRT, v1.SIGALRM, v1.SIGBUS, v1.SIGCHLD, v1.SIGCLD, v1.SIGCONT, v1.SIGFPE, v1.SIGHUP,

@@ -10,7 +10,7 @@ import (
 )
 
 // checkPullSecret reads the registry credentials of a Secret named in
-// imagePullSecrets as the runtime manager will at pull time (cri's
+// imagePullSecrets as the runtime manager will at pull time (kuberuntime's
 // pullauth.go), so a malformed one is a problem at its reference's line
 // rather than a failed pull. The API server checks only that the file is
 // a JSON object; a pod referencing a Secret for pulls asks for more.
