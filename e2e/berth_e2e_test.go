@@ -780,7 +780,8 @@ func cleanRuntime(t *testing.T, when string) {
 		if err == nil {
 			return
 		}
-		retry := strings.Contains(err.Error(), "starting state") || strings.Contains(err.Error(), "removing state")
+		retry := strings.Contains(err.Error(), "starting state") || strings.Contains(err.Error(), "removing state") ||
+			strings.Contains(err.Error(), runningTaskError)
 		if strings.Contains(err.Error(), "cached result") {
 			// containerd 1.6 killed while libcni wrote a sandbox's cache
 			// (TestCrashCycles does that) cannot stop that sandbox until
@@ -796,6 +797,10 @@ func cleanRuntime(t *testing.T, when string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// runningTaskError is containerd's refusal to remove a container whose
+// task still runs.
+const runningTaskError = "cannot delete running task"
 
 // cleanRuntimePass is one pass of cleanRuntime; it logs what it removes on
 // the first pass.
@@ -826,6 +831,16 @@ func cleanRuntimePass(ctx context.Context, t *testing.T, when string, first bool
 			errs = append(errs, fmt.Errorf("stop container %s: %w", shortID(c.Id), err))
 		}
 		if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil && status.Code(err) != codes.NotFound {
+			if strings.Contains(err.Error(), runningTaskError) {
+				// containerd 1.6 can be left with a container whose
+				// start landed after the stop: CRI reports it exited,
+				// so StopContainer does nothing, while its task runs.
+				// Kill the task through containerd's own API; the next
+				// pass removes the container.
+				if out, kerr := bed.Ctr("task", "kill", "--signal", "SIGKILL", c.Id); kerr != nil {
+					t.Logf("clean runtime %s: ctr task kill %s: %v: %s", when, shortID(c.Id), kerr, out)
+				}
+			}
 			errs = append(errs, fmt.Errorf("remove container %s: %w", shortID(c.Id), err))
 		}
 	}
