@@ -15,8 +15,8 @@ PKGS      := ./cmd/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... 
 # target here; FUZZTIME=10m on one target (make fuzz
 # FUZZ_TARGETS=FuzzDecode:./internal/podspec/) digs deeper.
 FUZZTIME  ?= 1000x
-FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/ FuzzDecodeState:./internal/source/ FuzzCheckPullSecret:./internal/podspec/ FuzzPollHints:./internal/source/ \
-	FuzzParseAllowedSigners:./internal/source/ FuzzVerifySignature:./internal/source/ FuzzDecodeSerial:./internal/source/ \
+FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/ FuzzDecodeState:./internal/source/laststate/ FuzzCheckPullSecret:./internal/podspec/ FuzzPollHints:./internal/source/ \
+	FuzzParseAllowedSigners:./internal/source/signature/ FuzzVerifySignature:./internal/source/signature/ FuzzDecodeSerial:./internal/source/signature/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/kuberuntime/ \

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/signature"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -17,7 +18,7 @@ import (
 // directory signs ("web.yaml.sig" signs "web.yaml"), or "" when the name is
 // not a manifest's signature.
 func signatureFileOf(name string) string {
-	base, ok := strings.CutSuffix(name, signatureSuffix)
+	base, ok := strings.CutSuffix(name, signature.Suffix)
 	if !ok || !isManifestName(filepath.Base(base)) {
 		return ""
 	}
@@ -29,15 +30,15 @@ func signatureFileOf(name string) string {
 // files only, never blocking, bounded), but who may write it does not
 // matter: a signature is checked, not trusted.
 func readSignatureFile(path string) ([]byte, error) {
-	m, err := readManifestFile(path+signatureSuffix, maxSignatureBytes)
+	m, err := readManifestFile(path+signature.Suffix, signature.MaxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(m.data) > maxSignatureBytes {
-		return nil, errSignatureTooLarge
+	if len(m.data) > signature.MaxBytes {
+		return nil, signature.ErrTooLarge
 	}
 	return m.data, nil
 }
@@ -62,15 +63,13 @@ func signedSum(data, sig []byte) [sha256.Size]byte {
 // signature. It returns the verified body, or the result to record instead
 // of parsing the file: a refusal, which podspec.KeepLastGood turns into "the pods
 // it defined before keep running".
-func (s *fileSource) verifySignedFile(p string, data, sig []byte, sigErr error) (verifiedBody, *podspec.Result) {
+func (s *fileSource) verifySignedFile(p string, data, sig []byte, sigErr error) (signature.Verified, *podspec.Result) {
 	if sigErr != nil {
-		s.signed.metrics.failed(podspec.SourceFile, ReasonBadSignature)
-		return verifiedBody{}, &podspec.Result{Problems: []podspec.Problem{{Source: podspec.SourceFile, Origin: p, Reason: ReasonBadSignature,
-			Message: fmt.Sprintf("signed manifest refused: cannot read its signature: %v", sigErr)}}}
+		return signature.Verified{}, signedRefusal(p, s.signed.Refuse(signature.ReasonBadSignature, fmt.Errorf("cannot read its signature: %v", sigErr)))
 	}
-	b, err := s.signed.verify(data, sig, s.clock.Now())
+	b, err := s.signed.Verify(data, sig, s.clock.Now())
 	if err != nil {
-		return verifiedBody{}, signedRefusal(p, err)
+		return signature.Verified{}, signedRefusal(p, err)
 	}
 	return b, nil
 }
@@ -79,8 +78,8 @@ func (s *fileSource) verifySignedFile(p string, data, sig []byte, sigErr error) 
 // fresh, against what it defines and what it replaces (prev, what p holds
 // now): a refused body yields no pod, so it never wins a duplicate name
 // from the manifest running the newer version. nil admits it.
-func (s *fileSource) admitSignedFile(p string, b verifiedBody, fresh, prev podspec.Result) *podspec.Result {
-	if err := s.signed.admit(p, b, append(serialKeys(fresh), serialKeys(prev)...)); err != nil {
+func (s *fileSource) admitSignedFile(p string, b signature.Verified, fresh, prev podspec.Result) *podspec.Result {
+	if err := s.signed.Admit(p, b, append(signature.Keys(fresh), signature.Keys(prev)...)); err != nil {
 		return signedRefusal(p, err)
 	}
 	return nil
@@ -103,7 +102,7 @@ func (s *fileSource) dropSuperseded() {
 	for p, f := range s.files {
 		stale := map[string]uint64{}
 		for k, n := range f.serials {
-			if last, ok := s.signed.serials.serialOf(k); ok && last > n {
+			if last, ok := s.signed.Serials.SerialOf(k); ok && last > n {
 				stale[k] = last
 			}
 		}
@@ -111,9 +110,9 @@ func (s *fileSource) dropSuperseded() {
 			continue
 		}
 		superseded := func(line int, k, name, namespace string) podspec.Problem {
-			pr := podspec.Problem{Source: podspec.SourceFile, Origin: p, Line: line, Field: "metadata.name", Reason: ReasonReplayed,
+			pr := podspec.Problem{Source: podspec.SourceFile, Origin: p, Line: line, Field: "metadata.name", Reason: signature.ReasonReplayed,
 				Message: fmt.Sprintf("serial %d of this manifest is older than %d, the last one accepted for %s from another manifest: this version no longer runs; remove it, or sign it anew with a serial above %d",
-					f.serials[k], stale[k], describeSerialKey(k), stale[k])}
+					f.serials[k], stale[k], signature.DescribeKey(k), stale[k])}
 			if name != "" {
 				pr.Name, pr.Namespace = name, namespace
 			}
@@ -124,7 +123,7 @@ func (s *fileSource) dropSuperseded() {
 		res := f.res
 		out := podspec.Result{Problems: slices.Clone(res.Problems)}
 		for i, pod := range res.Pods {
-			k := serialKey("", pod.Name, pod.Namespace)
+			k := signature.Key("", pod.Name, pod.Namespace)
 			if _, ok := stale[k]; ok {
 				out.Problems = append(out.Problems, superseded(res.Lines[i], k, pod.Name, pod.Namespace))
 				continue
@@ -132,7 +131,7 @@ func (s *fileSource) dropSuperseded() {
 			out.AddPodOf(res, i)
 		}
 		for _, o := range res.Objects {
-			k := serialKey(o.Identity())
+			k := signature.Key(o.Identity())
 			if _, drop := stale[k]; drop {
 				out.Problems = append(out.Problems, superseded(0, k, "", ""))
 				continue
@@ -153,7 +152,7 @@ func (s *fileSource) liveSerials() (origins, names sets.Set[string]) {
 	origins, names = sets.New[string](), sets.New[string]()
 	for p, f := range s.files {
 		origins.Insert(p)
-		names.Insert(serialKeys(f.res)...)
+		names.Insert(signature.Keys(f.res)...)
 	}
 	return origins, names
 }

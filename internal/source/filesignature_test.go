@@ -1,8 +1,6 @@
 package source
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,9 +17,10 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
+	"github.com/berth-agent/berth/internal/source/signature"
+	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestFileSourceSigned checks signed manifest files: a file runs with a
@@ -29,22 +28,23 @@ import (
 // older version and an unsigned new file change nothing and are problems;
 // a signature published after its file is picked up from its own event.
 func TestFileSourceSigned(t *testing.T) {
-	ops := newTestKey(t, 1)
+	ops := signaturetest.NewKey(t, 1)
 	dir := filepath.Join(t.TempDir(), "manifests")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	metrics := NewSignatureMetrics(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	metrics := NewSignatureMetrics(reg)
 	web := filepath.Join(dir, "web.yaml")
 	signed := func(serial int, img string) (string, string) {
 		body := signedBody(serial, img, "web")
-		return body, string(ops.sign(t, []byte(body), SignatureNamespace))
+		return body, string(ops.Sign(t, []byte(body), SignatureNamespace))
 	}
 	v1, sig1 := signed(1, "img:1")
 	renameIn(t, web, v1)
 	renameIn(t, web+".sig", sig1)
 	st := watchedSource(t, Config{ManifestPath: dir, StateDir: t.TempDir(),
-		FileSigners: mustSigners(t, ops.pub), SignatureMetrics: metrics})
+		FileSigners: mustSigners(t, ops.Pub), SignatureMetrics: metrics})
 	if got := next(t, st); got != "ADD web-node1 img:1" {
 		t.Fatalf("signed file: %q", got)
 	}
@@ -82,7 +82,7 @@ func TestFileSourceSigned(t *testing.T) {
 	renameIn(t, filepath.Join(dir, "new.yaml"), podspectest.Manifest("new", "img:1"))
 	waitProblems("Unsigned new.yaml \nReplayed web.yaml ")
 	noUpdate(t, st)
-	if n := testutil.ToFloat64(metrics.failures.WithLabelValues(podspec.SourceFile, ReasonUnsigned)); n != 1 {
+	if n := signatureFailures(t, reg, podspec.SourceFile, signature.ReasonUnsigned); n != 1 {
 		t.Fatalf("failures{file,Unsigned} = %v, want 1", n)
 	}
 }
@@ -106,7 +106,7 @@ func TestSignatureFileOf(t *testing.T) {
 // body yields no pod, so the running version is never taken for a
 // duplicate, stopped or restarted.
 func TestFileSourceSignedSerialPerPod(t *testing.T) {
-	ops := newTestKey(t, 1)
+	ops := signaturetest.NewKey(t, 1)
 	v1, v2, v3 := signedBody(1, "img:1", "web"), signedBody(2, "img:2", "web"), signedBody(3, "img:3", "web")
 	v2b := signedBody(2, "img:2b", "web")
 	configMap := func(serial int, version string) string {
@@ -186,7 +186,7 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 				t.Fatal(err)
 			}
 			stateDir := t.TempDir()
-			cfg := Config{ManifestPath: dir, StateDir: stateDir, FileSigners: mustSigners(t, ops.pub)}
+			cfg := Config{ManifestPath: dir, StateDir: stateDir, FileSigners: mustSigners(t, ops.Pub)}
 			apply := func(files map[string]string) {
 				for name, body := range files {
 					p := filepath.Join(dir, name)
@@ -198,7 +198,7 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 						}
 						continue
 					}
-					renameIn(t, p+".sig", string(ops.sign(t, []byte(body), SignatureNamespace)))
+					renameIn(t, p+".sig", string(ops.Sign(t, []byte(body), SignatureNamespace)))
 					renameIn(t, p, body)
 				}
 			}
@@ -319,20 +319,40 @@ func toLegacySerials(t *testing.T, stateDir string) {
 		t.Fatal(err)
 	}
 	for origin, e := range sf.Origins {
-		writeLegacySerial(t, dir, podspec.SourceFile, origin, e.Serial)
+		signaturetest.WriteLegacySerial(t, dir, podspec.SourceFile, origin, e.Serial)
 	}
 }
 
-// writeLegacySerial writes an earlier berth's serial file of one origin
-// into dir.
-func writeLegacySerial(t *testing.T, dir, source, origin string, serial uint64) {
+func mustSigners(t testing.TB, file string) *Signers {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	s, err := ParseAllowedSigners([]byte(file), "allowed_signers")
+	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(origin))
-	data := fmt.Sprintf(`{"version":1,"source":%q,"origin":%q,"serial":%d,"accepted":"2026-11-24T00:00:00Z"}`, source, origin, serial)
-	if err := os.WriteFile(filepath.Join(dir, source+"-"+hex.EncodeToString(sum[:])+".json"), []byte(data), 0o600); err != nil {
+	return s
+}
+
+// signatureFailures is berth_manifest_signature_failures_total{source,
+// reason} in reg.
+func signatureFailures(t *testing.T, reg *prometheus.Registry, source, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
+	for _, mf := range mfs {
+		if mf.GetName() != "berth_manifest_signature_failures_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == source && labels["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/laststate"
+	"github.com/berth-agent/berth/internal/source/signature"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/utils/clock"
@@ -61,9 +63,9 @@ type fileSource struct {
 	files   map[string]*fileState // manifest path -> what it yielded
 	failed  *podspec.Problem      // the path itself could not be read
 	watcher *fsnotify.Watcher
-	dirInfo os.FileInfo    // the directory being watched, to notice replacement
-	state   *lastGoodState // files' last good pods across restarts
-	signed  *signedOrigin  // nil: manifests need no signature
+	dirInfo os.FileInfo       // the directory being watched, to notice replacement
+	state   *laststate.State  // files' last good pods across restarts
+	signed  *signature.Origin // nil: manifests need no signature
 	// uidKey is the node's UID key the pods' UIDs are derived with.
 	uidKey []byte
 	// resolver resolves the pods' references to the ConfigMaps and
@@ -541,7 +543,7 @@ func (s *fileSource) open(p string, force bool, prev *fileState) (openedFile, bo
 // after a failed read), secret whether its bytes hold a Secret.
 type verdict struct {
 	res, fresh podspec.Result
-	body       *verifiedBody
+	body       *signature.Verified
 	sum        [sha256.Size]byte
 	info       os.FileInfo
 	secret     bool
@@ -598,8 +600,8 @@ func (s *fileSource) record(p string, v verdict, prev *fileState) {
 	res := podspec.KeepLastGood(prev.res, v.res)
 	serials := prev.serials
 	if v.body != nil {
-		s.signed.accept(p, *v.body, raisedKeys(v.fresh, prev.res, res))
-		serials = itemSerials(v.fresh, res, v.body.serial, prev.serials)
+		s.signed.Accept(p, *v.body, signature.RaisedKeys(v.fresh, prev.res, res))
+		serials = signature.ItemSerials(v.fresh, res, v.body.Serial, prev.serials)
 	}
 	if !slices.Equal(prev.res.Problems, res.Problems) {
 		for _, pr := range res.Problems {
@@ -615,7 +617,7 @@ func (s *fileSource) send(ctx context.Context) error {
 	if s.signed != nil {
 		s.dropSuperseded()
 		// Durable before the store has the pods of the bodies accepted.
-		s.signed.serials.flush(s.liveSerials)
+		s.signed.Serials.Flush(s.liveSerials)
 	}
 	paths := make([]string, 0, len(s.files))
 	for p := range s.files {
@@ -633,8 +635,8 @@ func (s *fileSource) send(ctx context.Context) error {
 		s.saveLastGood()
 	}
 	err := s.store.Apply(ctx, podspec.Assemble(podspec.SourceFile, results, s.failed != nil, extra, s.resolver))
-	// Durable while the agent starts the pods, not before (stage).
-	s.state.sync()
+	// Durable while the agent starts the pods, not before (Stage).
+	s.state.Sync()
 	return err
 }
 

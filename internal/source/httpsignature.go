@@ -4,22 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/signature"
 )
-
-// newSignedOrigin returns the signature check of a source, or nil when no
-// signers are configured and bodies need no signature.
-func newSignedOrigin(signers *Signers, cfg Config, source string, log *slog.Logger) *signedOrigin {
-	if signers == nil {
-		return nil
-	}
-	return &signedOrigin{signers: signers, source: source, log: log,
-		serials: newSerialState(cfg, source, log), metrics: cfg.SignatureMetrics}
-}
 
 // verifySignature fetches the detached signature of a new body from
 // <url>.sig (the path suffixed, the query kept), checks it and reads the
@@ -33,7 +23,7 @@ func newSignedOrigin(signers *Signers, cfg Config, source string, log *slog.Logg
 // fetches the body again instead of hearing 304 for a body never accepted:
 // a server that publishes the body before its signature is accepted one
 // poll later.
-func (s *httpSource) verifySignature(ctx context.Context, body []byte) (*verifiedBody, error) {
+func (s *httpSource) verifySignature(ctx context.Context, body []byte) (*signature.Verified, error) {
 	if s.signed == nil {
 		return nil, nil
 	}
@@ -41,7 +31,7 @@ func (s *httpSource) verifySignature(ctx context.Context, body []byte) (*verifie
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.signed.verify(body, sig, s.clock.Now())
+	b, err := s.signed.Verify(body, sig, s.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -53,20 +43,20 @@ func (s *httpSource) verifySignature(ctx context.Context, body []byte) (*verifie
 // body older than the serial accepted from this URL, or for any of its
 // pods, ConfigMaps and Secrets, is refused, so one served at another URL
 // (a URL template whose label changed) is too.
-func (s *httpSource) admitSignature(b *verifiedBody, res podspec.Result) error {
+func (s *httpSource) admitSignature(b *signature.Verified, res podspec.Result) error {
 	if b == nil {
 		return nil
 	}
-	return s.signed.admit(s.origin.Path, *b, append(serialKeys(res), serialKeys(s.last)...))
+	return s.signed.Admit(s.origin.Path, *b, append(signature.Keys(res), signature.Keys(s.last)...))
 }
 
 // fetchSignature GETs <url>.sig; nil, nil when the server has none (404,
 // 410).
 func (s *httpSource) fetchSignature(ctx context.Context) ([]byte, error) {
 	u, _ := url.Parse(s.url) // parsed by Run
-	u.Path += signatureSuffix
+	u.Path += signature.Suffix
 	if u.RawPath != "" {
-		u.RawPath += signatureSuffix
+		u.RawPath += signature.Suffix
 	}
 	where := s.origin.Path + " (signature)"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -97,14 +87,14 @@ func (s *httpSource) fetchSignature(ctx context.Context) ([]byte, error) {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, &fetchError{ReasonUnreachable, fmt.Errorf("GET %s: server answered %s", where, resp.Status)}
 	}
-	sig, err := readSignature(resp.Body)
+	sig, err := signature.Read(resp.Body)
 	if err != nil {
 		if context.Cause(ctx) == errTimedOut {
 			return nil, s.timedOut()
 		}
 		reason := ReasonUnreachable
-		if errors.Is(err, errSignatureTooLarge) {
-			reason = ReasonBadSignature
+		if errors.Is(err, signature.ErrTooLarge) {
+			reason = signature.ReasonBadSignature
 		}
 		return nil, &fetchError{reason, fmt.Errorf("GET %s: %w", where, stripURL(err))}
 	}

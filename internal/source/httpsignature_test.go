@@ -15,9 +15,10 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
+	"github.com/berth-agent/berth/internal/source/signature"
+	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -84,8 +85,8 @@ func signedBody(serial int, img string, names ...string) string {
 // a body published before its signature is taken one poll later; and
 // after a restart the persisted serial still refuses a replay.
 func TestHTTPSourceSigned(t *testing.T) {
-	ops, intruder := newTestKey(t, 1), newTestKey(t, 2)
-	signers := mustSigners(t, "ops@example.com "+ops.pub+"\n")
+	ops, intruder := signaturetest.NewKey(t, 1), signaturetest.NewKey(t, 2)
+	signers := mustSigners(t, "ops@example.com "+ops.Pub+"\n")
 	stateDir := t.TempDir()
 	fake := &pathServer{answers: map[string]pathAnswer{}}
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -109,7 +110,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 		}
 	}
 	failures := func(reason string) int {
-		return int(testutil.ToFloat64(metrics.failures.WithLabelValues(podspec.SourceHTTP, reason)))
+		return int(signatureFailures(t, reg, podspec.SourceHTTP, reason))
 	}
 
 	// run starts the source and returns a poll function: it steps the
@@ -141,7 +142,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 	}
 	// The source polls as soon as it runs: serve the body first.
 	body2 := signedBody(2, "img:2", "a", "b")
-	serve(`"2"`, body2, ops.sign(t, []byte(body2), SignatureNamespace))
+	serve(`"2"`, body2, ops.Sign(t, []byte(body2), SignatureNamespace))
 	st, poll, stop := run()
 	poll(2)
 	if got := next(t, st); got != "ADD a-node1 img:2\nADD b-node1 img:2" {
@@ -157,7 +158,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 	noUpdate(t, st)
 
 	body3 := signedBody(3, "img:3", "a", "b")
-	sig3 := ops.sign(t, []byte(body3), SignatureNamespace)
+	sig3 := ops.Sign(t, []byte(body3), SignatureNamespace)
 	body1 := signedBody(1, "img:1", "a", "b")
 	noSerial := podspectest.List(podspectest.Manifest("a", "img:9"))
 	for _, tt := range []struct {
@@ -167,11 +168,11 @@ func TestHTTPSourceSigned(t *testing.T) {
 		reason     string
 		msg        string
 	}{
-		{"tampered", strings.Replace(body3, "img:3", "evil:1", 1), sig3, 0, ReasonBadSignature, "does not match the body"},
-		{"unsigned", body3, nil, 0, ReasonUnsigned, "no signature (.sig) beside the body"},
-		{"intruder", body3, intruder.sign(t, []byte(body3), SignatureNamespace), 0, ReasonBadSignature, "not in allowed_signers"},
-		{"replayed", body1, ops.sign(t, []byte(body1), SignatureNamespace), 0, ReasonReplayed, "serial 1 is older than 2"},
-		{"no serial", noSerial, ops.sign(t, []byte(noSerial), SignatureNamespace), 0, ReasonNoSerial, "first line of a signed manifest"},
+		{"tampered", strings.Replace(body3, "img:3", "evil:1", 1), sig3, 0, signature.ReasonBadSignature, "does not match the body"},
+		{"unsigned", body3, nil, 0, signature.ReasonUnsigned, "no signature (.sig) beside the body"},
+		{"intruder", body3, intruder.Sign(t, []byte(body3), SignatureNamespace), 0, signature.ReasonBadSignature, "not in allowed_signers"},
+		{"replayed", body1, ops.Sign(t, []byte(body1), SignatureNamespace), 0, signature.ReasonReplayed, "serial 1 is older than 2"},
+		{"no serial", noSerial, ops.Sign(t, []byte(noSerial), SignatureNamespace), 0, signature.ReasonNoSerial, "first line of a signed manifest"},
 		{"signature unreachable", body3, nil, http.StatusBadGateway, ReasonUnreachable, "(signature): server answered 502"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +205,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 
 	// Body published before its signature: refused, then taken at the
 	// next poll although the body's ETag did not change.
-	serve(`"3"`, body3, ops.sign(t, []byte(body2), SignatureNamespace))
+	serve(`"3"`, body3, ops.Sign(t, []byte(body2), SignatureNamespace))
 	poll(2)
 	noUpdate(t, st)
 	serve(`"3"`, body3, sig3)
@@ -222,7 +223,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 
 	// A restart: the last good pods come back from the state dir, and
 	// serial 2, validly signed, is still refused.
-	serve(`"2"`, body2, ops.sign(t, []byte(body2), SignatureNamespace))
+	serve(`"2"`, body2, ops.Sign(t, []byte(body2), SignatureNamespace))
 	st, poll, stop = run()
 	defer stop()
 	poll(2)
@@ -239,11 +240,11 @@ func TestHTTPSourceSigned(t *testing.T) {
 // changes (a URL template whose label changed), an older signed version of
 // a pod served at the new URL is refused, an equal one accepted.
 func TestHTTPSourceSignedSerialPerPod(t *testing.T) {
-	ops := newTestKey(t, 1)
+	ops := signaturetest.NewKey(t, 1)
 	fake := &pathServer{answers: map[string]pathAnswer{}}
 	serve := func(path, body string) {
 		fake.set(path, pathAnswer{http.StatusOK, "", body})
-		fake.set(path+".sig", pathAnswer{http.StatusOK, "", string(ops.sign(t, []byte(body), SignatureNamespace))})
+		fake.set(path+".sig", pathAnswer{http.StatusOK, "", string(ops.Sign(t, []byte(body), SignatureNamespace))})
 	}
 	stateDir := t.TempDir()
 	serve("/site-a/pods.yaml", signedBody(2, "img:2", "web"))
@@ -257,7 +258,7 @@ func TestHTTPSourceSignedSerialPerPod(t *testing.T) {
 		{"/site-c/pods.yaml", "web-node1 img:2c", ""},
 	} {
 		src := startSources(t, Config{URL: "https://m.example" + tt.path, HTTPClient: &http.Client{Transport: fake},
-			StateDir: stateDir, URLSigners: mustSigners(t, ops.pub)})
+			StateDir: stateDir, URLSigners: mustSigners(t, ops.Pub)})
 		eventually(t, tt.path+" answered", func() bool { return src.store.SourcesReady() || len(src.store.Problems()) > 0 })
 		var problems []string
 		for _, p := range src.store.Problems() {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/laststate"
+	"github.com/berth-agent/berth/internal/source/signature"
 	"github.com/berth-agent/berth/internal/store"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
@@ -47,9 +49,9 @@ type httpSource struct {
 	last               podspec.Result // last good answer, after podspec.KeepLastGood
 	answered           bool           // the server has answered with manifests at least once
 	problem            *podspec.Problem
-	state              *lastGoodState // last good body's pods across restarts
-	signed             *signedOrigin  // nil: bodies need no signature
-	uidKey             []byte         // the node's UID key the pods' UIDs are derived with
+	state              *laststate.State  // last good body's pods across restarts
+	signed             *signature.Origin // nil: bodies need no signature
+	uidKey             []byte            // the node's UID key the pods' UIDs are derived with
 	// resolver resolves the pods' references to the body's ConfigMaps
 	// and Secrets, keeping the last good resolution.
 	resolver *podspec.Resolver
@@ -119,7 +121,7 @@ func (s *httpSource) poll(ctx context.Context) {
 	fresh := res
 	res = podspec.KeepLastGood(s.last, res)
 	if body != nil {
-		s.signed.accept(s.origin.Path, *body, raisedKeys(fresh, s.last, res))
+		s.signed.Accept(s.origin.Path, *body, signature.RaisedKeys(fresh, s.last, res))
 	}
 	if !slices.Equal(s.last.Problems, res.Problems) {
 		for _, pr := range res.Problems {
@@ -143,6 +145,10 @@ func reasonOf(err error) string {
 	if errors.As(err, &fe) {
 		return fe.reason
 	}
+	var re *signature.Refusal
+	if errors.As(err, &re) {
+		return re.Reason
+	}
 	return ReasonUnreachable
 }
 
@@ -154,7 +160,7 @@ var errTimedOut = errors.New("timed out")
 // with res, when bodies must be signed. The timeout runs on the source's
 // clock, like the polls, so a test decides exactly when a slow server is
 // given up on.
-func (s *httpSource) fetch(ctx context.Context) (res podspec.Result, body *verifiedBody, changed bool, err error) {
+func (s *httpSource) fetch(ctx context.Context) (res podspec.Result, body *signature.Verified, changed bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	timer := s.clock.AfterFunc(s.timeout, func() { cancel(errTimedOut) })
@@ -250,12 +256,12 @@ func (s *httpSource) send(ctx context.Context) error {
 	}
 	if s.signed != nil {
 		// Durable before the store has the pods of the body accepted.
-		s.signed.serials.flush(func() (origins, names sets.Set[string]) {
-			return sets.New(s.origin.Path), sets.New(serialKeys(s.last)...)
+		s.signed.Serials.Flush(func() (origins, names sets.Set[string]) {
+			return sets.New(s.origin.Path), sets.New(signature.Keys(s.last)...)
 		})
 	}
 	if s.answered {
-		s.state.save(map[string]podspec.Result{s.origin.Path: s.last})
+		s.state.Save(map[string]podspec.Result{s.origin.Path: s.last})
 	}
 	results := []podspec.Merged{{Origin: s.origin, Result: s.last}}
 	snap := podspec.Assemble(podspec.SourceHTTP, results, !s.answered || s.problem != nil, extra, s.resolver)

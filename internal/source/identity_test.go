@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
+	"github.com/berth-agent/berth/internal/source/laststate"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -191,7 +192,7 @@ func TestLegacyUIDMigration(t *testing.T) {
 	}
 	stateDir := filepath.Join(root, "state")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	key := loadUIDKey(stateDir, log) // the earlier berth made it for env UIDs
+	key := laststate.LoadUIDKey(stateDir, log) // the earlier berth made it for env UIDs
 
 	pin, objs, ref := filepath.Join(dir, "pin.yaml"), filepath.Join(dir, "objs.yaml"), filepath.Join(dir, "ref.yaml")
 	files := map[string]string{pin: pinPod("env", "1234"), objs: podspectest.ConfigMap + "---\n" + podspectest.Secret, ref: podspectest.RefPod}
@@ -215,8 +216,8 @@ func TestLegacyUIDMigration(t *testing.T) {
 		want[p.Name] = p.UID
 	}
 	state := newLastGoodState(Config{NodeName: podspectest.Node, StateDir: stateDir}, podspec.SourceFile, log)
-	state.load()
-	state.save(entries)
+	state.Load()
+	state.Save(entries)
 
 	uids := func(what string) map[string]types.UID {
 		t.Helper()
@@ -294,8 +295,8 @@ func TestLegacyUIDMigrationHTTP(t *testing.T) {
 	want := res.Pods[0].UID
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	state := newLastGoodState(Config{NodeName: podspectest.Node, StateDir: stateDir}, podspec.SourceHTTP, log)
-	state.load()
-	state.save(map[string]podspec.Result{origin.Path: res})
+	state.Load()
+	state.Save(map[string]podspec.Result{origin.Path: res})
 
 	uid := func() types.UID {
 		s := startSources(t, cfg)
@@ -342,7 +343,7 @@ func TestUIDKeyMadeLogged(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			tt.setup(t, dir)
 			logs := &lockedBuffer{}
-			if key := loadUIDKey(dir, slog.New(slog.NewTextHandler(logs, nil))); len(key) != uidKeySize {
+			if key := laststate.LoadUIDKey(dir, slog.New(slog.NewTextHandler(logs, nil))); len(key) != uidKeySize {
 				t.Fatalf("key of %d bytes", len(key))
 			}
 			if !strings.Contains(logs.String(), tt.want) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
+	"github.com/berth-agent/berth/internal/source/signature"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -51,7 +52,7 @@ func TestPreparse(t *testing.T) {
 		name: "a source that needs signatures parses nothing unchecked",
 		prepare: func(t *testing.T, dir string, s *fileSource) {
 			clear(s.files)
-			s.signed = &signedOrigin{}
+			s.signed = &signature.Origin{}
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

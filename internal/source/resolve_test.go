@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
+	"github.com/berth-agent/berth/internal/source/laststate"
 )
 
 // TestObjectsLastGoodAcrossRestart: a ConfigMap's and a Secret's file
@@ -45,20 +46,27 @@ func TestObjectsLastGoodAcrossRestart(t *testing.T) {
 	second.stop()
 }
 
+// The UID key's file under the state directory, and its size, as
+// laststate keeps it.
+const (
+	uidKeyName = "uid-key"
+	uidKeySize = 32
+)
+
 // TestUIDKey: the key is made once, 0600, and kept; with it the UID of a
 // pod taking a Secret as env is not the unkeyed hash, and stays the same
 // across restarts.
 func TestUIDKey(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "manifests")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	key := loadUIDKey(dir, log)
+	key := laststate.LoadUIDKey(dir, log)
 	if len(key) != uidKeySize {
 		t.Fatalf("key of %d bytes", len(key))
 	}
 	if fi, err := os.Stat(filepath.Join(dir, uidKeyName)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v (mode %v)", err, fi.Mode())
 	}
-	if again := loadUIDKey(dir, log); !bytes.Equal(again, key) {
+	if again := laststate.LoadUIDKey(dir, log); !bytes.Equal(again, key) {
 		t.Errorf("the key changed on the second load")
 	}
 	files := [][2]string{{"a.yaml", podspectest.ConfigMap + "---\n" + podspectest.Secret}, {"b.yaml", podspectest.RefPod}}
@@ -67,13 +75,13 @@ func TestUIDKey(t *testing.T) {
 	if keyed == plain {
 		t.Errorf("the keyed UID is the unkeyed hash")
 	}
-	if again := resolveFiles(podspec.NewResolver(loadUIDKey(dir, log)), files...).Pods[0].UID; again != keyed {
+	if again := resolveFiles(podspec.NewResolver(laststate.LoadUIDKey(dir, log)), files...).Pods[0].UID; again != keyed {
 		t.Errorf("the UID changed across a restart: %s -> %s", keyed, again)
 	}
 	if err := os.Chmod(filepath.Join(dir, uidKeyName), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if other := loadUIDKey(dir, log); bytes.Equal(other, key) {
+	if other := laststate.LoadUIDKey(dir, log); bytes.Equal(other, key) {
 		t.Errorf("a key others may read was used")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/store"
 	"k8s.io/utils/clock"
 )
@@ -77,7 +78,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// uidKey is the node's key the UIDs berth derives from manifests
-	// are HMACs with (loadUIDKey); Run sets it before starting either
+	// are HMACs with (laststate.LoadUIDKey); Run sets it before starting either
 	// source, so both derive with the same key from their first pod on.
 	uidKey []byte
 }
@@ -101,7 +102,7 @@ func Run(ctx context.Context, cfg Config, store *store.Store) error {
 	if cfg.NodeName == "" {
 		return errors.New("manifest sources: node name is required")
 	}
-	cfg.uidKey = loadUIDKey(cfg.StateDir, cfg.logger())
+	cfg.uidKey = laststate.LoadUIDKey(cfg.StateDir, cfg.logger())
 	var hs *httpSource
 	if cfg.URL != "" {
 		u, err := url.Parse(cfg.URL)
@@ -123,10 +124,10 @@ func Run(ctx context.Context, cfg Config, store *store.Store) error {
 	// The state of a source no longer configured must not bring its
 	// pods back should it return with a broken manifest.
 	if cfg.ManifestPath == "" {
-		dropLastGood(cfg.StateDir, podspec.SourceFile, cfg.logger())
+		laststate.Drop(cfg.StateDir, podspec.SourceFile, cfg.logger())
 	}
 	if cfg.URL == "" {
-		dropLastGood(cfg.StateDir, podspec.SourceHTTP, cfg.logger())
+		laststate.Drop(cfg.StateDir, podspec.SourceHTTP, cfg.logger())
 	}
 	var wg sync.WaitGroup
 	if cfg.ManifestPath != "" {

@@ -1,4 +1,4 @@
-package source
+package signature
 
 import (
 	"bytes"
@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
 )
 
 // FuzzParseAllowedSigners feeds arbitrary allowed signers files: parsing
 // never panics, and a file it accepts has at least one usable key.
 func FuzzParseAllowedSigners(f *testing.F) {
-	ops := newTestKey(f, 1)
+	ops := signaturetest.NewKey(f, 1)
 	for _, seed := range []string{
-		ops.pub,
-		"ops@example.com " + ops.pub + " laptop\n",
-		`"ops@example.com,ci" namespaces="git,berth-*",valid-after="20260101",valid-before="20270101Z" ` + ops.pub,
-		"# comment\n\n" + ops.pub + "\r\n",
-		"ops cert-authority " + ops.pub,
-		`ops valid-after="2026" ` + ops.pub,
+		ops.Pub,
+		"ops@example.com " + ops.Pub + " laptop\n",
+		`"ops@example.com,ci" namespaces="git,berth-*",valid-after="20260101",valid-before="20270101Z" ` + ops.Pub,
+		"# comment\n\n" + ops.Pub + "\r\n",
+		"ops cert-authority " + ops.Pub,
+		`ops valid-after="2026" ` + ops.Pub,
 		"ops ssh-ed25519 AAAA",
 	} {
 		f.Add([]byte(seed))
@@ -44,11 +45,11 @@ func FuzzParseAllowedSigners(f *testing.F) {
 // ParseSerial: nothing panics, and whatever verifies is bound to its body
 // (the same signature never verifies a changed body).
 func FuzzVerifySignature(f *testing.F) {
-	ops := newTestKey(f, 1)
-	signers := mustSigners(f, "ops "+ops.pub)
+	ops := signaturetest.NewKey(f, 1)
+	signers := mustSigners(f, "ops "+ops.Pub)
 	body := []byte("# berth.io/serial: 3\napiVersion: v1\nkind: PodList\nitems: []\n")
-	f.Add(body, ops.sign(f, body, SignatureNamespace))
-	f.Add(body, ops.sign(f, body, "git"))
+	f.Add(body, ops.Sign(f, body, Namespace))
+	f.Add(body, ops.Sign(f, body, "git"))
 	f.Add([]byte("# berth.io/serial: 99999999999999999999\n"), []byte("-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n"))
 	f.Add([]byte{}, []byte{})
 	now := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)

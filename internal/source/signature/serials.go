@@ -1,4 +1,4 @@
-package source
+package signature
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 const serialVersion = 2
 
 // legacySerialVersion is the layout of the serial files of an earlier
-// berth, one per origin, which load migrates (see serialState.legacy).
+// berth, one per origin, which load migrates (see Serials.legacy).
 const legacySerialVersion = 1
 
 // Bounds of the serial state of one source. Live entries (a pod or object
@@ -46,11 +46,11 @@ const (
 	maxLegacySerialBytes = 16 << 10
 )
 
-// serialState keeps the serials a signed source accepted, so that no
+// Serials keeps the serials a signed source accepted, so that no
 // older signed version of a pod runs again, whatever manifest it comes in:
 //
 //   - per name (a pod's full name, name_namespace, or a ConfigMap's or
-//     Secret's kind, name and namespace: serialKey), the highest serial of
+//     Secret's kind, name and namespace: Key), the highest serial of
 //     an accepted body that defined it, or replaced or removed it from the
 //     manifest it came from. A body is refused when anything it defines or
 //     replaces has a higher serial: an old signed body dropped under
@@ -66,7 +66,7 @@ const (
 // any duplicate name, the first by name.
 //
 // Both are kept in memory and under <state dir>/serials/<source>.json,
-// written atomically (write, fsync, rename, fsync the directory) by flush,
+// written atomically (write, fsync, rename, fsync the directory) by Flush,
 // which sources call before the accepted body's pods reach the store, so
 // after a kill the file is never older than what ran. Entries of pods and
 // files that are gone stay (a body dropped back later is still refused),
@@ -76,8 +76,8 @@ const (
 // last good state is: berth always starts. Only root can write there, and
 // an atomic write leaves no torn file.
 //
-// A serialState belongs to its source's goroutine; it has no lock.
-type serialState struct {
+// A Serials belongs to its source's goroutine; it has no lock.
+type Serials struct {
 	dir    string // "" keeps serials in memory only
 	source string
 	clock  clock.PassiveClock
@@ -88,7 +88,7 @@ type serialState struct {
 	names   map[string]serialEntry
 	// legacy are the serials of origins read from an earlier berth's
 	// per-origin files that were not yet given to the names the origin
-	// defines (adopt); legacyFiles are those files, removed once the
+	// defines (Adopt); legacyFiles are those files, removed once the
 	// state is written in its own file.
 	legacy      map[string]uint64
 	legacyFiles []string
@@ -123,27 +123,29 @@ type legacySerialFile struct {
 	Accepted time.Time `json:"accepted"`
 }
 
-func newSerialState(cfg Config, source string, log *slog.Logger) *serialState {
-	st := &serialState{source: source, clock: cfg.clock(), log: log,
+// NewSerials returns the serials of source under stateDir, kept in memory
+// only when stateDir is "".
+func NewSerials(stateDir, source string, clk clock.PassiveClock, log *slog.Logger) *Serials {
+	st := &Serials{source: source, clock: clk, log: log,
 		origins: map[string]serialEntry{}, names: map[string]serialEntry{}, legacy: map[string]uint64{}}
-	if cfg.StateDir != "" {
-		st.dir = filepath.Join(cfg.StateDir, "serials")
+	if stateDir != "" {
+		st.dir = filepath.Join(stateDir, "serials")
 	}
 	return st
 }
 
-// serialKey is the name a pod (its full name) or an object (its kind,
+// Key is the name a pod (its full name) or an object (its kind,
 // then its full name) is kept under. Neither a pod's name nor a
 // namespace holds "/" or "_", so keys never collide and split back.
-func serialKey(kind, name, namespace string) string {
+func Key(kind, name, namespace string) string {
 	if kind == "" {
 		return podspec.JoinFullName(name, namespace)
 	}
 	return kind + "/" + podspec.JoinFullName(name, namespace)
 }
 
-// describeSerialKey names what a key stands for, for problems.
-func describeSerialKey(key string) string {
+// DescribeKey names what a key stands for, for problems.
+func DescribeKey(key string) string {
 	kind, full, ok := strings.Cut(key, "/")
 	if !ok {
 		kind, full = "pod", key
@@ -152,31 +154,31 @@ func describeSerialKey(key string) string {
 	return fmt.Sprintf("%s %q in namespace %q", kind, name, namespace)
 }
 
-// serialKeys are the keys of what a result holds: its pods, then its
+// Keys are the keys of what a result holds: its pods, then its
 // objects, in order.
-func serialKeys(res podspec.Result) []string {
+func Keys(res podspec.Result) []string {
 	keys := make([]string, 0, len(res.Pods)+len(res.Objects))
 	for _, p := range res.Pods {
-		keys = append(keys, serialKey("", p.Name, p.Namespace))
+		keys = append(keys, Key("", p.Name, p.Namespace))
 	}
 	for _, o := range res.Objects {
-		keys = append(keys, serialKey(o.Identity()))
+		keys = append(keys, Key(o.Identity()))
 	}
 	return keys
 }
 
 // legacyName is the file of origin in an earlier berth's layout.
-func (st *serialState) legacyName(origin string) string {
+func (st *Serials) legacyName(origin string) string {
 	sum := sha256.Sum256([]byte(origin))
 	return st.source + "-" + hex.EncodeToString(sum[:]) + ".json"
 }
 
 // fileName is the source's serial file.
-func (st *serialState) fileName() string { return st.source + ".json" }
+func (st *Serials) fileName() string { return st.source + ".json" }
 
 // conflict returns what of keys (or "" for origin itself) has a serial
 // above n, and that serial; ok is false when nothing does.
-func (st *serialState) conflict(origin string, keys []string, n uint64) (key string, last uint64, ok bool) {
+func (st *Serials) conflict(origin string, keys []string, n uint64) (key string, last uint64, ok bool) {
 	st.load()
 	if e, known := st.origins[origin]; known && e.Serial > n {
 		return "", e.Serial, true
@@ -189,24 +191,24 @@ func (st *serialState) conflict(origin string, keys []string, n uint64) (key str
 	return "", 0, false
 }
 
-// serialOf is the serial recorded for key.
-func (st *serialState) serialOf(key string) (uint64, bool) {
+// SerialOf is the serial recorded for key.
+func (st *Serials) SerialOf(key string) (uint64, bool) {
 	st.load()
 	e, ok := st.names[key]
 	return e.Serial, ok
 }
 
-// originSerial is the highest serial accepted from origin: no body origin
+// OriginSerial is the highest serial accepted from origin: no body origin
 // yielded before is newer.
-func (st *serialState) originSerial(origin string) (uint64, bool) {
+func (st *Serials) OriginSerial(origin string) (uint64, bool) {
 	st.load()
 	e, ok := st.origins[origin]
 	return e.Serial, ok
 }
 
 // record raises origin and keys to n (a serial conflict did not refuse);
-// flush persists it.
-func (st *serialState) record(origin string, keys []string, n uint64) {
+// Flush persists it.
+func (st *Serials) record(origin string, keys []string, n uint64) {
 	st.load()
 	now := st.clock.Now().UTC()
 	raise := func(m map[string]serialEntry, k string) {
@@ -222,11 +224,11 @@ func (st *serialState) record(origin string, keys []string, n uint64) {
 	delete(st.legacy, origin)
 }
 
-// adopt gives the names an origin holds (its last good pods, restored at
+// Adopt gives the names an origin holds (its last good pods, restored at
 // start) the serial an earlier berth, which kept serials per origin only,
 // accepted from it: that is how an upgrade keeps every pod it ran
 // protected, including from a replay under another name.
-func (st *serialState) adopt(origin string, keys []string) {
+func (st *Serials) Adopt(origin string, keys []string) {
 	st.load()
 	n, ok := st.legacy[origin]
 	if !ok {
@@ -244,8 +246,8 @@ func (st *serialState) adopt(origin string, keys []string) {
 
 // load reads the persisted state once: the source's file, and the
 // per-origin files of an earlier berth, whose serials become origin
-// serials (migrate on the next flush).
-func (st *serialState) load() {
+// serials (migrate on the next Flush).
+func (st *Serials) load() {
 	if st.loaded {
 		return
 	}
@@ -268,8 +270,8 @@ func (st *serialState) load() {
 }
 
 // loadLegacy reads the per-origin serial files of an earlier berth.
-func (st *serialState) loadLegacy() {
-	names, err := readDirNames(st.dir)
+func (st *Serials) loadLegacy() {
+	names, err := listDir(st.dir)
 	if err != nil {
 		st.log.Warn("cannot list the accepted serials of an earlier version", "dir", st.dir, "err", err)
 		return
@@ -361,12 +363,12 @@ func decodeLegacySerial(data []byte, source string) (legacySerialFile, error) {
 	return lf, nil
 }
 
-// flush bounds the state and persists it when it changed. live reports
+// Flush bounds the state and persists it when it changed. live reports
 // the origins and names the source holds now, which eviction keeps; it is
 // called only when a bound is passed. Failures are logged once and the
-// write retried at the next flush; the serials stay in memory either way,
+// write retried at the next Flush; the serials stay in memory either way,
 // so replays are refused until berth restarts.
-func (st *serialState) flush(live func() (origins, names sets.Set[string])) {
+func (st *Serials) Flush(live func() (origins, names sets.Set[string])) {
 	if !st.dirty {
 		return
 	}
@@ -399,7 +401,7 @@ func (st *serialState) flush(live func() (origins, names sets.Set[string])) {
 	st.legacyFiles = nil
 }
 
-func (st *serialState) writeFailed(err error) {
+func (st *Serials) writeFailed(err error) {
 	if err.Error() != st.writeErr {
 		st.log.Warn("cannot persist the accepted serials; a replayed older body would be refused only until berth restarts",
 			"dir", st.dir, "err", err)
@@ -410,7 +412,7 @@ func (st *serialState) writeFailed(err error) {
 // evict removes entries of m beyond limit: those not live first, then (a
 // source holding more than the bound, logged once) live ones, the oldest
 // accepted first.
-func (st *serialState) evict(m map[string]serialEntry, limit int, live sets.Set[string]) {
+func (st *Serials) evict(m map[string]serialEntry, limit int, live sets.Set[string]) {
 	if len(m) <= limit {
 		return
 	}
@@ -439,7 +441,7 @@ func (st *serialState) evict(m map[string]serialEntry, limit int, live sets.Set[
 
 // ensureDir creates the serials directory (0700) and checks it is ours
 // alone; otherwise serials are not persisted, logged once.
-func (st *serialState) ensureDir() bool {
+func (st *Serials) ensureDir() bool {
 	if st.broken {
 		return false
 	}
@@ -449,4 +451,17 @@ func (st *serialState) ensureDir() bool {
 		return false
 	}
 	return true
+}
+
+// listDir lists dir; a missing directory is empty.
+func listDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, err
 }

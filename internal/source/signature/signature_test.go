@@ -1,8 +1,7 @@
-package source
+package signature
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha512"
@@ -15,36 +14,10 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
+	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
 	"github.com/hiddeco/sshsig"
 	"golang.org/x/crypto/ssh"
 )
-
-// testKey is a deterministic ed25519 SSH key.
-type testKey struct {
-	signer ssh.Signer
-	pub    string // authorized_keys form, without comment
-}
-
-func newTestKey(t testing.TB, seed byte) testKey {
-	t.Helper()
-	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testKey{signer: signer, pub: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))}
-}
-
-// sign makes an armored signature of body in namespace, as ssh-keygen -Y
-// sign writes it.
-func (k testKey) sign(t testing.TB, body []byte, namespace string) []byte {
-	t.Helper()
-	sig, err := sshsig.Sign(bytes.NewReader(body), k.signer, sshsig.HashSHA512, namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sshsig.Armor(sig)
-}
 
 func mustSigners(t testing.TB, file string) *Signers {
 	t.Helper()
@@ -56,7 +29,7 @@ func mustSigners(t testing.TB, file string) *Signers {
 }
 
 func TestSignersVerify(t *testing.T) {
-	ops, other := newTestKey(t, 1), newTestKey(t, 2)
+	ops, other := signaturetest.NewKey(t, 1), signaturetest.NewKey(t, 2)
 	body := []byte("# berth.io/serial: 1\napiVersion: v1\nkind: PodList\nitems: []\n")
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
@@ -67,30 +40,30 @@ func TestSignersVerify(t *testing.T) {
 		signer  string // on success
 		err     string // on failure
 	}{
-		{name: "bare key", signers: ops.pub + " ops@laptop\n", body: body, sig: ops.sign(t, body, SignatureNamespace),
-			signer: ssh.FingerprintSHA256(ops.signer.PublicKey())},
-		{name: "principals", signers: "# fleet keys\n\nops@example.com " + ops.pub + "\n", body: body,
-			sig: ops.sign(t, body, SignatureNamespace), signer: "ops@example.com"},
-		{name: "second of two keys", signers: other.pub + "\nops@example.com,ci " + ops.pub + "\n", body: body,
-			sig: ops.sign(t, body, SignatureNamespace), signer: "ops@example.com,ci"},
-		{name: "namespace pattern", signers: `ops namespaces="git,berth-*" ` + ops.pub, body: body,
-			sig: ops.sign(t, body, SignatureNamespace), signer: "ops"},
-		{name: "within validity", signers: `ops valid-after="20260101",valid-before="20270101Z" ` + ops.pub, body: body,
-			sig: ops.sign(t, body, SignatureNamespace), signer: "ops"},
-		{name: "tampered body", signers: ops.pub, body: append(append([]byte{}, body...), "# more\n"...),
-			sig: ops.sign(t, body, SignatureNamespace), err: "does not match the body"},
-		{name: "key not allowed", signers: ops.pub, body: body, sig: other.sign(t, body, SignatureNamespace),
+		{name: "bare key", signers: ops.Pub + " ops@laptop\n", body: body, sig: ops.Sign(t, body, Namespace),
+			signer: ssh.FingerprintSHA256(ops.Signer.PublicKey())},
+		{name: "principals", signers: "# fleet keys\n\nops@example.com " + ops.Pub + "\n", body: body,
+			sig: ops.Sign(t, body, Namespace), signer: "ops@example.com"},
+		{name: "second of two keys", signers: other.Pub + "\nops@example.com,ci " + ops.Pub + "\n", body: body,
+			sig: ops.Sign(t, body, Namespace), signer: "ops@example.com,ci"},
+		{name: "namespace pattern", signers: `ops namespaces="git,berth-*" ` + ops.Pub, body: body,
+			sig: ops.Sign(t, body, Namespace), signer: "ops"},
+		{name: "within validity", signers: `ops valid-after="20260101",valid-before="20270101Z" ` + ops.Pub, body: body,
+			sig: ops.Sign(t, body, Namespace), signer: "ops"},
+		{name: "tampered body", signers: ops.Pub, body: append(append([]byte{}, body...), "# more\n"...),
+			sig: ops.Sign(t, body, Namespace), err: "does not match the body"},
+		{name: "key not allowed", signers: ops.Pub, body: body, sig: other.Sign(t, body, Namespace),
 			err: "which is not in allowed_signers"},
-		{name: "other namespace", signers: ops.pub, body: body, sig: ops.sign(t, body, "git"),
+		{name: "other namespace", signers: ops.Pub, body: body, sig: ops.Sign(t, body, "git"),
 			err: `signed in namespace "git"`},
-		{name: "key limited to git", signers: `ops namespaces="git" ` + ops.pub, body: body,
-			sig: ops.sign(t, body, SignatureNamespace), err: "may sign only in namespaces git"},
-		{name: "expired", signers: `ops valid-before="20260101" ` + ops.pub, body: body,
-			sig: ops.sign(t, body, SignatureNamespace), err: "was valid only before"},
-		{name: "not yet valid", signers: `ops valid-after="202612011200Z" ` + ops.pub, body: body,
-			sig: ops.sign(t, body, SignatureNamespace), err: "is valid only after 2026-12-01T12:00:00Z"},
-		{name: "garbage", signers: ops.pub, body: body, sig: []byte("not a signature"), err: "not an SSH signature"},
-		{name: "wrong PEM type", signers: ops.pub, body: body,
+		{name: "key limited to git", signers: `ops namespaces="git" ` + ops.Pub, body: body,
+			sig: ops.Sign(t, body, Namespace), err: "may sign only in namespaces git"},
+		{name: "expired", signers: `ops valid-before="20260101" ` + ops.Pub, body: body,
+			sig: ops.Sign(t, body, Namespace), err: "was valid only before"},
+		{name: "not yet valid", signers: `ops valid-after="202612011200Z" ` + ops.Pub, body: body,
+			sig: ops.Sign(t, body, Namespace), err: "is valid only after 2026-12-01T12:00:00Z"},
+		{name: "garbage", signers: ops.Pub, body: body, sig: []byte("not a signature"), err: "not an SSH signature"},
+		{name: "wrong PEM type", signers: ops.Pub, body: body,
 			sig: []byte("-----BEGIN SSH FOO-----\nAAAA\n-----END SSH FOO-----\n"), err: "not an SSH signature"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +98,7 @@ func TestSignersRefuseSHA1RSA(t *testing.T) {
 	// The SSHSIG signed data: magic, then namespace, reserved, hash
 	// algorithm and hash as SSH strings.
 	signed := append([]byte("SSHSIG"), ssh.Marshal(struct{ Namespace, Reserved, HashAlgorithm, Hash string }{
-		SignatureNamespace, "", "sha512", string(sum[:])})...)
+		Namespace, "", "sha512", string(sum[:])})...)
 	for _, tt := range []struct {
 		algo string
 		ok   bool
@@ -134,7 +107,7 @@ func TestSignersRefuseSHA1RSA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		armored := sshsig.Armor(&sshsig.Signature{Version: 1, PublicKey: signer.PublicKey(), Namespace: SignatureNamespace,
+		armored := sshsig.Armor(&sshsig.Signature{Version: 1, PublicKey: signer.PublicKey(), Namespace: Namespace,
 			HashAlgorithm: sshsig.HashSHA512, Signature: sig})
 		pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
 		_, err = mustSigners(t, pub).Verify(body, armored, time.Now())
@@ -145,18 +118,18 @@ func TestSignersRefuseSHA1RSA(t *testing.T) {
 }
 
 func TestParseAllowedSignersErrors(t *testing.T) {
-	ops := newTestKey(t, 1)
+	ops := signaturetest.NewKey(t, 1)
 	for _, tt := range []struct {
 		name, file, err string
 	}{
 		{"empty", "# nothing\n\n", "allowed_signers: no public key"},
 		{"truncated key", "ops ssh-ed25519 AAAAC3Nza\n", "allowed_signers:1: public key after the principals"},
 		{"no key", "\nops@example.com\n", "allowed_signers:2: want"},
-		{"cert authority", "ops cert-authority " + ops.pub, "allowed_signers:1: cert-authority is not supported"},
-		{"unknown option", "ops no-touch-required " + ops.pub, `allowed_signers:1: unknown option "no-touch-required"`},
-		{"bad time", `ops valid-after="2026" ` + ops.pub, "allowed_signers:1: valid-after: want YYYYMMDD"},
-		{"empty namespaces", `ops namespaces="" ` + ops.pub, "allowed_signers:1: namespaces needs a value"},
-		{"second line bad", ops.pub + "\nops ssh-rsa !!!\n", "allowed_signers:2:"},
+		{"cert authority", "ops cert-authority " + ops.Pub, "allowed_signers:1: cert-authority is not supported"},
+		{"unknown option", "ops no-touch-required " + ops.Pub, `allowed_signers:1: unknown option "no-touch-required"`},
+		{"bad time", `ops valid-after="2026" ` + ops.Pub, "allowed_signers:1: valid-after: want YYYYMMDD"},
+		{"empty namespaces", `ops namespaces="" ` + ops.Pub, "allowed_signers:1: namespaces needs a value"},
+		{"second line bad", ops.Pub + "\nops ssh-rsa !!!\n", "allowed_signers:2:"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseAllowedSigners([]byte(tt.file), "allowed_signers")
@@ -168,17 +141,17 @@ func TestParseAllowedSignersErrors(t *testing.T) {
 }
 
 func TestLoadAllowedSigners(t *testing.T) {
-	ops := newTestKey(t, 1)
+	ops := signaturetest.NewKey(t, 1)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	if err := os.WriteFile(good, []byte(ops.pub+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(good, []byte(ops.Pub+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadAllowedSigners(good); err != nil {
 		t.Fatalf("LoadAllowedSigners: %v", err)
 	}
 	writable := filepath.Join(dir, "writable")
-	if err := os.WriteFile(writable, []byte(ops.pub+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(writable, []byte(ops.Pub+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(writable, 0o666); err != nil {
@@ -236,7 +209,7 @@ func TestGlobMatch(t *testing.T) {
 		{"berth-manifest", true}, {"*", true}, {"berth-*", true}, {"*-manifest", true},
 		{"berth-manifes?", true}, {"berth", false}, {"git", false}, {"berth-manifest?", false}, {"", false},
 	} {
-		if got := globMatch(tt.pattern, SignatureNamespace); got != tt.want {
+		if got := globMatch(tt.pattern, Namespace); got != tt.want {
 			t.Errorf("globMatch(%q) = %v, want %v", tt.pattern, got, tt.want)
 		}
 	}
@@ -309,14 +282,14 @@ func TestSSHKeygenCommands(t *testing.T) {
 // BenchmarkVerify is the cost of checking one signed body of 50 pods
 // (about 8 KB) with an ed25519 key, what every new version costs a device.
 func BenchmarkVerify(b *testing.B) {
-	ops := newTestKey(b, 1)
+	ops := signaturetest.NewKey(b, 1)
 	var pods []string
 	for i := range 50 {
 		pods = append(pods, podspectest.Manifest(fmt.Sprintf("pod-%d", i), "busybox:1.36"))
 	}
 	body := []byte("# berth.io/serial: 1\n" + podspectest.List(pods...))
-	sig := ops.sign(b, body, SignatureNamespace)
-	signers := mustSigners(b, ops.pub)
+	sig := ops.Sign(b, body, Namespace)
+	signers := mustSigners(b, ops.Pub)
 	now := time.Now()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {

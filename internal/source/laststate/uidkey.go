@@ -1,4 +1,4 @@
-package source
+package laststate
 
 import (
 	"crypto/rand"
@@ -20,7 +20,7 @@ const uidKeyName = "uid-key"
 // uidKeySize is the key's length in bytes.
 const uidKeySize = 32
 
-// loadUIDKey returns the node's key for the UIDs berth derives from
+// LoadUIDKey returns the node's key for the UIDs berth derives from
 // manifests (podspec's contentUID) and from the values pods take as environment
 // (podspec's withEnvUID), creating it on first use (0600, in the 0700 state
 // directory). A pod's UID is shown to every local user (/pods, the
@@ -30,7 +30,7 @@ const uidKeySize = 32
 // berth derived gets a new UID and restarts once. Without a state
 // directory (berth validate) there is no key, and the UIDs are only shown,
 // never used to adopt running pods.
-func loadUIDKey(stateDir string, log *slog.Logger) []byte {
+func LoadUIDKey(stateDir string, log *slog.Logger) []byte {
 	if stateDir == "" {
 		return nil
 	}

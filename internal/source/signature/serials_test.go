@@ -1,4 +1,4 @@
-package source
+package signature
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func newTestSerials(t *testing.T, stateDir string, log io.Writer) *serialState {
+func newTestSerials(t *testing.T, stateDir string, log io.Writer) *Serials {
 	t.Helper()
-	return newSerialState(Config{StateDir: stateDir, Clock: clocktesting.NewFakeClock(time.Now())}, podspec.SourceFile,
+	return NewSerials(stateDir, podspec.SourceFile, clocktesting.NewFakeClock(time.Now()),
 		slog.New(slog.NewTextHandler(log, nil)))
 }
 
@@ -29,16 +30,16 @@ func noLive() (origins, names sets.Set[string]) { return sets.New[string](), set
 // TestSerialStateConflict walks the serials of two files and the pods they
 // define: a body is refused when its file or any pod it names has a higher
 // serial, whatever file that serial came from; an equal serial is
-// accepted; and a new serialState reading what the first persisted (a
+// accepted; and a new Serials reading what the first persisted (a
 // berth restart) refuses the same.
 func TestSerialStateConflict(t *testing.T) {
 	dir := t.TempDir()
 	st := newTestSerials(t, dir, io.Discard)
 	const web, zero = "/m/web.yaml", "/m/0-web.yaml"
-	webPod, cfg := serialKey("", "web-node1", "default"), serialKey(podspec.KindConfigMap, "cfg", "default")
+	webPod, cfg := Key("", "web-node1", "default"), Key(podspec.KindConfigMap, "cfg", "default")
 	steps := []struct {
 		name     string
-		restart  bool // a fresh serialState over the same dir first
+		restart  bool // a fresh Serials over the same dir first
 		origin   string
 		keys     []string
 		serial   uint64
@@ -73,7 +74,7 @@ func TestSerialStateConflict(t *testing.T) {
 		}
 		if !older {
 			st.record(s.origin, s.keys, s.serial)
-			st.flush(noLive)
+			st.Flush(noLive)
 		}
 	}
 	entries, err := os.ReadDir(filepath.Join(dir, "serials"))
@@ -98,15 +99,15 @@ func TestSerialStateConflict(t *testing.T) {
 func TestSerialStateMigration(t *testing.T) {
 	dir := t.TempDir()
 	const web, db = "/m/web.yaml", "/m/db.yaml"
-	webPod := serialKey("", "web-node1", "default")
+	webPod := Key("", "web-node1", "default")
 	st := newTestSerials(t, dir, io.Discard)
-	writeLegacySerial(t, st.dir, podspec.SourceFile, web, 5)
-	writeLegacySerial(t, st.dir, podspec.SourceFile, db, 3)
+	signaturetest.WriteLegacySerial(t, st.dir, podspec.SourceFile, web, 5)
+	signaturetest.WriteLegacySerial(t, st.dir, podspec.SourceFile, db, 3)
 	if err := os.WriteFile(filepath.Join(st.dir, "file-bogus.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	st.adopt(web, []string{webPod}) // restoreLastGood: web.yaml held web
+	st.Adopt(web, []string{webPod}) // restoreLastGood: web.yaml held web
 	for _, tt := range []struct {
 		origin string
 		keys   []string
@@ -124,7 +125,7 @@ func TestSerialStateMigration(t *testing.T) {
 			t.Fatalf("conflict(%s, %d) = %v, want %v", tt.origin, tt.serial, older, tt.older)
 		}
 	}
-	st.flush(noLive)
+	st.Flush(noLive)
 	entries, err := os.ReadDir(st.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestSerialStateIgnoresBadFiles(t *testing.T) {
 				t.Fatalf("log %q does not say %q", log.String(), tt.warn)
 			}
 			st.record(origin, nil, 3)
-			st.flush(noLive)
+			st.Flush(noLive)
 			if _, _, older := newTestSerials(t, dir, io.Discard).conflict(origin, nil, 2); !older {
 				t.Fatal("the serial accepted after the bad file was not persisted")
 			}
@@ -212,7 +213,7 @@ func TestSerialStateUnusableDir(t *testing.T) {
 	var log bytes.Buffer
 	st := newTestSerials(t, dir, &log)
 	st.record("o", []string{"p_default"}, 5)
-	st.flush(noLive)
+	st.Flush(noLive)
 	if _, _, older := st.conflict("other", []string{"p_default"}, 4); !older {
 		t.Fatal("older serial accepted in memory")
 	}
@@ -226,16 +227,16 @@ func TestSerialStateUnusableDir(t *testing.T) {
 // what it holds stays protected.
 func TestSerialStateBound(t *testing.T) {
 	dir := t.TempDir()
-	clk := clocktesting.NewFakeClock(stateClock)
+	clk := clocktesting.NewFakeClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	var log bytes.Buffer
-	st := newSerialState(Config{StateDir: dir, Clock: clk}, podspec.SourceFile, slog.New(slog.NewTextHandler(&log, nil)))
+	st := NewSerials(dir, podspec.SourceFile, clk, slog.New(slog.NewTextHandler(&log, nil)))
 	const live = "live-node1_default"
 	st.record("/m/live.yaml", []string{live}, 1)
 	for i := range maxSerialNames + 10 {
 		clk.Step(time.Second)
 		st.record(fmt.Sprintf("/m/%d.yaml", i), []string{fmt.Sprintf("gone%d-node1_default", i)}, 7)
 	}
-	st.flush(func() (origins, names sets.Set[string]) {
+	st.Flush(func() (origins, names sets.Set[string]) {
 		return sets.New("/m/live.yaml"), sets.New(live)
 	})
 	restarted := newTestSerials(t, dir, io.Discard)
@@ -244,20 +245,20 @@ func TestSerialStateBound(t *testing.T) {
 		t.Fatalf("%d names and %d origins kept, want %d and %d", len(restarted.names), len(restarted.origins), maxSerialNames, maxSerialOrigins)
 	}
 	for _, k := range []string{live, fmt.Sprintf("gone%d-node1_default", maxSerialNames+9)} {
-		if _, ok := restarted.serialOf(k); !ok {
+		if _, ok := restarted.SerialOf(k); !ok {
 			t.Errorf("%s evicted", k)
 		}
 	}
 	var evicted []string
 	for i := range maxSerialNames + 10 {
-		if _, ok := restarted.serialOf(fmt.Sprintf("gone%d-node1_default", i)); !ok {
+		if _, ok := restarted.SerialOf(fmt.Sprintf("gone%d-node1_default", i)); !ok {
 			evicted = append(evicted, fmt.Sprint(i))
 		}
 	}
 	if want := []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}; !slices.Equal(evicted, want) {
 		t.Errorf("evicted %v, want the oldest gone ones %v", evicted, want)
 	}
-	if _, ok := restarted.originSerial("/m/live.yaml"); !ok {
+	if _, ok := restarted.OriginSerial("/m/live.yaml"); !ok {
 		t.Error("the live file's serial evicted")
 	}
 	if strings.Contains(log.String(), "lose their replay protection") {

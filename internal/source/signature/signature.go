@@ -1,4 +1,4 @@
-package source
+package signature
 
 import (
 	"bytes"
@@ -20,10 +20,10 @@ import (
 	"github.com/berth-agent/berth/internal/statefile"
 )
 
-// SignatureNamespace is the namespace manifests are signed in
+// Namespace is the namespace manifests are signed in
 // (ssh-keygen -Y sign -n berth-manifest): a signature made for git, a file
 // or anything else with the same key is never taken for a manifest's.
-const SignatureNamespace = "berth-manifest"
+const Namespace = "berth-manifest"
 
 // SerialPrefix starts the first line of a signed body, followed by its
 // serial: "# berth.io/serial: 42". A comment, so that a serial bump leaves
@@ -48,10 +48,18 @@ const (
 	ReasonReplayed = "Replayed"
 )
 
+// Refusal is a refused signed body, with the Problem reason to report.
+type Refusal struct {
+	Reason string
+	Err    error
+}
+
+func (e *Refusal) Error() string { return e.Err.Error() }
+
 // Limits of what is read for signatures: an armored SSH signature is under
 // 2 KiB even with an RSA-8192 key; an allowed signers file is a few lines.
 const (
-	maxSignatureBytes      = 64 << 10
+	MaxBytes               = 64 << 10
 	maxAllowedSignersBytes = 1 << 20
 )
 
@@ -196,7 +204,7 @@ func parseSignerTime(v string) (time.Time, error) {
 }
 
 // Verify checks that sig (an armored SSH signature, as ssh-keygen -Y sign
-// writes it) is a signature of body in SignatureNamespace by one of the
+// writes it) is a signature of body in Namespace by one of the
 // allowed keys, valid at now. It returns who signed: the principals of the
 // key's line, or the key's fingerprint for a bare key.
 func (s *Signers) Verify(body, sig []byte, now time.Time) (string, error) {
@@ -204,9 +212,9 @@ func (s *Signers) Verify(body, sig []byte, now time.Time) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("not an SSH signature: %w", err)
 	}
-	if parsed.Namespace != SignatureNamespace {
+	if parsed.Namespace != Namespace {
 		return "", fmt.Errorf("signed in namespace %q, berth takes only %q (ssh-keygen -Y sign -n %s)",
-			parsed.Namespace, SignatureNamespace, SignatureNamespace)
+			parsed.Namespace, Namespace, Namespace)
 	}
 	fp := ssh.FingerprintSHA256(parsed.PublicKey)
 	want := parsed.PublicKey.Marshal()
@@ -219,7 +227,7 @@ func (s *Signers) Verify(body, sig []byte, now time.Time) (string, error) {
 			refused = fmt.Errorf("key %s (%s line %d) %w", fp, s.file, k.line, err)
 			continue
 		}
-		if err := sshsig.Verify(bytes.NewReader(body), parsed, k.key, parsed.HashAlgorithm, SignatureNamespace); err != nil {
+		if err := sshsig.Verify(bytes.NewReader(body), parsed, k.key, parsed.HashAlgorithm, Namespace); err != nil {
 			return "", fmt.Errorf("signature by %s does not match the body: %w", fp, err)
 		}
 		if k.principals != "" {
@@ -246,11 +254,11 @@ func (k allowedSigner) usable(now time.Time) error {
 	return nil
 }
 
-// namespaceAllowed matches SignatureNamespace against a namespaces= list
+// namespaceAllowed matches Namespace against a namespaces= list
 // of patterns with * and ?, as ssh-keygen does.
 func namespaceAllowed(patterns []string) bool {
 	for _, p := range patterns {
-		if globMatch(strings.TrimSpace(p), SignatureNamespace) {
+		if globMatch(strings.TrimSpace(p), Namespace) {
 			return true
 		}
 	}
@@ -300,15 +308,15 @@ func ParseSerial(body []byte) (uint64, error) {
 	return n, nil
 }
 
-// SignatureMetrics counts refused signed bodies.
-type SignatureMetrics struct {
+// Metrics counts refused signed bodies.
+type Metrics struct {
 	failures *prometheus.CounterVec
 }
 
-// NewSignatureMetrics registers berth_manifest_signature_failures_total on
+// NewMetrics registers berth_manifest_signature_failures_total on
 // reg.
-func NewSignatureMetrics(reg prometheus.Registerer) *SignatureMetrics {
-	m := &SignatureMetrics{failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_manifest_signature_failures_total",
 		Help: "Signed manifest bodies refused, by source and reason (Unsigned, BadSignature, NoSerial, Replayed).",
 	}, []string{"source", "reason"})}
@@ -316,103 +324,111 @@ func NewSignatureMetrics(reg prometheus.Registerer) *SignatureMetrics {
 	return m
 }
 
-// failed counts one refused body; a nil *SignatureMetrics counts nothing.
-func (m *SignatureMetrics) failed(source, reason string) {
+// failed counts one refused body; a nil *Metrics counts nothing.
+func (m *Metrics) failed(source, reason string) {
 	if m != nil {
 		m.failures.WithLabelValues(source, reason).Inc()
 	}
 }
 
-// signedOrigin checks the bodies of a signed source against the signers
-// and the serials accepted before (serialState). It belongs to its
+// Origin checks the bodies of a signed source against the signers
+// and the serials accepted before (Serials). It belongs to its
 // source's goroutine.
-type signedOrigin struct {
+type Origin struct {
 	signers *Signers
 	source  string
-	serials *serialState
-	metrics *SignatureMetrics
+	Serials *Serials
+	metrics *Metrics
 	log     *slog.Logger
 	// accepted is the serial of the body last accepted from each origin,
 	// to log each new version once.
 	accepted map[string]uint64
 }
 
-// verifiedBody is a body whose signature checked out: who signed it, and
-// its serial, not yet checked against those accepted before.
-type verifiedBody struct {
-	signer string
-	serial uint64
+// NewOrigin returns the signature check of source: bodies signed by one
+// of signers, whose serials serials keeps; refusals are counted in
+// metrics (nil counts nothing).
+func NewOrigin(signers *Signers, serials *Serials, metrics *Metrics, source string, log *slog.Logger) *Origin {
+	return &Origin{signers: signers, source: source, log: log, Serials: serials, metrics: metrics}
 }
 
-// verify checks body against sig and reads its serial. A nil sig is a body
-// without signature. The error is a counted *fetchError with the Problem
+// Verified is a body whose signature checked out: who signed it, and
+// its serial, not yet checked against those accepted before.
+type Verified struct {
+	signer string
+	Serial uint64
+}
+
+// Verify checks body against sig and reads its serial. A nil sig is a body
+// without signature. The error is a counted *Refusal with the Problem
 // reason; the caller logs it.
-func (o *signedOrigin) verify(body, sig []byte, now time.Time) (verifiedBody, error) {
+func (o *Origin) Verify(body, sig []byte, now time.Time) (Verified, error) {
 	b, reason, err := o.verifyBody(body, sig, now)
 	if err != nil {
-		return verifiedBody{}, o.refuse(reason, err)
+		return Verified{}, o.Refuse(reason, err)
 	}
 	return b, nil
 }
 
-func (o *signedOrigin) verifyBody(body, sig []byte, now time.Time) (b verifiedBody, reason string, err error) {
+func (o *Origin) verifyBody(body, sig []byte, now time.Time) (b Verified, reason string, err error) {
 	if sig == nil {
-		return b, ReasonUnsigned, errors.New("no signature (" + signatureSuffix + ") beside the body; berth runs only signed manifests from this source")
+		return b, ReasonUnsigned, errors.New("no signature (" + Suffix + ") beside the body; berth runs only signed manifests from this source")
 	}
 	if b.signer, err = o.signers.Verify(body, sig, now); err != nil {
 		return b, ReasonBadSignature, err
 	}
-	if b.serial, err = ParseSerial(body); err != nil {
+	if b.Serial, err = ParseSerial(body); err != nil {
 		return b, ReasonNoSerial, err
 	}
 	return b, "", nil
 }
 
-func (o *signedOrigin) refuse(reason string, err error) error {
+// Refuse counts a refused body and returns its *Refusal.
+func (o *Origin) Refuse(reason string, err error) error {
 	o.metrics.failed(o.source, reason)
-	return &fetchError{reason, fmt.Errorf("signed manifest refused: %w", err)}
+	return &Refusal{Reason: reason, Err: fmt.Errorf("signed manifest refused: %w", err)}
 }
 
-// admit checks the serial of a verified body from origin against the
+// Admit checks the serial of a verified body from origin against the
 // serials accepted before: from origin, and for each of keys, which must
-// be what the body defines and what it replaces (serialKeys of the parsed
-// body and of what origin holds now). A refusal is a counted *fetchError
+// be what the body defines and what it replaces (Keys of the parsed
+// body and of what origin holds now). A refusal is a counted *Refusal
 // with ReasonReplayed naming what has the newer serial.
-func (o *signedOrigin) admit(origin string, b verifiedBody, keys []string) error {
-	key, last, older := o.serials.conflict(origin, keys, b.serial)
+func (o *Origin) Admit(origin string, b Verified, keys []string) error {
+	key, last, older := o.Serials.conflict(origin, keys, b.Serial)
 	if !older {
 		return nil
 	}
 	what := "this manifest"
 	if key != "" {
-		what = describeSerialKey(key)
+		what = DescribeKey(key)
 	}
-	return o.refuse(ReasonReplayed, fmt.Errorf("serial %d is older than %d, the last one accepted for %s: a replayed or rolled back version; sign the version you want with a serial above %d",
-		b.serial, last, what, last))
+	return o.Refuse(ReasonReplayed, fmt.Errorf("serial %d is older than %d, the last one accepted for %s: a replayed or rolled back version; sign the version you want with a serial above %d",
+		b.Serial, last, what, last))
 }
 
-// accept records an admitted body's serial for origin and for raised: what
+// Accept records an admitted body's serial for origin and for raised: what
 // the body defines and what it removed from origin (not what origin keeps
 // of an earlier version because the body rejects it). It logs each new
-// version once; flush persists it.
-func (o *signedOrigin) accept(origin string, b verifiedBody, raised []string) {
-	o.serials.record(origin, raised, b.serial)
-	if prev, ok := o.accepted[origin]; !ok || prev != b.serial {
+// version once; Flush persists it.
+func (o *Origin) Accept(origin string, b Verified, raised []string) {
+	o.Serials.record(origin, raised, b.Serial)
+	if prev, ok := o.accepted[origin]; !ok || prev != b.Serial {
 		if o.accepted == nil {
 			o.accepted = map[string]uint64{}
 		}
-		o.accepted[origin] = b.serial
-		o.log.Info("signed manifest accepted", "origin", origin, "serial", b.serial, "signer", b.signer)
+		o.accepted[origin] = b.Serial
+		o.log.Info("signed manifest accepted", "origin", origin, "serial", b.Serial, "signer", b.signer)
 	}
 }
 
-// raisedKeys are the keys a body accepted from an origin raises: those of
+// RaisedKeys are the keys a body accepted from an origin raises: those of
 // fresh (the parsed body), and those of prev (what the origin held) that
 // cur (the origin's result after podspec.KeepLastGood) no longer holds.
-func raisedKeys(fresh, prev, cur podspec.Result) []string {
-	keys := serialKeys(fresh)
-	held := sets.New(serialKeys(cur)...)
-	for _, k := range serialKeys(prev) {
+func RaisedKeys(fresh, prev, cur podspec.Result) []string {
+	keys := Keys(fresh)
+	held := sets.New(Keys(cur)...)
+	for _, k := range Keys(prev) {
 		if !held.Has(k) {
 			keys = append(keys, k)
 		}
@@ -420,13 +436,13 @@ func raisedKeys(fresh, prev, cur podspec.Result) []string {
 	return keys
 }
 
-// itemSerials are the serials of what cur (after podspec.KeepLastGood) holds: n for
+// ItemSerials are the serials of what cur (after podspec.KeepLastGood) holds: n for
 // what fresh (the accepted body) defines, the serial in prevSerials for
 // what is kept from before; unknown (absent) otherwise.
-func itemSerials(fresh, cur podspec.Result, n uint64, prevSerials map[string]uint64) map[string]uint64 {
-	isFresh := sets.New(serialKeys(fresh)...)
+func ItemSerials(fresh, cur podspec.Result, n uint64, prevSerials map[string]uint64) map[string]uint64 {
+	isFresh := sets.New(Keys(fresh)...)
 	out := map[string]uint64{}
-	for _, k := range serialKeys(cur) {
+	for _, k := range Keys(cur) {
 		if isFresh.Has(k) {
 			out[k] = n
 		} else if s, ok := prevSerials[k]; ok {
@@ -436,21 +452,21 @@ func itemSerials(fresh, cur podspec.Result, n uint64, prevSerials map[string]uin
 	return out
 }
 
-// signatureSuffix names a detached signature: <url>.sig, as ssh-keygen
+// Suffix names a detached signature: <url>.sig, as ssh-keygen
 // -Y sign writes <file>.sig.
-const signatureSuffix = ".sig"
+const Suffix = ".sig"
 
-// errSignatureTooLarge is a signature past maxSignatureBytes.
-var errSignatureTooLarge = fmt.Errorf("signature is larger than the limit of %d bytes", maxSignatureBytes)
+// ErrTooLarge is a signature past MaxBytes.
+var ErrTooLarge = fmt.Errorf("signature is larger than the limit of %d bytes", MaxBytes)
 
-// readSignature reads an armored signature, bounded.
-func readSignature(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxSignatureBytes+1))
+// Read reads an armored signature, bounded.
+func Read(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxSignatureBytes {
-		return nil, errSignatureTooLarge
+	if len(data) > MaxBytes {
+		return nil, ErrTooLarge
 	}
 	return data, nil
 }

@@ -1,4 +1,4 @@
-package source
+package laststate
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ const stateVersion = 1
 // never end with it, so a write cut short by a kill is never read.
 const stateSuffix = ".json"
 
-// lastGoodState persists each entry of one source (a manifest file of the
+// State persists each entry of one source (a manifest file of the
 // file source, the URL body of the HTTP source) with the pods it currently
 // yields after podspec.KeepLastGood, so that a restart or a reboot while a manifest
 // is broken runs the last good version instead of removing a running pod as
@@ -44,8 +44,8 @@ const stateSuffix = ".json"
 // or stale file is only ever ignored with a warning: the state can never
 // stop berth from starting, it can only fail to help.
 //
-// A lastGoodState belongs to its source's goroutine; it has no lock.
-type lastGoodState struct {
+// A State belongs to its source's goroutine; it has no lock.
+type State struct {
 	dir      string // <state dir>/<source>; "" disables persistence
 	source   string
 	nodeName string
@@ -54,16 +54,16 @@ type lastGoodState struct {
 	log      *slog.Logger
 
 	// entries are the files present in dir, by origin, as written or
-	// found at load; stale ones are names without a known origin.
+	// found at Load; stale ones are names without a known origin.
 	entries map[string]*savedEntry
 	stale   []string
 	// broken says dir cannot be used (not ours, not creatable); persisting
 	// is off and was logged once.
 	broken bool
 	// writeErr is the last write failure, logged once: the write is
-	// retried on every save.
+	// retried on every Save.
 	writeErr string
-	// unsynced are the state files stage wrote and sync has not made
+	// unsynced are the state files Stage wrote and Sync has not made
 	// durable yet; dirUnsynced is set when the directory changed since.
 	unsynced    []string
 	dirUnsynced bool
@@ -102,13 +102,27 @@ type statePod struct {
 	DerivedUID bool `json:"derivedUID,omitempty"`
 }
 
-// newLastGoodState returns the state of source under cfg.StateDir, or a
-// disabled one when no state dir is configured.
-func newLastGoodState(cfg Config, source string, log *slog.Logger) *lastGoodState {
-	l := &lastGoodState{source: source, nodeName: cfg.NodeName, maxBytes: cfg.maxBytes(),
-		clock: cfg.clock(), log: log, entries: map[string]*savedEntry{}}
+// Config is what a source's State needs to know.
+type Config struct {
+	// StateDir is berth's state directory; "" disables persistence.
+	StateDir string
+	// Source names the source, and its directory under StateDir.
+	Source string
+	// NodeName is the node the pods are for; a state of another is stale.
+	NodeName string
+	// MaxBytes bounds a state file, as the manifest it came from is.
+	MaxBytes int64
+	Clock    clock.PassiveClock
+	Log      *slog.Logger
+}
+
+// New returns the state of cfg.Source under cfg.StateDir, or a disabled
+// one when no state dir is configured.
+func New(cfg Config) *State {
+	l := &State{source: cfg.Source, nodeName: cfg.NodeName, maxBytes: cfg.MaxBytes,
+		clock: cfg.Clock, log: cfg.Log, entries: map[string]*savedEntry{}}
 	if cfg.StateDir != "" {
-		l.dir = filepath.Join(cfg.StateDir, source)
+		l.dir = filepath.Join(cfg.StateDir, cfg.Source)
 	}
 	return l
 }
@@ -120,11 +134,11 @@ func stateName(origin string) string {
 	return hex.EncodeToString(sum[:]) + stateSuffix
 }
 
-// load reads the persisted entries, by origin. Every file that cannot be
-// used is logged and left for the next save to remove; so are the
+// Load reads the persisted entries, by origin. Every file that cannot be
+// used is logged and left for the next Save to remove; so are the
 // temporary files of a write a kill cut short. A missing directory (a
 // first start, a root dir of an earlier version) is simply no state.
-func (l *lastGoodState) load() map[string]podspec.Result {
+func (l *State) Load() map[string]podspec.Result {
 	if !l.ensureDir() {
 		return nil
 	}
@@ -158,7 +172,7 @@ func (l *lastGoodState) load() map[string]podspec.Result {
 // readEntry reads and checks one state file: a regular file of ours that
 // no one else may write, within the size limit, of this version, source and
 // node, whose pods are still valid and carry the identity of its origin.
-func (l *lastGoodState) readEntry(p string) (stateFile, podspec.Result, error) {
+func (l *State) readEntry(p string) (stateFile, podspec.Result, error) {
 	data, err := statefile.ReadOwned(p, l.maxBytes)
 	if err != nil {
 		return stateFile{}, podspec.Result{}, err
@@ -221,26 +235,26 @@ func decodeState(data []byte, source, nodeName string) (stateFile, podspec.Resul
 	return sf, res, nil
 }
 
-// save makes the state files match the entries: the pods of each origin
+// Save makes the state files match the entries: the pods of each origin
 // written when they changed, the files of origins that are gone (or yield
-// no pods) removed, with the stale files load found. Sources call it before
+// no pods) removed, with the stale files Load found. Sources call it before
 // handing the same entries to the store, so a kill in between finds on disk
 // at least what the agent was told. Failures are logged and retried on the
-// next save.
-func (l *lastGoodState) save(entries map[string]podspec.Result) {
-	l.stage(entries)
-	l.sync()
+// next Save.
+func (l *State) Save(entries map[string]podspec.Result) {
+	l.Stage(entries)
+	l.Sync()
 }
 
-// stage is save without the fsyncs: each changed entry is written and
-// renamed into place, so a berth killed right after finds it, and sync
+// Stage is Save without the fsyncs: each changed entry is written and
+// renamed into place, so a berth killed right after finds it, and Sync
 // makes it survive a power cut. The file source stages, hands the pods to
 // the store, and syncs while the agent starts them: two fsyncs take 3 to
 // 100 ms on a busy disk, which a new pod would otherwise wait for. Only a
 // power cut within that window can lose the entry (or leave it empty,
 // which reads as no last good version), and a manifest read good a
 // moment before is then still there.
-func (l *lastGoodState) stage(entries map[string]podspec.Result) {
+func (l *State) Stage(entries map[string]podspec.Result) {
 	if l.dir == "" || l.broken {
 		return
 	}
@@ -268,9 +282,9 @@ func (l *lastGoodState) stage(entries map[string]podspec.Result) {
 	}
 }
 
-// sync makes what stage wrote durable: each file written, then the
+// Sync makes what Stage wrote durable: each file written, then the
 // directory (its renames and removals).
-func (l *lastGoodState) sync() {
+func (l *State) Sync() {
 	for _, name := range l.unsynced {
 		if err := statefile.SyncFile(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.Warn("cannot sync a last good manifest state file", "file", filepath.Join(l.dir, name), "err", err)
@@ -290,7 +304,7 @@ func (l *lastGoodState) sync() {
 // manifest size limit is not persisted: its older state is removed instead,
 // since running a version older than the last good one after a restart
 // would be a surprise.
-func (l *lastGoodState) write(origin string, res podspec.Result) {
+func (l *State) write(origin string, res podspec.Result) {
 	sf := stateFile{Version: stateVersion, Source: l.source, Origin: origin, NodeName: l.nodeName,
 		Accepted: l.clock.Now().UTC()}
 	for i, p := range res.Pods {
@@ -330,7 +344,7 @@ func (l *lastGoodState) write(origin string, res podspec.Result) {
 
 // remove deletes one state file, idempotently, and forgets the entry of
 // origin when given. It reports whether the file is gone.
-func (l *lastGoodState) remove(name, origin string) bool {
+func (l *State) remove(name, origin string) bool {
 	err := os.Remove(filepath.Join(l.dir, name))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		l.log.Warn("cannot remove a last good manifest state file", "file", filepath.Join(l.dir, name), "err", err)
@@ -344,7 +358,7 @@ func (l *lastGoodState) remove(name, origin string) bool {
 
 // ensureDir creates the source's state directory (0700) and checks it is
 // ours and writable by us alone; otherwise persisting is off, logged once.
-func (l *lastGoodState) ensureDir() bool {
+func (l *State) ensureDir() bool {
 	if l.dir == "" || l.broken {
 		return false
 	}
@@ -381,84 +395,15 @@ func readDirNames(dir string) ([]string, error) {
 	return names, err
 }
 
-// dropLastGood removes the state of a source that is no longer configured:
+// Drop removes the state of a source that is no longer configured:
 // its pods are no longer wanted, and a state left behind would run them
 // again if the source came back with a broken manifest.
-func dropLastGood(stateDir, source string, log *slog.Logger) {
+func Drop(stateDir, source string, log *slog.Logger) {
 	if stateDir == "" {
 		return
 	}
 	dir := filepath.Join(stateDir, source)
 	if err := os.RemoveAll(dir); err != nil {
 		log.Warn("cannot remove the state of a source no longer configured", "dir", dir, "err", err)
-	}
-}
-
-// restoreLastGood seeds the file source with the persisted entries, as if
-// read just before the restart: a file still broken keeps its last good
-// pods (podspec.KeepLastGood), one fixed or changed while berth was down is read
-// as usual, and one gone drops out with its state on the first rescan.
-// Should the path be unreadable at start, the restored pods are what the
-// source delivers (in a Failed snapshot, as the HTTP source does).
-func (s *fileSource) restoreLastGood() {
-	for origin, res := range s.state.load() {
-		// Files of another --pod-manifest-path are no longer wanted; the
-		// first save removes their state.
-		if origin == s.path || filepath.Dir(origin) == s.path {
-			s.files[origin] = &fileState{res: res, serials: s.restoredSerials(origin, res)}
-		}
-	}
-}
-
-// restoredSerials are the serials of a restored entry's pods and objects:
-// none are kept with them, but none is newer than the last serial accepted
-// from origin, an upper bound that is enough to know an older version
-// when another manifest brings a newer one. An earlier berth's serial of
-// origin is first given to them (adopt).
-func (s *fileSource) restoredSerials(origin string, res podspec.Result) map[string]uint64 {
-	if s.signed == nil {
-		return nil
-	}
-	keys := serialKeys(res)
-	s.signed.serials.adopt(origin, keys)
-	n, ok := s.signed.serials.originSerial(origin)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]uint64, len(keys))
-	for _, k := range keys {
-		out[k] = n
-	}
-	return out
-}
-
-// saveLastGood stages what each manifest file yields now (send syncs it
-// once the store has it). The file source calls it only when the path
-// could be listed: a failed read knows nothing about which files are gone.
-func (s *fileSource) saveLastGood() {
-	entries := make(map[string]podspec.Result, len(s.files))
-	for p, f := range s.files {
-		entries[p] = f.res
-	}
-	s.state.stage(entries)
-}
-
-// restoreLastGood seeds the HTTP source with the last good body's pods. A
-// broken body at start then keeps them (podspec.KeepLastGood), as a broken body
-// does while berth runs.
-//
-// They are delivered even while the URL does not answer at start (after a
-// reboot, say): a source that fails never removes pods, and a reboot must
-// not turn an outage of the server into an outage of the pods it served,
-// least of all when that server is itself one of them. The source still
-// counts as not delivered until the server answers (its snapshot is
-// Failed), so SourcesReady, /readyz and orphan cleanup wait for it exactly
-// as before.
-func (s *httpSource) restoreLastGood() {
-	if res, ok := s.state.load()[s.origin.Path]; ok {
-		s.last = res
-		if s.signed != nil {
-			s.signed.serials.adopt(s.origin.Path, serialKeys(res))
-		}
 	}
 }
