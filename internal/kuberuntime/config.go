@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // containerConfig is the container's CRI config from the pod-to-CRI
@@ -25,7 +27,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 // state, say after a reboot) it continues from the newest <n>.log in the
 // container's log directory, as the kubelet does, so a new start never
 // appends to or overwrites an old log.
-func (m *Manager) nextRestartCount(pod *v1.Pod, name string, status *PodStatus) int {
+func (m *Manager) nextRestartCount(pod *v1.Pod, name string, status *podplan.PodStatus) int {
 	if cs := status.FindContainer(name); cs != nil {
 		return cs.RestartCount + 1
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podpath/podpathtest"
+	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podresources"
 )
 
@@ -83,11 +84,11 @@ func mustPath(t *testing.T) func(string, error) string {
 func TestNextRestartCount(t *testing.T) {
 	m, _, _ := newCfgManager(t, Options{})
 	pod := sbPod()
-	st := &PodStatus{Containers: []*ContainerStatus{{Name: "app", RestartCount: 4}}}
+	st := &podplan.PodStatus{Containers: []*podplan.ContainerStatus{{Name: "app", RestartCount: 4}}}
 	if got := m.nextRestartCount(pod, "app", st); got != 5 {
 		t.Errorf("with a status: %d, want 5", got)
 	}
-	if got := m.nextRestartCount(pod, "app", &PodStatus{}); got != 0 {
+	if got := m.nextRestartCount(pod, "app", &podplan.PodStatus{}); got != 0 {
 		t.Errorf("first start: %d, want 0", got)
 	}
 }
@@ -106,7 +107,7 @@ func TestRemovePodStaysInsideRoots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := podpathtest.NewVictimBed(t)
 			m, _, _ := newCfgManager(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
-			if err := m.RemovePod(context.Background(), &PodStatus{UID: types.UID(tt.uid), Name: tt.pod, Namespace: tt.ns}); err != nil {
+			if err := m.RemovePod(context.Background(), &podplan.PodStatus{UID: types.UID(tt.uid), Name: tt.pod, Namespace: tt.ns}); err != nil {
 				t.Errorf("RemovePod: %v", err)
 			}
 			b.Check(t)
@@ -116,7 +117,7 @@ func TestRemovePodStaysInsideRoots(t *testing.T) {
 		b := podpathtest.NewVictimBed(t)
 		m, _, _ := newCfgManager(t, Options{RootDir: b.Root, PodLogsDir: b.Logs})
 		pod := sbPod()
-		st := &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		st := &podplan.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 		logDir := m.PodLogDir(st)
 		if err := os.MkdirAll(logDir, 0o750); err != nil {
 			t.Fatal(err)

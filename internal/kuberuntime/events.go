@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // ContainerEvent is what berth takes from one CRI container event: which
@@ -109,5 +111,5 @@ func eventOwned(ev *runtimeapi.ContainerEventResponse) bool {
 	if sb == nil {
 		return true
 	}
-	return Owned(sb.GetLabels())
+	return podplan.Owned(sb.GetLabels())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/podenv"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // Reasons of a failed lifecycle hook: ReasonPostStartHookError is the
@@ -121,7 +122,7 @@ func (m *Manager) failedPostStart(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	m.log.Debug("postStart hook failed; killing the container", "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID,
 		"container", c.Name, "containerID", id, "err", hookErr)
 	m.event(pod, EventWarning, EventFailedPostStartHook, "PostStartHook failed: "+msg)
-	cs := &ContainerStatus{ID: id, SandboxID: sandboxID, Name: c.Name, State: ContainerStateRunning, Labels: labels, Annotations: annotations}
+	cs := &podplan.ContainerStatus{ID: id, SandboxID: sandboxID, Name: c.Name, State: podplan.ContainerStateRunning, Labels: labels, Annotations: annotations}
 	if err := m.KillContainer(ctx, pod, cs, KillReasonFailedPostStart, fmt.Sprintf("Container %s failed its postStart hook, will be killed", c.Name), nil); err != nil {
 		m.log.Warn("kill container after its postStart hook failed", "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID, "container", c.Name, "err", err)
 	}
@@ -133,7 +134,7 @@ func (m *Manager) failedPostStart(ctx context.Context, pod *v1.Pod, c *v1.Contai
 // has, from the container's annotation) within grace. A hook that outlives
 // grace is abandoned: its context is cancelled, which ends the exec or
 // request, and the kill goes on. Failures are FailedPreStopHook events.
-func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace time.Duration) {
+func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *podplan.ContainerStatus, grace time.Duration) {
 	spec, h := m.preStopHook(pod, c)
 	if h == nil {
 		return
@@ -173,7 +174,7 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, c *ContainerStatu
 // container it runs against (for named ports): the spec's when the pod
 // has the container, else what berth recorded on the container when it
 // created it.
-func (m *Manager) preStopHook(pod *v1.Pod, c *ContainerStatus) (*v1.Container, *v1.LifecycleHandler) {
+func (m *Manager) preStopHook(pod *v1.Pod, c *podplan.ContainerStatus) (*v1.Container, *v1.LifecycleHandler) {
 	if pod != nil {
 		if spec := podenv.SpecContainer(pod, c.Name); spec != nil {
 			if spec.Lifecycle == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestE2EExecSync runs commands in a real container the way exec probes
@@ -20,9 +21,9 @@ func TestE2EExecSync(t *testing.T) {
 	m := newE2EManager(t)
 	ctx := context.Background()
 	p := startE2EPod(ctx, t, m, "exec", false, e2eContainer{"main", "trap 'exit 0' TERM; while true; do sleep 1; done"})
-	waitPodStatus(ctx, t, m, p.uid, "running", func(s *PodStatus) bool {
+	waitPodStatus(ctx, t, m, p.uid, "running", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("main")
-		return c != nil && c.State == ContainerStateRunning
+		return c != nil && c.State == podplan.ContainerStateRunning
 	})
 	id := p.containers["main"]
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // execRecorder is the fake runtime plus the exec calls it forgets, each
@@ -175,7 +176,7 @@ func TestPreStop(t *testing.T) {
 					pod = hookPod(l, tt.grace)
 				}
 				env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
-				c := &ContainerStatus{ID: "c1", SandboxID: "s1", Name: "app", State: ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
+				c := &podplan.ContainerStatus{ID: "c1", SandboxID: "s1", Name: "app", State: podplan.ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
 				done := make(chan error, 1)
 				go func() { done <- env.m.KillContainer(context.Background(), pod, c, "test", "", nil) }()
 				if tt.step > 0 {
@@ -234,8 +235,8 @@ func TestKillContainerProbeGrace(t *testing.T) {
 	pod := hookPod(nil, 30)
 	g := int64(4)
 	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{TerminationGracePeriodSeconds: &g}
-	c := &ContainerStatus{ID: "c1", Name: "app", State: ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
-	if err := env.m.KillContainer(context.Background(), pod, c, KillReasonLivenessProbe, "Container app failed liveness probe, will be restarted", nil); err != nil {
+	c := &podplan.ContainerStatus{ID: "c1", Name: "app", State: podplan.ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
+	if err := env.m.KillContainer(context.Background(), pod, c, podplan.KillReasonLivenessProbe, "Container app failed liveness probe, will be restarted", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := stops.timeouts["c1"]; got != 4 {

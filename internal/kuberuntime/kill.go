@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 const (
@@ -26,7 +27,7 @@ const (
 // or grace ran out. pod is nil for an orphan, whose hook is in the
 // container's criconfig.AnnotationPreStopHook. It reports failures itself (events);
 // KillContainer only takes the time it took off the grace period.
-type preStopFunc func(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace time.Duration)
+type preStopFunc func(ctx context.Context, pod *v1.Pod, c *podplan.ContainerStatus, grace time.Duration)
 
 // KillContainer stops one berth-owned container with the kubelet's grace
 // rules: the pod's deletion or termination grace period (a container may
@@ -36,8 +37,8 @@ type preStopFunc func(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grac
 // over all of it. reason says why (logged); message goes into the Killing
 // event. A container that is already gone counts as stopped. Failures are
 // *SyncError with ReasonKillContainerError.
-func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerStatus, reason, message string, gracePeriodOverride *int64) error {
-	if !Owned(c.Labels) {
+func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *podplan.ContainerStatus, reason, message string, gracePeriodOverride *int64) error {
+	if !podplan.Owned(c.Labels) {
 		return fmt.Errorf("refusing to stop container %q (%s): it is not managed by berth", c.ID, c.Name)
 	}
 	uid, name, namespace := podIdentity(pod, c.Labels)
@@ -80,7 +81,7 @@ func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c *ContainerSt
 // (KillContainerError, KillPodSandboxError); sandboxes are stopped even when
 // a container failed to stop, as the kubelet does, since stopping the
 // sandbox kills what is left.
-func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriodOverride *int64) error {
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, gracePeriodOverride *int64) error {
 	return m.killPod(ctx, pod, status, gracePeriodOverride).err()
 }
 
@@ -110,21 +111,21 @@ func (k killResult) err() error {
 }
 
 // killPod is KillPod with its failures split; see killResult.
-func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriodOverride *int64) killResult {
+func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, gracePeriodOverride *int64) killResult {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex // guards errs
 		errs []error
 	)
 	for _, c := range status.Containers {
-		if !Owned(c.Labels) {
+		if !podplan.Owned(c.Labels) {
 			continue
 		}
 		var kill func() error
 		switch c.State {
-		case ContainerStateRunning, ContainerStateUnknown:
+		case podplan.ContainerStateRunning, podplan.ContainerStateUnknown:
 			kill = func() error { return m.KillContainer(ctx, pod, c, "PodKilled", "", gracePeriodOverride) }
-		case ContainerStateCreated:
+		case podplan.ContainerStateCreated:
 			kill = func() error { return m.removeNeverStarted(ctx, c) }
 		default:
 			continue
@@ -149,7 +150,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 			Message: fmt.Sprintf("stop sandbox %q of pod %s/%s: %v", s.ID, status.Namespace, status.Name, err),
 			Err:     err,
 		}
-		if s.State == SandboxStateNotReady {
+		if s.State == podplan.SandboxStateNotReady {
 			dead = append(dead, err)
 		} else {
 			errs = append(errs, err)
@@ -176,11 +177,11 @@ func podIdentity(pod *v1.Pod, labels map[string]string) (types.UID, string, stri
 // failed probe's terminationGracePeriodSeconds for a liveness or startup
 // kill, a container-specific one if recorded, the pod's spec, or for an orphan the
 // pod's as recorded on the container.
-func gracePeriodSeconds(pod *v1.Pod, c *ContainerStatus, reason string) int64 {
+func gracePeriodSeconds(pod *v1.Pod, c *podplan.ContainerStatus, reason string) int64 {
 	if pod != nil && pod.DeletionGracePeriodSeconds != nil {
 		return *pod.DeletionGracePeriodSeconds
 	}
-	if g, ok := probeGracePeriod(pod, c.Name, reason); ok {
+	if g, ok := podplan.ProbeGracePeriod(pod, c.Name, reason); ok {
 		return g
 	}
 	if g, ok := annotationSeconds(c.Annotations, criconfig.AnnotationContainerGracePeriod); ok {
@@ -220,7 +221,7 @@ func annotationSeconds(annotations map[string]string, key string) (int64, bool) 
 // state"): the error is returned, and the container keeps counting as
 // running until a retry removes or stops it. Failures are *SyncError with
 // ReasonKillContainerError.
-func (m *Manager) removeNeverStarted(ctx context.Context, c *ContainerStatus) error {
+func (m *Manager) removeNeverStarted(ctx context.Context, c *podplan.ContainerStatus) error {
 	if err := m.RemoveContainer(ctx, c.ID); err != nil {
 		return &SyncError{
 			Reason:  ReasonKillContainerError,

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestE2EKillPodGracePeriod kills a pod whose one container handles TERM
@@ -28,9 +30,9 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	p := startE2EPod(ctx, t, m, "graceful", false,
 		e2eContainer{"trap", `trap "echo got TERM; sleep 2; exit 0" TERM; echo ready; while true; do sleep 0.1; done`},
 		e2eContainer{"ignore", `trap "" TERM; while true; do sleep 0.1; done`})
-	st := waitPodStatus(ctx, t, m, p.uid, "both running", func(s *PodStatus) bool {
+	st := waitPodStatus(ctx, t, m, p.uid, "both running", func(s *podplan.PodStatus) bool {
 		for _, c := range s.Containers {
-			if c.State != ContainerStateRunning {
+			if c.State != podplan.ContainerStateRunning {
 				return false
 			}
 		}
@@ -63,10 +65,10 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	trap, ignore := st.FindContainer("trap"), st.FindContainer("ignore")
-	if trap.State != ContainerStateExited || trap.ExitCode != 0 {
+	if trap.State != podplan.ContainerStateExited || trap.ExitCode != 0 {
 		t.Errorf("trap: state %s exit code %d, want exited 0", trap.State, trap.ExitCode)
 	}
-	if ignore.State != ContainerStateExited || ignore.ExitCode != 137 {
+	if ignore.State != podplan.ContainerStateExited || ignore.ExitCode != 137 {
 		t.Errorf("ignore: state %s exit code %d, want exited 137 (SIGKILL)", ignore.State, ignore.ExitCode)
 	}
 	if !trap.FinishedAt.Before(ignore.FinishedAt) {
@@ -75,7 +77,7 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	if took < (grace-1)*time.Second || took > 2*grace*time.Second {
 		t.Errorf("KillPod took %v; want about the %ds grace period once, not per container", took, grace)
 	}
-	if st.Sandboxes[0].State != SandboxStateNotReady {
+	if st.Sandboxes[0].State != podplan.SandboxStateNotReady {
 		t.Errorf("sandbox is %s after KillPod", st.Sandboxes[0].State)
 	}
 	log, err := os.ReadFile(trapLog)

@@ -17,6 +17,7 @@ import (
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // stopRecorder is the fake runtime plus what the fake forgets: the timeout
@@ -92,7 +93,7 @@ func TestKillContainerGracePeriod(t *testing.T) {
 			env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
 			var hookGrace time.Duration
 			if tt.preStop > 0 {
-				env.m.preStop = func(_ context.Context, _ *v1.Pod, _ *ContainerStatus, grace time.Duration) {
+				env.m.preStop = func(_ context.Context, _ *v1.Pod, _ *podplan.ContainerStatus, grace time.Duration) {
 					hookGrace = grace
 					env.clock.Step(tt.preStop)
 				}
@@ -103,7 +104,7 @@ func TestKillContainerGracePeriod(t *testing.T) {
 				pod.Spec.TerminationGracePeriodSeconds = tt.podGrace
 				pod.DeletionGracePeriodSeconds = tt.deletionGrace
 			}
-			c := &ContainerStatus{ID: "c1", Name: "app", State: ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
+			c := &podplan.ContainerStatus{ID: "c1", Name: "app", State: podplan.ContainerStateRunning, Labels: fc.Labels, Annotations: fc.Annotations}
 			if err := env.m.KillContainer(context.Background(), pod, c, "test", "", tt.override); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +143,7 @@ func TestKillContainerOutcomes(t *testing.T) {
 			if tt.stopErr != nil {
 				env.rs.InjectError("StopContainer", tt.stopErr)
 			}
-			c := &ContainerStatus{ID: "c1", Name: "app", Labels: fc.Labels, Annotations: fc.Annotations}
+			c := &podplan.ContainerStatus{ID: "c1", Name: "app", Labels: fc.Labels, Annotations: fc.Annotations}
 			err := env.m.KillContainer(context.Background(), nil, c, "test", "Container app failed liveness probe", nil)
 			if (err != nil) != tt.wantErr || syncReason(err) != tt.wantReason {
 				t.Fatalf("err = %v, want error %v with reason %q", err, tt.wantErr, tt.wantReason)
@@ -177,8 +178,8 @@ func TestKillPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A foreign container that somehow sits in the status is never touched.
-	st.Containers = append(st.Containers, &ContainerStatus{ID: "c-foreign", State: ContainerStateRunning, Labels: map[string]string{}})
-	st.Sandboxes = append(st.Sandboxes, &SandboxStatus{ID: "s-foreign", State: SandboxStateReady})
+	st.Containers = append(st.Containers, &podplan.ContainerStatus{ID: "c-foreign", State: podplan.ContainerStateRunning, Labels: map[string]string{}})
+	st.Sandboxes = append(st.Sandboxes, &podplan.SandboxStatus{ID: "s-foreign", State: podplan.SandboxStateReady})
 	env.calls()
 
 	// Both running containers must be in StopContainer at once to pass.

@@ -107,7 +107,7 @@ type Manager struct {
 	// preStop runs a container's preStop hook before it is stopped
 	// (runPreStop in hooks.go; tests replace it). See KillContainer.
 	preStop preStopFunc
-	// name is the runtime's name, the scheme of ContainerStatus.Runtime;
+	// name is the runtime's name, the scheme of podplan.ContainerStatus.Runtime;
 	// it guards itself.
 	name runtimeName
 

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // statusCache keeps, per runtime object, what only a status call tells (exit
@@ -32,7 +33,7 @@ type statusCache struct {
 
 type cachedContainer struct {
 	state   runtimeapi.ContainerState
-	status  ContainerStatus
+	status  podplan.ContainerStatus
 	logPath string // for removing the log file with the container
 	// termPath is the host file mounted as the container's termination
 	// message, removed with the container by GC (cri/gc).
@@ -41,12 +42,12 @@ type cachedContainer struct {
 
 type cachedSandbox struct {
 	state  runtimeapi.PodSandboxState
-	status SandboxStatus
+	status podplan.SandboxStatus
 }
 
 // container returns a copy of the cached status of id if it was read in
 // state.
-func (c *statusCache) container(id string, state runtimeapi.ContainerState) (*ContainerStatus, bool) {
+func (c *statusCache) container(id string, state runtimeapi.ContainerState) (*podplan.ContainerStatus, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.containers[id]
@@ -66,7 +67,7 @@ func (c *statusCache) containerLogPath(id string) (string, bool) {
 	return e.logPath, ok
 }
 
-func (c *statusCache) putContainer(id string, state runtimeapi.ContainerState, s *ContainerStatus, logPath, termPath string) {
+func (c *statusCache) putContainer(id string, state runtimeapi.ContainerState, s *podplan.ContainerStatus, logPath, termPath string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.containers == nil {
@@ -75,7 +76,7 @@ func (c *statusCache) putContainer(id string, state runtimeapi.ContainerState, s
 	c.containers[id] = cachedContainer{state: state, status: *s, logPath: logPath, termPath: termPath}
 }
 
-func (c *statusCache) sandbox(id string, state runtimeapi.PodSandboxState) (*SandboxStatus, bool) {
+func (c *statusCache) sandbox(id string, state runtimeapi.PodSandboxState) (*podplan.SandboxStatus, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.sandboxes[id]
@@ -86,7 +87,7 @@ func (c *statusCache) sandbox(id string, state runtimeapi.PodSandboxState) (*San
 	return &s, true
 }
 
-func (c *statusCache) putSandbox(id string, state runtimeapi.PodSandboxState, s *SandboxStatus) {
+func (c *statusCache) putSandbox(id string, state runtimeapi.PodSandboxState, s *podplan.SandboxStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sandboxes == nil {
@@ -140,12 +141,6 @@ func managedSelector(uid types.UID) map[string]string {
 	return sel
 }
 
-// Owned reports whether an object carries berth's ownership label; berth
-// never stops or removes anything else.
-func Owned(labels map[string]string) bool {
-	return labels[criconfig.LabelManaged] == "true"
-}
-
 // sandboxRelistPeriod bounds how stale Relist's sandbox listing may get while
 // no container changes. Stopping or removing a sandbox by hand stops or
 // removes its containers too, so nearly every sandbox change shows in the
@@ -175,7 +170,7 @@ type sandboxListing struct {
 // however many pods run. The agent's PLEG calls it every second and
 // compares. The returned statuses are the caller's; their Labels and
 // Annotations maps are shared and must not be modified.
-func (m *Manager) Relist(ctx context.Context) (map[types.UID]*PodStatus, error) {
+func (m *Manager) Relist(ctx context.Context) (map[types.UID]*podplan.PodStatus, error) {
 	m.lastSandboxes.mu.Lock()
 	defer m.lastSandboxes.mu.Unlock()
 	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector("")})
@@ -216,10 +211,10 @@ func containerListingFingerprint(containers []*runtimeapi.Container) string {
 	return strings.Join(parts, ",")
 }
 
-// PodStatus returns the status of one pod, read fresh from the runtime: a
+// podplan.PodStatus returns the status of one pod, read fresh from the runtime: a
 // pod worker calls it right after acting on the pod. A UID without objects
 // gives an empty status, not an error.
-func (m *Manager) PodStatus(ctx context.Context, uid types.UID) (*PodStatus, error) {
+func (m *Manager) PodStatus(ctx context.Context, uid types.UID) (*podplan.PodStatus, error) {
 	sandboxes, containers, err := m.list(ctx, uid)
 	if err != nil {
 		return nil, err
@@ -231,7 +226,7 @@ func (m *Manager) PodStatus(ctx context.Context, uid types.UID) (*PodStatus, err
 	if s, ok := pods[uid]; ok {
 		return s, nil
 	}
-	return &PodStatus{UID: uid}, nil
+	return &podplan.PodStatus{UID: uid}, nil
 }
 
 // list lists berth's sandboxes and containers, of one pod if uid is set.
@@ -252,17 +247,17 @@ func (m *Manager) list(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSan
 // a runtime ignored the label filter. Any failed status call fails the whole
 // result: a status missing its exit code would make the caller decide wrong
 // (restart a container that succeeded), while the next relist will retry.
-func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) (map[types.UID]*PodStatus, error) {
+func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) (map[types.UID]*podplan.PodStatus, error) {
 	sbs, cts, err := m.objectStatuses(ctx, sandboxes, containers)
 	if err != nil {
 		return nil, err
 	}
-	pods := map[types.UID]*PodStatus{}
-	pod := func(labels map[string]string) *PodStatus {
+	pods := map[types.UID]*podplan.PodStatus{}
+	pod := func(labels map[string]string) *podplan.PodStatus {
 		uid := types.UID(labels[criconfig.LabelPodUID])
 		p, ok := pods[uid]
 		if !ok {
-			p = &PodStatus{UID: uid, Name: labels[criconfig.LabelPodName], Namespace: labels[criconfig.LabelPodNamespace]}
+			p = &podplan.PodStatus{UID: uid, Name: labels[criconfig.LabelPodName], Namespace: labels[criconfig.LabelPodNamespace]}
 			pods[uid] = p
 		}
 		return p
@@ -283,10 +278,10 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 		}
 	}
 	for _, p := range pods {
-		slices.SortFunc(p.Sandboxes, func(a, b *SandboxStatus) int {
+		slices.SortFunc(p.Sandboxes, func(a, b *podplan.SandboxStatus) int {
 			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
 		})
-		slices.SortFunc(p.Containers, func(a, b *ContainerStatus) int {
+		slices.SortFunc(p.Containers, func(a, b *podplan.ContainerStatus) int {
 			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
 		})
 		p.IPs = podIPs(p.Sandboxes)
@@ -305,12 +300,12 @@ const statusReadsInFlight = 8
 // for an object not berth's or removed since the listing. Cached entries
 // are taken as they are; the others are read statusReadsInFlight at a
 // time. The first failed read fails the result and cancels the others.
-func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) ([]*SandboxStatus, []*ContainerStatus, error) {
-	sbs := make([]*SandboxStatus, len(sandboxes))
-	cts := make([]*ContainerStatus, len(containers))
+func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) ([]*podplan.SandboxStatus, []*podplan.ContainerStatus, error) {
+	sbs := make([]*podplan.SandboxStatus, len(sandboxes))
+	cts := make([]*podplan.ContainerStatus, len(containers))
 	var reads []func(context.Context) error
 	for i, s := range sandboxes {
-		if !Owned(s.Labels) || s.Labels[criconfig.LabelPodUID] == "" {
+		if !podplan.Owned(s.Labels) || s.Labels[criconfig.LabelPodUID] == "" {
 			continue
 		}
 		if cached, ok := m.statusCache.sandbox(s.Id, s.State); ok {
@@ -323,7 +318,7 @@ func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.Po
 		})
 	}
 	for i, c := range containers {
-		if !Owned(c.Labels) || c.Labels[criconfig.LabelPodUID] == "" {
+		if !podplan.Owned(c.Labels) || c.Labels[criconfig.LabelPodUID] == "" {
 			continue
 		}
 		if cached, ok := m.statusCache.container(c.Id, c.State); ok {
@@ -379,9 +374,9 @@ func runBounded(ctx context.Context, fns []func(context.Context) error, n int) e
 
 // podIPs are the IPs of the newest ready sandbox, primary first; none on the
 // host network, where the pod's IP is the node's and the agent fills it.
-func podIPs(sandboxes []*SandboxStatus) []string {
+func podIPs(sandboxes []*podplan.SandboxStatus) []string {
 	for _, s := range sandboxes {
-		if s.State != SandboxStateReady {
+		if s.State != podplan.SandboxStateReady {
 			continue
 		}
 		if s.HostNetwork || s.IP == "" {
@@ -395,7 +390,7 @@ func podIPs(sandboxes []*SandboxStatus) []string {
 // sandboxStatus reads a listed sandbox's status from the runtime and
 // caches it (objectStatuses looks in the cache first). A sandbox removed
 // since the listing gives nil, nil.
-func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*SandboxStatus, error) {
+func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*podplan.SandboxStatus, error) {
 	resp, err := m.runtime.PodSandboxStatus(ctx, s.Id, false)
 	if isNotFound(err) {
 		return nil, nil
@@ -409,8 +404,8 @@ func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (
 // rememberSandbox converts a sandbox status from the runtime and caches it
 // under the state it was read in, so whoever read it (a relist, or SyncPod
 // right after creating the sandbox) spares the next relist the call.
-func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *SandboxStatus {
-	ss := &SandboxStatus{
+func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *podplan.SandboxStatus {
+	ss := &podplan.SandboxStatus{
 		ID:          id,
 		State:       sandboxState(st.GetState()),
 		CreatedAt:   unixNanoTime(st.GetCreatedAt()),
@@ -430,7 +425,7 @@ func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *S
 // containerStatus reads a listed container's status from the runtime and
 // caches it (objectStatuses looks in the cache first). A container removed
 // since the listing gives nil, nil.
-func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*ContainerStatus, error) {
+func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*podplan.ContainerStatus, error) {
 	resp, err := m.runtime.ContainerStatus(ctx, c.Id, false)
 	if isNotFound(err) {
 		return nil, nil
@@ -439,7 +434,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		return nil, fmt.Errorf("status of container %q: %w", c.Id, err)
 	}
 	st := resp.Status
-	cs := &ContainerStatus{
+	cs := &podplan.ContainerStatus{
 		ID:           c.Id,
 		SandboxID:    c.PodSandboxId,
 		Name:         st.GetMetadata().GetName(),
@@ -505,24 +500,24 @@ func unixNanoTime(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
-func containerState(s runtimeapi.ContainerState) ContainerState {
+func containerState(s runtimeapi.ContainerState) podplan.ContainerState {
 	switch s {
 	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return ContainerStateCreated
+		return podplan.ContainerStateCreated
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return ContainerStateRunning
+		return podplan.ContainerStateRunning
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return ContainerStateExited
+		return podplan.ContainerStateExited
 	default:
-		return ContainerStateUnknown
+		return podplan.ContainerStateUnknown
 	}
 }
 
-func sandboxState(s runtimeapi.PodSandboxState) SandboxState {
+func sandboxState(s runtimeapi.PodSandboxState) podplan.SandboxState {
 	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
-		return SandboxStateReady
+		return podplan.SandboxStateReady
 	}
-	return SandboxStateNotReady
+	return podplan.SandboxStateNotReady
 }
 
 // terminationMessageHostPath finds, among a container's mounts, the host

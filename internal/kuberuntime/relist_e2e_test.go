@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // e2eContainer is one busybox container of an e2ePod, running script.
@@ -94,8 +95,8 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 	return p
 }
 
-// waitPodStatus polls PodStatus until ok accepts it.
-func waitPodStatus(ctx context.Context, t *testing.T, m *Manager, uid types.UID, what string, ok func(*PodStatus) bool) *PodStatus {
+// waitPodStatus polls podplan.PodStatus until ok accepts it.
+func waitPodStatus(ctx context.Context, t *testing.T, m *Manager, uid types.UID, what string, ok func(*podplan.PodStatus) bool) *podplan.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -149,22 +150,22 @@ func TestE2ERelistAndPodStatus(t *testing.T) {
 		e2eContainer{"exits", "echo bye; sleep 0.5; exit 3"})
 	hp := startE2EPod(ctx, t, m, "hostnet", true, e2eContainer{"runs", "exec sleep 3600"})
 
-	st := waitPodStatus(ctx, t, m, p.uid, "exits exited", func(s *PodStatus) bool {
+	st := waitPodStatus(ctx, t, m, p.uid, "exits exited", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("exits")
-		return c != nil && c.State == ContainerStateExited
+		return c != nil && c.State == podplan.ContainerStateExited
 	})
 	if st.Name != "observed" || st.Namespace != "default" || len(st.Sandboxes) != 1 || len(st.Containers) != 2 {
 		t.Fatalf("status = %+v", st)
 	}
 	sb := st.Sandboxes[0]
-	if sb.ID != p.sandboxID || sb.State != SandboxStateReady || sb.HostNetwork || sb.CreatedAt.IsZero() {
+	if sb.ID != p.sandboxID || sb.State != podplan.SandboxStateReady || sb.HostNetwork || sb.CreatedAt.IsZero() {
 		t.Errorf("sandbox = %+v", sb)
 	}
 	if len(st.IPs) != 1 || !subnet.Contains(net.ParseIP(st.IPs[0])) {
 		t.Errorf("pod IPs %v not in the bed's subnet %s", st.IPs, testBed.Subnet)
 	}
 	runs, exits := st.FindContainer("runs"), st.FindContainer("exits")
-	if runs.State != ContainerStateRunning || runs.StartedAt.IsZero() || !runs.FinishedAt.IsZero() || runs.ID != p.containers["runs"] {
+	if runs.State != podplan.ContainerStateRunning || runs.StartedAt.IsZero() || !runs.FinishedAt.IsZero() || runs.ID != p.containers["runs"] {
 		t.Errorf("runs = %+v", runs)
 	}
 	if exits.ExitCode != 3 || exits.Reason != "Error" || exits.FinishedAt.Before(exits.StartedAt) || exits.StartedAt.IsZero() {
@@ -302,10 +303,10 @@ func TestE2ERelistReadsManyNewObjects(t *testing.T) {
 		if st == nil || len(st.Sandboxes) != 1 || len(st.Containers) != 1 {
 			t.Fatalf("pod %s: status %+v, want its sandbox and its container", p.name, st)
 		}
-		if s := st.Sandboxes[0]; s.ID != p.sandboxID || s.State != SandboxStateNotReady {
+		if s := st.Sandboxes[0]; s.ID != p.sandboxID || s.State != podplan.SandboxStateNotReady {
 			t.Errorf("pod %s: sandbox %s in state %v, want %s NOTREADY", p.name, s.ID, s.State, p.sandboxID)
 		}
-		if c := st.Containers[0]; c.ID != p.containers["app"] || c.State != ContainerStateExited || c.FinishedAt.IsZero() || c.Name != "app" {
+		if c := st.Containers[0]; c.ID != p.containers["app"] || c.State != podplan.ContainerStateExited || c.FinishedAt.IsZero() || c.Name != "app" {
 			t.Errorf("pod %s: container %+v, want %s EXITED with its finish time", p.name, c, p.containers["app"])
 		}
 	}

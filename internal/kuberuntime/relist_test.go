@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // criTestEnv is a Manager over the cri-api fakes, a fake clock and a
@@ -234,10 +235,10 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	}
 	calls := env.calls()
 	if count(calls, "ContainerStatus") != 1 || count(calls, "PodSandboxStatus") != 0 || len(calls) != 3 {
-		t.Errorf("relist after one exit made calls %v, want the 2 lists (the container listing changed) and 1 ContainerStatus", calls)
+		t.Errorf("relist after one exit made calls %v, want the 2 lists (the container listing changed) and 1 podplan.ContainerStatus", calls)
 	}
 	got := pods["uid-1"].FindContainer("app")
-	if got.State != ContainerStateExited || got.ExitCode != 3 || got.Reason != "Error" || got.Message != "disk full" ||
+	if got.State != podplan.ContainerStateExited || got.ExitCode != 3 || got.Reason != "Error" || got.Message != "disk full" ||
 		!got.FinishedAt.Equal(baseTime.Add(time.Minute)) {
 		t.Errorf("exited container status = %+v", got)
 	}
@@ -382,16 +383,16 @@ func TestPodStatusFields(t *testing.T) {
 		t.Fatalf("sandboxes not newest first: %+v", got.Sandboxes)
 	}
 	s := got.Sandboxes[0]
-	if s.State != SandboxStateReady || s.Attempt != 1 || s.HostNetwork || !s.CreatedAt.Equal(baseTime.Add(time.Minute)) ||
-		s.IP != "10.88.0.2" || got.Sandboxes[1].State != SandboxStateNotReady {
+	if s.State != podplan.SandboxStateReady || s.Attempt != 1 || s.HostNetwork || !s.CreatedAt.Equal(baseTime.Add(time.Minute)) ||
+		s.IP != "10.88.0.2" || got.Sandboxes[1].State != podplan.SandboxStateNotReady {
 		t.Errorf("sandbox = %+v", s)
 	}
 	if len(got.Containers) != 2 || got.Containers[0].ID != "c-new" {
 		t.Fatalf("containers not newest first: %+v", got.Containers)
 	}
 	c := got.Containers[0]
-	want := ContainerStatus{
-		ID: "c-new", Runtime: "fakeRuntime", SandboxID: "s-new", Name: "app", State: ContainerStateRunning,
+	want := podplan.ContainerStatus{
+		ID: "c-new", Runtime: "fakeRuntime", SandboxID: "s-new", Name: "app", State: podplan.ContainerStateRunning,
 		CreatedAt: baseTime.Add(time.Minute + time.Second), StartedAt: baseTime.Add(time.Minute + 2*time.Second),
 		Image: "busybox:1.36", ImageRef: "docker.io/library/busybox@sha256:abc", Hash: 0x1f2e3d, RestartCount: 4,
 	}
@@ -400,7 +401,7 @@ func TestPodStatusFields(t *testing.T) {
 		t.Errorf("running container =\n%+v\nwant\n%+v", *c, want)
 	}
 	e := got.Containers[1]
-	if e.State != ContainerStateExited || e.ExitCode != 137 || e.Reason != "OOMKilled" || e.Message != "last words" ||
+	if e.State != podplan.ContainerStateExited || e.ExitCode != 137 || e.Reason != "OOMKilled" || e.Message != "last words" ||
 		!e.FinishedAt.Equal(baseTime.Add(30*time.Second)) || e.SandboxID != "s-old" {
 		t.Errorf("exited container = %+v", e)
 	}

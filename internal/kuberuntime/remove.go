@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-agent/berth/internal/podpath"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // isNotFound reports whether the runtime said the object does not exist.
@@ -35,7 +36,7 @@ func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("remove container %q: status: %w", id, err)
 		}
-		if !Owned(resp.Status.Labels) {
+		if !podplan.Owned(resp.Status.Labels) {
 			return fmt.Errorf("refusing to remove container %q: it is not managed by berth", id)
 		}
 		logPath = m.ownedLogPath(resp.Status.LogPath)
@@ -59,10 +60,10 @@ func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
 // left. Only berth-owned objects are touched. It is idempotent: what is
 // already gone counts as removed, so a retry after a partial failure
 // finishes the job. Failures are returned joined.
-func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
+func (m *Manager) RemovePod(ctx context.Context, status *podplan.PodStatus) error {
 	var errs []error
 	for _, c := range status.Containers {
-		if !Owned(c.Labels) {
+		if !podplan.Owned(c.Labels) {
 			continue
 		}
 		if err := m.RemoveContainer(ctx, c.ID); err != nil {
@@ -94,7 +95,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 // identity to name it safely. The identity comes from the runtime's labels:
 // one that would name a directory anywhere else (a '/', "..", a '_') is no
 // pod berth ever made a directory for, so there is nothing to remove.
-func (m *Manager) PodLogDir(status *PodStatus) string {
+func (m *Manager) PodLogDir(status *podplan.PodStatus) string {
 	if m.opts.PodLogsDir == "" {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 func TestRemovePod(t *testing.T) {
@@ -85,8 +86,8 @@ func TestRemovePodLeavesForeignAndKeepsLogsOnFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Containers = append(st.Containers, &ContainerStatus{ID: "c-foreign", Labels: map[string]string{criconfig.LabelPodUID: "uid-0"}})
-	st.Sandboxes = append(st.Sandboxes, &SandboxStatus{ID: "s-foreign"})
+	st.Containers = append(st.Containers, &podplan.ContainerStatus{ID: "c-foreign", Labels: map[string]string{criconfig.LabelPodUID: "uid-0"}})
+	st.Sandboxes = append(st.Sandboxes, &podplan.SandboxStatus{ID: "s-foreign"})
 	env.calls()
 	env.rs.InjectError("RemovePodSandbox", status.Error(codes.Internal, "busy"))
 

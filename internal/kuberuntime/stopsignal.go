@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // Stop signals (KEP-4960): a container's lifecycle.stopSignal replaces the
@@ -64,7 +65,7 @@ func signalNumber(name string) (unix.Signal, bool) {
 // (no PID from the runtime, a kernel without pidfd, a permission refused)
 // it says so in a Warning event and lets the runtime stop the container
 // with its default signal: a stop must never fail for want of a signal.
-func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, c *ContainerStatus, grace int64) error {
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, c *podplan.ContainerStatus, grace int64) error {
 	name := c.Annotations[criconfig.AnnotationStopSignal]
 	if name == "" || grace == 0 {
 		return m.runtime.StopContainer(ctx, c.ID, grace)

@@ -15,6 +15,7 @@ import (
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 func TestSignalNumber(t *testing.T) {
@@ -62,7 +63,7 @@ func (r *pidRuntime) ContainerStatus(ctx context.Context, id string, verbose boo
 
 // stopSignalFixture is a Manager over pidRuntime with one running
 // container "c1" that records the stop signal sig.
-func stopSignalFixture(t *testing.T, pid int, sig string) (*Manager, *pidRuntime, *syncRecorder, *ContainerStatus) {
+func stopSignalFixture(t *testing.T, pid int, sig string) (*Manager, *pidRuntime, *syncRecorder, *podplan.ContainerStatus) {
 	t.Helper()
 	events := &syncRecorder{}
 	_, rt, img := newCfgManager(t, Options{})
@@ -72,7 +73,7 @@ func stopSignalFixture(t *testing.T, pid int, sig string) (*Manager, *pidRuntime
 	rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: "sb1", ContainerStatus: runtimeapi.ContainerStatus{
 		Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 	}}})
-	c := &ContainerStatus{ID: "c1", Name: "app", State: ContainerStateRunning, Labels: managed,
+	c := &podplan.ContainerStatus{ID: "c1", Name: "app", State: podplan.ContainerStateRunning, Labels: managed,
 		Annotations: map[string]string{criconfig.AnnotationStopSignal: sig}}
 	return m, prt, events, c
 }

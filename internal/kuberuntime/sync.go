@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // SyncOptions are what the caller of one SyncPod hands it beside the pod
@@ -21,7 +22,7 @@ type SyncOptions struct {
 	// which the caller computed to decide whether the pod may act now (a
 	// sandbox start waits for a start slot), so one sync plans once. nil
 	// plans them here, without probe verdicts.
-	Actions *PodActions
+	Actions *podplan.PodActions
 	// BeforePostStart is called when a started container runs and its
 	// postStart hook is about to run: the caller's start limit counts a
 	// start up to running, and a hook may take as long as it likes (it has
@@ -32,11 +33,11 @@ type SyncOptions struct {
 
 // PlanPod computes the actions SyncPod takes for the pod from its observed
 // status (nil: a pod the runtime knows nothing about) and the probes'
-// verdicts (nil: no probes): ComputePodActions, behind the runtime
+// verdicts (nil: no probes): podplan.ComputePodActions, behind the runtime
 // manager, so its caller decides on the plan (whether it starts a sandbox)
 // and hands that same plan to SyncPod.
-func (m *Manager) PlanPod(pod *v1.Pod, status *PodStatus, health ContainerHealth) PodActions {
-	return ComputePodActions(pod, status, health)
+func (m *Manager) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions {
+	return podplan.ComputePodActions(pod, status, health)
 }
 
 // SyncPod brings the pod's runtime state one step closer to its spec, in the
@@ -52,23 +53,23 @@ func (m *Manager) PlanPod(pod *v1.Pod, status *PodStatus, health ContainerHealth
 // when the pod's state changes. It stops at the first failure of a step the
 // later ones depend on (a kill, the sandbox, an init container); app
 // container starts are independent of each other.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, opts SyncOptions) SyncResult {
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, opts SyncOptions) SyncResult {
 	if status == nil {
-		status = &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		status = &podplan.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	if err := m.config.RefreshObjectVolumes(pod); err != nil {
 		// The containers keep the files they had; the next sync retries.
 		m.event(pod, EventWarning, "FailedMount", "Updating configMap or secret volumes failed: "+err.Error())
 	}
-	var actions PodActions
+	var actions podplan.PodActions
 	if opts.Actions != nil {
 		actions = *opts.Actions
 	} else {
-		actions = ComputePodActions(pod, status, nil)
+		actions = podplan.ComputePodActions(pod, status, nil)
 	}
 	// Containers start from the history of those that ran: one that never
-	// started is no restart (PodActions.ContainersToRemove).
-	started, _ := splitNeverStarted(status)
+	// started is no restart (podplan.PodActions.ContainersToRemove).
+	started, _ := podplan.SplitNeverStarted(status)
 	m.log.Debug("syncing pod", "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID,
 		"killPod", actions.KillPod, "createSandbox", actions.CreateSandbox, "attempt", actions.Attempt,
 		"toKill", len(actions.ContainersToKill), "toStart", len(actions.ContainersToStart),
@@ -101,7 +102,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, o
 // killFirst takes the plan's first steps: it kills the pod, or removes
 // the containers that never started and kills the containers to kill. It
 // reports whether the sync goes on.
-func (m *Manager) killFirst(ctx context.Context, pod *v1.Pod, status *PodStatus, actions PodActions, result *SyncResult) bool {
+func (m *Manager) killFirst(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, actions podplan.PodActions, result *SyncResult) bool {
 	if !actions.KillPod {
 		return m.killContainers(ctx, pod, actions, result)
 	}
@@ -124,7 +125,7 @@ func (m *Manager) killFirst(ctx context.Context, pod *v1.Pod, status *PodStatus,
 
 // killContainers removes the containers that never started, then kills
 // the containers to kill; it reports whether all went well.
-func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, actions PodActions, result *SyncResult) bool {
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, actions podplan.PodActions, result *SyncResult) bool {
 	for _, c := range actions.ContainersToRemove {
 		err := m.removeNeverStarted(ctx, c)
 		result.add(ActionRemoveContainer, c.Name, err, 0)
@@ -145,7 +146,7 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, actions PodAc
 // startSandbox builds the pod's sandbox config and, when the plan says so,
 // creates its sandbox: it returns where the containers start, or ok false
 // after recording the failure.
-func (m *Manager) startSandbox(ctx context.Context, pod *v1.Pod, status *PodStatus, actions PodActions, result *SyncResult) (startTarget, bool) {
+func (m *Manager) startSandbox(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, actions podplan.PodActions, result *SyncResult) (startTarget, bool) {
 	var err error
 	if actions.CreateSandbox {
 		err = m.checkRuntimeFeatures(ctx, pod)
@@ -179,7 +180,7 @@ func (m *Manager) startSandbox(ctx context.Context, pod *v1.Pod, status *PodStat
 // the sidecars to restart and the app containers. A sidecar that fails to
 // restart does not hold the app containers back: they were already
 // initialized.
-func (m *Manager) startContainers(ctx context.Context, pod *v1.Pod, actions PodActions, started *PodStatus, target startTarget, result *SyncResult) {
+func (m *Manager) startContainers(ctx context.Context, pod *v1.Pod, actions podplan.PodActions, started *podplan.PodStatus, target startTarget, result *SyncResult) {
 	if c := actions.NextInitContainer; c != nil {
 		res := m.startContainer(ctx, pod, c, started, target, ActionInitContainer)
 		result.Results = append(result.Results, res)
@@ -248,7 +249,7 @@ type startTarget struct {
 // pull per policy, build the config, create, start. Each failure is a
 // *SyncError with the kubelet's reason, and an event (BackOff, Failed,
 // FailedPostStartHook, or EnsureImage's), so the result says Recorded.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, t startTarget, action string) (res ActionResult) {
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *podplan.PodStatus, t startTarget, action string) (res ActionResult) {
 	res = ActionResult{Action: action, Target: c.Name}
 	defer func() { res.Recorded = res.Err != nil }()
 	if remaining, msg := m.crashLoopBackoff(pod, c, status); remaining > 0 {
@@ -299,9 +300,9 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 // now, the kubelet's doBackOff: the back-off runs from the moment it
 // finished. When it may, the back-off is raised for the next exit and 0 is
 // returned; otherwise the time left and the kubelet's message.
-func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *PodStatus) (time.Duration, string) {
+func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *podplan.PodStatus) (time.Duration, string) {
 	cs := status.FindContainer(c.Name)
-	if cs == nil || cs.State != ContainerStateExited {
+	if cs == nil || cs.State != podplan.ContainerStateExited {
 		return 0, ""
 	}
 	key := crashKey(pod.UID, c.Name)

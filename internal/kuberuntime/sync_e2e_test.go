@@ -22,6 +22,7 @@ import (
 	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // syncE2EPod is a one-container busybox pod for the SyncPod e2e tests; it is
@@ -67,7 +68,7 @@ func syncE2EPod(t *testing.T, m *Manager, name, script string) *v1.Pod {
 // syncUntil calls SyncPod the way the agent does (status, sync, requeue
 // after the back-off) until ok accepts the pod's status, and returns every
 // SyncPod result along with the final status.
-func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, what string, ok func(*PodStatus) bool) (*PodStatus, []SyncResult) {
+func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, what string, ok func(*podplan.PodStatus) bool) (*podplan.PodStatus, []SyncResult) {
 	t.Helper()
 	var results []SyncResult
 	deadline := time.Now().Add(60 * time.Second)
@@ -93,10 +94,10 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, what 
 }
 
 // containerRunning reports whether the named container's newest run is running.
-func containerRunning(name string) func(*PodStatus) bool {
-	return func(s *PodStatus) bool {
+func containerRunning(name string) func(*podplan.PodStatus) bool {
+	return func(s *podplan.PodStatus) bool {
 		c := s.FindContainer(name)
-		return c != nil && c.State == ContainerStateRunning
+		return c != nil && c.State == podplan.ContainerStateRunning
 	}
 }
 
@@ -208,7 +209,7 @@ func TestE2ESyncPodVolumesAndMemoryLimit(t *testing.T) {
 	app.Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}
 
 	st, results := syncUntil(ctx, t, m, pod, "app running after init", containerRunning("app"))
-	if init := st.FindContainer("init"); init == nil || init.State != ContainerStateExited || init.ExitCode != 0 {
+	if init := st.FindContainer("init"); init == nil || init.State != podplan.ContainerStateExited || init.ExitCode != 0 {
 		t.Fatalf("init container: %+v", init)
 	}
 	if results[0].Results[len(results[0].Results)-1].Action != ActionInitContainer {
@@ -231,13 +232,13 @@ func TestE2ESyncPodCrashLoopBackoff(t *testing.T) {
 	pod := syncE2EPod(t, m, "crash", "echo run; exit 3")
 
 	start := time.Now()
-	st, results := syncUntil(ctx, t, m, pod, "fourth run exited", func(s *PodStatus) bool {
+	st, results := syncUntil(ctx, t, m, pod, "fourth run exited", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("app")
-		return c != nil && c.RestartCount == 3 && c.State == ContainerStateExited
+		return c != nil && c.RestartCount == 3 && c.State == podplan.ContainerStateExited
 	})
 	elapsed := time.Since(start)
 
-	runs := map[int]*ContainerStatus{}
+	runs := map[int]*podplan.ContainerStatus{}
 	for _, c := range st.Containers {
 		if c.Name == "app" {
 			runs[c.RestartCount] = c
@@ -385,10 +386,10 @@ func TestE2ESyncPodSidecar(t *testing.T) {
 			Command: []string{"sh", "-c", waitBeat + `test -s /shared/beat`}},
 	}
 	pod.Spec.Containers[0].VolumeMounts = shared
-	st, _ := syncUntil(ctx, t, m, pod, "app running beside the sidecar", func(s *PodStatus) bool {
+	st, _ := syncUntil(ctx, t, m, pod, "app running beside the sidecar", func(s *podplan.PodStatus) bool {
 		return containerRunning("app")(s) && containerRunning("beat")(s)
 	})
-	if c := st.FindContainer("check"); c == nil || c.State != ContainerStateExited || c.ExitCode != 0 {
+	if c := st.FindContainer("check"); c == nil || c.State != podplan.ContainerStateExited || c.ExitCode != 0 {
 		t.Fatalf("init container check: %+v", c)
 	}
 	waitLog(t, filepath.Join(m.opts.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), "app", "0.log"), "app sees alive")
@@ -397,11 +398,11 @@ func TestE2ESyncPodSidecar(t *testing.T) {
 	if err := m.KillContainer(ctx, pod, st.FindContainer("beat"), "test", "stop the sidecar", new(int64(1))); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = syncUntil(ctx, t, m, pod, "sidecar restarted", func(s *PodStatus) bool {
+	st, _ = syncUntil(ctx, t, m, pod, "sidecar restarted", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("beat")
-		return c != nil && c.RestartCount == 1 && c.State == ContainerStateRunning
+		return c != nil && c.RestartCount == 1 && c.State == podplan.ContainerStateRunning
 	})
-	if got := st.FindContainer("app"); got.ID != app.ID || got.State != ContainerStateRunning {
+	if got := st.FindContainer("app"); got.ID != app.ID || got.State != podplan.ContainerStateRunning {
 		t.Errorf("app container changed with the sidecar's restart: %+v", got)
 	}
 }

@@ -36,7 +36,7 @@ type ActionResult struct {
 // SyncResult is what one SyncPod did, step by step, and where the pod stands.
 type SyncResult struct {
 	Results []ActionResult
-	// Terminal and Failed are those of the PodActions SyncPod executed: no
+	// Terminal and Failed are those of the podplan.PodActions SyncPod executed: no
 	// container of the pod will run again (the agent moves it to
 	// terminating), and whether it ended in failure.
 	Terminal bool

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // syncRecorder keeps event reasons in order.
@@ -94,19 +95,19 @@ func syncPod(containers ...string) *v1.Pod {
 var managed = map[string]string{criconfig.LabelManaged: "true"}
 
 // runningSandbox registers a ready sandbox with the fake and returns its status.
-func (f *syncFixture) runningSandbox(pod *v1.Pod) *SandboxStatus {
+func (f *syncFixture) runningSandbox(pod *v1.Pod) *podplan.SandboxStatus {
 	f.rt.SetFakeSandboxes([]*fakeri.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
 		Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID)},
 	}}})
-	return &SandboxStatus{ID: "sb1", State: SandboxStateReady, IP: "10.88.0.3", Labels: managed}
+	return &podplan.SandboxStatus{ID: "sb1", State: podplan.SandboxStateReady, IP: "10.88.0.3", Labels: managed}
 }
 
 // exitedStatus is the pod with its one container exited at finished.
-func exitedStatus(pod *v1.Pod, sb *SandboxStatus, restarts int, finished time.Time) *PodStatus {
+func exitedStatus(pod *v1.Pod, sb *podplan.SandboxStatus, restarts int, finished time.Time) *podplan.PodStatus {
 	c := &pod.Spec.Containers[0]
-	return &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{{
-		ID: "c-" + string(rune('0'+restarts)), SandboxID: sb.ID, Name: c.Name, State: ContainerStateExited, ExitCode: 1,
+	return &podplan.PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*podplan.SandboxStatus{sb}, Containers: []*podplan.ContainerStatus{{
+		ID: "c-" + string(rune('0'+restarts)), SandboxID: sb.ID, Name: c.Name, State: podplan.ContainerStateExited, ExitCode: 1,
 		FinishedAt: finished, Hash: criconfig.HashContainer(c), RestartCount: restarts, Labels: managed,
 	}}}
 }
@@ -138,7 +139,7 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if sb == nil || sb.RuntimeHandler != "runc" {
 		t.Fatalf("sandbox = %+v, want one with handler runc", sb)
 	}
-	if _, err := os.Stat(f.m.PodLogDir(&PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace})); err != nil {
+	if _, err := os.Stat(f.m.PodLogDir(&podplan.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace})); err != nil {
 		t.Errorf("log directory not created: %v", err)
 	}
 	if _, err := os.Stat(mustPath(t)(f.m.PodDir(pod.UID))); err != nil {
@@ -166,7 +167,7 @@ func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	if got, want := f.calls(), []string{"ListPodSandbox", "ListContainers", "ContainerStatus", "Version"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("re-read after SyncPod: CRI calls = %v, want %v", got, want)
 	}
-	if len(st.Sandboxes) != 1 || st.Sandboxes[0].ID != sb.Id || st.Sandboxes[0].State != SandboxStateReady {
+	if len(st.Sandboxes) != 1 || st.Sandboxes[0].ID != sb.Id || st.Sandboxes[0].State != podplan.SandboxStateReady {
 		t.Errorf("re-read sandbox = %+v", st.Sandboxes)
 	}
 }
@@ -382,8 +383,8 @@ func TestSyncPodKillsChangedContainerThenStarts(t *testing.T) {
 	f.rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: "sb1", ContainerStatus: runtimeapi.ContainerStatus{
 		Id: "old", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 	}}})
-	st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{{
-		ID: "old", SandboxID: "sb1", Name: "app", State: ContainerStateRunning, Hash: 12345, RestartCount: 2, Labels: managed,
+	st := &podplan.PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*podplan.SandboxStatus{sb}, Containers: []*podplan.ContainerStatus{{
+		ID: "old", SandboxID: "sb1", Name: "app", State: podplan.ContainerStateRunning, Hash: 12345, RestartCount: 2, Labels: managed,
 	}}}
 	f.calls()
 	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
@@ -426,7 +427,7 @@ func TestSyncPodReplacesDeadSandbox(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("app")
 	sb := f.runningSandbox(pod)
-	sb.State, sb.Attempt = SandboxStateNotReady, 2
+	sb.State, sb.Attempt = podplan.SandboxStateNotReady, 2
 	f.calls()
 	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
 	if err := res.Error(); err != nil {
@@ -474,7 +475,7 @@ func TestSyncPodSandboxThatCannotBeStopped(t *testing.T) {
 			pod := syncPod("app")
 			sb := f.runningSandbox(pod)
 			if tt.deadSandbox {
-				sb.State = SandboxStateNotReady
+				sb.State = podplan.SandboxStateNotReady
 			} else {
 				sb.IP = ""
 			}
@@ -483,7 +484,7 @@ func TestSyncPodSandboxThatCannotBeStopped(t *testing.T) {
 				st.IPs = nil
 			}
 			if tt.runningContainer {
-				st.Containers[0].State = ContainerStateRunning
+				st.Containers[0].State = podplan.ContainerStateRunning
 				f.rt.SetFakeContainers([]*fakeri.FakeContainer{{SandboxID: "sb1", ContainerStatus: runtimeapi.ContainerStatus{
 					Id: st.Containers[0].ID, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 				}}})
@@ -562,10 +563,10 @@ func TestSyncPodRestartsSidecarBesideApps(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: "busybox:1.36", RestartPolicy: &always}}
 	sb := f.runningSandbox(pod)
-	st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{
-		{ID: "p", SandboxID: "sb1", Name: "proxy", State: ContainerStateExited, ExitCode: 1, FinishedAt: f.clock.Now(),
+	st := &podplan.PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*podplan.SandboxStatus{sb}, Containers: []*podplan.ContainerStatus{
+		{ID: "p", SandboxID: "sb1", Name: "proxy", State: podplan.ContainerStateExited, ExitCode: 1, FinishedAt: f.clock.Now(),
 			Hash: criconfig.HashContainer(&pod.Spec.InitContainers[0]), Labels: managed},
-		{ID: "a", SandboxID: "sb1", Name: "app", State: ContainerStateExited, ExitCode: 2, FinishedAt: f.clock.Now(),
+		{ID: "a", SandboxID: "sb1", Name: "app", State: podplan.ContainerStateExited, ExitCode: 2, FinishedAt: f.clock.Now(),
 			Hash: criconfig.HashContainer(&pod.Spec.Containers[0]), Labels: managed},
 	}}
 	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
@@ -600,8 +601,8 @@ func TestSyncPodNeverStartedIsNoRestart(t *testing.T) {
 				Id: "c-created", Metadata: &runtimeapi.ContainerMetadata{Name: c.Name}, State: runtimeapi.ContainerState_CONTAINER_CREATED,
 				Labels: map[string]string{criconfig.LabelManaged: "true", criconfig.LabelPodUID: string(pod.UID), criconfig.LabelContainerName: c.Name},
 			}}})
-			st := &PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*SandboxStatus{sb}, Containers: []*ContainerStatus{{
-				ID: "c-created", SandboxID: sb.ID, Name: c.Name, State: ContainerStateCreated, Hash: criconfig.HashContainer(c), Labels: managed,
+			st := &podplan.PodStatus{UID: pod.UID, IPs: []string{sb.IP}, Sandboxes: []*podplan.SandboxStatus{sb}, Containers: []*podplan.ContainerStatus{{
+				ID: "c-created", SandboxID: sb.ID, Name: c.Name, State: podplan.ContainerStateCreated, Hash: criconfig.HashContainer(c), Labels: managed,
 			}}}
 			f.calls()
 			if tc.removeErr != nil {

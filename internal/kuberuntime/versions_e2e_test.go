@@ -15,7 +15,7 @@ import (
 // resolved image ID, with the manifest's name as UserSpecifiedImage.
 // containerd 1.6, 1.7 and 2.1 all report one of the image's repo tags
 // (docker.io/library/busybox:1.36) and none echoes UserSpecifiedImage in
-// ContainerStatus (2.x only uses it for the OCI spec's image-name
+// podplan.ContainerStatus (2.x only uses it for the OCI spec's image-name
 // annotation), so berth's own annotation (criconfig.AnnotationContainerImage) stays
 // the only way to show the image as written, on every version.
 func TestE2EImageNameEcho(t *testing.T) {
@@ -83,7 +83,7 @@ func TestE2ENotFoundCodes(t *testing.T) {
 		}
 	}
 	if _, err := m.runtime.ContainerStatus(ctx, gone, false); !isNotFound(err) {
-		t.Errorf("containerd %s: ContainerStatus of a missing container: %v, want NotFound", testBed.ContainerdVersion, err)
+		t.Errorf("containerd %s: podplan.ContainerStatus of a missing container: %v, want NotFound", testBed.ContainerdVersion, err)
 	}
 	if _, err := m.runtime.PodSandboxStatus(ctx, gone, false); !isNotFound(err) {
 		t.Errorf("containerd %s: PodSandboxStatus of a missing sandbox: %v, want NotFound", testBed.ContainerdVersion, err)

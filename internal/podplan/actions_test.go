@@ -1,4 +1,4 @@
-package kuberuntime
+package podplan
 
 import (
 	"fmt"
@@ -842,11 +842,11 @@ func TestProbeGracePeriod(t *testing.T) {
 		{KillReasonSpecChanged, 0, false},
 	}
 	for _, tt := range tests {
-		if got, ok := probeGracePeriod(pod, "a", tt.reason); got != tt.want || ok != tt.ok {
+		if got, ok := ProbeGracePeriod(pod, "a", tt.reason); got != tt.want || ok != tt.ok {
 			t.Errorf("%s: = %d, %v; want %d, %v", tt.reason, got, ok, tt.want, tt.ok)
 		}
 	}
-	if _, ok := probeGracePeriod(nil, "a", KillReasonLivenessProbe); ok {
+	if _, ok := ProbeGracePeriod(nil, "a", KillReasonLivenessProbe); ok {
 		t.Error("an orphan has no probe grace period")
 	}
 }

@@ -1,4 +1,4 @@
-package kuberuntime
+package podplan
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/berth-agent/berth/internal/podenv"
 )
 
-// Kill reasons ComputePodActions gives KillContainer, for its Killing event
-// and logs.
+// Kill reasons ComputePodActions gives the runtime manager's KillContainer,
+// for its Killing event and logs.
 const (
 	KillReasonSpecChanged   = "SpecChanged"
 	KillReasonUnknown       = "Unknown"
@@ -54,10 +54,10 @@ func probeKill(health ContainerHealth, c *v1.Container, cs *ContainerStatus, res
 	return k, true
 }
 
-// probeGracePeriod is the failed probe's own terminationGracePeriodSeconds
+// ProbeGracePeriod is the failed probe's own terminationGracePeriodSeconds
 // for a liveness or startup kill, which replaces the pod's as in the
 // kubelet.
-func probeGracePeriod(pod *v1.Pod, name, reason string) (int64, bool) {
+func ProbeGracePeriod(pod *v1.Pod, name, reason string) (int64, bool) {
 	if pod == nil {
 		return 0, false
 	}
@@ -79,8 +79,9 @@ func probeGracePeriod(pod *v1.Pod, name, reason string) (int64, bool) {
 }
 
 // PodActions are the steps that bring a pod's runtime state to its spec, in
-// the order SyncPod takes them: kill the pod or the containers to kill, create
-// the sandbox, start the next init container, start app containers.
+// the order the runtime manager's SyncPod takes them: kill the pod or the
+// containers to kill, create the sandbox, start the next init container,
+// start app containers.
 type PodActions struct {
 	// KillPod stops every container and the sandbox first: the sandbox is
 	// being replaced, or nothing in the pod should run any more.
@@ -149,7 +150,7 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus, health ContainerHealth) P
 	if status == nil {
 		status = &PodStatus{UID: pod.UID}
 	}
-	status, neverStarted := splitNeverStarted(status)
+	status, neverStarted := SplitNeverStarted(status)
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	// Replacing a sandbox kills the old pod first; a pod the runtime knows
 	// nothing of has nothing to kill.
@@ -285,13 +286,13 @@ func appActions(pod *v1.Pod, status *PodStatus, health ContainerHealth, a PodAct
 	return a
 }
 
-// splitNeverStarted separates the containers that were created but never
+// SplitNeverStarted separates the containers that were created but never
 // started from the rest: status itself when there are none, else a copy
 // without them, and them. A CREATED container may have a start in flight
 // inside the runtime; the caller removes it, and the runtime refuses while
 // the start is in flight, which keeps the caller from starting a second
 // copy beside it.
-func splitNeverStarted(status *PodStatus) (*PodStatus, []*ContainerStatus) {
+func SplitNeverStarted(status *PodStatus) (*PodStatus, []*ContainerStatus) {
 	var never []*ContainerStatus
 	for _, c := range status.Containers {
 		if neverStarted(c) {

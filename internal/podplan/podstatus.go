@@ -1,9 +1,11 @@
-package kuberuntime
+package podplan
 
 import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/criconfig"
 )
 
 // ContainerState is the runtime's view of one container.
@@ -102,4 +104,10 @@ func (s *PodStatus) FindContainer(name string) *ContainerStatus {
 		}
 	}
 	return nil
+}
+
+// Owned reports whether an object carries berth's ownership label; berth
+// never stops or removes anything else.
+func Owned(labels map[string]string) bool {
+	return labels[criconfig.LabelManaged] == "true"
 }
