@@ -19,7 +19,7 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseAllowedSigners:./internal/source/signature/ FuzzVerifySignature:./internal/source/signature/ FuzzDecodeSerial:./internal/source/signature/ \
 	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
-	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/kuberuntime/ \
+	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/pullauth/ \
 	FuzzOpenSubPath:./internal/criconfig/
 
 .PHONY: all build test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean

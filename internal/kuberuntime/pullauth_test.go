@@ -3,7 +3,6 @@ package kuberuntime
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"os"
@@ -17,96 +16,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
 
-	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
 )
-
-func TestParseDockerConfig(t *testing.T) {
-	auth := base64.StdEncoding.EncodeToString([]byte("alice:pa:ss"))
-	tests := []struct {
-		name    string
-		in      string
-		legacy  bool
-		want    dockerConfig
-		wantErr string
-	}{
-		{name: "auths with separate fields", in: `{"auths":{"reg.example.com":{"username":"u","password":"p","email":"e"}},"credsStore":"x"}`,
-			want: dockerConfig{"reg.example.com": {"u", "p"}}},
-		{name: "auth wins and splits at the first colon", in: `{"auths":{"r":{"username":"u","password":"p","auth":"` + auth + `"}}}`,
-			want: dockerConfig{"r": {"alice", "pa:ss"}}},
-		{name: "no auths", in: `{}`, want: dockerConfig{}},
-		{name: "legacy dockercfg", legacy: true, in: `{"r":{"auth":"` + auth + `"}}`, want: dockerConfig{"r": {"alice", "pa:ss"}}},
-		{name: "auth not base64", in: `{"auths":{"r":{"auth":"secret!!"}}}`, wantErr: `entry "r": auth is not base64`},
-		{name: "auth without a colon", in: `{"auths":{"r":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("secret")) + `"}}}`,
-			wantErr: `entry "r": auth must be base64(username:password)`},
-		{name: "wrong type, the value not quoted", in: `{"auths":{"r":{"password":12345}}}`, wantErr: `entry "r": wrong type at "password": want string`},
-		{name: "not JSON, never quoted", in: `{"auths": secret`, wantErr: "not a docker config JSON object: syntax error at byte 11"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			parse := parseDockerConfigJSON
-			if tt.legacy {
-				parse = parseDockercfg
-			}
-			got, err := parse([]byte(tt.in))
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %v, want %v", got, tt.want)
-			}
-			for k, v := range tt.want {
-				if got[k] != v {
-					t.Errorf("%s: got %+v, want %+v", k, got[k], v)
-				}
-			}
-		})
-	}
-}
-
-func TestKeyringLookup(t *testing.T) {
-	var k keyring
-	k.add(dockerConfig{
-		"https://index.docker.io/v1/":  {"hub", ""},
-		"quay.io":                      {"quay", ""},
-		"quay.io/team":                 {"team", ""},
-		"*.example.com":                {"wild", ""},
-		"http://127.0.0.1:5000/v2/":    {"local", ""},
-		"registry.example.com:8443/ns": {"port", ""},
-	})
-	tests := []struct {
-		image string
-		want  string // usernames in order
-	}{
-		{"busybox:1.36", "hub"},
-		{"library/busybox", "hub"},
-		{"docker.io/library/busybox:1.36", "hub"},
-		{"quay.io/team/app:1", "team quay"},
-		{"quay.io/other/app:1", "quay"},
-		{"a.example.com/x:1", "wild"},
-		{"a.b.example.com/x:1", ""},
-		{"127.0.0.1:5000/library/busybox:1.36", "local"},
-		{"127.0.0.1:5001/library/busybox:1.36", ""},
-		{"registry.example.com:8443/ns/app", "port"},
-		{"registry.example.com/ns/app", "wild"},
-		{"localhost/app", ""},
-	}
-	for _, tt := range tests {
-		var got []string
-		for _, e := range k.lookup(criconfig.Repository(tt.image)) {
-			got = append(got, e.Username)
-		}
-		if strings.Join(got, " ") != tt.want {
-			t.Errorf("%s (%s): %q, want %q", tt.image, criconfig.Repository(tt.image), strings.Join(got, " "), tt.want)
-		}
-	}
-}
 
 func TestPullCredentials(t *testing.T) {
 	root := t.TempDir()

@@ -1,4 +1,4 @@
-package kuberuntime
+package pullauth
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 
 // FuzzParseDockerConfig reads arbitrary registry credentials (an image pull
 // Secret's .dockerconfigjson, a node's config.json: berth controls
-// neither). It never panics; what it accepts matches in a keyring without
+// neither). It never panics; what it accepts matches in a Keyring without
 // panicking; and an error never quotes the input, which holds passwords.
 func FuzzParseDockerConfig(f *testing.F) {
 	for _, s := range []string{
@@ -22,9 +22,9 @@ func FuzzParseDockerConfig(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, legacy bool) {
-		parse := parseDockerConfigJSON
+		parse := ParseDockerConfigJSON
 		if legacy {
-			parse = parseDockercfg
+			parse = ParseDockercfg
 		}
 		cfg, err := parse(data)
 		if err != nil {
@@ -33,11 +33,11 @@ func FuzzParseDockerConfig(f *testing.F) {
 			}
 			return
 		}
-		var k keyring
-		k.add(cfg)
+		var k Keyring
+		k.Add(cfg)
 		for pattern := range cfg {
-			k.lookup(pattern)
+			k.Lookup(pattern)
 		}
-		k.lookup("docker.io/library/busybox")
+		k.Lookup("docker.io/library/busybox")
 	})
 }
