@@ -15,6 +15,7 @@ import (
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -443,7 +444,7 @@ func (a *Agent) housekeeping() {
 // asks for, but only once every source has delivered: before that, an
 // unknown pod may simply not have been read yet. seen is when the runtime
 // was read: a pod removed by its lane since then is a stale sighting.
-func (a *Agent) cleanupOrphan(st *kuberuntime.PodStatus, seen time.Time) {
+func (a *Agent) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
 	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.finishedSince(st.UID, seen) {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // GCConfig is the garbage collection that keeps a device's disk from
@@ -68,7 +69,7 @@ type gcRuntime interface {
 	GarbageCollect(ctx context.Context, in gc.Input) gc.Result
 	SweepPodDirs(keep func(types.UID) bool) ([]gc.Removal, error)
 	RotateLogs(ctx context.Context, containerIDs []string, policy gc.LogRotationPolicy) gc.LogRotationResult
-	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*kuberuntime.PodStatus) gc.ImageResult
+	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*podplan.PodStatus) gc.ImageResult
 }
 
 var _ gcRuntime = (*gc.Collector)(nil)
@@ -86,7 +87,7 @@ type gcPods struct {
 // snapshot is a relist result handed over by the sync loop.
 type snapshot struct {
 	at   time.Time
-	pods map[types.UID]*kuberuntime.PodStatus
+	pods map[types.UID]*podplan.PodStatus
 }
 
 // gcLoop schedules berth's garbage collection in goroutines of its own, off
@@ -125,7 +126,7 @@ func newGCLoop(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, lo
 
 // offer hands over the sync loop's latest relist and wakes a container GC
 // pass; it never blocks. A nil gcLoop ignores it.
-func (h *gcLoop) offer(at time.Time, pods map[types.UID]*kuberuntime.PodStatus) {
+func (h *gcLoop) offer(at time.Time, pods map[types.UID]*podplan.PodStatus) {
 	if h == nil || pods == nil {
 		return
 	}
@@ -307,7 +308,7 @@ func (h *gcLoop) rotateLogs(ctx context.Context, s *snapshot) {
 	var ids []string
 	for _, p := range s.pods {
 		for _, c := range p.Containers {
-			if c.State == kuberuntime.ContainerStateRunning {
+			if c.State == podplan.ContainerStateRunning {
 				ids = append(ids, c.ID)
 			}
 		}

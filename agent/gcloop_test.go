@@ -18,7 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/gc"
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // fakeGCRuntime records the GC loop's calls and answers from its fields;
@@ -32,7 +32,7 @@ type fakeGCRuntime struct {
 	sweepKeep  func(types.UID) bool
 	sweepOut   []gc.Removal
 	rotatedIDs [][]string
-	imagePods  []map[types.UID]*kuberuntime.PodStatus
+	imagePods  []map[types.UID]*podplan.PodStatus
 }
 
 func (f *fakeGCRuntime) GarbageCollect(_ context.Context, in gc.Input) gc.Result {
@@ -61,7 +61,7 @@ func (f *fakeGCRuntime) RotateLogs(_ context.Context, ids []string, _ gc.LogRota
 	return gc.LogRotationResult{Rotated: []string{"/logs/0.log"}}
 }
 
-func (f *fakeGCRuntime) ImageGarbageCollect(_ context.Context, _ gc.ImagePolicy, pods map[types.UID]*kuberuntime.PodStatus) gc.ImageResult {
+func (f *fakeGCRuntime) ImageGarbageCollect(_ context.Context, _ gc.ImagePolicy, pods map[types.UID]*podplan.PodStatus) gc.ImageResult {
 	f.mu.Lock()
 	f.imagePods = append(f.imagePods, pods)
 	f.mu.Unlock()
@@ -143,7 +143,7 @@ func TestGCLoopCollectsOnOffer(t *testing.T) {
 	}}
 	e.start(t)
 
-	snap := map[types.UID]*kuberuntime.PodStatus{"web": {UID: "web"}, "gone": {UID: "gone"}}
+	snap := map[types.UID]*podplan.PodStatus{"web": {UID: "web"}, "gone": {UID: "gone"}}
 	e.h.offer(e.clock.Now(), snap)
 	if c := e.rt.next(t); c != "GarbageCollect" {
 		t.Fatalf("call %s", c)
@@ -228,8 +228,8 @@ func TestGCLoopCollectsOnOffer(t *testing.T) {
 func TestGCLoopRotatesAndCollectsImagesOnTheirPeriods(t *testing.T) {
 	e := newGCEnv(t)
 	e.start(t)
-	snap := map[types.UID]*kuberuntime.PodStatus{"web": {UID: "web", Containers: []*kuberuntime.ContainerStatus{
-		{ID: "run", State: kuberuntime.ContainerStateRunning}, {ID: "dead", State: kuberuntime.ContainerStateExited},
+	snap := map[types.UID]*podplan.PodStatus{"web": {UID: "web", Containers: []*podplan.ContainerStatus{
+		{ID: "run", State: podplan.ContainerStateRunning}, {ID: "dead", State: podplan.ContainerStateExited},
 	}}}
 	e.h.offer(e.clock.Now(), snap)
 	if c := e.rt.next(t); c != "GarbageCollect" {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
@@ -81,7 +81,7 @@ spec:
 				t.Fatal(err)
 			}
 			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: testNode}, store, nil, nil)
-			running := &kuberuntime.PodStatus{Containers: []*kuberuntime.ContainerStatus{{ID: "c1", Name: "app", State: kuberuntime.ContainerStateRunning, StartedAt: apiT0}}}
+			running := &podplan.PodStatus{Containers: []*podplan.ContainerStatus{{ID: "c1", Name: "app", State: podplan.ContainerStateRunning, StartedAt: apiT0}}}
 			for _, p := range []*v1.Pod{web, other} {
 				running.UID = p.UID
 				a.status.set(p, buildPodStatus(statusInput{pod: p, runtime: running, now: apiT0}))

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // relist is one turn of the pod lifecycle event generator: the runtime's
@@ -20,7 +20,7 @@ import (
 type relist struct {
 	at       time.Time     // taken before the runtime was asked
 	duration time.Duration // how long the runtime took to answer
-	pods     map[types.UID]*kuberuntime.PodStatus
+	pods     map[types.UID]*podplan.PodStatus
 	changed  []types.UID // sorted, includes pods that disappeared
 	err      error
 }
@@ -160,7 +160,7 @@ func (p *pleg) relistOnce(ctx context.Context) relist {
 // fingerprint captures what makes a pod's runtime state different for its
 // worker: the set of sandboxes and containers and their states. A relist
 // hands a pod it no longer finds as nil: nothing, an empty fingerprint.
-func fingerprint(st *kuberuntime.PodStatus) string {
+func fingerprint(st *podplan.PodStatus) string {
 	if st == nil {
 		return ""
 	}

@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // waitReason is why a container is not running although it should be, as
@@ -22,7 +22,7 @@ type waitReason struct {
 // it a plain value makes buildPodStatus a pure function.
 type statusInput struct {
 	pod     *v1.Pod
-	runtime *kuberuntime.PodStatus // nil when the runtime has nothing of the pod
+	runtime *podplan.PodStatus // nil when the runtime has nothing of the pod
 	waiting map[string]waitReason
 	// ready tells whether a running container passed its readiness probe;
 	// nil means "ready once running" (no probes).
@@ -40,7 +40,7 @@ func buildPodStatus(in statusInput) v1.PodStatus {
 	pod := in.pod
 	rs := in.runtime
 	if rs == nil {
-		rs = &kuberuntime.PodStatus{UID: pod.UID}
+		rs = &podplan.PodStatus{UID: pod.UID}
 	}
 	st := v1.PodStatus{
 		HostIP:   in.hostIP,
@@ -72,14 +72,14 @@ func buildPodStatus(in statusInput) v1.PodStatus {
 
 // containerStatuses maps each spec container to the newest runtime container
 // of its name; the one before it is its lastTerminationState.
-func containerStatuses(specs []v1.Container, rs *kuberuntime.PodStatus, in statusInput, init bool) []v1.ContainerStatus {
+func containerStatuses(specs []v1.Container, rs *podplan.PodStatus, in statusInput, init bool) []v1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
 	}
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for _, c := range specs {
 		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
-		var history []*kuberuntime.ContainerStatus
+		var history []*podplan.ContainerStatus
 		for _, rc := range rs.Containers {
 			if rc.Name == c.Name {
 				history = append(history, rc)
@@ -131,16 +131,16 @@ func containerStatuses(specs []v1.Container, rs *kuberuntime.PodStatus, in statu
 
 // containerID is a runtime container's ID as a v1 status shows it, with
 // the runtime's name as scheme (containerd://ID, cri-o://ID).
-func containerID(c *kuberuntime.ContainerStatus) string {
+func containerID(c *podplan.ContainerStatus) string {
 	return c.Runtime + "://" + c.ID
 }
 
 // runtimeState renders one runtime container as a v1 container state.
-func runtimeState(c *kuberuntime.ContainerStatus) v1.ContainerState {
+func runtimeState(c *podplan.ContainerStatus) v1.ContainerState {
 	switch c.State {
-	case kuberuntime.ContainerStateRunning:
+	case podplan.ContainerStateRunning:
 		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
-	case kuberuntime.ContainerStateExited:
+	case podplan.ContainerStateExited:
 		reason := c.Reason
 		if reason == "" {
 			reason = "Completed"
@@ -156,7 +156,7 @@ func runtimeState(c *kuberuntime.ContainerStatus) v1.ContainerState {
 			FinishedAt:  metav1.NewTime(c.FinishedAt),
 			ContainerID: containerID(c),
 		}}
-	case kuberuntime.ContainerStateCreated:
+	case podplan.ContainerStateCreated:
 		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
 	}
 	return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerStatusUnknown", Message: "The container state could not be read from the runtime"}}
@@ -174,10 +174,10 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPh
 		switch {
 		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
 			continue
-		case s.State.Terminated != nil && !kuberuntime.ContainerShouldRestart(c, &pod.Spec, s.State.Terminated.ExitCode):
+		case s.State.Terminated != nil && !podplan.ContainerShouldRestart(c, &pod.Spec, s.State.Terminated.ExitCode):
 			return v1.PodFailed
 		case s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0 &&
-			!kuberuntime.ContainerShouldRestart(c, &pod.Spec, s.LastTerminationState.Terminated.ExitCode):
+			!podplan.ContainerShouldRestart(c, &pod.Spec, s.LastTerminationState.Terminated.ExitCode):
 			return v1.PodFailed
 		default:
 			return v1.PodPending
@@ -204,7 +204,7 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPh
 			if last.ExitCode == 0 {
 				succeeded++
 			}
-			if kuberuntime.ContainerShouldRestart(c, &pod.Spec, last.ExitCode) {
+			if podplan.ContainerShouldRestart(c, &pod.Spec, last.ExitCode) {
 				restartable++
 			}
 		}

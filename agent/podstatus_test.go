@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -27,48 +27,48 @@ func testPod(policy v1.RestartPolicy, init []string, apps ...string) *v1.Pod {
 	return p
 }
 
-func running(name string, restarts int) *kuberuntime.ContainerStatus {
-	return &kuberuntime.ContainerStatus{ID: name + "-r", Runtime: "containerd", Name: name, State: kuberuntime.ContainerStateRunning, StartedAt: t0, RestartCount: restarts, ImageRef: "sha256:abc"}
+func running(name string, restarts int) *podplan.ContainerStatus {
+	return &podplan.ContainerStatus{ID: name + "-r", Runtime: "containerd", Name: name, State: podplan.ContainerStateRunning, StartedAt: t0, RestartCount: restarts, ImageRef: "sha256:abc"}
 }
 
-func exited(name string, code int32) *kuberuntime.ContainerStatus {
-	return &kuberuntime.ContainerStatus{ID: name + "-x", Runtime: "containerd", Name: name, State: kuberuntime.ContainerStateExited, ExitCode: code, StartedAt: t0, FinishedAt: t0.Add(time.Second)}
+func exited(name string, code int32) *podplan.ContainerStatus {
+	return &podplan.ContainerStatus{ID: name + "-x", Runtime: "containerd", Name: name, State: podplan.ContainerStateExited, ExitCode: code, StartedAt: t0, FinishedAt: t0.Add(time.Second)}
 }
 
 func TestBuildPodStatusPhase(t *testing.T) {
 	tests := []struct {
 		name    string
 		pod     *v1.Pod
-		conts   []*kuberuntime.ContainerStatus
+		conts   []*podplan.ContainerStatus
 		waiting map[string]waitReason
 		want    v1.PodPhase
 		ready   bool
 	}{
 		{"nothing yet", testPod(v1.RestartPolicyAlways, nil, "app"), nil, nil, v1.PodPending, false},
-		{"running", testPod(v1.RestartPolicyAlways, nil, "app"), []*kuberuntime.ContainerStatus{running("app", 0)}, nil, v1.PodRunning, true},
-		{"one of two running", testPod(v1.RestartPolicyAlways, nil, "a", "b"), []*kuberuntime.ContainerStatus{running("a", 0)}, nil, v1.PodPending, false},
+		{"running", testPod(v1.RestartPolicyAlways, nil, "app"), []*podplan.ContainerStatus{running("app", 0)}, nil, v1.PodRunning, true},
+		{"one of two running", testPod(v1.RestartPolicyAlways, nil, "a", "b"), []*podplan.ContainerStatus{running("a", 0)}, nil, v1.PodPending, false},
 		{"always: exited and backing off is still running", testPod(v1.RestartPolicyAlways, nil, "app"),
-			[]*kuberuntime.ContainerStatus{exited("app", 1)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
-		{"never: success", testPod(v1.RestartPolicyNever, nil, "app"), []*kuberuntime.ContainerStatus{exited("app", 0)}, nil, v1.PodSucceeded, false},
-		{"never: failure", testPod(v1.RestartPolicyNever, nil, "app"), []*kuberuntime.ContainerStatus{exited("app", 2)}, nil, v1.PodFailed, false},
-		{"onfailure: success completes", testPod(v1.RestartPolicyOnFailure, nil, "app"), []*kuberuntime.ContainerStatus{exited("app", 0)}, nil, v1.PodSucceeded, false},
-		{"onfailure: failure restarts", testPod(v1.RestartPolicyOnFailure, nil, "app"), []*kuberuntime.ContainerStatus{exited("app", 1)}, nil, v1.PodRunning, false},
-		{"init pending", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*kuberuntime.ContainerStatus{running("init", 0)}, nil, v1.PodPending, false},
-		{"init failed under never", testPod(v1.RestartPolicyNever, []string{"init"}, "app"), []*kuberuntime.ContainerStatus{exited("init", 1)}, nil, v1.PodFailed, false},
-		{"init failed under always retries", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*kuberuntime.ContainerStatus{exited("init", 1)}, nil, v1.PodPending, false},
-		{"init done, app running", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*kuberuntime.ContainerStatus{running("app", 0), exited("init", 0)}, nil, v1.PodRunning, true},
-		{"unknown state", testPod(v1.RestartPolicyAlways, nil, "app"), []*kuberuntime.ContainerStatus{{ID: "u", Name: "app", State: kuberuntime.ContainerStateUnknown}}, nil, v1.PodPending, false},
+			[]*podplan.ContainerStatus{exited("app", 1)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+		{"never: success", testPod(v1.RestartPolicyNever, nil, "app"), []*podplan.ContainerStatus{exited("app", 0)}, nil, v1.PodSucceeded, false},
+		{"never: failure", testPod(v1.RestartPolicyNever, nil, "app"), []*podplan.ContainerStatus{exited("app", 2)}, nil, v1.PodFailed, false},
+		{"onfailure: success completes", testPod(v1.RestartPolicyOnFailure, nil, "app"), []*podplan.ContainerStatus{exited("app", 0)}, nil, v1.PodSucceeded, false},
+		{"onfailure: failure restarts", testPod(v1.RestartPolicyOnFailure, nil, "app"), []*podplan.ContainerStatus{exited("app", 1)}, nil, v1.PodRunning, false},
+		{"init pending", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*podplan.ContainerStatus{running("init", 0)}, nil, v1.PodPending, false},
+		{"init failed under never", testPod(v1.RestartPolicyNever, []string{"init"}, "app"), []*podplan.ContainerStatus{exited("init", 1)}, nil, v1.PodFailed, false},
+		{"init failed under always retries", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*podplan.ContainerStatus{exited("init", 1)}, nil, v1.PodPending, false},
+		{"init done, app running", testPod(v1.RestartPolicyAlways, []string{"init"}, "app"), []*podplan.ContainerStatus{running("app", 0), exited("init", 0)}, nil, v1.PodRunning, true},
+		{"unknown state", testPod(v1.RestartPolicyAlways, nil, "app"), []*podplan.ContainerStatus{{ID: "u", Name: "app", State: podplan.ContainerStateUnknown}}, nil, v1.PodPending, false},
 		// KEP-5307: the container's restartPolicy and rules decide.
 		{"never pod, exit code a rule restarts: still running", withRule(testPod(v1.RestartPolicyNever, nil, "app"), "app", 42),
-			[]*kuberuntime.ContainerStatus{exited("app", 42)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+			[]*podplan.ContainerStatus{exited("app", 42)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
 		{"never pod, exit code no rule matches: failed", withRule(testPod(v1.RestartPolicyNever, nil, "app"), "app", 42),
-			[]*kuberuntime.ContainerStatus{exited("app", 1)}, nil, v1.PodFailed, false},
+			[]*podplan.ContainerStatus{exited("app", 1)}, nil, v1.PodFailed, false},
 		{"never pod, init container a rule restarts: pending", withRule(testPod(v1.RestartPolicyNever, []string{"init"}, "app"), "init", 3),
-			[]*kuberuntime.ContainerStatus{exited("init", 3)}, nil, v1.PodPending, false},
+			[]*podplan.ContainerStatus{exited("init", 3)}, nil, v1.PodPending, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := buildPodStatus(statusInput{pod: tt.pod, runtime: &kuberuntime.PodStatus{UID: "uid1", Containers: tt.conts}, waiting: tt.waiting, now: t0})
+			st := buildPodStatus(statusInput{pod: tt.pod, runtime: &podplan.PodStatus{UID: "uid1", Containers: tt.conts}, waiting: tt.waiting, now: t0})
 			if st.Phase != tt.want {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.want)
 			}
@@ -106,9 +106,9 @@ func conditionTrue(st v1.PodStatus, typ v1.PodConditionType) bool {
 
 func TestBuildPodStatusContainerDetails(t *testing.T) {
 	pod := testPod(v1.RestartPolicyAlways, nil, "app")
-	rs := &kuberuntime.PodStatus{UID: "uid1", IPs: []string{"10.1.2.3", "fd00::3"}, Containers: []*kuberuntime.ContainerStatus{
+	rs := &podplan.PodStatus{UID: "uid1", IPs: []string{"10.1.2.3", "fd00::3"}, Containers: []*podplan.ContainerStatus{
 		exited("app", 137),
-		{ID: "older", Name: "app", State: kuberuntime.ContainerStateExited, ExitCode: 1, Reason: "OOMKilled", FinishedAt: t0},
+		{ID: "older", Name: "app", State: podplan.ContainerStateExited, ExitCode: 1, Reason: "OOMKilled", FinishedAt: t0},
 	}}
 	rs.Containers[0].RestartCount = 4
 	st := buildPodStatus(statusInput{
@@ -133,7 +133,7 @@ func TestBuildPodStatusContainerDetails(t *testing.T) {
 	}
 
 	pod.Spec.HostNetwork = true
-	st = buildPodStatus(statusInput{pod: pod, runtime: &kuberuntime.PodStatus{UID: "uid1"}, hostIP: "192.0.2.1", now: t0})
+	st = buildPodStatus(statusInput{pod: pod, runtime: &podplan.PodStatus{UID: "uid1"}, hostIP: "192.0.2.1", now: t0})
 	if st.PodIP != "192.0.2.1" {
 		t.Errorf("host-network pod IP = %q, want the host IP", st.PodIP)
 	}
@@ -144,7 +144,7 @@ func TestBuildPodStatusContainerDetails(t *testing.T) {
 
 func TestBuildPodStatusReadinessAndTermination(t *testing.T) {
 	pod := testPod(v1.RestartPolicyAlways, nil, "a", "b")
-	rs := &kuberuntime.PodStatus{UID: "uid1", Containers: []*kuberuntime.ContainerStatus{running("a", 0), running("b", 0)}}
+	rs := &podplan.PodStatus{UID: "uid1", Containers: []*podplan.ContainerStatus{running("a", 0), running("b", 0)}}
 	st := buildPodStatus(statusInput{pod: pod, runtime: rs, now: t0, ready: func(n string) bool { return n == "a" }})
 	if conditionTrue(st, v1.ContainersReady) {
 		t.Error("ContainersReady with b not ready")

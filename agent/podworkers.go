@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -46,7 +47,7 @@ type podWorker struct {
 
 	// Guarded by podWorkers.mu.
 	pod        *v1.Pod // latest desired pod; nil for an orphan
-	observed   *kuberuntime.PodStatus
+	observed   *podplan.PodStatus
 	observedAt time.Time
 	// observedOwn says observed is the lane's own read, not the PLEG's: on
 	// a tie with lastActed only an own read is known to follow the action.
@@ -218,7 +219,7 @@ func (p *podWorkers) updateLocked(pod *v1.Pod) {
 // observation still holds but for what the runtime does on its own (a
 // container that exits), which the next relist hands over as for any
 // lane. A pod whose lane exists is updated.
-func (p *podWorkers) addObserved(pod *v1.Pod, status *kuberuntime.PodStatus, at time.Time) {
+func (p *podWorkers) addObserved(pod *v1.Pod, status *podplan.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[pod.UID]; ok {
@@ -227,7 +228,7 @@ func (p *podWorkers) addObserved(pod *v1.Pod, status *kuberuntime.PodStatus, at 
 	}
 	w := p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
 	if status == nil {
-		status = &kuberuntime.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		status = &podplan.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	w.observed, w.observedAt = status, at
 }
@@ -252,7 +253,7 @@ func (p *podWorkers) remove(uid types.UID, grace *int64) {
 
 // terminateOrphan starts a lane that stops and removes a berth-owned pod no
 // source asks for. The caller has checked that every source is ready.
-func (p *podWorkers) terminateOrphan(status *kuberuntime.PodStatus) {
+func (p *podWorkers) terminateOrphan(status *podplan.PodStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[status.UID]; ok {
@@ -268,7 +269,7 @@ func (p *podWorkers) terminateOrphan(status *kuberuntime.PodStatus) {
 
 // observe hands the lane of uid a fresh runtime observation and wakes it.
 // It reports whether such a lane exists.
-func (p *podWorkers) observe(uid types.UID, status *kuberuntime.PodStatus, at time.Time) bool {
+func (p *podWorkers) observe(uid types.UID, status *podplan.PodStatus, at time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -284,7 +285,7 @@ func (p *podWorkers) observe(uid types.UID, status *kuberuntime.PodStatus, at ti
 // lane's observation: the next sync (a resync, a probe's wake-up) then
 // needs no runtime call of its own while nothing changed, and the PLEG
 // delivers a newer observation when something does.
-func (p *podWorkers) record(w *podWorker, status *kuberuntime.PodStatus, at time.Time) {
+func (p *podWorkers) record(w *podWorker, status *podplan.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.recordLocked(w, status, at, p.clock.Now(), true) {
@@ -307,7 +308,7 @@ func (p *podWorkers) record(w *podWorker, status *kuberuntime.PodStatus, at time
 // relists see no change and deliver nothing), so the observation is marked
 // stale instead, and the next sync reads the runtime. recordLocked reports
 // whether it marked it.
-func (p *podWorkers) recordLocked(w *podWorker, status *kuberuntime.PodStatus, at, now time.Time, own bool) bool {
+func (p *podWorkers) recordLocked(w *podWorker, status *podplan.PodStatus, at, now time.Time, own bool) bool {
 	if w.observed != nil && !at.After(w.observedAt) && !(own && at.Equal(w.observedAt)) {
 		// Rejected, but its read may have ended after the kept one's.
 		if fingerprint(status) != fingerprint(w.observed) {
@@ -510,7 +511,7 @@ func (p *podWorkers) observeStep(op string, began time.Time) {
 // obs is the lane's latest observation, taken at obsAt, by the lane itself
 // when obsOwn; it is used instead of a runtime call when it is known to
 // follow the worker's last change of the runtime.
-func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *kuberuntime.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
+func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
 	log := p.log.With("pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 	status, ok := p.currentStatus(w, obs, obsAt, obsOwn, log)
 	if !ok {
@@ -540,7 +541,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *kuberuntime.PodStatus,
 }
 
 // health is the probes' verdicts for a plan; nil without probes.
-func (p *podWorkers) health() kuberuntime.ContainerHealth {
+func (p *podWorkers) health() podplan.ContainerHealth {
 	if p.probes == nil {
 		return nil
 	}
@@ -551,7 +552,7 @@ func (p *podWorkers) health() kuberuntime.ContainerHealth {
 // lane's observation when it follows the worker's last change of the
 // runtime, else a fresh read, kept as the observation. A failed read drops
 // the pod's start rank and requeues the lane; ok is false then.
-func (p *podWorkers) currentStatus(w *podWorker, obs *kuberuntime.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*kuberuntime.PodStatus, bool) {
+func (p *podWorkers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*podplan.PodStatus, bool) {
 	if obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
 		return obs, true
 	}
@@ -576,7 +577,7 @@ func (p *podWorkers) currentStatus(w *podWorker, obs *kuberuntime.PodStatus, obs
 // takeStartSlot takes the start slots of a sync that starts a sandbox
 // (start), and reports whether the sync may go on; a sync that starts none
 // withdraws the pod from the start queue and goes on at once.
-func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *kuberuntime.PodStatus, start bool) bool {
+func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *podplan.PodStatus, start bool) bool {
 	if start {
 		return p.acquireStart(w, pod, status)
 	}
@@ -589,7 +590,7 @@ func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *kuberuntim
 // reread reads the pod's status after a sync acted, keeping it as the
 // lane's observation; on a failed read the status the sync began from
 // stands.
-func (p *podWorkers) reread(w *podWorker, status *kuberuntime.PodStatus) *kuberuntime.PodStatus {
+func (p *podWorkers) reread(w *podWorker, status *podplan.PodStatus) *podplan.PodStatus {
 	w.lastActed = p.clock.Now()
 	fresh, err := p.rt.PodStatus(p.ctx, w.uid)
 	if err != nil {
@@ -613,7 +614,7 @@ func logSyncError(ctx context.Context, log *slog.Logger, res kuberuntime.SyncRes
 // syncedStatus builds the pod's status after a sync: the runtime's state,
 // why containers wait, and the probes' readiness (fed the runtime status
 // first).
-func (p *podWorkers) syncedStatus(pod *v1.Pod, status *kuberuntime.PodStatus, res kuberuntime.SyncResult, startTime time.Time) v1.PodStatus {
+func (p *podWorkers) syncedStatus(pod *v1.Pod, status *podplan.PodStatus, res kuberuntime.SyncResult, startTime time.Time) v1.PodStatus {
 	waiting := map[string]waitReason{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if e := res.Waiting(c.Name); e != nil {
@@ -672,7 +673,7 @@ func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res kuberuntime
 // its place in the queue) and keeps status as the lane's observation, so
 // the sync that follows the grant starts from it instead of reading the
 // runtime again.
-func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *kuberuntime.PodStatus) bool {
+func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *podplan.PodStatus) bool {
 	p.mu.Lock()
 	granted := p.starts.acquire(w.uid, w.priority, w.seq, startSlots(status))
 	p.reportStartsLocked()
@@ -850,7 +851,7 @@ func oneLine(err error) string {
 
 // finish removes a stopped pod's runtime objects and directory and closes
 // the lane. status may be nil when the caller has not just read it.
-func (p *podWorkers) finish(w *podWorker, status *kuberuntime.PodStatus) bool {
+func (p *podWorkers) finish(w *podWorker, status *podplan.PodStatus) bool {
 	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	var err error
 	if status == nil {

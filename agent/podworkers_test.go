@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // stubRuntime is an instant in-memory podRuntime that records the pods
@@ -36,11 +37,11 @@ type stubRuntime struct {
 
 func newStubRuntime() *stubRuntime { return &stubRuntime{live: map[types.UID]bool{}} }
 
-func (s *stubRuntime) PlanPod(pod *v1.Pod, status *kuberuntime.PodStatus, health kuberuntime.ContainerHealth) kuberuntime.PodActions {
-	return kuberuntime.ComputePodActions(pod, status, health)
+func (s *stubRuntime) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions {
+	return podplan.ComputePodActions(pod, status, health)
 }
 
-func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *kuberuntime.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podplan.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
 	s.mu.Lock()
 	s.synced = append(s.synced, pod.ResourceVersion)
 	s.live[pod.UID] = true
@@ -63,11 +64,11 @@ func (s *stubRuntime) syncs() int {
 	return len(s.synced)
 }
 
-func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *kuberuntime.PodStatus, *int64) error {
+func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *podplan.PodStatus, *int64) error {
 	return nil
 }
 
-func (s *stubRuntime) RemovePod(_ context.Context, st *kuberuntime.PodStatus) error {
+func (s *stubRuntime) RemovePod(_ context.Context, st *podplan.PodStatus) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removes++
@@ -99,12 +100,12 @@ func (s *stubRuntime) removeCalls() int {
 	return s.removes
 }
 
-func (s *stubRuntime) PodStatus(_ context.Context, uid types.UID) (*kuberuntime.PodStatus, error) {
-	return &kuberuntime.PodStatus{UID: uid}, nil
+func (s *stubRuntime) PodStatus(_ context.Context, uid types.UID) (*podplan.PodStatus, error) {
+	return &podplan.PodStatus{UID: uid}, nil
 }
 
-func (s *stubRuntime) Relist(context.Context) (map[types.UID]*kuberuntime.PodStatus, error) {
-	return map[types.UID]*kuberuntime.PodStatus{}, nil
+func (s *stubRuntime) Relist(context.Context) (map[types.UID]*podplan.PodStatus, error) {
+	return map[types.UID]*podplan.PodStatus{}, nil
 }
 
 func (s *stubRuntime) CleanupPodDir(types.UID) error { return nil }
@@ -344,16 +345,16 @@ func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := time.Millisecond
-	state := func(name string, st kuberuntime.ContainerState) *kuberuntime.PodStatus {
-		return &kuberuntime.PodStatus{Name: name, Containers: []*kuberuntime.ContainerStatus{{ID: "c1", State: st}}}
+	state := func(name string, st podplan.ContainerState) *podplan.PodStatus {
+		return &podplan.PodStatus{Name: name, Containers: []*podplan.ContainerStatus{{ID: "c1", State: st}}}
 	}
-	relist, own := state("relist", kuberuntime.ContainerStateRunning), state("own", kuberuntime.ContainerStateRunning)
-	exited := state("relist", kuberuntime.ContainerStateExited)
+	relist, own := state("relist", podplan.ContainerStateRunning), state("own", podplan.ContainerStateRunning)
+	exited := state("relist", podplan.ContainerStateExited)
 	for _, tc := range []struct {
 		name             string
-		first            *kuberuntime.PodStatus
+		first            *podplan.PodStatus
 		firstAt          time.Time
-		next             *kuberuntime.PodStatus
+		next             *podplan.PodStatus
 		nextAt, nextRecv time.Time
 		want             string
 		wantStale        bool
@@ -397,29 +398,29 @@ func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 type exitRuntime struct {
 	stubRuntime
 	mu    sync.Mutex // guards state, reads and seen
-	state kuberuntime.ContainerState
+	state podplan.ContainerState
 	reads int
-	seen  []kuberuntime.ContainerState
+	seen  []podplan.ContainerState
 }
 
-func (r *exitRuntime) status(uid types.UID) *kuberuntime.PodStatus {
-	return &kuberuntime.PodStatus{UID: uid, IPs: []string{"10.0.0.2"},
-		Sandboxes:  []*kuberuntime.SandboxStatus{{ID: "sb", State: kuberuntime.SandboxStateReady, IP: "10.0.0.2"}},
-		Containers: []*kuberuntime.ContainerStatus{{ID: "c1", Name: "app", SandboxID: "sb", State: r.state}}}
+func (r *exitRuntime) status(uid types.UID) *podplan.PodStatus {
+	return &podplan.PodStatus{UID: uid, IPs: []string{"10.0.0.2"},
+		Sandboxes:  []*podplan.SandboxStatus{{ID: "sb", State: podplan.SandboxStateReady, IP: "10.0.0.2"}},
+		Containers: []*podplan.ContainerStatus{{ID: "c1", Name: "app", SandboxID: "sb", State: r.state}}}
 }
 
-func (r *exitRuntime) PodStatus(_ context.Context, uid types.UID) (*kuberuntime.PodStatus, error) {
+func (r *exitRuntime) PodStatus(_ context.Context, uid types.UID) (*podplan.PodStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reads++
 	return r.status(uid), nil
 }
 
-func (r *exitRuntime) PlanPod(pod *v1.Pod, status *kuberuntime.PodStatus, health kuberuntime.ContainerHealth) kuberuntime.PodActions {
-	return kuberuntime.ComputePodActions(pod, status, health)
+func (r *exitRuntime) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions {
+	return podplan.ComputePodActions(pod, status, health)
 }
 
-func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *kuberuntime.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *podplan.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, st.Containers[0].State)
@@ -429,10 +430,10 @@ func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *kuberuntime.Po
 	return kuberuntime.SyncResult{}
 }
 
-func (r *exitRuntime) syncsSeen() []kuberuntime.ContainerState {
+func (r *exitRuntime) syncsSeen() []podplan.ContainerState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]kuberuntime.ContainerState(nil), r.seen...)
+	return append([]podplan.ContainerState(nil), r.seen...)
 }
 
 // TestPodWorkersExitSeenByAnOlderRelist: the lane acted and read the pod
@@ -444,7 +445,7 @@ func (r *exitRuntime) syncsSeen() []kuberuntime.ContainerState {
 func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
-		rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: kuberuntime.ContainerStateRunning}
+		rt := &exitRuntime{stubRuntime: *newStubRuntime(), state: podplan.ContainerStateRunning}
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
 		w.rt = rt
@@ -456,14 +457,14 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 		})
 
 		rt.mu.Lock()
-		rt.state = kuberuntime.ContainerStateExited
+		rt.state = podplan.ContainerStateExited
 		exited := rt.status("u1")
 		rt.mu.Unlock()
 		w.observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
 
 		waitUntil(t, "a second sync", func() bool { return len(rt.syncsSeen()) == 2 })
-		if got := rt.syncsSeen()[1]; got != kuberuntime.ContainerStateExited {
-			t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, kuberuntime.ContainerStateExited)
+		if got := rt.syncsSeen()[1]; got != podplan.ContainerStateExited {
+			t.Errorf("the second sync saw the container %s, want %s: the lane kept its own read over the exit", got, podplan.ContainerStateExited)
 		}
 		cancel()
 		w.wait()

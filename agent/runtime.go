@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // podRuntime is what the agent needs of the runtime manager. *kuberuntime.Manager
@@ -16,12 +17,12 @@ type podRuntime interface {
 	// PlanPod decides what SyncPod does for the pod from its status; the
 	// workers ask it whether a sync starts a sandbox (which waits for a
 	// start slot), then hand the same plan to SyncPod.
-	PlanPod(pod *v1.Pod, status *kuberuntime.PodStatus, health kuberuntime.ContainerHealth) kuberuntime.PodActions
-	SyncPod(ctx context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult
-	KillPod(ctx context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, gracePeriodOverride *int64) error
-	RemovePod(ctx context.Context, status *kuberuntime.PodStatus) error
-	PodStatus(ctx context.Context, uid types.UID) (*kuberuntime.PodStatus, error)
-	Relist(ctx context.Context) (map[types.UID]*kuberuntime.PodStatus, error)
+	PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions
+	SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, gracePeriodOverride *int64) error
+	RemovePod(ctx context.Context, status *podplan.PodStatus) error
+	PodStatus(ctx context.Context, uid types.UID) (*podplan.PodStatus, error)
+	Relist(ctx context.Context) (map[types.UID]*podplan.PodStatus, error)
 	CleanupPodDir(uid types.UID) error
 	ForgetStaleBackoffs()
 }

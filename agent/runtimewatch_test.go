@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // fakeEvents is a runtime event stream the test drives: every WatchEvents
@@ -58,9 +59,9 @@ type countingRuntime struct {
 	relists atomic.Int32
 }
 
-func (r *countingRuntime) Relist(context.Context) (map[types.UID]*kuberuntime.PodStatus, error) {
+func (r *countingRuntime) Relist(context.Context) (map[types.UID]*podplan.PodStatus, error) {
 	r.relists.Add(1)
-	return map[types.UID]*kuberuntime.PodStatus{}, nil
+	return map[types.UID]*podplan.PodStatus{}, nil
 }
 
 // plegEnv runs a PLEG with an event watch on a fake clock, inside the

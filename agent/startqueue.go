@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // startQueue bounds how many pods are being started at once (a sandbox
@@ -77,7 +77,7 @@ type inflightStart struct {
 // network namespace), so such a start is counted as the two pieces of
 // runtime work it is; a first boot, with no old sandboxes, keeps one slot
 // per start.
-func startSlots(pod *kuberuntime.PodStatus) int {
+func startSlots(pod *podplan.PodStatus) int {
 	if pod != nil && len(pod.OwnedSandboxes()) > 0 {
 		return 2
 	}

@@ -10,7 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/criconfig"
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestStartQueueOrder drives the queue through a scripted sequence: pods
@@ -395,14 +395,14 @@ func TestStartSlots(t *testing.T) {
 	owned := map[string]string{criconfig.LabelManaged: "true"}
 	for _, tt := range []struct {
 		name   string
-		status *kuberuntime.PodStatus
+		status *podplan.PodStatus
 		want   int
 	}{
 		{"no status read", nil, 1},
-		{"a new pod", &kuberuntime.PodStatus{}, 1},
-		{"a dead sandbox", &kuberuntime.PodStatus{Sandboxes: []*kuberuntime.SandboxStatus{{ID: "a", State: kuberuntime.SandboxStateNotReady, Labels: owned}}}, 2},
-		{"several old sandboxes", &kuberuntime.PodStatus{Sandboxes: []*kuberuntime.SandboxStatus{{ID: "a", Labels: owned}, {ID: "b", Labels: owned}}}, 2},
-		{"only a sandbox berth does not own", &kuberuntime.PodStatus{Sandboxes: []*kuberuntime.SandboxStatus{{ID: "a", State: kuberuntime.SandboxStateNotReady}}}, 1},
+		{"a new pod", &podplan.PodStatus{}, 1},
+		{"a dead sandbox", &podplan.PodStatus{Sandboxes: []*podplan.SandboxStatus{{ID: "a", State: podplan.SandboxStateNotReady, Labels: owned}}}, 2},
+		{"several old sandboxes", &podplan.PodStatus{Sandboxes: []*podplan.SandboxStatus{{ID: "a", Labels: owned}, {ID: "b", Labels: owned}}}, 2},
+		{"only a sandbox berth does not own", &podplan.PodStatus{Sandboxes: []*podplan.SandboxStatus{{ID: "a", State: podplan.SandboxStateNotReady}}}, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := startSlots(tt.status); got != tt.want {

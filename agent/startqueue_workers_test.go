@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // gatedRuntime is a podRuntime whose SyncPod of a pod without a sandbox
@@ -48,24 +49,24 @@ func newGatedRuntime() *gatedRuntime {
 	return &gatedRuntime{stubRuntime: *newStubRuntime(), entered: make(chan types.UID, 100), proceed: make(chan struct{}), ready: map[types.UID]bool{}}
 }
 
-func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*kuberuntime.PodStatus, error) {
+func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*podplan.PodStatus, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.unreadable[uid] {
 		return nil, errors.New("status unreadable")
 	}
 	if !g.ready[uid] && g.dead[uid] {
-		return &kuberuntime.PodStatus{UID: uid, Sandboxes: []*kuberuntime.SandboxStatus{{ID: "dead-" + string(uid), State: kuberuntime.SandboxStateNotReady,
+		return &podplan.PodStatus{UID: uid, Sandboxes: []*podplan.SandboxStatus{{ID: "dead-" + string(uid), State: podplan.SandboxStateNotReady,
 			Labels: map[string]string{criconfig.LabelManaged: "true"}}}}, nil
 	}
 	if !g.ready[uid] {
-		return &kuberuntime.PodStatus{UID: uid}, nil
+		return &podplan.PodStatus{UID: uid}, nil
 	}
-	return &kuberuntime.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*kuberuntime.SandboxStatus{{ID: "sb-" + string(uid), State: kuberuntime.SandboxStateReady, IP: "10.0.0.2"}}}, nil
+	return &podplan.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*podplan.SandboxStatus{{ID: "sb-" + string(uid), State: podplan.SandboxStateReady, IP: "10.0.0.2"}}}, nil
 }
 
-func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult {
-	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == kuberuntime.SandboxStateReady {
+func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *podplan.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult {
+	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == podplan.SandboxStateReady {
 		return kuberuntime.SyncResult{}
 	}
 	if g.postStart && opts.BeforePostStart != nil {
@@ -85,7 +86,7 @@ func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *kuberunti
 	return kuberuntime.SyncResult{Results: []kuberuntime.ActionResult{{Action: kuberuntime.ActionCreatePodSandbox, Target: pod.Name}}}
 }
 
-func (g *gatedRuntime) KillPod(_ context.Context, pod *v1.Pod, status *kuberuntime.PodStatus, _ *int64) error {
+func (g *gatedRuntime) KillPod(_ context.Context, pod *v1.Pod, status *podplan.PodStatus, _ *int64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.killed = append(g.killed, status.UID)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // terminated is the full-name exclusivity rule (docs/architecture.md,
@@ -19,18 +19,18 @@ import (
 //
 // When the pod is not terminated, reason names every object that still
 // holds it, for the waiting pod's status and the logs.
-func terminated(status *kuberuntime.PodStatus) (bool, string) {
+func terminated(status *podplan.PodStatus) (bool, string) {
 	if status == nil {
 		return true, ""
 	}
 	var holds []string
 	for _, s := range status.Sandboxes {
-		if s.State != kuberuntime.SandboxStateNotReady {
+		if s.State != podplan.SandboxStateNotReady {
 			holds = append(holds, fmt.Sprintf("sandbox %s in state %s", shortID(s.ID), stateName(string(s.State))))
 		}
 	}
 	for _, c := range status.Containers {
-		if c.State != kuberuntime.ContainerStateExited {
+		if c.State != podplan.ContainerStateExited {
 			holds = append(holds, fmt.Sprintf("container %s (%s) in state %s", c.Name, shortID(c.ID), stateName(string(c.State))))
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // Options are what the probe manager needs from the agent.
@@ -136,14 +137,14 @@ type discard struct{}
 
 func (discard) Event(types.UID, string, string, kuberuntime.EventType, string, string) {}
 
-var _ kuberuntime.ContainerHealth = (*Manager)(nil)
+var _ podplan.ContainerHealth = (*Manager)(nil)
 
 // UpdatePod tells the manager a pod's spec and newest runtime status (after
 // each sync): workers start for running containers with probes, follow
 // their containers' new runs (and probe those at once), and stop when
 // their probe left the spec. hostIP is the address of host-network pods
 // (the loopback when berth knows no node IP).
-func (m *Manager) UpdatePod(pod *v1.Pod, status *kuberuntime.PodStatus, hostIP string) {
+func (m *Manager) UpdatePod(pod *v1.Pod, status *podplan.PodStatus, hostIP string) {
 	specs := probedContainers(pod)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -176,7 +177,7 @@ func (m *Manager) UpdatePod(pod *v1.Pod, status *kuberuntime.PodStatus, hostIP s
 		for _, c := range specs {
 			if cs := status.FindContainer(c.Name); cs != nil {
 				pp.runs[c.Name] = containerRun{
-					id: cs.ID, running: cs.State == kuberuntime.ContainerStateRunning, exited: cs.State == kuberuntime.ContainerStateExited,
+					id: cs.ID, running: cs.State == podplan.ContainerStateRunning, exited: cs.State == podplan.ContainerStateExited,
 					exitCode: cs.ExitCode, startedAt: cs.StartedAt,
 				}
 			}
@@ -266,12 +267,12 @@ func (m *Manager) startedLocked(c *v1.Container, id string) bool {
 	return c.StartupProbe == nil || m.results[resultKey{containerID: id, kind: Startup}] == Success
 }
 
-// LivenessFailed implements kuberuntime.ContainerHealth.
+// LivenessFailed implements podplan.ContainerHealth.
 func (m *Manager) LivenessFailed(containerID string) bool {
 	return m.result(containerID, Liveness) == Failure
 }
 
-// StartupFailed implements kuberuntime.ContainerHealth.
+// StartupFailed implements podplan.ContainerHealth.
 func (m *Manager) StartupFailed(containerID string) bool {
 	return m.result(containerID, Startup) == Failure
 }
@@ -534,9 +535,9 @@ func probeOf(c *v1.Container, k Kind) *v1.Probe {
 
 // restarts reports whether a container that exited with code runs again:
 // sidecars always, others per their restart rules and policies and the
-// pod's (kuberuntime.ContainerShouldRestart, KEP-5307).
+// pod's (podplan.ContainerShouldRestart, KEP-5307).
 func restarts(pod *v1.Pod, c *v1.Container, exitCode int32) bool {
-	return kuberuntime.ContainerShouldRestart(c, &pod.Spec, exitCode)
+	return podplan.ContainerShouldRestart(c, &pod.Spec, exitCode)
 }
 
 // truncate shortens s to at most n bytes, marking the cut.

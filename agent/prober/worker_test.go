@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -128,9 +129,9 @@ func execProbe(success, failure int32) *v1.Probe {
 }
 
 // running is a runtime status with container "app" running as run id.
-func running(pod *v1.Pod, id string, startedAt time.Time) *kuberuntime.PodStatus {
-	return &kuberuntime.PodStatus{UID: pod.UID, IPs: []string{"10.88.0.9"}, Containers: []*kuberuntime.ContainerStatus{
-		{ID: id, Name: "app", State: kuberuntime.ContainerStateRunning, StartedAt: startedAt},
+func running(pod *v1.Pod, id string, startedAt time.Time) *podplan.PodStatus {
+	return &podplan.PodStatus{UID: pod.UID, IPs: []string{"10.88.0.9"}, Containers: []*podplan.ContainerStatus{
+		{ID: id, Name: "app", State: podplan.ContainerStateRunning, StartedAt: startedAt},
 	}}
 }
 
@@ -349,7 +350,7 @@ func TestContainerExit(t *testing.T) {
 			env.m.UpdatePod(pod, running(pod, "c1", t0), "")
 			w.doProbe()
 			st := running(pod, "c1", t0)
-			st.Containers[0].State, st.Containers[0].ExitCode = kuberuntime.ContainerStateExited, tt.exit
+			st.Containers[0].State, st.Containers[0].ExitCode = podplan.ContainerStateExited, tt.exit
 			env.m.UpdatePod(pod, st, "")
 			if keep := w.doProbe(); keep != tt.keep {
 				t.Errorf("keep going = %v, want %v", keep, tt.keep)
@@ -384,7 +385,7 @@ func TestAnnotateStatus(t *testing.T) {
 	}
 	// The next status: c1 was killed, c2 runs.
 	rs := running(pod, "c2", t0.Add(time.Minute))
-	rs.Containers = append(rs.Containers, &kuberuntime.ContainerStatus{ID: "c1", Name: "app", State: kuberuntime.ContainerStateExited, ExitCode: 137})
+	rs.Containers = append(rs.Containers, &podplan.ContainerStatus{ID: "c1", Name: "app", State: podplan.ContainerStateExited, ExitCode: 137})
 	env.m.UpdatePod(pod, rs, "")
 	st = v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "app", Started: &yes,
 		State:                v1.ContainerState{Running: &v1.ContainerStateRunning{}},

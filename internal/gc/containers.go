@@ -12,10 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // Policy is the kubelet's container GC policy (ContainerGCPolicy), from
@@ -64,7 +65,7 @@ const (
 // relist snapshot and what it knows of each pod.
 type Input struct {
 	// Pods is a relist result (Manager.Relist); it is not modified.
-	Pods   map[types.UID]*kuberuntime.PodStatus
+	Pods   map[types.UID]*podplan.PodStatus
 	Policy Policy
 	// AllSourcesReady is set once every pod source has delivered: before
 	// that a pod no source mentions may simply not have been read yet, so
@@ -97,8 +98,8 @@ type Removal struct {
 
 // gcCandidate is one dead container in an evict unit.
 type gcCandidate struct {
-	status    *kuberuntime.ContainerStatus
-	pod       *kuberuntime.PodStatus
+	status    *podplan.ContainerStatus
+	pod       *podplan.PodStatus
 	protected bool // the unit's newest run, kept for logs --previous
 }
 
@@ -131,10 +132,10 @@ func PlanContainers(in Input) []Removal {
 		// name is the one to protect.
 		seen := map[string]bool{}
 		for _, c := range p.Containers {
-			if c.State == kuberuntime.ContainerStateRunning || !kuberuntime.Owned(c.Labels) {
+			if c.State == podplan.ContainerStateRunning || !podplan.Owned(c.Labels) {
 				continue
 			}
-			if !deleted && c.State == kuberuntime.ContainerStateCreated && in.Now.Sub(c.CreatedAt) < createdGrace {
+			if !deleted && c.State == podplan.ContainerStateCreated && in.Now.Sub(c.CreatedAt) < createdGrace {
 				continue
 			}
 			first := !seen[c.Name]
@@ -325,7 +326,7 @@ func (c *Collector) GarbageCollect(ctx context.Context, in Input) Result {
 }
 
 // allGone reports whether every object of p was removed in this pass.
-func allGone(p *kuberuntime.PodStatus, containers, sandboxes map[string]bool) bool {
+func allGone(p *podplan.PodStatus, containers, sandboxes map[string]bool) bool {
 	for _, c := range p.Containers {
 		if !containers[c.ID] {
 			return false
@@ -339,7 +340,7 @@ func allGone(p *kuberuntime.PodStatus, containers, sandboxes map[string]bool) bo
 	return true
 }
 
-func sortedUIDs(pods map[types.UID]*kuberuntime.PodStatus) []types.UID {
+func sortedUIDs(pods map[types.UID]*podplan.PodStatus) []types.UID {
 	uids := make([]types.UID, 0, len(pods))
 	for uid := range pods {
 		uids = append(uids, uid)

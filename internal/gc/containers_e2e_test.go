@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/internal/criconfig"
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestE2EGarbageCollect runs GC passes on the real containerd: a pod with
@@ -80,9 +81,9 @@ func TestE2EGarbageCollect(t *testing.T) {
 			t.Fatal(err)
 		}
 		runs = append(runs, id)
-		waitPodStatus(ctx, t, m, uid, "run exited", func(s *kuberuntime.PodStatus) bool {
+		waitPodStatus(ctx, t, m, uid, "run exited", func(s *podplan.PodStatus) bool {
 			c := s.FindContainer("app")
-			return c != nil && c.ID == id && c.State == kuberuntime.ContainerStateExited
+			return c != nil && c.ID == id && c.State == podplan.ContainerStateExited
 		})
 	}
 
@@ -124,10 +125,10 @@ func TestE2EGarbageCollect(t *testing.T) {
 	}
 	// containerd 2.x may list the sandbox as ready for a moment after
 	// StopPodSandbox returns; the pass is over a sandbox seen stopped.
-	waitPodStatus(ctx, t, m, uid, "sandbox stopped", func(s *kuberuntime.PodStatus) bool {
+	waitPodStatus(ctx, t, m, uid, "sandbox stopped", func(s *podplan.PodStatus) bool {
 		for _, sb := range s.Sandboxes {
 			if sb.ID == current {
-				return sb.State != kuberuntime.SandboxStateReady
+				return sb.State != podplan.SandboxStateReady
 			}
 		}
 		return false

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/internal/criconfig"
-	"github.com/berth-agent/berth/internal/kuberuntime"
-	"github.com/berth-agent/berth/internal/podpath/podpathtest"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podpath/podpathtest"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 var gcNow = time.Unix(1_700_000_000, 0)
@@ -26,36 +27,36 @@ var gcNow = time.Unix(1_700_000_000, 0)
 type gcC struct {
 	name  string
 	id    string
-	state kuberuntime.ContainerState
+	state podplan.ContainerState
 	age   time.Duration
 }
 
 // gcPod builds a pod status with one sandbox and the given containers,
 // sorted newest first as Relist does.
-func gcPod(uid string, cs ...gcC) *kuberuntime.PodStatus {
-	p := &kuberuntime.PodStatus{UID: types.UID(uid), Name: uid + "-node", Namespace: "default",
-		Sandboxes: []*kuberuntime.SandboxStatus{{ID: "s-" + uid, State: kuberuntime.SandboxStateReady, Labels: podLabels(uid, uid)}}}
+func gcPod(uid string, cs ...gcC) *podplan.PodStatus {
+	p := &podplan.PodStatus{UID: types.UID(uid), Name: uid + "-node", Namespace: "default",
+		Sandboxes: []*podplan.SandboxStatus{{ID: "s-" + uid, State: podplan.SandboxStateReady, Labels: podLabels(uid, uid)}}}
 	for _, c := range cs {
-		p.Containers = append(p.Containers, &kuberuntime.ContainerStatus{
+		p.Containers = append(p.Containers, &podplan.ContainerStatus{
 			ID: c.id, SandboxID: "s-" + uid, Name: c.name, State: c.state, CreatedAt: gcNow.Add(-c.age),
 			Labels: podLabels(uid, uid),
 		})
 	}
-	slices.SortFunc(p.Containers, func(a, b *kuberuntime.ContainerStatus) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortFunc(p.Containers, func(a, b *podplan.ContainerStatus) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return p
 }
 
 // dead is an exited container created age ago.
 func dead(name, id string, age time.Duration) gcC {
-	return gcC{name: name, id: id, state: kuberuntime.ContainerStateExited, age: age}
+	return gcC{name: name, id: id, state: podplan.ContainerStateExited, age: age}
 }
 
 func running(name, id string, age time.Duration) gcC {
-	return gcC{name: name, id: id, state: kuberuntime.ContainerStateRunning, age: age}
+	return gcC{name: name, id: id, state: podplan.ContainerStateRunning, age: age}
 }
 
-func pods(ps ...*kuberuntime.PodStatus) map[types.UID]*kuberuntime.PodStatus {
-	out := map[types.UID]*kuberuntime.PodStatus{}
+func pods(ps ...*podplan.PodStatus) map[types.UID]*podplan.PodStatus {
+	out := map[types.UID]*podplan.PodStatus{}
 	for _, p := range ps {
 		out[p.UID] = p
 	}
@@ -69,7 +70,7 @@ func TestPlanContainerGC(t *testing.T) {
 	m := time.Minute
 	tests := []struct {
 		name         string
-		pods         map[types.UID]*kuberuntime.PodStatus
+		pods         map[types.UID]*podplan.PodStatus
 		policy       Policy
 		sourcesReady bool
 		deleted      []types.UID
@@ -201,13 +202,13 @@ func TestPlanContainerGC(t *testing.T) {
 		},
 		{
 			name:   "a container created but not started is left to its worker",
-			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: kuberuntime.ContainerStateCreated, age: time.Second}, dead("app", "a1", 1*m), dead("app", "a2", 2*m))),
+			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: podplan.ContainerStateCreated, age: time.Second}, dead("app", "a1", 1*m), dead("app", "a2", 2*m))),
 			policy: DefaultPolicy,
 			want:   []string{"a2"},
 		},
 		{
 			name:   "a container created long ago and never started is dead",
-			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: kuberuntime.ContainerStateCreated, age: 2 * m}, dead("app", "a1", 3*m))),
+			pods:   pods(gcPod("a", gcC{name: "app", id: "a0", state: podplan.ContainerStateCreated, age: 2 * m}, dead("app", "a1", 3*m))),
 			policy: DefaultPolicy,
 			want:   []string{"a1"},
 		},
@@ -244,34 +245,34 @@ func TestPlanContainerGCSkipsForeignContainers(t *testing.T) {
 }
 
 func TestPlanSandboxGC(t *testing.T) {
-	sb := func(id string, state kuberuntime.SandboxState) *kuberuntime.SandboxStatus {
-		return &kuberuntime.SandboxStatus{ID: id, State: state, Labels: podLabels("a", "a")}
+	sb := func(id string, state podplan.SandboxState) *podplan.SandboxStatus {
+		return &podplan.SandboxStatus{ID: id, State: state, Labels: podLabels("a", "a")}
 	}
-	withSandboxes := func(p *kuberuntime.PodStatus, ss ...*kuberuntime.SandboxStatus) *kuberuntime.PodStatus {
+	withSandboxes := func(p *podplan.PodStatus, ss ...*podplan.SandboxStatus) *podplan.PodStatus {
 		p.Sandboxes = ss
 		return p
 	}
 	tests := []struct {
 		name    string
-		pod     *kuberuntime.PodStatus
+		pod     *podplan.PodStatus
 		removed []string // containers removed in this pass
 		deleted bool
 		want    []string
 	}{
 		{
 			name: "existing pod keeps its newest sandbox even not ready",
-			pod:  withSandboxes(gcPod("a"), sb("s3", kuberuntime.SandboxStateNotReady), sb("s2", kuberuntime.SandboxStateNotReady), sb("s1", kuberuntime.SandboxStateNotReady)),
+			pod:  withSandboxes(gcPod("a"), sb("s3", podplan.SandboxStateNotReady), sb("s2", podplan.SandboxStateNotReady), sb("s1", podplan.SandboxStateNotReady)),
 			want: []string{"s1", "s2"},
 		},
 		{
 			name: "ready sandboxes are never removed",
-			pod:  withSandboxes(gcPod("a"), sb("s2", kuberuntime.SandboxStateReady), sb("s1", kuberuntime.SandboxStateReady)),
+			pod:  withSandboxes(gcPod("a"), sb("s2", podplan.SandboxStateReady), sb("s1", podplan.SandboxStateReady)),
 		},
 		{
 			name: "a sandbox holding a container stays until the container goes",
-			pod: func() *kuberuntime.PodStatus {
+			pod: func() *podplan.PodStatus {
 				p := withSandboxes(gcPod("a", dead("app", "a1", time.Minute), dead("app", "a2", 2*time.Minute)),
-					sb("s2", kuberuntime.SandboxStateReady), sb("s1", kuberuntime.SandboxStateNotReady), sb("s0", kuberuntime.SandboxStateNotReady))
+					sb("s2", podplan.SandboxStateReady), sb("s1", podplan.SandboxStateNotReady), sb("s0", podplan.SandboxStateNotReady))
 				p.Containers[0].SandboxID, p.Containers[1].SandboxID = "s1", "s0"
 				return p
 			}(),
@@ -280,19 +281,19 @@ func TestPlanSandboxGC(t *testing.T) {
 		},
 		{
 			name:    "deleted pod loses every sandbox once empty",
-			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", kuberuntime.SandboxStateNotReady), sb("s0", kuberuntime.SandboxStateNotReady)),
+			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", podplan.SandboxStateNotReady), sb("s0", podplan.SandboxStateNotReady)),
 			removed: []string{"a1"},
 			deleted: true,
 			want:    []string{"s0", "s-a"},
 		},
 		{
 			name:    "deleted pod keeps a sandbox whose container could not be removed",
-			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", kuberuntime.SandboxStateNotReady)),
+			pod:     withSandboxes(gcPod("a", dead("app", "a1", time.Minute)), sb("s-a", podplan.SandboxStateNotReady)),
 			deleted: true,
 		},
 		{
 			name: "foreign sandboxes are never removed",
-			pod:  withSandboxes(gcPod("a"), sb("s2", kuberuntime.SandboxStateNotReady), &kuberuntime.SandboxStatus{ID: "s1", State: kuberuntime.SandboxStateNotReady}),
+			pod:  withSandboxes(gcPod("a"), sb("s2", podplan.SandboxStateNotReady), &podplan.SandboxStatus{ID: "s1", State: podplan.SandboxStateNotReady}),
 		},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // Runtime is the CRI runtime calls the collector makes: it removes and
@@ -47,7 +48,7 @@ type Manager interface {
 	PodDir(uid types.UID) (string, error)
 	// PodLogDir is the pod's log directory, "" when the status cannot
 	// name one safely.
-	PodLogDir(status *kuberuntime.PodStatus) string
+	PodLogDir(status *podplan.PodStatus) string
 	// CleanupPodDir unmounts and removes the pod's state directory.
 	CleanupPodDir(uid types.UID) error
 }

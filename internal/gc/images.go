@@ -11,11 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-agent/berth/internal/criconfig"
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // ImagePolicy is --image-gc-high-threshold, --image-gc-low-threshold and
@@ -48,7 +49,7 @@ const imageUseMemory = 7 * 24 * time.Hour
 
 // observe records the images the containers of a relist snapshot use, at
 // now. Dead containers count: their image cannot go while they exist.
-func (t *imageTracker) observe(pods map[types.UID]*kuberuntime.PodStatus, now time.Time) {
+func (t *imageTracker) observe(pods map[types.UID]*podplan.PodStatus, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.lastUsed == nil {
@@ -101,7 +102,7 @@ type ImageResult struct {
 // refers to it. The sandbox (pause) image is never removed, nor an image
 // the runtime pins, nor one known for less than MinAge. Below the threshold
 // the pass costs one ImageFsInfo call.
-func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy, pods map[types.UID]*kuberuntime.PodStatus) ImageResult {
+func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy, pods map[types.UID]*podplan.PodStatus) ImageResult {
 	res := ImageResult{UsagePercent: -1}
 	now := c.clock.Now()
 	c.imageUse.observe(pods, now)

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestE2EImageGCProtections checks image GC's view of the real containerd
@@ -66,7 +67,7 @@ func TestE2EImageGCProtections(t *testing.T) {
 		t.Fatalf("relist: %+v", st)
 	}
 	now := time.Now()
-	env.gc.imageUse.observe(map[types.UID]*kuberuntime.PodStatus{uid: st}, now)
+	env.gc.imageUse.observe(map[types.UID]*podplan.PodStatus{uid: st}, now)
 	images, err := env.is.ListImages(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

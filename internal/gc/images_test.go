@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 func TestBytesToFree(t *testing.T) {
@@ -52,11 +53,11 @@ func TestImageCandidates(t *testing.T) {
 	}
 	var tr imageTracker
 	use := func(at time.Time, refs ...string) {
-		p := &kuberuntime.PodStatus{UID: "u"}
+		p := &podplan.PodStatus{UID: "u"}
 		for _, r := range refs {
-			p.Containers = append(p.Containers, &kuberuntime.ContainerStatus{ImageRef: r})
+			p.Containers = append(p.Containers, &podplan.ContainerStatus{ImageRef: r})
 		}
-		tr.observe(map[types.UID]*kuberuntime.PodStatus{"u": p}, at)
+		tr.observe(map[types.UID]*podplan.PodStatus{"u": p}, at)
 	}
 	// Everything but brand-new is first seen an hour ago.
 	if _, err := tr.candidates(images[:6], "sha256:pause", 0, now.Add(-time.Hour)); err != nil {
@@ -102,7 +103,7 @@ func TestImageGarbageCollect(t *testing.T) {
 			inUse = i.Id
 		}
 	}
-	snap := map[types.UID]*kuberuntime.PodStatus{"u": {UID: "u", Containers: []*kuberuntime.ContainerStatus{{ImageRef: inUse, State: kuberuntime.ContainerStateExited}}}}
+	snap := map[types.UID]*podplan.PodStatus{"u": {UID: "u", Containers: []*podplan.ContainerStatus{{ImageRef: inUse, State: podplan.ContainerStateExited}}}}
 	imageCalls := func() []string {
 		env.is.Lock()
 		defer env.is.Unlock()
@@ -150,8 +151,8 @@ func TestImageGarbageCollect(t *testing.T) {
 func TestImageTrackerForgets(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var tr imageTracker
-	old := map[types.UID]*kuberuntime.PodStatus{"u": {UID: "u", Containers: []*kuberuntime.ContainerStatus{{ImageRef: "sha256:old"}}}}
-	current := map[types.UID]*kuberuntime.PodStatus{"u": {UID: "u", Containers: []*kuberuntime.ContainerStatus{{ImageRef: "sha256:new"}}}}
+	old := map[types.UID]*podplan.PodStatus{"u": {UID: "u", Containers: []*podplan.ContainerStatus{{ImageRef: "sha256:old"}}}}
+	current := map[types.UID]*podplan.PodStatus{"u": {UID: "u", Containers: []*podplan.ContainerStatus{{ImageRef: "sha256:new"}}}}
 	tr.observe(old, now)
 	tr.observe(current, now.Add(imageUseMemory))
 	if _, ok := tr.lastUsed["sha256:old"]; !ok {

@@ -9,7 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestImageGCKeepsImageVolumes: an image only mounted as an image volume
@@ -28,8 +28,8 @@ func TestImageGCKeepsImageVolumes(t *testing.T) {
 	for _, i := range images {
 		id[i.RepoTags[0]] = i.Id
 	}
-	snap := map[types.UID]*kuberuntime.PodStatus{"u": {UID: "u", Containers: []*kuberuntime.ContainerStatus{{
-		ImageRef: id["app:1"], State: kuberuntime.ContainerStateRunning,
+	snap := map[types.UID]*podplan.PodStatus{"u": {UID: "u", Containers: []*podplan.ContainerStatus{{
+		ImageRef: id["app:1"], State: podplan.ContainerStateRunning,
 		Annotations: map[string]string{criconfig.AnnotationImageVolumes: id["data:1"]},
 	}}}}
 	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap)

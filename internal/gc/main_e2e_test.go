@@ -18,6 +18,7 @@ import (
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // testBed is the real containerd every e2e test of this package shares.
@@ -99,7 +100,7 @@ func startE2EPod(ctx context.Context, t *testing.T, env *e2eEnv, name, script st
 }
 
 // waitPodStatus polls PodStatus until ok accepts it.
-func waitPodStatus(ctx context.Context, t *testing.T, m *kuberuntime.Manager, uid types.UID, what string, ok func(*kuberuntime.PodStatus) bool) *kuberuntime.PodStatus {
+func waitPodStatus(ctx context.Context, t *testing.T, m *kuberuntime.Manager, uid types.UID, what string, ok func(*podplan.PodStatus) bool) *podplan.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

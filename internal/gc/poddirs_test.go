@@ -5,8 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podpath/podpathtest"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // TestRemovePodDirsStaysInsideRoots: removing the directories of a pod
@@ -25,7 +25,7 @@ func TestRemovePodDirsStaysInsideRoots(t *testing.T) {
 			b := podpathtest.NewVictimBed(t)
 			env := newGCTestEnvIn(t, b.Root, b.Logs)
 			uid := types.UID(tt.uid)
-			if _, err := env.gc.removePodDirs(uid, env.m.PodLogDir(&kuberuntime.PodStatus{UID: uid, Name: tt.pod, Namespace: tt.namespace})); err != nil {
+			if _, err := env.gc.removePodDirs(uid, env.m.PodLogDir(&podplan.PodStatus{UID: uid, Name: tt.pod, Namespace: tt.namespace})); err != nil {
 				t.Errorf("removePodDirs: %v", err)
 			}
 			b.Check(t)

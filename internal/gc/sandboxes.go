@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podplan"
 )
 
 // PlanSandboxGC decides which sandboxes to remove once the containers in
@@ -28,7 +28,7 @@ func PlanSandboxes(in Input, removedContainers map[string]bool) []Removal {
 		// p.Sandboxes is newest first; remove from the oldest.
 		for i := len(p.Sandboxes) - 1; i >= 0; i-- {
 			s := p.Sandboxes[i]
-			if !kuberuntime.Owned(s.Labels) || s.State == kuberuntime.SandboxStateReady || holds[s.ID] || (i == 0 && !deleted) {
+			if !podplan.Owned(s.Labels) || s.State == podplan.SandboxStateReady || holds[s.ID] || (i == 0 && !deleted) {
 				continue
 			}
 			reason := ReasonOldSandbox

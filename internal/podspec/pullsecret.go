@@ -10,8 +10,8 @@ import (
 )
 
 // checkPullSecret reads the registry credentials of a Secret named in
-// imagePullSecrets as the runtime manager will at pull time (kuberuntime's
-// pullauth.go), so a malformed one is a problem at its reference's line
+// imagePullSecrets as the runtime manager will at pull time (the pullauth
+// package), so a malformed one is a problem at its reference's line
 // rather than a failed pull. The API server checks only that the file is
 // a JSON object; a pod referencing a Secret for pulls asks for more.
 // Errors name registries and fields, never a credential.
