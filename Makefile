@@ -17,7 +17,7 @@ PKGS      := ./cmd/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... 
 FUZZTIME  ?= 1000x
 FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/ FuzzDecodeState:./internal/source/laststate/ FuzzCheckPullSecret:./internal/podspec/ FuzzPollHints:./internal/source/ \
 	FuzzParseAllowedSigners:./internal/source/signature/ FuzzVerifySignature:./internal/source/signature/ FuzzDecodeSerial:./internal/source/signature/ \
-	FuzzParseLine:./agent/podlogs/ FuzzEachLineBackward:./agent/podlogs/ FuzzCopy:./agent/podlogs/ \
+	FuzzParseLine:./internal/podlogs/ FuzzEachLineBackward:./internal/podlogs/ FuzzCopy:./internal/podlogs/ \
 	FuzzParseLogOptions:./agent/ FuzzDecodeRollbackState:./agent/ FuzzConfigFile:./cmd/berth/ \
 	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/pullauth/ \
 	FuzzOpenSubPath:./internal/criconfig/

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/prober"
 	"github.com/berth-agent/berth/internal/store"
 )
 

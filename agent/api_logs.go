@@ -13,7 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/berth-agent/berth/agent/podlogs"
+	"github.com/berth-agent/berth/internal/podlogs"
 	"github.com/berth-agent/berth/internal/podpath"
 )
 

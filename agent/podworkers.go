@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/agent/prober"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/prober"
 )
 
 // workState is where a pod is in its life: syncing, then terminating, then

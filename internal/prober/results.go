@@ -1,10 +1,3 @@
-// Package prober runs the liveness, readiness and startup probes of berth's
-// pods, as the kubelet's prober does: one worker goroutine per container
-// and probe kind, with the probe's initial delay, period, timeout and
-// thresholds, and results per runtime container ID. The agent feeds it
-// each pod's runtime status after a sync, reads readiness and started
-// back into the pod status, and hands it to the runtime manager as the
-// kuberuntime.ContainerHealth that makes failed containers restart.
 package prober
 
 import "fmt"

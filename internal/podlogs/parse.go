@@ -1,7 +1,3 @@
-// Package podlogs reads container logs written in the CRI log format, the
-// files a CRI runtime keeps under /var/log/pods, for `berth logs`: it parses
-// records, joins partial lines, serves the last N lines, and follows a file
-// while its container runs.
 package podlogs
 
 import (
