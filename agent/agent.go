@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/prober"
 	"github.com/berth-agent/berth/internal/store"
@@ -48,7 +49,7 @@ type Config struct {
 	HousekeepingPeriod time.Duration
 	// Events is set by New; tests of the agent alone may leave it nil
 	// for a log of its own.
-	Events *EventLog
+	Events *podevents.Log
 	// Metrics is where the agent registers its series; nil keeps them
 	// private.
 	Metrics prometheus.Registerer
@@ -100,7 +101,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Events == nil {
-		c.Events = NewEventLog(c.Clock, c.Logger)
+		c.Events = podevents.New(c.Clock, c.Logger)
 	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
@@ -118,7 +119,7 @@ type Agent struct {
 	status  *statusStore
 	health  *health
 	notify  *notifier
-	events  *EventLog
+	events  *podevents.Log
 	pleg    *pleg
 	metrics *metrics
 	gc      *gcLoop // nil without Config.GC
@@ -148,7 +149,7 @@ type Agent struct {
 // verdicts; exec runs the exec probes (a handlers.Execer over the same
 // runtime in berth); collector runs the garbage collection passes cfg.GC
 // configures (a gc.Collector over the same runtime manager).
-func New(cfg Config, store *store.Store, events *EventLog, rt *kuberuntime.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
+func New(cfg Config, store *store.Store, events *podevents.Log, rt *kuberuntime.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	if cfg.GC != nil {
@@ -186,7 +187,7 @@ func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer)
 	}
 	a.workers = newPodWorkers(workerOptions{
 		rt: rt, clock: cfg.Clock, status: a.status, hostIP: cfg.HostIP, maxStarts: cfg.MaxParallelPodStarts, log: cfg.Logger,
-		metrics: a.metrics, onTerminated: a.events.forget, onStatus: a.rollback.observe,
+		metrics: a.metrics, onTerminated: a.events.Forget, onStatus: a.rollback.observe,
 		probes: &prober.Options{Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger},
 	})
 	a.probes = a.workers.probes
@@ -429,7 +430,7 @@ func (a *Agent) housekeeping() {
 		a.workers.forgetFinished(a.lastRelist.at)
 		a.gc.offer(a.lastRelist.at, a.lastRelist.pods)
 	}
-	a.events.gc()
+	a.events.GC()
 	a.rt.ForgetStaleBackoffs()
 	a.rollback.tick(a.workers.known)
 	a.forgetRemovedTargets()

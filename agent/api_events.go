@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/berth-agent/berth/internal/podevents"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -26,7 +27,7 @@ func (api *API) podEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // eventList renders the ring of one pod as v1 events involving it.
-func eventList(pod *v1.Pod, events []Event) v1.EventList {
+func eventList(pod *v1.Pod, events []podevents.Event) v1.EventList {
 	list := v1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: []v1.Event{}}
 	for _, e := range events {
 		list.Items = append(list.Items, v1.Event{

@@ -100,7 +100,7 @@ type gcLoop struct {
 	pods    gcPods
 	clock   clock.WithTicker
 	log     *slog.Logger
-	events  *EventLog
+	events  kuberuntime.Recorder
 	metrics *gcMetrics
 
 	mu     sync.Mutex // guards latest
@@ -115,7 +115,7 @@ type gcLoop struct {
 	imagesChecked bool
 }
 
-func newGCLoop(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *gcLoop {
+func newGCLoop(rt gcRuntime, cfg GCConfig, pods gcPods, clk clock.WithTicker, log *slog.Logger, events kuberuntime.Recorder, reg prometheus.Registerer) *gcLoop {
 	cfg.setDefaults()
 	return &gcLoop{
 		rt: rt, cfg: cfg, pods: pods, clock: clk, log: log.With("component", "gc"), events: events,

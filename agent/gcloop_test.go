@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
@@ -84,7 +85,7 @@ func (f *fakeGCRuntime) next(t *testing.T) string {
 type gcEnv struct {
 	rt     *fakeGCRuntime
 	clock  *clocktesting.FakeClock
-	events *EventLog
+	events *podevents.Log
 	reg    *prometheus.Registry
 	h      *gcLoop
 	ready  bool
@@ -102,7 +103,7 @@ func newGCEnv(t *testing.T) *gcEnv {
 		lanes: map[types.UID]bool{},
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.events = NewEventLog(e.clock, log)
+	e.events = podevents.New(e.clock, log)
 	e.h = newGCLoop(e.rt, GCConfig{Containers: gc.DefaultPolicy, LogMonitorInterval: 10 * time.Second, ImagePeriod: 5 * time.Minute},
 		gcPods{
 			sourcesReady: func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.ready },
@@ -190,11 +191,11 @@ func TestGCLoopCollectsOnOffer(t *testing.T) {
 	// By now the first pass has reported (one goroutine does both).
 	// The web pod shows one event for its two removed runs; the deleted
 	// pod none (it is gone); every removal is counted.
-	evs := e.events.list("web")
+	evs := e.events.List("web")
 	if len(evs) != 1 || evs[0].Reason != "ContainerGC" || evs[0].Message != "Removed 2 dead runs of container app ("+gc.ReasonPerUnitCap+")" {
 		t.Errorf("events %+v", evs)
 	}
-	if evs := e.events.list("gone"); len(evs) != 0 {
+	if evs := e.events.List("gone"); len(evs) != 0 {
 		t.Errorf("events of the deleted pod: %+v", evs)
 	}
 	if got := testutil.ToFloat64(e.h.metrics.removed.WithLabelValues("container")); got != 3 {

@@ -28,6 +28,7 @@ import (
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -87,7 +88,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.log != nil {
 		log = o.log
 	}
-	events := NewEventLog(clk, log)
+	events := podevents.New(clk, log)
 	root, logs := t.TempDir(), t.TempDir()
 	h.mgr = kuberuntime.NewManager(h.rt, h.img, kuberuntime.Options{
 		NodeName: testNode, RootDir: root, PodLogsDir: logs, Clock: clk, Recorder: events,

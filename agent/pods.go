@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -82,7 +83,7 @@ func (a *Agent) Pod(namespace, name string) *v1.Pod {
 }
 
 // Events returns the recent events of the pod uid, oldest first.
-func (a *Agent) Events(uid types.UID) []Event { return a.events.list(uid) }
+func (a *Agent) Events(uid types.UID) []podevents.Event { return a.events.List(uid) }
 
 // rejectedPod shows a manifest berth refused as a pod that never started.
 func rejectedPod(prob podspec.Problem, nodeName string, now time.Time) *v1.Pod {

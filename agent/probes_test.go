@@ -97,7 +97,7 @@ func TestAgentLivenessProbe(t *testing.T) {
 			t.Errorf("lastState = %+v, want terminated with the liveness failure", cs.LastTerminationState)
 		}
 		var msgs []string
-		for _, e := range h.agent.events.list(p.UID) {
+		for _, e := range h.agent.events.List(p.UID) {
 			msgs = append(msgs, e.Reason+": "+e.Message)
 		}
 		joined := strings.Join(msgs, "\n")

@@ -105,7 +105,7 @@ type rollbacks struct {
 	cfg    RollbackConfig
 	clock  clock.PassiveClock
 	log    *slog.Logger
-	events *EventLog
+	events kuberuntime.Recorder
 	state  *rollbackState
 	// due has room for one signal: rollbacks are pending for the sync loop.
 	due   chan struct{}
@@ -145,7 +145,7 @@ type rollbackAction struct {
 // newRollbacks returns the rollbacks with the records persisted under
 // cfg.StateDir loaded, so that a rollback decided before a restart holds
 // from the first update on, before any pod is started.
-func newRollbacks(cfg RollbackConfig, nodeName string, clk clock.PassiveClock, log *slog.Logger, events *EventLog, reg prometheus.Registerer) *rollbacks {
+func newRollbacks(cfg RollbackConfig, nodeName string, clk clock.PassiveClock, log *slog.Logger, events kuberuntime.Recorder, reg prometheus.Registerer) *rollbacks {
 	r := &rollbacks{
 		cfg: cfg, clock: clk, log: log, events: events,
 		state:  &rollbackState{dir: cfg.StateDir, nodeName: nodeName, log: log},

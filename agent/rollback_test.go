@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podrules"
 	"github.com/berth-agent/berth/internal/podspec"
 )
@@ -107,7 +108,7 @@ func TestRollbackDecisions(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			r := newRollbacks(RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: window}, MinReady: minReady},
-				testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
+				testNode, clk, log, podevents.New(clk, log), prometheus.NewRegistry())
 			a := simplePod(t, "web", loop)
 			src := tt.source
 			if src == "" {
@@ -186,7 +187,7 @@ func TestRollbackAdmit(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := filepath.Join(t.TempDir(), "rollback")
 	cfg := RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute}, StateDir: dir}
-	r := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
+	r := newRollbacks(cfg, testNode, clk, log, podevents.New(clk, log), prometheus.NewRegistry())
 	a, b, c := simplePod(t, "web", loop), simplePod(t, "web", "exit 1"), simplePod(t, "web", loop+" # c")
 	r.observe(a, trialStatus(obs{ready: true}), clk.Now())
 	r.observe(b, trialStatus(obs{phase: v1.PodFailed}), clk.Now())
@@ -194,7 +195,7 @@ func TestRollbackAdmit(t *testing.T) {
 		t.Fatalf("admit(bad) = %s, want the last Ready version %s", got.UID, a.UID)
 	}
 	// A restart reads the rollback back.
-	r2 := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
+	r2 := newRollbacks(cfg, testNode, clk, log, podevents.New(clk, log), prometheus.NewRegistry())
 	if got := r2.admit(b); got.UID != a.UID {
 		t.Fatalf("after a restart admit(bad) = %s, want %s", got.UID, a.UID)
 	}
@@ -204,7 +205,7 @@ func TestRollbackAdmit(t *testing.T) {
 	if len(r2.problems()) != 0 {
 		t.Errorf("problems %v after the manifest changed", r2.problems())
 	}
-	r3 := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
+	r3 := newRollbacks(cfg, testNode, clk, log, podevents.New(clk, log), prometheus.NewRegistry())
 	if got := r3.admit(b); got != b {
 		t.Errorf("after the change and a restart, admit(old bad version) = %s: the rollback must be over", got.UID)
 	}
@@ -255,7 +256,7 @@ func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 		if cond == nil || cond.Status != v1.ConditionFalse || cond.Reason != ReasonRolledBack || !strings.Contains(cond.Message, string(bad.UID)) {
 			t.Errorf("condition %s = %+v, want False RolledBack naming %s", ConditionLatestVersion, cond, bad.UID)
 		}
-		if !slices.ContainsFunc(h.agent.Events(good.UID), func(e Event) bool { return e.Reason == ReasonRolledBack }) {
+		if !slices.ContainsFunc(h.agent.Events(good.UID), func(e podevents.Event) bool { return e.Reason == ReasonRolledBack }) {
 			t.Errorf("no RolledBack event on the good version: %+v", h.agent.Events(good.UID))
 		}
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -219,7 +220,7 @@ func TestRollbackStateLayout1(t *testing.T) {
 	write(dbGood, dbBad)
 
 	cfg := RollbackConfig{After: map[string]time.Duration{podspec.SourceFile: time.Minute, podspec.SourceHTTP: time.Minute}, StateDir: dir}
-	r := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
+	r := newRollbacks(cfg, testNode, clk, log, podevents.New(clk, log), prometheus.NewRegistry())
 	if got := r.admit(webBad); got != webBad {
 		t.Errorf("admit(the URL's version) = %s, want itself: a layout-1 rollback to another manifest's version must not hold", got.UID)
 	}
@@ -252,7 +253,7 @@ func TestRollbackStateLayout1(t *testing.T) {
 	}
 
 	// The next berth reads the rewritten files the same.
-	r2 := newRollbacks(cfg, testNode, clk, log, newEventLog(clk, log, 10), prometheus.NewRegistry())
+	r2 := newRollbacks(cfg, testNode, clk, log, podevents.New(clk, log), prometheus.NewRegistry())
 	if got := r2.admit(webBad); got != webBad {
 		t.Errorf("after a restart admit(the URL's version) = %s, want itself", got.UID)
 	}

@@ -1,4 +1,4 @@
-package agent
+package podevents
 
 import (
 	"context"
@@ -27,9 +27,9 @@ type Event struct {
 	LastSeen  time.Time             `json:"lastTimestamp"`
 }
 
-// EventLog keeps a bounded ring of recent events per pod and logs each new
+// Log keeps a bounded ring of recent events per pod and logs each new
 // one. It implements kuberuntime.Recorder.
-type EventLog struct {
+type Log struct {
 	clock clock.PassiveClock
 	log   *slog.Logger
 	limit int
@@ -38,19 +38,15 @@ type EventLog struct {
 	pods map[types.UID][]Event
 }
 
-// NewEventLog returns the event log to hand to both the runtime manager (as
-// its kuberuntime.Recorder) and the agent (Config.Events).
-func NewEventLog(c clock.PassiveClock, log *slog.Logger) *EventLog {
-	return newEventLog(c, log, eventsPerPod)
-}
-
-func newEventLog(c clock.PassiveClock, log *slog.Logger, limit int) *EventLog {
-	return &EventLog{clock: c, log: log, limit: limit, pods: map[types.UID][]Event{}}
+// New returns the event log to hand to both the runtime manager (as its
+// kuberuntime.Recorder) and the sync loop.
+func New(c clock.PassiveClock, log *slog.Logger) *Log {
+	return &Log{clock: c, log: log, limit: eventsPerPod, pods: map[types.UID][]Event{}}
 }
 
 // Event records and logs one event; it never blocks on anything but the
 // ring's mutex.
-func (l *EventLog) Event(uid types.UID, podName, podNamespace string, typ kuberuntime.EventType, reason, message string) {
+func (l *Log) Event(uid types.UID, podName, podNamespace string, typ kuberuntime.EventType, reason, message string) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	ring := l.pods[uid]
@@ -74,23 +70,23 @@ func (l *EventLog) Event(uid types.UID, podName, podNamespace string, typ kuberu
 	l.log.Log(context.Background(), level, message, "event", reason, "pod", podName, "namespace", podNamespace, "uid", uid)
 }
 
-// list returns a copy of uid's events, oldest first.
-func (l *EventLog) list(uid types.UID) []Event {
+// List returns a copy of uid's events, oldest first.
+func (l *Log) List(uid types.UID) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Event(nil), l.pods[uid]...)
 }
 
-// forget drops the events of a pod that is gone.
-func (l *EventLog) forget(uid types.UID) {
+// Forget drops the events of a pod that is gone.
+func (l *Log) Forget(uid types.UID) {
 	l.mu.Lock()
 	delete(l.pods, uid)
 	l.mu.Unlock()
 }
 
-// gc drops rings whose newest event is older than an hour, so pods that were
+// GC drops rings whose newest event is older than an hour, so pods that were
 // rejected and never had a lane do not keep events forever.
-func (l *EventLog) gc() {
+func (l *Log) GC() {
 	cutoff := l.clock.Now().Add(-time.Hour)
 	l.mu.Lock()
 	defer l.mu.Unlock()
