@@ -17,6 +17,7 @@ import (
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/prober"
+	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -65,7 +66,7 @@ type Config struct {
 	// Status configures the status report PUT to --status-url
 	// (statusreport.go); nil sends none. Its Clock, Logger and Metrics
 	// are the agent's.
-	Status *StatusReporterConfig
+	Status *statusreport.Config
 	// Version is berth's version, for the status report.
 	Version string
 	// OnReady, when set, is called from the agent's goroutine each time
@@ -127,7 +128,7 @@ type Agent struct {
 	// loop carries out.
 	rollback *rollbacks
 	// reporter PUTs the status report; nil without Config.Status.
-	reporter *StatusReporter
+	reporter *statusreport.Reporter
 	// probes runs liveness, readiness and startup probes: the pod
 	// workers' (built with them), which feed it and hand its verdicts to
 	// each sync's plan.
@@ -183,7 +184,7 @@ func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer)
 	if cfg.Status != nil {
 		sc := *cfg.Status
 		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
-		a.reporter = NewStatusReporter(sc, a.statusReport)
+		a.reporter = statusreport.New(sc, a.statusReport)
 	}
 	a.workers = newPodWorkers(workerOptions{
 		rt: rt, clock: cfg.Clock, status: a.status, hostIP: cfg.HostIP, maxStarts: cfg.MaxParallelPodStarts, log: cfg.Logger,
