@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/nodeshutdown"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/prober"
@@ -62,7 +63,7 @@ type Config struct {
 	Rollback RollbackConfig
 	// Shutdown configures graceful node shutdown (shutdown.go); nil or a
 	// zero grace period leaves it off.
-	Shutdown *ShutdownConfig
+	Shutdown *nodeshutdown.Config
 	// Status configures the status report PUT to --status-url
 	// (statusreport.go); nil sends none. Its Clock, Logger and Metrics
 	// are the agent's.
@@ -275,8 +276,8 @@ func (a *Agent) startHelpers(ctx context.Context, relists chan<- relist) *sync.W
 		wg.Go(func() { a.gc.run(ctx) })
 	}
 	if s := a.cfg.Shutdown; s != nil && s.GracePeriod > 0 {
-		sm := &shutdownManager{cfg: *s, dial: systemLogind(a.log), pods: a.workers, clock: a.cfg.Clock, log: a.log}
-		wg.Go(func() { sm.run(ctx) })
+		sm := nodeshutdown.New(*s, a.workers, a.cfg.Clock, a.log)
+		wg.Go(func() { sm.Run(ctx) })
 	}
 	if a.reporter != nil {
 		wg.Go(func() { a.reporter.Run(ctx) })

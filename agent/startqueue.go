@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/nodeshutdown"
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
@@ -108,7 +109,7 @@ func newStartQueue(clk clock.PassiveClock, limit *startLimit) *startQueue {
 	return &startQueue{clock: clk, limit: limit, inflight: map[types.UID]inflightStart{}}
 }
 
-func (e *startEntry) critical() bool { return e.priority >= criticalPriority }
+func (e *startEntry) critical() bool { return e.priority >= nodeshutdown.CriticalPriority }
 
 // before reports whether a ranks before b: higher priority, then seen
 // earlier.

@@ -1,4 +1,4 @@
-package agent
+package nodeshutdown
 
 import (
 	"context"
@@ -119,9 +119,9 @@ type fakeTarget struct {
 	calls  chan string
 }
 
-func (f *fakeTarget) activePods() []*v1.Pod { return f.pods }
+func (f *fakeTarget) ActivePods() []*v1.Pod { return f.pods }
 
-func (f *fakeTarget) shutdown(uid types.UID, grace int64) {
+func (f *fakeTarget) Shutdown(uid types.UID, grace int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range f.pods {
@@ -138,7 +138,7 @@ func (f *fakeTarget) shutdown(uid types.UID, grace int64) {
 	}
 }
 
-func (f *fakeTarget) stopped(uid types.UID) bool {
+func (f *fakeTarget) Stopped(uid types.UID) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.down[uid]
@@ -152,13 +152,13 @@ func TestShutdownManager(t *testing.T) {
 		graces: map[string]int64{}, down: map[types.UID]bool{},
 	}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	sm := &shutdownManager{cfg: ShutdownConfig{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second},
+	sm := &Manager{cfg: Config{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second},
 		dial: func() (logind, error) { return lg, nil }, pods: target, clock: clk, log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sm.run(ctx)
+		sm.Run(ctx)
 	}()
 	lg.signals <- true // received only once the lock is held
 	lg.mu.Lock()
@@ -208,7 +208,7 @@ func TestShutdownGroupTimesOut(t *testing.T) {
 			graces: map[string]int64{}, down: map[types.UID]bool{}, calls: make(chan string, 2),
 		}
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-		sm := &shutdownManager{cfg: ShutdownConfig{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second},
+		sm := &Manager{cfg: Config{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second},
 			pods: target, clock: clk, log: slog.New(slog.DiscardHandler)}
 		done := make(chan struct{})
 		go func() {
@@ -238,7 +238,7 @@ func TestShutdownGroupTimesOut(t *testing.T) {
 }
 
 func TestShutdownWithoutLogind(t *testing.T) {
-	sm := &shutdownManager{cfg: ShutdownConfig{GracePeriod: time.Minute},
+	sm := &Manager{cfg: Config{GracePeriod: time.Minute},
 		dial: func() (logind, error) { return nil, errors.New("no system bus") }, log: slog.New(slog.DiscardHandler)}
-	sm.run(context.Background()) // returns at once: berth goes on without it
+	sm.Run(context.Background()) // returns at once: berth goes on without it
 }

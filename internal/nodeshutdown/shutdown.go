@@ -1,4 +1,4 @@
-package agent
+package nodeshutdown
 
 import (
 	"context"
@@ -11,23 +11,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Graceful node shutdown for static pods (the kubelet's
-// shutdownGracePeriod and shutdownGracePeriodCriticalPods; k/k#133442 and
-// #113940: the kubelet kills static pods first, or not gracefully). berth
-// holds a systemd-logind delay inhibitor lock; when logind announces a
-// shutdown (PrepareForShutdown true), berth stops its pods lowest priority
-// first, the critical ones (priority >= system-cluster-critical) last
-// within their own share of the time, then releases the lock so the
-// shutdown proceeds. Stopping berth itself (systemctl stop, an upgrade)
-// still leaves every pod running: only a shutdown of the machine stops
-// them.
+// CriticalPriority is system-cluster-critical's priority: pods at or
+// above it are stopped last, within Config.CriticalPods; the pod workers'
+// start queue treats them as critical too.
+const CriticalPriority = 2000000000
 
-// criticalPriority is system-cluster-critical's priority: pods at or
-// above it are stopped last, within ShutdownGracePeriodCriticalPods.
-const criticalPriority = 2000000000
-
-// ShutdownConfig is the kubelet's graceful node shutdown settings.
-type ShutdownConfig struct {
+// Config is the kubelet's graceful node shutdown settings.
+type Config struct {
 	// GracePeriod is the whole time pods get (shutdownGracePeriod); zero
 	// disables graceful node shutdown, as with the kubelet.
 	GracePeriod time.Duration
@@ -53,7 +43,7 @@ func shutdownPlan(pods []*v1.Pod) []shutdownGroup {
 	var groups []shutdownGroup
 	for prio, ps := range byPriority {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-		groups = append(groups, shutdownGroup{priority: prio, critical: prio >= criticalPriority, pods: ps})
+		groups = append(groups, shutdownGroup{priority: prio, critical: prio >= CriticalPriority, pods: ps})
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].priority < groups[j].priority })
 	return groups
@@ -81,29 +71,35 @@ func podGrace(p *v1.Pod, remaining time.Duration) int64 {
 	return min(grace, left)
 }
 
-// shutdownManager holds the inhibitor lock and runs the shutdown.
-type shutdownManager struct {
-	cfg   ShutdownConfig
+// Manager holds the inhibitor lock and runs the shutdown.
+type Manager struct {
+	cfg   Config
 	dial  func() (logind, error)
-	pods  shutdownTarget
+	pods  Pods
 	clock clock.Clock
 	log   *slog.Logger
 }
 
-// shutdownTarget is what the manager stops: the agent's pod workers.
-type shutdownTarget interface {
-	// activePods are the pods that may be running.
-	activePods() []*v1.Pod
-	// shutdown stops the pod with grace seconds and keeps it stopped.
-	shutdown(uid types.UID, grace int64)
-	// stopped reports whether the pod's containers are all stopped.
-	stopped(uid types.UID) bool
+// Pods is what the manager stops: berth's pod workers.
+type Pods interface {
+	// ActivePods are the pods that may be running.
+	ActivePods() []*v1.Pod
+	// Shutdown stops the pod with grace seconds and keeps it stopped.
+	Shutdown(uid types.UID, grace int64)
+	// Stopped reports whether the pod's containers are all stopped.
+	Stopped(uid types.UID) bool
 }
 
-// run takes the lock and waits for logind's signal until ctx ends. A
+// New returns the manager of a node shutdown over pods, which talks to
+// the system's logind.
+func New(cfg Config, pods Pods, clk clock.Clock, log *slog.Logger) *Manager {
+	return &Manager{cfg: cfg, dial: systemLogind(log), pods: pods, clock: clk, log: log}
+}
+
+// Run takes the lock and waits for logind's signal until ctx ends. A
 // machine without logind (a container, no system bus) only loses graceful
 // shutdown: it is logged once and berth goes on.
-func (s *shutdownManager) run(ctx context.Context) {
+func (s *Manager) Run(ctx context.Context) {
 	l, err := s.dial()
 	if err != nil {
 		s.log.Warn("graceful node shutdown is off: logind is not reachable", "err", err)
@@ -161,12 +157,12 @@ func (s *shutdownManager) run(ctx context.Context) {
 // groups in turn within total minus CriticalPods, then the critical ones
 // within CriticalPods. A group whose pods are not stopped when its share
 // runs out does not hold back the next.
-func (s *shutdownManager) stopPods(ctx context.Context, total time.Duration) {
+func (s *Manager) stopPods(ctx context.Context, total time.Duration) {
 	critical := min(s.cfg.CriticalPods, total)
 	budgets := map[bool]time.Time{}
 	start := s.clock.Now()
 	budgets[false] = start.Add(total - critical)
-	plan := shutdownPlan(s.pods.activePods())
+	plan := shutdownPlan(s.pods.ActivePods())
 	s.log.Info("node shutdown: stopping pods", "groups", len(plan))
 	for i, g := range plan {
 		if g.critical {
@@ -178,7 +174,7 @@ func (s *shutdownManager) stopPods(ctx context.Context, total time.Duration) {
 		for _, p := range g.pods {
 			grace := podGrace(p, deadline.Sub(s.clock.Now()))
 			s.log.Info("node shutdown: stopping pod", "pod", p.Namespace+"/"+p.Name, "uid", p.UID, "priority", g.priority, "gracePeriod", grace)
-			s.pods.shutdown(p.UID, grace)
+			s.pods.Shutdown(p.UID, grace)
 		}
 		if !s.waitStopped(ctx, g.pods, deadline) {
 			s.log.Warn("node shutdown: pods of a priority group still running when its time ran out", "group", i, "priority", g.priority)
@@ -188,11 +184,11 @@ func (s *shutdownManager) stopPods(ctx context.Context, total time.Duration) {
 
 // waitStopped polls until every pod of the group is stopped, the deadline
 // passes or ctx ends.
-func (s *shutdownManager) waitStopped(ctx context.Context, pods []*v1.Pod, deadline time.Time) bool {
+func (s *Manager) waitStopped(ctx context.Context, pods []*v1.Pod, deadline time.Time) bool {
 	for {
 		all := true
 		for _, p := range pods {
-			if !s.pods.stopped(p.UID) {
+			if !s.pods.Stopped(p.UID) {
 				all = false
 				break
 			}
@@ -209,41 +205,4 @@ func (s *shutdownManager) waitStopped(ctx context.Context, pods []*v1.Pod, deadl
 		case <-s.clock.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// activePods lists the desired pods of lanes still syncing.
-func (p *podWorkers) activePods() []*v1.Pod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []*v1.Pod
-	for _, w := range p.workers {
-		if w.pod != nil && !w.terminate && w.state == stateSyncing {
-			out = append(out, w.pod)
-		}
-	}
-	return out
-}
-
-// shutdown asks the pod's lane to stop it with grace seconds and keep it
-// stopped: its runtime objects stay, and the next berth (after the
-// reboot) starts it again from its manifest.
-func (p *podWorkers) shutdown(uid types.UID, grace int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	w, ok := p.workers[uid]
-	if !ok || w.terminate {
-		return
-	}
-	w.terminate, w.remove, w.grace = true, false, &grace
-	p.status.markDeleting(uid, p.clock.Now(), &grace)
-	p.wakeLocked(w)
-}
-
-// stopped reports whether the lane of uid finished stopping its pod (or
-// is gone).
-func (p *podWorkers) stopped(uid types.UID) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	w, ok := p.workers[uid]
-	return !ok || w.state == stateTerminated
 }
