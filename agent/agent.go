@@ -18,6 +18,7 @@ import (
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/prober"
+	"github.com/berth-agent/berth/internal/rollback"
 	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -60,7 +61,7 @@ type Config struct {
 	GC *GCConfig
 	// Rollback configures the automatic rollback of a bad edit
 	// (rollback.go); the zero value rolls nothing back.
-	Rollback RollbackConfig
+	Rollback rollback.Config
 	// Shutdown configures graceful node shutdown (shutdown.go); nil or a
 	// zero grace period leaves it off.
 	Shutdown *nodeshutdown.Config
@@ -127,7 +128,7 @@ type Agent struct {
 	gc      *gcLoop // nil without Config.GC
 	// rollback watches new versions and decides rollbacks, which the sync
 	// loop carries out.
-	rollback *rollbacks
+	rollback *rollback.Tracker
 	// reporter PUTs the status report; nil without Config.Status.
 	reporter *statusreport.Reporter
 	// probes runs liveness, readiness and startup probes: the pod
@@ -181,7 +182,7 @@ func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer)
 		a.pleg.watchEvents(src, cfg.Clock, cfg.Logger, cfg.EventedRelistPeriod)
 	}
 	a.metrics = newMetrics(cfg.Metrics, a)
-	a.rollback = newRollbacks(cfg.Rollback, cfg.NodeName, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
+	a.rollback = rollback.New(cfg.Rollback, cfg.NodeName, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
 	if cfg.Status != nil {
 		sc := *cfg.Status
 		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
@@ -189,7 +190,7 @@ func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer)
 	}
 	a.workers = newPodWorkers(workerOptions{
 		rt: rt, clock: cfg.Clock, status: a.status, hostIP: cfg.HostIP, maxStarts: cfg.MaxParallelPodStarts, log: cfg.Logger,
-		metrics: a.metrics, onTerminated: a.events.Forget, onStatus: a.rollback.observe,
+		metrics: a.metrics, onTerminated: a.events.Forget, onStatus: a.rollback.Observe,
 		probes: &prober.Options{Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger},
 	})
 	a.probes = a.workers.probes
@@ -244,7 +245,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if a.relisted && updates == nil {
 				updates = a.store.Updates()
 			}
-		case <-a.rollback.due:
+		case <-a.rollback.Due():
 			trigger, began = "rollback", a.cfg.Clock.Now()
 			a.applyRollbacks()
 		case <-resync.C():
@@ -318,7 +319,7 @@ func (a *Agent) handleUpdate(u store.PodUpdate) {
 		if u.Op != store.OpRemove {
 			// While a rollback of this version is in force, its last
 			// Ready version runs in its place.
-			pod = a.rollback.admit(pod)
+			pod = a.rollback.Admit(pod)
 		}
 		log := a.log.With("op", u.Op.String(), "source", u.Source, "pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 		switch u.Op {
@@ -434,7 +435,7 @@ func (a *Agent) housekeeping() {
 	}
 	a.events.GC()
 	a.rt.ForgetStaleBackoffs()
-	a.rollback.tick(a.workers.known)
+	a.rollback.Tick(a.workers.known)
 	a.forgetRemovedTargets()
 	// The watchdog proves the sync loop turns (this runs inside it); a
 	// runtime outage is reported by /healthz and STATUS=, but restarting
@@ -513,7 +514,7 @@ func (a *Agent) summary() string {
 	if n := len(a.store.Problems()); n > 0 {
 		s += fmt.Sprintf(", %d manifest problems", n)
 	}
-	if n := len(a.rollback.problems()); n > 0 {
+	if n := len(a.rollback.Problems()); n > 0 {
 		s += fmt.Sprintf(", %d failed versions", n)
 	}
 	if err := a.health.Healthy(); err != nil {

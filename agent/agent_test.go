@@ -14,14 +14,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
-
-const loop = "trap 'exit 0' TERM; while true; do sleep 1; done"
 
 func TestAgentRunsAndRemovesPod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, p)
 		h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
 		h.eventually("status Running and Ready", func() bool {
@@ -50,11 +49,11 @@ func TestAgentOnReady(t *testing.T) {
 		if n := calls.Load(); n != 0 || h.agent.Ready() == nil {
 			t.Fatalf("before the source delivered: OnReady called %d times, Ready() = %v", n, h.agent.Ready())
 		}
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, p)
 		h.eventually("ready", func() bool { return h.agent.Ready() == nil })
 		h.eventually("OnReady called", func() bool { return calls.Load() > 0 })
-		h.apply(podspec.SourceFile, p, simplePod(t, "db", loop))
+		h.apply(podspec.SourceFile, p, podtest.Simple(t, "db", podtest.Loop))
 		h.eventually("the second pod dispatched", func() bool { all, _ := h.agent.workers.count(); return all == 2 })
 		h.step(h.agent.cfg.HousekeepingPeriod)
 		if n := calls.Load(); n != 1 {
@@ -66,12 +65,12 @@ func TestAgentOnReady(t *testing.T) {
 func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
-		old := simplePod(t, "web", loop)
+		old := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, old)
 		h.eventually("old running", func() bool { c, _ := h.rt.running(old.UID); return c == 1 })
 
 		release := h.rt.hold(old.UID)
-		edited := simplePod(t, "web", loop+" # v2")
+		edited := podtest.Simple(t, "web", podtest.Loop+" # v2")
 		if edited.UID == old.UID || edited.Name != old.Name {
 			t.Fatalf("an edit must keep the name and change the UID: %s/%s vs %s/%s", old.Name, old.UID, edited.Name, edited.UID)
 		}
@@ -103,9 +102,9 @@ func TestAgentEditStopsOldPodBeforeStartingNew(t *testing.T) {
 func TestAgentWaitingPodRemovedNeverStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
-		a := simplePod(t, "web", loop)
-		b := simplePod(t, "web", loop+" # b")
-		c := simplePod(t, "web", loop+" # c")
+		a := podtest.Simple(t, "web", podtest.Loop)
+		b := podtest.Simple(t, "web", podtest.Loop+" # b")
+		c := podtest.Simple(t, "web", podtest.Loop+" # c")
 		h.apply(podspec.SourceFile, a)
 		h.eventually("a running", func() bool { n, _ := h.rt.running(a.UID); return n == 1 })
 		release := h.rt.hold(a.UID)
@@ -124,8 +123,8 @@ func TestAgentWaitingPodRemovedNeverStarts(t *testing.T) {
 func TestAgentTwoSourcesSameFullNameNeverRunBoth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{sources: []string{podspec.SourceFile, podspec.SourceHTTP}})
-		fromFile := simplePod(t, "web", loop)
-		fromHTTP := pod(t, "http://example/pods", `apiVersion: v1
+		fromFile := podtest.Simple(t, "web", podtest.Loop)
+		fromHTTP := podtest.Parse(t, "http://example/pods", `apiVersion: v1
 kind: Pod
 metadata: {name: web}
 spec:
@@ -155,7 +154,7 @@ spec:
 func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newRecordingRuntime()
-		gone := simplePod(t, "gone", loop)
+		gone := podtest.Simple(t, "gone", podtest.Loop)
 		ranBefore(t, rt, gone)
 
 		h := newHarness(t, harnessOpts{rt: rt, sources: []string{podspec.SourceFile, podspec.SourceHTTP}})
@@ -202,7 +201,7 @@ func TestAgentLeavesForeignSandboxesAlone(t *testing.T) {
 func TestAgentAdoptsRunningPodsWithoutRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newRecordingRuntime()
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		ranBefore(t, rt, p)
 		rt.resetCalls()
 
@@ -241,7 +240,7 @@ func TestAgentStartsFromTheFirstRelist(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rt := newRecordingRuntime()
-				p := simplePod(t, "web", loop)
+				p := podtest.Simple(t, "web", podtest.Loop)
 				stopped := ranBefore(t, rt, p)
 				if tc.powerCut {
 					rt.exit(p.UID, 137, stopped)
@@ -288,7 +287,7 @@ func TestAgentStartsFromTheFirstRelist(t *testing.T) {
 func TestAgentResyncReadsNothingForUnchangedPod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newRecordingRuntime()
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		ranBefore(t, rt, p)
 
 		h := newHarness(t, harnessOpts{rt: rt})
@@ -320,7 +319,7 @@ func TestAgentResyncReadsNothingForUnchangedPod(t *testing.T) {
 func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
-		p := simplePod(t, "crash", "exit 1")
+		p := podtest.Simple(t, "crash", "exit 1")
 		h.apply(podspec.SourceFile, p)
 		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
 		container := func() v1.ContainerStatus {
@@ -385,7 +384,7 @@ func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 func TestAgentCompletedPodIsTerminatedNotRestarted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
-		p := pod(t, "/m/job.yaml", `apiVersion: v1
+		p := podtest.Parse(t, "/m/job.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: job}
 spec:
@@ -414,8 +413,8 @@ spec:
 func TestAgentMaxPods(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{maxPods: 1})
-		a := simplePod(t, "a", loop)
-		b := simplePod(t, "b", loop)
+		a := podtest.Simple(t, "a", podtest.Loop)
+		b := podtest.Simple(t, "b", podtest.Loop)
 		h.apply(podspec.SourceFile, a, b)
 		h.eventually("a running", func() bool { n, _ := h.rt.running(a.UID); return n == 1 })
 		h.eventually("b rejected", func() bool { st := h.status(b.UID); return st != nil && st.Status.Reason == "OutOfpods" })
@@ -433,7 +432,7 @@ func TestAgentMaxPods(t *testing.T) {
 func TestAgentRuntimeOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, p)
 		h.eventually("running and healthy", func() bool { n, _ := h.rt.running(p.UID); return n == 1 && h.agent.Healthy() == nil })
 		down := errors.New("connection refused")
@@ -458,7 +457,7 @@ func TestAgentNewPodCallsOnlyWhatItNeeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		before := len(h.rt.GetCalls())
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, p)
 		h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
 		var got []string

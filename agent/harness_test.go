@@ -30,10 +30,10 @@ import (
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
+	"github.com/berth-agent/berth/internal/rollback"
 	"github.com/berth-agent/berth/internal/store"
 )
-
-const testNode = "node1"
 
 // harness runs a real Agent over a real kuberuntime.Manager whose runtime and image
 // services are the cri-api fakes, on a fake clock, inside the test's
@@ -62,7 +62,7 @@ type harnessOpts struct {
 	// what wakes a lane.
 	relistPeriod time.Duration
 	// rollback configures the automatic rollback (off when zero).
-	rollback RollbackConfig
+	rollback rollback.Config
 	// onReady is the agent's OnReady.
 	onReady func()
 }
@@ -91,12 +91,12 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	events := podevents.New(clk, log)
 	root, logs := t.TempDir(), t.TempDir()
 	h.mgr = kuberuntime.NewManager(h.rt, h.img, kuberuntime.Options{
-		NodeName: testNode, RootDir: root, PodLogsDir: logs, Clock: clk, Recorder: events,
+		NodeName: podtest.Node, RootDir: root, PodLogsDir: logs, Clock: clk, Recorder: events,
 		CrashLoopBackoffInitial: 10 * time.Second, CrashLoopBackoffMax: 40 * time.Second,
 	})
 	h.store = store.NewWithClock(h.clock, o.sources...)
 	h.reg = prometheus.NewRegistry()
-	h.agent = New(Config{NodeName: testNode, HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
+	h.agent = New(Config{NodeName: podtest.Node, HostIP: "192.0.2.10", MaxPods: o.maxPods, Clock: clk, Logger: log, Metrics: h.reg,
 		RelistPeriod: o.relistPeriod, Rollback: o.rollback, OnReady: o.onReady}, h.store, events, h.mgr, handlers.NewExecer(h.rt),
 		gc.New(h.rt, h.img, h.mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -155,29 +155,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// pod parses a manifest the way the file source does.
-func pod(t *testing.T, path, yaml string) *v1.Pod {
-	t.Helper()
-	res := podspec.Parse([]byte(yaml), podspec.Origin{Source: podspec.SourceFile, Path: path}, testNode)
-	if len(res.Problems) > 0 || len(res.Pods) != 1 {
-		t.Fatalf("manifest %s: %v", path, res.Problems)
-	}
-	return res.Pods[0]
-}
-
-func simplePod(t *testing.T, name, command string) *v1.Pod {
-	return pod(t, "/m/"+name+".yaml", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s}
-spec:
-  restartPolicy: Always
-  containers:
-  - name: app
-    image: busybox:1.36
-    command: ["sh", "-c", %q]
-`, name, command))
 }
 
 // apply delivers a snapshot of the given source.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -30,7 +31,7 @@ spec:
 // is broken says so on the pod itself, and only that pod.
 func TestPodsManifestValidCondition(t *testing.T) {
 	file := func(path, yaml string) []podspec.Problem {
-		return podspec.Parse([]byte(yaml), podspec.Origin{Source: podspec.SourceFile, Path: path}, testNode).Problems
+		return podspec.Parse([]byte(yaml), podspec.Origin{Source: podspec.SourceFile, Path: path}, podtest.Node).Problems
 	}
 	invalidEdit := file("/m/web.yaml", `apiVersion: v1
 kind: Pod
@@ -67,8 +68,8 @@ spec:
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(apiT0)
 			store := store.NewWithClock(clk, podspec.SourceFile)
-			web := pod(t, "/m/web.yaml", goodWeb)
-			other := pod(t, "/m/other.yaml", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}}`)
+			web := podtest.Parse(t, "/m/web.yaml", goodWeb)
+			other := podtest.Parse(t, "/m/other.yaml", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}}`)
 			// Problems as keepLastGood leaves them, with the suffix the
 			// source adds for a pod it keeps.
 			probs := append([]podspec.Problem(nil), tt.problems...)
@@ -80,7 +81,7 @@ spec:
 			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
 				t.Fatal(err)
 			}
-			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: testNode}, store, nil, nil)
+			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: podtest.Node}, store, nil, nil)
 			running := &podplan.PodStatus{Containers: []*podplan.ContainerStatus{{ID: "c1", Name: "app", State: podplan.ContainerStateRunning, StartedAt: apiT0}}}
 			for _, p := range []*v1.Pod{web, other} {
 				running.UID = p.UID

@@ -8,13 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 func TestAgentMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOpts{maxPods: 1})
-		p := simplePod(t, "web", loop)
-		extra := simplePod(t, "extra", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
+		extra := podtest.Simple(t, "extra", podtest.Loop)
 		h.apply(podspec.SourceFile, p, extra)
 		// The lane counts its step once the sync, and the start it counted,
 		// are done.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 // listenNotify stands in for systemd's notification socket.
@@ -77,7 +78,7 @@ func TestStatusFollowsPhasesWithoutHousekeeping(t *testing.T) {
 		conn, path := listenNotify(t)
 		t.Setenv("NOTIFY_SOCKET", path)
 		h := newHarness(t, harnessOpts{})
-		p := simplePod(t, "web", loop)
+		p := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, p)
 		var seen []string
 		buf := make([]byte, 4096)

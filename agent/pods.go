@@ -53,7 +53,7 @@ func (a *Agent) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	if probs := ix.of(p); len(probs) > 0 {
 		cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
 	}
-	if c, ok := a.rollback.condition(p); ok {
+	if c, ok := a.rollback.Condition(p); ok {
 		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
 	}
 	return &cp

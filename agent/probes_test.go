@@ -12,13 +12,14 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 // probedPod is a pod "web" whose container "app" has the given probe kind
 // (livenessProbe, readinessProbe) running `check` every second with
 // failureThreshold 1.
 func probedPod(t *testing.T, kind string) *v1.Pod {
-	return pod(t, "/m/web.yaml", fmt.Sprintf(`apiVersion: v1
+	return podtest.Parse(t, "/m/web.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: web}
 spec:

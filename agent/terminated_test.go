@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 func TestTerminated(t *testing.T) {
@@ -122,12 +123,12 @@ func TestAgentEditWaitsForStartInFlight(t *testing.T) {
 				// teardown stops what it can, and a relist seeing that would
 				// wake its lane once more, besides its timer.
 				h := newHarness(t, harnessOpts{relistPeriod: time.Hour})
-				old := simplePod(t, "web", loop)
+				old := podtest.Simple(t, "web", podtest.Loop)
 				h.apply(podspec.SourceFile, old)
 				h.eventually("old running", func() bool { c, _ := h.rt.running(old.UID); return c == 1 })
 				id := h.rt.startInFlight(old.UID, "app", h.clock.Now())
 
-				edited := simplePod(t, "web", loop+" # v2")
+				edited := podtest.Simple(t, "web", podtest.Loop+" # v2")
 				h.apply(podspec.SourceFile, edited)
 				h.eventually("new pod waiting, naming what holds the old one", func() bool {
 					st := h.status(edited.UID)
@@ -183,13 +184,13 @@ func TestAgentEditWaitsForStartInFlight(t *testing.T) {
 func TestAgentAdoptedPodWithStartInFlightHoldsName(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newRecordingRuntime()
-		old := simplePod(t, "web", loop)
+		old := podtest.Simple(t, "web", podtest.Loop)
 		id := rt.startInFlight(old.UID, "app", ranBefore(t, rt, old))
 
 		// Relists only when the test says, so the orphan's lane is woken by
 		// its retry timer alone and its teardowns can be counted.
 		h := newHarness(t, harnessOpts{rt: rt, relistPeriod: time.Hour})
-		edited := simplePod(t, "web", loop+" # v2")
+		edited := podtest.Simple(t, "web", podtest.Loop+" # v2")
 		h.apply(podspec.SourceFile, edited)
 		h.step(h.agent.cfg.HousekeepingPeriod) // finds the orphan now that the file source delivered
 		h.eventually("new pod waiting for the orphan", func() bool {

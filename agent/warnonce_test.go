@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 // warnRecorder is a slog.Handler keeping every WARN record as
@@ -67,7 +68,7 @@ func TestCrashLoopBackOffWarnsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newWarnRecorder()
 		h := newHarness(t, harnessOpts{log: slog.New(rec)})
-		p := simplePod(t, "crash", "exit 1")
+		p := podtest.Simple(t, "crash", "exit 1")
 		h.apply(podspec.SourceFile, p)
 		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
 		// exitSeen kills the container and steps to the relist that sees it.

@@ -1,4 +1,4 @@
-package agent
+package rollback
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 )
 
 // rollbackStateVersion is the layout of a rollback state file: 2 keys a
-// record by source, origin and full name (rollbackKey). Layout 1 keyed it
+// record by source, origin and full name (Key). Layout 1 keyed it
 // by full name alone; such a file is rewritten on load (decodeRollbackState
 // says what of it is kept). A file of any other version is ignored, as a
 // corrupt one is.
@@ -36,7 +36,7 @@ const (
 // across restarts, and says so in the log.
 const maxRollbackStateBytes = 4 << 20
 
-// nameRecord is what berth knows of the versions of one rollbackKey (a
+// nameRecord is what berth knows of the versions of one Key (a
 // full name as one manifest serves it), persisted as one file: the last
 // version that was Ready (not the last *valid* one, which the sources keep
 // as their last good manifest: a valid manifest may still crash-loop), and
@@ -79,8 +79,8 @@ type rollbackFile struct {
 	dropped *rollback
 }
 
-func (rf *rollbackFile) key() rollbackKey {
-	return rollbackKey{Source: rf.Source, Origin: rf.Origin, FullName: rf.FullName}
+func (rf *rollbackFile) key() Key {
+	return Key{Source: rf.Source, Origin: rf.Origin, FullName: rf.FullName}
 }
 
 // fileName is the name the file must have.
@@ -92,7 +92,7 @@ func (rf *rollbackFile) fileName() string {
 }
 
 // rollbackState persists the records under <root-dir>/rollback, one file
-// per rollbackKey (<sha256 of source, origin and full name>.json), each
+// per Key (<sha256 of source, origin and full name>.json), each
 // written atomically (write, fsync, rename, fsync the directory), so a
 // SIGKILL or a power cut leaves the old record or the new, never a mix. A file that is
 // corrupt, foreign or stale is ignored with a warning: the state can only
@@ -109,7 +109,7 @@ type rollbackState struct {
 
 // rollbackStateName is the file of k's record. NUL separates the parts:
 // none of them holds one.
-func rollbackStateName(k rollbackKey) string {
+func rollbackStateName(k Key) string {
 	sum := sha256.Sum256([]byte(k.Source + "\x00" + k.Origin + "\x00" + k.FullName))
 	return hex.EncodeToString(sum[:]) + ".json"
 }
@@ -124,8 +124,8 @@ func rollbackStateNameByName(fullName string) string {
 // be used (and the temporary files of a write a kill cut short), so they
 // are not warned about at every start. Layout-1 files are rewritten in the
 // current layout; a current file of the same key wins over one.
-func (s *rollbackState) load() map[rollbackKey]*nameRecord {
-	out := map[rollbackKey]*nameRecord{}
+func (s *rollbackState) load() map[Key]*nameRecord {
+	out := map[Key]*nameRecord{}
 	if !s.ensureDir() {
 		return out
 	}
@@ -203,7 +203,7 @@ func (s *rollbackState) read(p string) (rollbackFile, error) {
 // them is refused and dropped), and its rollback is kept only if its failed
 // version came from that same source and origin. Otherwise it is left out
 // (in dropped): such a rollback ran one manifest's version in place of
-// another's, the very thing rollbackKey forbids.
+// another's, the very thing Key forbids.
 func decodeRollbackState(data []byte, nodeName string) (rollbackFile, error) {
 	var rf rollbackFile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -228,7 +228,7 @@ func decodeRollbackState(data []byte, nodeName string) (rollbackFile, error) {
 	if fn := podspec.FullName(rf.LastReady); fn != rf.FullName {
 		return rf, fmt.Errorf("last Ready version is of %q, not %q", fn, rf.FullName)
 	}
-	k := keyOf(rf.LastReady)
+	k := KeyOf(rf.LastReady)
 	if rf.Version == rollbackStateVersionByName {
 		if rf.Source != "" || rf.Origin != "" {
 			return rf, fmt.Errorf("version %d names a source or origin", rf.Version)
@@ -256,7 +256,7 @@ func decodeRollbackState(data []byte, nodeName string) (rollbackFile, error) {
 
 // save persists the record of k, or removes its file when rec has nothing
 // to keep. The error is the caller's to log.
-func (s *rollbackState) save(k rollbackKey, rec *nameRecord) error {
+func (s *rollbackState) save(k Key, rec *nameRecord) error {
 	if !s.ensureDir() {
 		return nil
 	}

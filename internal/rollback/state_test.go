@@ -1,4 +1,4 @@
-package agent
+package rollback
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 // validRollbackFile is a state file as berth writes it, for the tests to
@@ -18,12 +19,12 @@ import (
 func validRollbackFile(t testing.TB) rollbackFile {
 	t.Helper()
 	res := podspec.Parse([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app, image: busybox:1.36}]}"),
-		podspec.Origin{Source: podspec.SourceFile, Path: "/m/web.yaml"}, testNode)
+		podspec.Origin{Source: podspec.SourceFile, Path: "/m/web.yaml"}, podtest.Node)
 	if len(res.Pods) != 1 {
 		t.Fatalf("manifest: %v", res.Problems)
 	}
 	good := res.Pods[0]
-	return rollbackFile{Version: rollbackStateVersion, NodeName: testNode, Source: podspec.SourceFile, Origin: "/m/web.yaml",
+	return rollbackFile{Version: rollbackStateVersion, NodeName: podtest.Node, Source: podspec.SourceFile, Origin: "/m/web.yaml",
 		FullName: podspec.FullName(good), nameRecord: nameRecord{
 			LastReady: good, ReadyAt: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC),
 			RolledBack: &rollback{Bad: "0123456789abcdef0123456789abcdef", BadSource: podspec.SourceFile, BadOrigin: "/m/web.yaml",
@@ -105,7 +106,7 @@ func TestDecodeRollbackState(t *testing.T) {
 			if tt.raw != nil {
 				b = tt.raw(b)
 			}
-			got, err := decodeRollbackState(b, testNode)
+			got, err := decodeRollbackState(b, podtest.Node)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("valid state refused: %v", err)
@@ -132,7 +133,7 @@ func TestDecodeRollbackState(t *testing.T) {
 func TestRollbackStateFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "rollback")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &rollbackState{dir: dir, nodeName: testNode, log: log}
+	s := &rollbackState{dir: dir, nodeName: podtest.Node, log: log}
 	rf := validRollbackFile(t)
 	k := rf.key()
 	if err := s.save(k, &rf.nameRecord); err != nil {
@@ -151,13 +152,13 @@ func TestRollbackStateFiles(t *testing.T) {
 		}
 	}
 	other := func(fn string) string {
-		return rollbackStateName(rollbackKey{Source: k.Source, Origin: k.Origin, FullName: fn})
+		return rollbackStateName(Key{Source: k.Source, Origin: k.Origin, FullName: fn})
 	}
 	write(other("corrupt_default"), []byte("{"), 0o600)
 	write(other("open_default"), valid, 0o666)
 	write("misnamed.json", valid, 0o600)
 	// The file of the same full name from another manifest.
-	write(rollbackStateName(rollbackKey{Source: podspec.SourceHTTP, Origin: "https://fleet.example/pods.yaml", FullName: k.FullName}), valid, 0o600)
+	write(rollbackStateName(Key{Source: podspec.SourceHTTP, Origin: "https://fleet.example/pods.yaml", FullName: k.FullName}), valid, 0o600)
 	// The valid record under its layout-1 name.
 	write(rollbackStateNameByName(k.FullName), valid, 0o600)
 	write("."+rollbackStateName(k)+".tmp-1", valid[:10], 0o600)
@@ -165,7 +166,7 @@ func TestRollbackStateFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := (&rollbackState{dir: dir, nodeName: testNode, log: log}).load()
+	got := (&rollbackState{dir: dir, nodeName: podtest.Node, log: log}).load()
 	if len(got) != 1 || got[k] == nil || got[k].LastReady.UID != rf.LastReady.UID || got[k].RolledBack.Bad != rf.RolledBack.Bad {
 		t.Fatalf("loaded %v, want only the valid record", got)
 	}
@@ -198,14 +199,14 @@ func FuzzDecodeRollbackState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"nodeName":"node1","fullName":"x","lastReady":{}}`))
 	f.Add([]byte(`{"version":2,"nodeName":"node1","source":"file","origin":"/m/x.yaml","fullName":"x","lastReady":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rf, err := decodeRollbackState(data, testNode)
+		rf, err := decodeRollbackState(data, podtest.Node)
 		if err != nil {
 			return
 		}
-		if rf.LastReady == nil || rf.LastReady.Spec.NodeName != testNode || podspec.FullName(rf.LastReady) != rf.FullName {
+		if rf.LastReady == nil || rf.LastReady.Spec.NodeName != podtest.Node || podspec.FullName(rf.LastReady) != rf.FullName {
 			t.Fatalf("accepted a state whose pod is not of this node and name: %+v", rf)
 		}
-		if k := keyOf(rf.LastReady); k != rf.key() {
+		if k := KeyOf(rf.LastReady); k != rf.key() {
 			t.Fatalf("accepted a record of %+v whose kept pod is of %+v", rf.key(), k)
 		}
 		if rb := rf.RolledBack; rb != nil && rb.Good != rf.LastReady.UID {
