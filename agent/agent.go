@@ -17,6 +17,7 @@ import (
 	"github.com/berth-agent/berth/internal/nodeshutdown"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/prober"
 	"github.com/berth-agent/berth/internal/rollback"
 	"github.com/berth-agent/berth/internal/statusreport"
@@ -83,7 +84,7 @@ func (c *Config) setDefaults() {
 		c.MaxPods = 110
 	}
 	if c.MaxParallelPodStarts == 0 {
-		c.MaxParallelPodStarts = DefaultMaxParallelPodStarts()
+		c.MaxParallelPodStarts = podworkers.DefaultMaxParallelPodStarts()
 	}
 	if c.SyncFrequency == 0 {
 		c.SyncFrequency = time.Minute
@@ -115,11 +116,13 @@ func (c *Config) setDefaults() {
 // relists and its tickers, and dispatches work to the pod workers. It never
 // calls the runtime itself, so a slow runtime never stalls it.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *store.Store
-	rt      podRuntime
-	status  *statusStore
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	rt    podworkers.Runtime
+	// status is the pods' statuses: the pod workers write them, the sync
+	// loop only those of pods it holds back before a lane exists.
+	status  *podworkers.StatusStore
 	health  *health
 	notify  *notifier
 	events  *podevents.Log
@@ -131,13 +134,10 @@ type Agent struct {
 	rollback *rollback.Tracker
 	// reporter PUTs the status report; nil without Config.Status.
 	reporter *statusreport.Reporter
-	// probes runs liveness, readiness and startup probes: the pod
-	// workers' (built with them), which feed it and hand its verdicts to
-	// each sync's plan.
-	probes *prober.Manager
+	// workers runs the pods' lanes and their probes.
+	workers *podworkers.Workers
 
 	// Owned by the sync loop goroutine.
-	workers    *podWorkers
 	rejected   map[types.UID]bool // pods refused admission (max-pods)
 	lastRelist relist
 	// lastRelistAt is when the previous relist began, failed or not.
@@ -156,22 +156,23 @@ func New(cfg Config, store *store.Store, events *podevents.Log, rt *kuberuntime.
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	if cfg.GC != nil {
-		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods, hasWorker: a.workers.known},
+		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods, hasWorker: a.workers.Known},
 			a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
 	}
 	return a
 }
 
 // newAgent is New without the runtime manager's parts, for tests that
-// stand in for the runtime.
-func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer) *Agent {
+// stand in for the runtime. Every part is built here, before the sync loop
+// runs, in the order they depend on each other.
+func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober.Execer) *Agent {
 	cfg.setDefaults()
 	a := &Agent{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		store:    store,
 		rt:       rt,
-		status:   newStatusStore(),
+		status:   podworkers.NewStatusStore(),
 		health:   newHealth(cfg.Clock, 10*cfg.HousekeepingPeriod+cfg.RelistPeriod*10),
 		notify:   newNotifier(cfg.Logger),
 		events:   cfg.Events,
@@ -181,20 +182,18 @@ func newAgent(cfg Config, store *store.Store, rt podRuntime, exec prober.Execer)
 	if src, ok := rt.(runtimeEvents); ok && cfg.EventedRelistPeriod > 0 {
 		a.pleg.watchEvents(src, cfg.Clock, cfg.Logger, cfg.EventedRelistPeriod)
 	}
-	a.metrics = newMetrics(cfg.Metrics, a)
 	a.rollback = rollback.New(cfg.Rollback, cfg.NodeName, cfg.Clock, cfg.Logger, cfg.Events, cfg.Metrics)
+	a.workers = podworkers.New(podworkers.Options{
+		Runtime: rt, Status: a.status, HostIP: cfg.HostIP, MaxParallelStarts: cfg.MaxParallelPodStarts,
+		Exec: exec, Recorder: cfg.Events, OnTerminated: cfg.Events.Forget, OnStatus: a.rollback.Observe,
+		Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger,
+	})
+	a.metrics = newMetrics(cfg.Metrics, a)
 	if cfg.Status != nil {
 		sc := *cfg.Status
 		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
 		a.reporter = statusreport.New(sc, a.statusReport)
 	}
-	a.workers = newPodWorkers(workerOptions{
-		rt: rt, clock: cfg.Clock, status: a.status, hostIP: cfg.HostIP, maxStarts: cfg.MaxParallelPodStarts, log: cfg.Logger,
-		metrics: a.metrics, onTerminated: a.events.Forget, onStatus: a.rollback.Observe,
-		probes: &prober.Options{Exec: exec, Recorder: cfg.Events, Metrics: cfg.Metrics, Clock: cfg.Clock, Logger: cfg.Logger},
-	})
-	a.probes = a.workers.probes
-	a.metrics.startLimit.Set(float64(cfg.MaxParallelPodStarts))
 	return a
 }
 
@@ -214,9 +213,6 @@ const maxHeldUpdates = 64
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The lanes end with the sync loop.
-	context.AfterFunc(ctx, a.workers.stop)
-
 	relists := make(chan relist)
 	helpers := a.startHelpers(ctx, relists)
 	resync := a.cfg.Clock.NewTicker(a.cfg.SyncFrequency)
@@ -250,11 +246,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.applyRollbacks()
 		case <-resync.C():
 			trigger, began = "resync", a.cfg.Clock.Now()
-			a.workers.syncAll()
+			a.workers.SyncAll()
 		case <-housekeeping.C():
 			trigger, began = "housekeeping", a.cfg.Clock.Now()
 			a.housekeeping()
-		case <-a.status.phases:
+		case <-a.status.Phases():
 			// systemctl status follows a pod's phase within a loop turn,
 			// not a housekeeping period later: just after a restart,
 			// adopted pods would show as pending for up to 2 s.
@@ -292,9 +288,8 @@ func (a *Agent) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
 	a.notify.stopping()
 	a.log.Info("sync loop stopping; pods are left running")
 	cancel()
+	a.workers.Stop()
 	helpers.Wait()
-	a.workers.wait()
-	a.probes.Stop()
 }
 
 // handOver hands update u to the workers. Starts wait until every update
@@ -304,10 +299,10 @@ func (a *Agent) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
 // the updates handed over since starts were last released; handOver
 // returns the new count.
 func (a *Agent) handOver(u store.PodUpdate, updates <-chan store.PodUpdate, held int) int {
-	a.workers.holdStarts()
+	a.workers.HoldStarts()
 	a.handleUpdate(u)
 	if held++; len(updates) == 0 || held >= maxHeldUpdates {
-		a.workers.releaseStarts()
+		a.workers.ReleaseStarts()
 		return 0
 	}
 	return held
@@ -330,15 +325,15 @@ func (a *Agent) handleUpdate(u store.PodUpdate) {
 				continue
 			}
 			log.Info("pod updated")
-			a.workers.update(pod)
+			a.workers.Update(pod)
 		case store.OpRemove:
 			if a.rejected[pod.UID] {
 				delete(a.rejected, pod.UID)
-				a.status.delete(pod.UID)
+				a.status.Delete(pod.UID)
 				continue
 			}
 			log.Info("pod removed from its source; stopping it")
-			a.workers.remove(pod.UID, nil)
+			a.workers.Remove(pod.UID, nil)
 			a.removeRollback(pod)
 		}
 	}
@@ -346,28 +341,28 @@ func (a *Agent) handleUpdate(u store.PodUpdate) {
 
 // add starts the lane of a new pod, unless max-pods is reached.
 func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
-	if a.workers.known(pod.UID) {
-		a.workers.update(pod)
+	if a.workers.Known(pod.UID) {
+		a.workers.Update(pod)
 		return
 	}
-	if _, active := a.workers.count(); active >= a.cfg.MaxPods {
+	if _, active := a.workers.Count(); active >= a.cfg.MaxPods {
 		a.reject(pod, active)
 		return
 	}
 	log.Info("pod added")
-	if a.status.get(pod.UID) == nil {
+	if a.status.Get(pod.UID) == nil {
 		// Visible in /pods (Pending) from now on, not only once its first
 		// sync has finished.
-		a.status.set(pod, pendingStatus(pod, "", "", a.cfg.Clock.Now()))
+		a.status.Set(pod, podworkers.PendingStatus(pod, "", "", a.cfg.Clock.Now()))
 	}
 	// The last relist already says what the runtime holds of this UID:
 	// unless a lane of it finished since, the pod starts (or is adopted)
 	// from that observation, without a list of its own.
-	if !a.workers.finishedSince(pod.UID, a.lastRelist.at) {
-		a.workers.addObserved(pod, a.lastRelist.pods[pod.UID], a.lastRelist.at)
+	if !a.workers.FinishedSince(pod.UID, a.lastRelist.at) {
+		a.workers.AddObserved(pod, a.lastRelist.pods[pod.UID], a.lastRelist.at)
 		return
 	}
-	a.workers.update(pod)
+	a.workers.Update(pod)
 }
 
 // reject refuses a pod beyond max-pods, as the kubelet's admission does: it
@@ -375,9 +370,9 @@ func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
 func (a *Agent) reject(pod *v1.Pod, used int) {
 	a.rejected[pod.UID] = true
 	msg := fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", used, a.cfg.MaxPods)
-	st := pendingStatus(pod, "OutOfpods", msg, a.cfg.Clock.Now())
+	st := podworkers.PendingStatus(pod, "OutOfpods", msg, a.cfg.Clock.Now())
 	st.Phase = v1.PodFailed
-	a.status.set(pod, st)
+	a.status.Set(pod, st)
 	a.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, "OutOfpods", msg)
 }
 
@@ -394,7 +389,7 @@ func (a *Agent) handleRelist(r relist) {
 			a.log.Error("container runtime unreachable; pods keep running, berth retries every relist", "err", r.err)
 		} else if a.relisted {
 			a.log.Info("container runtime is back; resyncing every pod")
-			a.workers.syncAll()
+			a.workers.SyncAll()
 		}
 	}
 	if r.err != nil {
@@ -402,11 +397,7 @@ func (a *Agent) handleRelist(r relist) {
 	}
 	if !a.relisted {
 		a.relisted = true
-		for uid, st := range r.pods {
-			if done, _ := terminated(st); !done {
-				a.workers.hold(st.Name, st.Namespace, uid)
-			}
-		}
+		a.workers.Hold(r.pods)
 	}
 	a.lastRelist = r
 	if len(r.changed) > 0 {
@@ -414,7 +405,7 @@ func (a *Agent) handleRelist(r relist) {
 	}
 	for _, uid := range r.changed {
 		st := r.pods[uid]
-		if a.workers.observe(uid, st, r.at) || st == nil {
+		if a.workers.Observe(uid, st, r.at) || st == nil {
 			continue
 		}
 		a.cleanupOrphan(st, r.at)
@@ -426,16 +417,16 @@ func (a *Agent) handleRelist(r relist) {
 func (a *Agent) housekeeping() {
 	if a.relisted {
 		for _, st := range a.lastRelist.pods {
-			if !a.workers.known(st.UID) {
+			if !a.workers.Known(st.UID) {
 				a.cleanupOrphan(st, a.lastRelist.at)
 			}
 		}
-		a.workers.forgetFinished(a.lastRelist.at)
+		a.workers.ForgetFinished(a.lastRelist.at)
 		a.gc.offer(a.lastRelist.at, a.lastRelist.pods)
 	}
 	a.events.GC()
 	a.rt.ForgetStaleBackoffs()
-	a.rollback.Tick(a.workers.known)
+	a.rollback.Tick(a.workers.Known)
 	a.forgetRemovedTargets()
 	// The watchdog proves the sync loop turns (this runs inside it); a
 	// runtime outage is reported by /healthz and STATUS=, but restarting
@@ -449,11 +440,11 @@ func (a *Agent) housekeeping() {
 // unknown pod may simply not have been read yet. seen is when the runtime
 // was read: a pod removed by its lane since then is a stale sighting.
 func (a *Agent) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
-	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.finishedSince(st.UID, seen) {
+	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.FinishedSince(st.UID, seen) {
 		return
 	}
 	a.log.Info("stopping and removing orphaned pod", "pod", st.Name, "namespace", st.Namespace, "uid", st.UID)
-	a.workers.terminateOrphan(st)
+	a.workers.TerminateOrphan(st)
 }
 
 func (a *Agent) desired(uid types.UID) bool {
@@ -482,12 +473,12 @@ func (a *Agent) checkReady(updates <-chan store.PodUpdate) {
 		return
 	}
 	for _, p := range a.desiredPods() {
-		if !a.workers.known(p.UID) && !a.rejected[p.UID] {
+		if !a.workers.Known(p.UID) && !a.rejected[p.UID] {
 			return
 		}
 	}
 	if a.health.setReady() {
-		all, _ := a.workers.count()
+		all, _ := a.workers.Count()
 		a.log.Info("berth is ready", "pods", all)
 		a.notify.ready()
 		a.notify.status(a.summary())
@@ -500,7 +491,7 @@ func (a *Agent) checkReady(updates <-chan store.PodUpdate) {
 // summary is the one-line STATUS= for systemd.
 func (a *Agent) summary() string {
 	var running, pending, failed int
-	for _, p := range a.status.list() {
+	for _, p := range a.status.List() {
 		switch p.Status.Phase {
 		case v1.PodRunning, v1.PodSucceeded:
 			running++

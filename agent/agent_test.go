@@ -25,7 +25,7 @@ func TestAgentRunsAndRemovesPod(t *testing.T) {
 		h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
 		h.eventually("status Running and Ready", func() bool {
 			st := h.status(p.UID)
-			return st != nil && st.Status.Phase == v1.PodRunning && conditionTrue(st.Status, v1.PodReady)
+			return st != nil && st.Status.Phase == v1.PodRunning && podtest.ConditionTrue(st.Status, v1.PodReady)
 		})
 		if err := h.agent.Ready(); err != nil {
 			t.Errorf("Ready() = %v after the pod was dispatched", err)
@@ -34,7 +34,7 @@ func TestAgentRunsAndRemovesPod(t *testing.T) {
 		h.apply(podspec.SourceFile)
 		h.eventually("pod removed from the runtime", func() bool { return h.rt.objects(p.UID) == 0 })
 		h.eventually("status dropped", func() bool { return h.status(p.UID) == nil })
-		h.eventually("lane closed", func() bool { all, _ := h.agent.workers.count(); return all == 0 })
+		h.eventually("lane closed", func() bool { all, _ := h.agent.workers.Count(); return all == 0 })
 	})
 }
 
@@ -54,7 +54,7 @@ func TestAgentOnReady(t *testing.T) {
 		h.eventually("ready", func() bool { return h.agent.Ready() == nil })
 		h.eventually("OnReady called", func() bool { return calls.Load() > 0 })
 		h.apply(podspec.SourceFile, p, podtest.Simple(t, "db", podtest.Loop))
-		h.eventually("the second pod dispatched", func() bool { all, _ := h.agent.workers.count(); return all == 2 })
+		h.eventually("the second pod dispatched", func() bool { all, _ := h.agent.workers.Count(); return all == 2 })
 		h.step(h.agent.cfg.HousekeepingPeriod)
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("OnReady called %d times, want once", n)
@@ -111,7 +111,7 @@ func TestAgentWaitingPodRemovedNeverStarts(t *testing.T) {
 		h.apply(podspec.SourceFile, b)
 		h.eventually("b waiting", func() bool { st := h.status(b.UID); return st != nil && st.Status.Reason == "WaitingForPreviousPod" })
 		h.apply(podspec.SourceFile, c)
-		h.eventually("b withdrawn", func() bool { return !h.agent.workers.known(b.UID) })
+		h.eventually("b withdrawn", func() bool { return !h.agent.workers.Known(b.UID) })
 		release()
 		h.eventually("c running", func() bool { n, _ := h.rt.running(c.UID); return n == 1 })
 		if slices.Contains(h.rt.events(), "run:"+string(b.UID)) {
@@ -163,7 +163,7 @@ func TestAgentOrphansOnlyAfterSourcesReady(t *testing.T) {
 		// again. Orphan cleanup starts a lane inside the pass, so once the pass
 		// is done a lane would exist.
 		h.step(h.agent.cfg.HousekeepingPeriod)
-		if h.agent.workers.known(gone.UID) {
+		if h.agent.workers.Known(gone.UID) {
 			t.Fatal("a pod unknown to the sources was taken for an orphan before every source had delivered")
 		}
 		if n, _ := rt.running(gone.UID); n != 1 {
@@ -186,7 +186,7 @@ func TestAgentLeavesForeignSandboxesAlone(t *testing.T) {
 		// Every source has delivered, and a relist and a housekeeping pass,
 		// which would start a lane for an orphan within the pass, have run.
 		h.step(h.agent.cfg.HousekeepingPeriod)
-		if all, _ := h.agent.workers.count(); all != 0 {
+		if all, _ := h.agent.workers.Count(); all != 0 {
 			t.Errorf("%d lanes for no berth pod: the foreign sandbox was taken for an orphan", all)
 		}
 		h.rt.FakeRuntimeService.Lock()
@@ -367,7 +367,7 @@ func TestAgentRestartsExitedContainerWithBackoff(t *testing.T) {
 				t.Fatalf("the lane's timer fired %s into a %s back-off", backoff-time.Millisecond, backoff)
 			}
 			synced := h.steps("sync")
-			h.agent.workers.wake(p.UID)
+			h.agent.workers.Wake(p.UID)
 			h.eventually("a sync 1 ms before the back-off ends", func() bool { return h.steps("sync") > synced })
 			if c := container(); c.RestartCount != want || c.State.Running != nil {
 				t.Fatalf("restarted %v after %s of a %s back-off", c.State.Running != nil, backoff-time.Millisecond, backoff)

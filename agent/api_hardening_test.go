@@ -49,7 +49,7 @@ func TestAPITCPExposure(t *testing.T) {
 		t.Run(string(tt.exposure), func(t *testing.T) {
 			b := newAPIBed(t, func(api *API) { api.exposure = tt.exposure })
 			pod, st := webPod()
-			b.agent.status.set(pod, st)
+			b.agent.status.Set(pod, st)
 			for _, p := range paths {
 				code, body := b.get(t, p, true)
 				if code != tt.want[p] {
@@ -95,7 +95,7 @@ func secretPod() (*v1.Pod, v1.PodStatus) {
 func TestAPIRedacted(t *testing.T) {
 	b := newAPIBed(t, func(api *API) { api.exposure = ExposeRedacted })
 	pod, st := secretPod()
-	b.agent.status.set(pod, st)
+	b.agent.status.Set(pod, st)
 	for _, p := range []string{"/pods", "/pods/default/web-node1"} {
 		code, body := b.get(t, p, true)
 		if code != 200 || strings.Contains(body, "SECRET") {
@@ -297,7 +297,7 @@ func (b *apiBed) tcpActive(n int) bool {
 func TestAPILogStreamCap(t *testing.T) {
 	b := newAPIBed(t, func(api *API) { api.logStreams = make(chan struct{}, 2) })
 	pod, st := webPod()
-	b.agent.status.set(pod, st)
+	b.agent.status.Set(pod, st)
 	b.writeLog(t, pod, "web", "2.log", "2026-11-21T12:00:00Z stdout F hello\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -328,7 +328,7 @@ func TestAPILogFollowOutlivesTimeouts(t *testing.T) {
 		api.writeGrace = 10 * time.Second
 	})
 	pod, st := webPod()
-	b.agent.status.set(pod, st)
+	b.agent.status.Set(pod, st)
 	path := b.writeLog(t, pod, "web", "2.log", "2026-11-21T12:00:00Z stdout F one\n")
 	resp, err := b.unix.Get("http://berth/pods/default/web-node1/log?follow=true")
 	if err != nil {
@@ -480,6 +480,6 @@ func TestAPIPodsStreamsValidJSON(t *testing.T) {
 		pod, st := webPod()
 		pod.Name = fmt.Sprintf("web%d-node1", n)
 		pod.UID = types.UID("uid-" + pod.Name)
-		b.agent.status.set(pod, st)
+		b.agent.status.Set(pod, st)
 	}
 }

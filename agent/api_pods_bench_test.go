@@ -28,7 +28,7 @@ func BenchmarkAPIPodsConcurrent(b *testing.B) {
 		pod.Labels = map[string]string{"app": "web", "tier": "frontend"}
 		pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}
 		st.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(apiT0)}}
-		bed.agent.status.set(pod, st)
+		bed.agent.status.Set(pod, st)
 	}
 	report := heapsample.Start(b, 5*time.Millisecond)
 	for range b.N {
@@ -60,7 +60,7 @@ func BenchmarkAgentPodOfMany(b *testing.B) {
 		pod, st := webPod()
 		pod.Name = fmt.Sprintf("web%05d-node1", i)
 		pod.UID = types.UID(fmt.Sprintf("uid-%05d", i))
-		bed.agent.status.set(pod, st)
+		bed.agent.status.Set(pod, st)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

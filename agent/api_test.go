@@ -150,7 +150,7 @@ func (b *apiBed) writeLog(t *testing.T, pod *v1.Pod, container, file, content st
 func TestAPIPods(t *testing.T) {
 	b := newAPIBed(t)
 	pod, st := webPod()
-	b.agent.status.set(pod, st)
+	b.agent.status.Set(pod, st)
 
 	code, body := b.get(t, "/pods", false)
 	if code != http.StatusOK {
@@ -187,7 +187,7 @@ func TestAPIPods(t *testing.T) {
 func TestAPIEvents(t *testing.T) {
 	b := newAPIBed(t)
 	pod, st := webPod()
-	b.agent.status.set(pod, st)
+	b.agent.status.Set(pod, st)
 	ev := b.agent.events
 	ev.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventNormal, "Pulled", `Container image "busybox:1.36" already present on machine`)
 	b.clock.Step(time.Second)
@@ -265,9 +265,9 @@ func (e errFake) Error() string { return string(e) }
 func TestAPILogs(t *testing.T) {
 	b := newAPIBed(t)
 	web, webSt := webPod()
-	b.agent.status.set(web, webSt)
+	b.agent.status.Set(web, webSt)
 	two, twoSt := twoPod()
-	b.agent.status.set(two, twoSt)
+	b.agent.status.Set(two, twoSt)
 	b.writeLog(t, web, "web", "2.log", "2026-11-21T12:00:00Z stdout F current 1\n2026-11-21T12:00:01Z stderr P curr\n2026-11-21T12:00:02Z stderr F ent 2\n")
 	b.writeLog(t, web, "web", "1.log", "2026-11-21T11:00:00Z stdout F previous\n")
 	b.writeLog(t, web, "web", "0.log", "2026-11-21T10:00:00Z stdout F first\n")
@@ -325,7 +325,7 @@ func TestAPILogs(t *testing.T) {
 func TestAPILogsFollow(t *testing.T) {
 	b := newAPIBed(t)
 	pod, st := webPod()
-	b.agent.status.set(pod, st)
+	b.agent.status.Set(pod, st)
 	path := b.writeLog(t, pod, "web", "2.log", "2026-11-21T12:00:00Z stdout F old\n2026-11-21T12:00:01Z stdout F hello\n")
 
 	resp, err := b.unix.Get("http://berth/pods/default/web-node1/log?follow=true&tailLines=1")
@@ -356,7 +356,7 @@ func TestAPILogsFollow(t *testing.T) {
 	f.WriteString("2026-11-21T12:00:03Z stdout F bye\n")
 	exited := st.DeepCopy()
 	exited.ContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, ContainerID: "containerd://c3"}}
-	b.agent.status.set(pod, *exited)
+	b.agent.status.Set(pod, *exited)
 	expectLine("bye\n")
 	done := make(chan error, 1)
 	go func() { _, err := lines.ReadString('\n'); done <- err }()

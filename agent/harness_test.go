@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/criconfig"
@@ -77,8 +76,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(start), start: start, rt: o.rt}
-	clk := newAsyncClock(h.clock)
-	h.timers = clk.fired
+	clk := podtest.NewAsyncClock(h.clock)
+	h.timers = clk.Fired
 	h.img = apitest.NewFakeImageService()
 	h.img.SetFakeImages([]string{"busybox:1.36"})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -109,28 +108,6 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	// ticks fall where step expects them.
 	h.eventually("the first relist", func() bool { return h.passes("relist") > 0 })
 	return h
-}
-
-// asyncClock is the fake clock with AfterFunc callbacks run on a goroutine
-// of their own, as the real clock runs them. The fake calls them inside
-// Step with its lock held, while a lane timer's callback takes the pod
-// workers' mutex, under which lanes read the clock: a deadlock the real
-// clock cannot have. fired counts the timers fired, inside Step, so a test
-// knows right after a step whether a timer fired, before its callback ran.
-type asyncClock struct {
-	*clocktesting.FakeClock
-	fired *atomic.Int64
-}
-
-func newAsyncClock(c *clocktesting.FakeClock) asyncClock {
-	return asyncClock{FakeClock: c, fired: new(atomic.Int64)}
-}
-
-func (c asyncClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return c.FakeClock.AfterFunc(d, func() {
-		c.fired.Add(1)
-		go f()
-	})
 }
 
 // stop ends the agent and waits for every goroutine it started.
@@ -188,11 +165,33 @@ func (h *harness) passes(trigger string) int {
 // finished, in every lane; a lane arms its retry timer before its step
 // counts.
 func (h *harness) steps(op string) uint64 {
-	var m dto.Metric
-	if err := h.agent.metrics.workerDuration.WithLabelValues(op).(prometheus.Metric).Write(&m); err != nil {
-		h.t.Fatal(err)
-	}
+	m := h.metric("berth_pod_worker_duration_seconds", "operation_type", op)
 	return m.GetHistogram().GetSampleCount()
+}
+
+// metric is the series of name whose label is value, gathered from the
+// agent's registry; an empty one when there is none yet. A gathering
+// error is no failure here: while an old and a new UID share a name, the
+// scrape-time collector repeats their series, which leaves the others
+// whole.
+func (h *harness) metric(name, label, value string) *dto.Metric {
+	families, _ := h.reg.Gather()
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" {
+				return m
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m
+				}
+			}
+		}
+	}
+	return &dto.Metric{}
 }
 
 // step moves the fake clock by d and waits until the sync loop has
@@ -235,7 +234,7 @@ func (h *harness) stepUntil(what string, d time.Duration, max int, cond func() b
 	h.eventually(what, cond)
 }
 
-func (h *harness) status(uid types.UID) *v1.Pod { return h.agent.status.get(uid) }
+func (h *harness) status(uid types.UID) *v1.Pod { return h.agent.status.Get(uid) }
 
 func (h *harness) phase(uid types.UID) v1.PodPhase {
 	if p := h.status(uid); p != nil {

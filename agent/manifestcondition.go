@@ -2,26 +2,12 @@ package agent
 
 import (
 	"slices"
-	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 )
-
-// ConditionManifestValid says whether the manifest a pod comes from is
-// currently valid. It is False, with the problem's reason and its
-// FILE:LINE: FIELD: MESSAGE, while a broken edit keeps the pod on its last
-// good version, so /pods (what monitoring reads) shows what /problems knows.
-//
-// Every pod carries it, True when the manifest is fine: Kubernetes API
-// conventions want a condition present with an explicit status rather than
-// absent, so a reader can tell "valid" from "berth does not say" (an older
-// berth) and alert on status != True alone, as on Ready.
-const ConditionManifestValid v1.PodConditionType = "berth.io/ManifestValid"
 
 // problemIndex finds the manifest problems that concern a pod: the ones
 // naming it, and the ones of its file or URL that could not name any pod
@@ -66,22 +52,6 @@ func (ix problemIndex) of(pod *v1.Pod) []podspec.Problem {
 	all := append(append([]podspec.Problem(nil), named...), unnamed...)
 	slices.SortStableFunc(all, func(a, b podspec.Problem) int { return a.Line - b.Line })
 	return all
-}
-
-// manifestCondition renders a pod's manifest problems as its
-// ConditionManifestValid: the first problem's reason (problems come ordered
-// by file and line), and every problem as FILE:LINE: FIELD: MESSAGE.
-func manifestCondition(problems []podspec.Problem, now time.Time) v1.PodCondition {
-	c := v1.PodCondition{Type: ConditionManifestValid, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}
-	if len(problems) == 0 {
-		return c
-	}
-	msgs := make([]string, len(problems))
-	for i, p := range problems {
-		msgs[i] = p.Error()
-	}
-	c.Status, c.Reason, c.Message = v1.ConditionFalse, problems[0].Reason, strings.Join(msgs, "; ")
-	return c
 }
 
 // setCondition returns conds with c in place of the condition of its type,

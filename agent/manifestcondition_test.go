@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podtest"
+	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -82,25 +82,23 @@ spec:
 				t.Fatal(err)
 			}
 			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: podtest.Node}, store, nil, nil)
-			running := &podplan.PodStatus{Containers: []*podplan.ContainerStatus{{ID: "c1", Name: "app", State: podplan.ContainerStateRunning, StartedAt: apiT0}}}
 			for _, p := range []*v1.Pod{web, other} {
-				running.UID = p.UID
-				a.status.set(p, buildPodStatus(statusInput{pod: p, runtime: running, now: apiT0}))
+				a.status.Set(p, v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{podworkers.ManifestCondition(nil, apiT0)}})
 			}
-			before := a.status.get(web.UID).Status.Conditions
+			before := a.status.Get(web.UID).Status.Conditions
 
 			got := a.Pod("default", "web-node1")
 			if got == nil || got.Status.Phase != v1.PodRunning {
 				t.Fatalf("web pod = %+v, want it running", got)
 			}
-			c := condition(got, ConditionManifestValid)
+			c := condition(got, podworkers.ConditionManifestValid)
 			if c == nil || c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.message {
 				t.Errorf("condition = %+v, want status %s reason %q message %q", c, tt.status, tt.reason, tt.message)
 			}
-			if c := condition(a.Pod("default", "other-node1"), ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue {
+			if c := condition(a.Pod("default", "other-node1"), podworkers.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue {
 				t.Errorf("the other file's pod: condition = %+v, want True", c)
 			}
-			if after := a.status.get(web.UID).Status.Conditions; len(after) != len(before) || after[len(after)-1] != before[len(before)-1] {
+			if after := a.status.Get(web.UID).Status.Conditions; len(after) != len(before) || after[len(after)-1] != before[len(before)-1] {
 				t.Errorf("Pods wrote into the status store's pod: %+v, was %+v", after, before)
 			}
 
@@ -108,7 +106,7 @@ spec:
 			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
 				t.Fatal(err)
 			}
-			if c := condition(a.Pod("default", "web-node1"), ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {
+			if c := condition(a.Pod("default", "web-node1"), podworkers.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {
 				t.Errorf("after the fix: condition = %+v, want True", c)
 			}
 		})
@@ -119,7 +117,7 @@ spec:
 // before it ever ran carries the condition False as well.
 func TestPodsRefusedManifestConditionFalse(t *testing.T) {
 	b := newAPIBed(t)
-	c := condition(b.agent.Pod("default", "bad-node1"), ConditionManifestValid)
+	c := condition(b.agent.Pod("default", "bad-node1"), podworkers.ConditionManifestValid)
 	if c == nil || c.Status != v1.ConditionFalse || c.Reason != podspec.ReasonInvalid ||
 		c.Message != "/etc/kubernetes/manifests/bad.yaml:7: spec.containers[0].image: Required value" {
 		t.Errorf("refused pod: condition = %+v", c)
@@ -145,9 +143,9 @@ func condition(p *v1.Pod, typ v1.PodConditionType) *v1.PodCondition {
 func TestPodIsPodsFirstOfItsName(t *testing.T) {
 	b := newAPIBed(t)
 	for _, p := range []struct{ uid, name, ns string }{{"uid-b", "web-node1", "default"}, {"uid-a", "web-node1", "default"}, {"uid-c", "web-node1", "other"}, {"uid-d", "db-node1", "default"}} {
-		pod := stubPod(types.UID(p.uid), p.name, "1")
+		pod := podtest.Stub(types.UID(p.uid), p.name, "1")
 		pod.Namespace = p.ns
-		b.agent.status.set(pod, v1.PodStatus{Phase: v1.PodRunning})
+		b.agent.status.Set(pod, v1.PodStatus{Phase: v1.PodRunning})
 	}
 	all := b.agent.Pods()
 	for _, q := range []struct{ ns, name string }{{"default", "web-node1"}, {"other", "web-node1"}, {"default", "db-node1"}, {"default", "bad-node1"}, {"default", "nobody"}} {

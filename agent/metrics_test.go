@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podtest"
+	"github.com/berth-agent/berth/internal/podworkers"
 )
 
 func TestAgentMetrics(t *testing.T) {
@@ -20,7 +21,7 @@ func TestAgentMetrics(t *testing.T) {
 		// The lane counts its step once the sync, and the start it counted,
 		// are done.
 		h.eventually("pod started and counted", func() bool {
-			return testutil.ToFloat64(h.agent.metrics.startedContainers.WithLabelValues("container")) == 1 && h.steps("sync") > 0
+			return h.metric("berth_started_containers_total", "container_type", "container").GetCounter().GetValue() == 1 && h.steps("sync") > 0
 		})
 		want := `
 # HELP berth_running_pods Pods with a running container.
@@ -36,7 +37,7 @@ berth_started_pods_total 1
 		if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "berth_running_pods", "berth_pods_rejected", "berth_started_pods_total"); err != nil {
 			t.Error(err)
 		}
-		if got, want := testutil.ToFloat64(h.agent.metrics.startLimit), float64(DefaultMaxParallelPodStarts()); got != want {
+		if got, want := h.metric("berth_pod_start_limit", "", "").GetGauge().GetValue(), float64(podworkers.DefaultMaxParallelPodStarts()); got != want {
 			t.Errorf("berth_pod_start_limit = %v, want the default maximum %v", got, want)
 		}
 		for _, name := range []string{"berth_pod_start_duration_seconds", "berth_pleg_relist_duration_seconds", "berth_sync_loop_iterations_total", "berth_pod_worker_duration_seconds"} {

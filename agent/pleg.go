@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podworkers"
 )
 
 // relist is one turn of the pod lifecycle event generator: the runtime's
@@ -32,7 +32,7 @@ type relist struct {
 // one relist of the event: the relist then only runs every safetyPeriod as
 // a safety net for lost events. Its fields are owned by its goroutine.
 type pleg struct {
-	rt     podRuntime
+	rt     podworkers.Runtime
 	clock  clock.WithTicker
 	period time.Duration
 	prints map[types.UID]string
@@ -42,7 +42,7 @@ type pleg struct {
 	safetyPeriod time.Duration
 }
 
-func newPLEG(rt podRuntime, clk clock.WithTicker, period time.Duration) *pleg {
+func newPLEG(rt podworkers.Runtime, clk clock.WithTicker, period time.Duration) *pleg {
 	return &pleg{rt: rt, clock: clk, period: period}
 }
 
@@ -141,7 +141,7 @@ func (p *pleg) relistOnce(ctx context.Context) relist {
 	prints := make(map[types.UID]string, len(pods))
 	var changed []types.UID
 	for uid, st := range pods {
-		fp := fingerprint(st)
+		fp := podworkers.Fingerprint(st)
 		prints[uid] = fp
 		if p.prints == nil || p.prints[uid] != fp {
 			changed = append(changed, uid)
@@ -155,22 +155,4 @@ func (p *pleg) relistOnce(ctx context.Context) relist {
 	sort.Slice(changed, func(i, j int) bool { return changed[i] < changed[j] })
 	p.prints = prints
 	return relist{at: at, duration: took, pods: pods, changed: changed}
-}
-
-// fingerprint captures what makes a pod's runtime state different for its
-// worker: the set of sandboxes and containers and their states. A relist
-// hands a pod it no longer finds as nil: nothing, an empty fingerprint.
-func fingerprint(st *podplan.PodStatus) string {
-	if st == nil {
-		return ""
-	}
-	parts := make([]string, 0, len(st.Sandboxes)+len(st.Containers))
-	for _, s := range st.Sandboxes {
-		parts = append(parts, "s:"+s.ID+":"+string(s.State))
-	}
-	for _, c := range st.Containers {
-		parts = append(parts, "c:"+c.ID+":"+string(c.State))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
 }

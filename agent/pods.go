@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -16,9 +17,9 @@ import (
 // name: the pods it runs, and the manifests it rejected (as Failed pods whose
 // reason and message say why), so nothing is silently dropped. A pod whose
 // manifest is currently broken (its last good version keeps running) shows
-// it in ConditionManifestValid.
+// it in podworkers.ConditionManifestValid.
 func (a *Agent) Pods() []*v1.Pod {
-	pods := a.status.list()
+	pods := a.status.List()
 	problems := a.store.Problems()
 	now := a.cfg.Clock.Now()
 	byName := make(map[string]bool, len(pods))
@@ -51,7 +52,7 @@ func (a *Agent) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	cp := *p
 	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	if probs := ix.of(p); len(probs) > 0 {
-		cp.Status.Conditions = setCondition(p.Status.Conditions, manifestCondition(probs, now))
+		cp.Status.Conditions = setCondition(p.Status.Conditions, podworkers.ManifestCondition(probs, now))
 	}
 	if c, ok := a.rollback.Condition(p); ok {
 		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
@@ -64,7 +65,7 @@ func (a *Agent) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 // copies and sorts only that name's pods: `berth logs -f` asks every
 // 100 ms, whatever the number of pods.
 func (a *Agent) Pod(namespace, name string) *v1.Pod {
-	pods := a.status.named(namespace, name)
+	pods := a.status.Named(namespace, name)
 	problems := a.store.Problems()
 	now := a.cfg.Clock.Now()
 	if len(pods) == 0 {

@@ -19,7 +19,7 @@ func (a *Agent) applyRollbacks() {
 			a.rollback.Cancel(act.Bad)
 			continue
 		}
-		a.workers.remove(act.Bad.UID, nil)
+		a.workers.Remove(act.Bad.UID, nil)
 		a.add(act.Good, a.log.With("op", "ROLLBACK", "pod", act.Good.Name, "namespace", act.Good.Namespace, "uid", act.Good.UID, "failed_uid", act.Bad.UID))
 	}
 }
@@ -32,7 +32,7 @@ func (a *Agent) applyRollbacks() {
 // edit removes the old version too, but its manifest serves the new one.
 func (a *Agent) removeRollback(pod *v1.Pod) {
 	if run := a.rollback.Substitute(pod); run.UID != pod.UID && !a.desired(run.UID) {
-		a.workers.remove(run.UID, nil)
+		a.workers.Remove(run.UID, nil)
 	}
 	k := rollback.KeyOf(pod)
 	for _, p := range a.store.Pods() {

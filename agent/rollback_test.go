@@ -28,7 +28,10 @@ func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 			MinReady: 4 * time.Second, StateDir: filepath.Join(t.TempDir(), "rollback")}})
 		good := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, good)
-		h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
+		h.eventually("good Ready", func() bool {
+			st := h.status(good.UID)
+			return st != nil && podtest.ConditionTrue(st.Status, v1.PodReady)
+		})
 		h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
 
 		bad := neverReadyPod(t)
@@ -97,7 +100,10 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 		h := newHarness(t, harnessOpts{rollback: cfg})
 		good := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, good)
-		h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
+		h.eventually("good Ready", func() bool {
+			st := h.status(good.UID)
+			return st != nil && podtest.ConditionTrue(st.Status, v1.PodReady)
+		})
 		h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
 		bad := neverReadyPod(t)
 		h.apply(podspec.SourceFile, bad)
@@ -167,7 +173,10 @@ func TestAgentEditDuringRollback(t *testing.T) {
 			MinReady: 4 * time.Second}})
 		good := podtest.Simple(t, "web", podtest.Loop)
 		h.apply(podspec.SourceFile, good)
-		h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
+		h.eventually("good Ready", func() bool {
+			st := h.status(good.UID)
+			return st != nil && podtest.ConditionTrue(st.Status, v1.PodReady)
+		})
 		h.stepUntil("good is the last Ready version", 2*time.Second, 10, func() bool { return h.lastReady(good) == good.UID })
 		bad := neverReadyPod(t)
 		h.apply(podspec.SourceFile, bad)
@@ -181,7 +190,7 @@ func TestAgentEditDuringRollback(t *testing.T) {
 
 		next := podtest.Simple(t, "web", podtest.Loop+" # next")
 		h.apply(podspec.SourceFile, next)
-		h.eventually("the good version withdrawn", func() bool { return !h.agent.workers.known(good.UID) })
+		h.eventually("the good version withdrawn", func() bool { return !h.agent.workers.Known(good.UID) })
 		release()
 		h.eventually("the new version running", func() bool { n, _ := h.rt.running(next.UID); return n == 1 })
 		if runs := len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(good.UID) })); runs != 1 {

@@ -89,7 +89,10 @@ func TestAgentRollbackTargetIsTheManifests(t *testing.T) {
 				good, bad := podtest.Simple(t, "web", podtest.Loop), tt.bad(t)
 				h.apply(podspec.SourceHTTP)
 				h.apply(podspec.SourceFile, good)
-				h.eventually("good Ready", func() bool { st := h.status(good.UID); return st != nil && conditionTrue(st.Status, v1.PodReady) })
+				h.eventually("good Ready", func() bool {
+					st := h.status(good.UID)
+					return st != nil && podtest.ConditionTrue(st.Status, v1.PodReady)
+				})
 				h.stepUntil("good persisted as the last Ready version", 2*time.Second, 10, func() bool { return stateMentions(t, dir, good.UID) })
 				switch tt.waiting {
 				case podspec.SourceHTTP:

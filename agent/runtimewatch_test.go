@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podworkers"
 )
 
 // fakeEvents is a runtime event stream the test drives: every WatchEvents
@@ -55,7 +56,7 @@ func (f *fakeEvents) WatchEvents(ctx context.Context, opened func(), fn func(kub
 // countingRuntime answers Relist with no pods and counts the calls; the
 // PLEG calls nothing else.
 type countingRuntime struct {
-	podRuntime
+	podworkers.Runtime
 	relists atomic.Int32
 }
 

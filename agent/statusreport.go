@@ -13,7 +13,7 @@ func (a *Agent) statusReport() statusreport.Report {
 		ManifestVersions: a.store.Versions(),
 		Pods:             []statusreport.PodReport{},
 	}
-	for _, p := range a.status.list() {
+	for _, p := range a.status.List() {
 		rep.Pods = append(rep.Pods, statusreport.PodOf(p))
 	}
 	for _, pr := range a.store.Problems() {

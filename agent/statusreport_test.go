@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -25,7 +26,7 @@ func TestStatusReportContent(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{cfg: Config{NodeName: "edge-1", Version: "v1.2"}, store: store, status: newStatusStore(),
+	a := &Agent{cfg: Config{NodeName: "edge-1", Version: "v1.2"}, store: store, status: podworkers.NewStatusStore(),
 		health: newHealth(clocktesting.NewFakeClock(time.Now()), time.Minute)}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-edge-1", Namespace: "default", UID: "u1"},
@@ -34,7 +35,7 @@ func TestStatusReportContent(t *testing.T) {
 			{Name: "b"},
 		}},
 	}
-	a.status.set(pod, v1.PodStatus{Phase: v1.PodRunning, Message: "s3cret", ContainerStatuses: []v1.ContainerStatus{
+	a.status.Set(pod, v1.PodStatus{Phase: v1.PodRunning, Message: "s3cret", ContainerStatuses: []v1.ContainerStatus{
 		{Name: "a", Ready: true, RestartCount: 1, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
 		{Name: "b", RestartCount: 3, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "s3cret"}}},
 	}})

@@ -1,5 +1,6 @@
-// Package podtest makes the pods that the tests of the agent-side packages
-// run: manifests parsed the way the file and URL sources parse them.
+// Package podtest holds what the tests of the agent-side packages share:
+// pods parsed the way the file and URL sources parse them, and a fake
+// clock that runs timer callbacks as the real one does.
 //
 // It owns nothing; it must never be imported by non-test code, and it
 // imports only the Pod model. It keeps no mutable state.
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/internal/podspec"
 )
@@ -67,4 +70,23 @@ spec:
   initContainers: [{name: wait, image: busybox:1.36, command: [sleep, "3600"]}]
   containers: [{name: app, image: busybox:1.36, command: [sleep, "3600` + marker + `"]}]
 `
+}
+
+// ConditionTrue reports whether st has condition typ, True.
+func ConditionTrue(st v1.PodStatus, typ v1.PodConditionType) bool {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Stub is a pod of one container with the given UID, name (in namespace
+// default) and resource version, without a manifest.
+func Stub(uid types.UID, name, version string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{UID: uid, Name: name, Namespace: "default", ResourceVersion: version},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{Name: "app", Image: "busybox:1.36"}}},
+	}
 }

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -72,7 +73,7 @@ func TestBuildPodStatusPhase(t *testing.T) {
 			if st.Phase != tt.want {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.want)
 			}
-			if got := conditionTrue(st, v1.PodReady); got != tt.ready {
+			if got := podtest.ConditionTrue(st, v1.PodReady); got != tt.ready {
 				t.Errorf("Ready = %v, want %v (conditions %+v)", got, tt.ready, st.Conditions)
 			}
 		})
@@ -93,15 +94,6 @@ func withRule(p *v1.Pod, name string, code int32) *v1.Pod {
 		}
 	}
 	return p
-}
-
-func conditionTrue(st v1.PodStatus, typ v1.PodConditionType) bool {
-	for _, c := range st.Conditions {
-		if c.Type == typ {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func TestBuildPodStatusContainerDetails(t *testing.T) {
@@ -146,14 +138,14 @@ func TestBuildPodStatusReadinessAndTermination(t *testing.T) {
 	pod := testPod(v1.RestartPolicyAlways, nil, "a", "b")
 	rs := &podplan.PodStatus{UID: "uid1", Containers: []*podplan.ContainerStatus{running("a", 0), running("b", 0)}}
 	st := buildPodStatus(statusInput{pod: pod, runtime: rs, now: t0, ready: func(n string) bool { return n == "a" }})
-	if conditionTrue(st, v1.ContainersReady) {
+	if podtest.ConditionTrue(st, v1.ContainersReady) {
 		t.Error("ContainersReady with b not ready")
 	}
 	if !st.ContainerStatuses[0].Ready || st.ContainerStatuses[1].Ready {
 		t.Errorf("ready flags = %v, %v", st.ContainerStatuses[0].Ready, st.ContainerStatuses[1].Ready)
 	}
 	st = buildPodStatus(statusInput{pod: pod, runtime: rs, now: t0, terminating: true})
-	if conditionTrue(st, v1.PodReady) {
+	if podtest.ConditionTrue(st, v1.PodReady) {
 		t.Error("a terminating pod must not be Ready")
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"cmp"
@@ -75,7 +75,7 @@ func (l *startLimit) best() (time.Duration, bool) {
 	return slices.MinFunc(l.samples, func(a, b startSample) int { return cmp.Compare(a.latency, b.latency) }).latency, true
 }
 
-// observe takes one completed start, from slot taken (began) to slot given
+// Observe takes one completed start, from slot taken (began) to slot given
 // back (ended), with inflight the mean number of starts in flight
 // meanwhile, itself included; waiting tells whether pods wait for a slot:
 // without them the limit held nobody back, and a larger one would not be

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"fmt"
@@ -161,7 +161,7 @@ func (q *startQueue) acquire(uid types.UID, priority int32, seq uint64, slots in
 // release gives back uid's slot, or withdraws it from the queue (a pod
 // removed while it waited never starts). A slot held is fed to the limit
 // as one start, with the mean number of starts in flight beside it, when
-// observe is set: a start that ended in an error or a pull says nothing
+// Observe is set: a start that ended in an error or a pull says nothing
 // about how fast the runtime starts pods.
 func (q *startQueue) release(uid types.UID, observe bool) {
 	if in, ok := q.inflight[uid]; ok {

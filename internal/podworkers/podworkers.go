@@ -1,14 +1,16 @@
-package agent
+package podworkers
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -45,7 +47,7 @@ type podWorker struct {
 	// runs coalesce into one run that sees the latest state.
 	wake chan struct{}
 
-	// Guarded by podWorkers.mu.
+	// Guarded by Workers.mu.
 	pod        *v1.Pod // latest desired pod; nil for an orphan
 	observed   *podplan.PodStatus
 	observedAt time.Time
@@ -96,15 +98,16 @@ func (w *podWorker) backOffTeardown() {
 	}
 }
 
-// podWorkers owns every pod's lane, the full-name gate and the status store
-// writes. Work for different pods runs concurrently; work for one pod never.
-type podWorkers struct {
-	// ctx is the lanes' lifetime: stop ends it.
+// Workers owns every pod's lane, the full-name gate, the start queue, the
+// probes and the status store's writes. Work for different pods runs
+// concurrently; work for one pod never.
+type Workers struct {
+	// ctx ends every lane; cancel is Stop's.
 	ctx    context.Context
-	stop   context.CancelFunc
-	rt     podRuntime
+	cancel context.CancelFunc
+	rt     Runtime
 	clock  clock.WithTickerAndDelayedExecution
-	status *statusStore
+	status *StatusStore
 	hostIP string
 	log    *slog.Logger
 	// retryAfterError is how soon a lane retries after a runtime error that
@@ -112,15 +115,15 @@ type podWorkers struct {
 	retryAfterError time.Duration
 	metrics         *metrics
 	// onTerminated is told about every lane that finished terminating
-	// whose pod was not added back meanwhile (the agent forgets its
+	// whose pod was not added back meanwhile (the sync loop forgets its
 	// events); may be nil.
 	onTerminated func(uid types.UID)
 	// probes runs the pods' probes: each sync feeds it the pod's status and
 	// reads readiness back; nil runs none.
 	probes *prober.Manager
 	// onStatus is told every status a sync built, with when the pod passed
-	// the full-name gate, to judge new versions (rollback.go); may be nil.
-	// It is called without mu held.
+	// the full-name gate, to judge new versions (the rollback tracker);
+	// may be nil. It is called without mu held.
 	onStatus func(pod *v1.Pod, st v1.PodStatus, start time.Time)
 
 	mu      sync.Mutex // guards workers, gate, starts, soloWake, seen, finished and the guarded fields of each podWorker
@@ -138,16 +141,60 @@ type podWorkers struct {
 	wg       sync.WaitGroup
 }
 
-// workerOptions are what the lanes' owner is built from.
+// Options are what the pod workers are built over.
+type Options struct {
+	// Runtime is the runtime manager the lanes call.
+	Runtime Runtime
+	// Status is the status store the lanes write each pod's status into.
+	Status *StatusStore
+	// HostIP is the node IP shown as status.hostIP.
+	HostIP string
+	// MaxParallelStarts bounds the pod starts in flight
+	// (--max-parallel-pod-starts); 0 is DefaultMaxParallelPodStarts.
+	MaxParallelStarts int
+	// Exec runs the exec probes; Recorder records the probes' events.
+	Exec     prober.Execer
+	Recorder kuberuntime.Recorder
+	// OnTerminated and OnStatus: see the fields of Workers; either may
+	// be nil.
+	OnTerminated func(uid types.UID)
+	OnStatus     func(pod *v1.Pod, st v1.PodStatus, start time.Time)
+	// Metrics is where the lanes register their series; nil keeps them
+	// private.
+	Metrics prometheus.Registerer
+	Clock   clock.WithTickerAndDelayedExecution
+	Logger  *slog.Logger
+}
+
+// New builds the lanes' owner with the probes it feeds. Its lanes run
+// until Stop.
+func New(opts Options) *Workers {
+	if opts.MaxParallelStarts == 0 {
+		opts.MaxParallelStarts = DefaultMaxParallelPodStarts()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	m := newMetrics(opts.Metrics)
+	m.startLimit.Set(float64(opts.MaxParallelStarts))
+	return newWorkers(workerOptions{
+		rt: opts.Runtime, clock: opts.Clock, status: opts.Status, hostIP: opts.HostIP, maxStarts: opts.MaxParallelStarts,
+		log: opts.Logger, metrics: m, onTerminated: opts.OnTerminated, onStatus: opts.OnStatus,
+		probes: &prober.Options{Exec: opts.Exec, Recorder: opts.Recorder, Metrics: opts.Metrics, Clock: opts.Clock, Logger: opts.Logger},
+	})
+}
+
+// workerOptions are what the lanes' owner is built from, by New and by the
+// tests of the lanes alone.
 type workerOptions struct {
-	rt     podRuntime
+	rt     Runtime
 	clock  clock.WithTickerAndDelayedExecution
-	status *statusStore
+	status *StatusStore
 	hostIP string
 	// maxStarts bounds the pod starts in flight (--max-parallel-pod-starts).
 	maxStarts int
 	log       *slog.Logger
-	// metrics, onTerminated and onStatus are podWorkers' own; each may be
+	// metrics, onTerminated and onStatus are the Workers' own; each may be
 	// nil.
 	metrics      *metrics
 	onTerminated func(uid types.UID)
@@ -157,13 +204,13 @@ type workerOptions struct {
 	probes *prober.Options
 }
 
-// newPodWorkers builds the lanes' owner, with its prober when opts asks for
-// one. Its lanes run until stop.
-func newPodWorkers(opts workerOptions) *podWorkers {
-	ctx, stop := context.WithCancel(context.Background())
-	p := &podWorkers{
+// newWorkers builds the lanes' owner, with its prober when opts asks for
+// one. Its lanes run until Stop.
+func newWorkers(opts workerOptions) *Workers {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Workers{
 		ctx:             ctx,
-		stop:            stop,
+		cancel:          cancel,
 		rt:              opts.rt,
 		clock:           opts.clock,
 		status:          opts.status,
@@ -180,21 +227,35 @@ func newPodWorkers(opts workerOptions) *podWorkers {
 	}
 	if opts.probes != nil {
 		po := *opts.probes
-		po.OnChange = p.wake
+		po.OnChange = p.Wake
 		p.probes = prober.NewManager(po)
 	}
 	return p
 }
 
-// update delivers the latest desired version of a pod (ADD, UPDATE or
+// Probes is the prober the lanes feed, which the runtime manager consults
+// as its podplan.ContainerHealth.
+func (p *Workers) Probes() *prober.Manager { return p.probes }
+
+// Stop ends every lane and the probes and waits for the lanes; the pods
+// keep running.
+func (p *Workers) Stop() {
+	p.cancel()
+	p.wait()
+	if p.probes != nil {
+		p.probes.Stop()
+	}
+}
+
+// Update delivers the latest desired version of a pod (ADD, UPDATE or
 // RECONCILE): it starts a lane for a new UID and wakes an existing one.
-func (p *podWorkers) update(pod *v1.Pod) {
+func (p *Workers) Update(pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.updateLocked(pod)
 }
 
-func (p *podWorkers) updateLocked(pod *v1.Pod) {
+func (p *Workers) updateLocked(pod *v1.Pod) {
 	w, ok := p.workers[pod.UID]
 	if !ok {
 		p.startWorkerLocked(pod.UID, pod.Name, pod.Namespace, pod)
@@ -210,7 +271,7 @@ func (p *podWorkers) updateLocked(pod *v1.Pod) {
 	p.wakeLocked(w)
 }
 
-// addObserved starts the lane of a new pod with what the runtime held of
+// AddObserved starts the lane of a new pod with what the runtime held of
 // it when it was relisted at at (nil: nothing), so its first sync acts
 // without listing the runtime again: two lists fewer for a new pod on the
 // path from the manifest to the running container, and for each pod
@@ -219,7 +280,7 @@ func (p *podWorkers) updateLocked(pod *v1.Pod) {
 // observation still holds but for what the runtime does on its own (a
 // container that exits), which the next relist hands over as for any
 // lane. A pod whose lane exists is updated.
-func (p *podWorkers) addObserved(pod *v1.Pod, status *podplan.PodStatus, at time.Time) {
+func (p *Workers) AddObserved(pod *v1.Pod, status *podplan.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[pod.UID]; ok {
@@ -233,9 +294,9 @@ func (p *podWorkers) addObserved(pod *v1.Pod, status *podplan.PodStatus, at time
 	w.observed, w.observedAt = status, at
 }
 
-// remove asks the lane of uid to stop its pod and remove it from the
+// Remove asks the lane of uid to stop its pod and remove it from the
 // runtime (REMOVE). A pod still waiting for its full name never starts.
-func (p *podWorkers) remove(uid types.UID, grace *int64) {
+func (p *Workers) Remove(uid types.UID, grace *int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -251,9 +312,9 @@ func (p *podWorkers) remove(uid types.UID, grace *int64) {
 	p.wakeLocked(w)
 }
 
-// terminateOrphan starts a lane that stops and removes a berth-owned pod no
+// TerminateOrphan starts a lane that stops and removes a berth-owned pod no
 // source asks for. The caller has checked that every source is ready.
-func (p *podWorkers) terminateOrphan(status *podplan.PodStatus) {
+func (p *Workers) TerminateOrphan(status *podplan.PodStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[status.UID]; ok {
@@ -267,9 +328,9 @@ func (p *podWorkers) terminateOrphan(status *podplan.PodStatus) {
 	p.gate.hold(w.fullName, w.uid)
 }
 
-// observe hands the lane of uid a fresh runtime observation and wakes it.
+// Observe hands the lane of uid a fresh runtime observation and wakes it.
 // It reports whether such a lane exists.
-func (p *podWorkers) observe(uid types.UID, status *podplan.PodStatus, at time.Time) bool {
+func (p *Workers) Observe(uid types.UID, status *podplan.PodStatus, at time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -285,7 +346,7 @@ func (p *podWorkers) observe(uid types.UID, status *podplan.PodStatus, at time.T
 // lane's observation: the next sync (a resync, a probe's wake-up) then
 // needs no runtime call of its own while nothing changed, and the PLEG
 // delivers a newer observation when something does.
-func (p *podWorkers) record(w *podWorker, status *podplan.PodStatus, at time.Time) {
+func (p *Workers) record(w *podWorker, status *podplan.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.recordLocked(w, status, at, p.clock.Now(), true) {
@@ -308,10 +369,10 @@ func (p *podWorkers) record(w *podWorker, status *podplan.PodStatus, at time.Tim
 // relists see no change and deliver nothing), so the observation is marked
 // stale instead, and the next sync reads the runtime. recordLocked reports
 // whether it marked it.
-func (p *podWorkers) recordLocked(w *podWorker, status *podplan.PodStatus, at, now time.Time, own bool) bool {
+func (p *Workers) recordLocked(w *podWorker, status *podplan.PodStatus, at, now time.Time, own bool) bool {
 	if w.observed != nil && !at.After(w.observedAt) && !(own && at.Equal(w.observedAt)) {
 		// Rejected, but its read may have ended after the kept one's.
-		if fingerprint(status) != fingerprint(w.observed) {
+		if Fingerprint(status) != Fingerprint(w.observed) {
 			w.observedStale = true
 			return true
 		}
@@ -319,22 +380,22 @@ func (p *podWorkers) recordLocked(w *podWorker, status *podplan.PodStatus, at, n
 	}
 	// The observation replaced was handed over after this read began: its
 	// read may have ended after this one.
-	stale := w.observed != nil && w.observedRecv.After(at) && fingerprint(status) != fingerprint(w.observed)
+	stale := w.observed != nil && w.observedRecv.After(at) && Fingerprint(status) != Fingerprint(w.observed)
 	w.observed, w.observedAt, w.observedOwn, w.observedRecv = status, at, own, now
 	w.observedStale = w.observedStale || stale
 	return stale
 }
 
-// wake wakes the lane of uid, if any: a probe result of its pod changed.
-func (p *podWorkers) wake(uid types.UID) {
+// Wake wakes the lane of uid, if any: a probe result of its pod changed.
+func (p *Workers) Wake(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.wakeUIDLocked(uid)
 }
 
-// syncAll wakes every lane, for the periodic resync and after a runtime
+// SyncAll wakes every lane, for the periodic resync and after a runtime
 // outage.
-func (p *podWorkers) syncAll() {
+func (p *Workers) SyncAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.workers {
@@ -342,25 +403,30 @@ func (p *podWorkers) syncAll() {
 	}
 }
 
-// hold records a pod found running at start-up as the holder of its full
-// name, so a new UID of that name waits for it.
-func (p *podWorkers) hold(name, namespace string, uid types.UID) {
+// Hold records each pod found in the runtime at start-up that is not
+// terminated (Terminated) as the holder of its full name, so a new UID of
+// that name waits for it.
+func (p *Workers) Hold(pods map[types.UID]*podplan.PodStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gate.hold(podspec.JoinFullName(name, namespace), uid)
+	for uid, st := range pods {
+		if done, _ := Terminated(st); !done {
+			p.gate.hold(podspec.JoinFullName(st.Name, st.Namespace), uid)
+		}
+	}
 }
 
-// known reports whether a lane exists for uid.
-func (p *podWorkers) known(uid types.UID) bool {
+// Known reports whether a lane exists for uid.
+func (p *Workers) Known(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, ok := p.workers[uid]
 	return ok
 }
 
-// count returns the number of lanes, and how many of them are not being
+// Count returns the number of lanes, and how many of them are not being
 // terminated (the pods counted against max-pods).
-func (p *podWorkers) count() (all, active int) {
+func (p *Workers) Count() (all, active int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.workers {
@@ -372,9 +438,9 @@ func (p *podWorkers) count() (all, active int) {
 }
 
 // wait blocks until every lane's goroutine has returned after ctx is done.
-func (p *podWorkers) wait() { p.wg.Wait() }
+func (p *Workers) wait() { p.wg.Wait() }
 
-func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
+func (p *Workers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
 	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: podspec.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
 	p.seen++
 	w.seq = p.seen
@@ -394,7 +460,7 @@ func (p *podWorkers) startWorkerLocked(uid types.UID, name, namespace string, po
 	return w
 }
 
-func (p *podWorkers) wakeLocked(w *podWorker) {
+func (p *Workers) wakeLocked(w *podWorker) {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -403,7 +469,7 @@ func (p *podWorkers) wakeLocked(w *podWorker) {
 
 // requeue wakes w after d, replacing an earlier pending requeue so a lane
 // has at most one timer.
-func (p *podWorkers) requeue(w *podWorker, d time.Duration) {
+func (p *Workers) requeue(w *podWorker, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w.timer != nil {
@@ -417,7 +483,7 @@ func (p *podWorkers) requeue(w *podWorker, d time.Duration) {
 }
 
 // run is the lane's goroutine: one step per wake-up until the pod is gone.
-func (p *podWorkers) run(w *podWorker) {
+func (p *Workers) run(w *podWorker) {
 	defer p.wg.Done()
 	for {
 		select {
@@ -437,7 +503,7 @@ func (p *podWorkers) run(w *podWorker) {
 }
 
 // step does one unit of work for w and reports whether the lane is finished.
-func (p *podWorkers) step(w *podWorker) bool {
+func (p *Workers) step(w *podWorker) bool {
 	p.mu.Lock()
 	if w.terminate && w.state == stateSyncing {
 		w.state = stateTerminating
@@ -458,7 +524,7 @@ func (p *podWorkers) step(w *podWorker) bool {
 				msg += ": " + hw.holding
 			}
 			p.mu.Unlock()
-			p.status.set(pod, pendingStatus(pod, "WaitingForPreviousPod", msg, p.clock.Now()))
+			p.status.Set(pod, PendingStatus(pod, "WaitingForPreviousPod", msg, p.clock.Now()))
 			return false
 		}
 		w.started = true
@@ -501,7 +567,7 @@ func warnUnlessUnreachable(log *slog.Logger, msg string, err error) {
 	log.Warn(msg, "err", err)
 }
 
-func (p *podWorkers) observeStep(op string, began time.Time) {
+func (p *Workers) observeStep(op string, began time.Time) {
 	if p.metrics != nil {
 		p.metrics.workerDuration.WithLabelValues(op).Observe(p.clock.Since(began).Seconds())
 	}
@@ -511,7 +577,7 @@ func (p *podWorkers) observeStep(op string, began time.Time) {
 // obs is the lane's latest observation, taken at obsAt, by the lane itself
 // when obsOwn; it is used instead of a runtime call when it is known to
 // follow the worker's last change of the runtime.
-func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
+func (p *Workers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, startTime time.Time) {
 	log := p.log.With("pod", pod.Name, "namespace", pod.Namespace, "uid", pod.UID)
 	status, ok := p.currentStatus(w, obs, obsAt, obsOwn, log)
 	if !ok {
@@ -525,7 +591,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obs
 	if !p.takeStartSlot(w, pod, status, start) {
 		return
 	}
-	res := p.rt.SyncPod(p.ctx, pod, status, kuberuntime.SyncOptions{Actions: &actions, BeforePostStart: func() { p.startDone(w.uid) }})
+	res := p.rt.SyncPod(p.ctx, pod, status, kuberuntime.SyncOptions{Actions: &actions, BeforePostStart: func() { p.StartDone(w.uid) }})
 	if start {
 		p.mu.Lock()
 		p.releaseStartLocked(w, res.Error() == nil)
@@ -541,7 +607,7 @@ func (p *podWorkers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obs
 }
 
 // health is the probes' verdicts for a plan; nil without probes.
-func (p *podWorkers) health() podplan.ContainerHealth {
+func (p *Workers) health() podplan.ContainerHealth {
 	if p.probes == nil {
 		return nil
 	}
@@ -552,7 +618,7 @@ func (p *podWorkers) health() podplan.ContainerHealth {
 // lane's observation when it follows the worker's last change of the
 // runtime, else a fresh read, kept as the observation. A failed read drops
 // the pod's start rank and requeues the lane; ok is false then.
-func (p *podWorkers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*podplan.PodStatus, bool) {
+func (p *Workers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*podplan.PodStatus, bool) {
 	if obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
 		return obs, true
 	}
@@ -577,7 +643,7 @@ func (p *podWorkers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt t
 // takeStartSlot takes the start slots of a sync that starts a sandbox
 // (start), and reports whether the sync may go on; a sync that starts none
 // withdraws the pod from the start queue and goes on at once.
-func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *podplan.PodStatus, start bool) bool {
+func (p *Workers) takeStartSlot(w *podWorker, pod *v1.Pod, status *podplan.PodStatus, start bool) bool {
 	if start {
 		return p.acquireStart(w, pod, status)
 	}
@@ -590,7 +656,7 @@ func (p *podWorkers) takeStartSlot(w *podWorker, pod *v1.Pod, status *podplan.Po
 // reread reads the pod's status after a sync acted, keeping it as the
 // lane's observation; on a failed read the status the sync began from
 // stands.
-func (p *podWorkers) reread(w *podWorker, status *podplan.PodStatus) *podplan.PodStatus {
+func (p *Workers) reread(w *podWorker, status *podplan.PodStatus) *podplan.PodStatus {
 	w.lastActed = p.clock.Now()
 	fresh, err := p.rt.PodStatus(p.ctx, w.uid)
 	if err != nil {
@@ -614,7 +680,7 @@ func logSyncError(ctx context.Context, log *slog.Logger, res kuberuntime.SyncRes
 // syncedStatus builds the pod's status after a sync: the runtime's state,
 // why containers wait, and the probes' readiness (fed the runtime status
 // first).
-func (p *podWorkers) syncedStatus(pod *v1.Pod, status *podplan.PodStatus, res kuberuntime.SyncResult, startTime time.Time) v1.PodStatus {
+func (p *Workers) syncedStatus(pod *v1.Pod, status *podplan.PodStatus, res kuberuntime.SyncResult, startTime time.Time) v1.PodStatus {
 	waiting := map[string]waitReason{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if e := res.Waiting(c.Name); e != nil {
@@ -634,13 +700,13 @@ func (p *podWorkers) syncedStatus(pod *v1.Pod, status *podplan.PodStatus, res ku
 
 // publish hands a synced pod's status to the rollback tracker, then to the
 // status store, and counts the sync and the pod's first time Running.
-func (p *podWorkers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res kuberuntime.SyncResult, startTime time.Time) {
+func (p *Workers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res kuberuntime.SyncResult, startTime time.Time) {
 	// The rollback tracker hears of a status before readers can see it:
 	// whoever sees a pod Ready may count on its trial having begun.
 	if p.onStatus != nil {
 		p.onStatus(pod, st, startTime)
 	}
-	p.status.set(pod, st)
+	p.status.Set(pod, st)
 	if p.metrics == nil {
 		return
 	}
@@ -653,7 +719,7 @@ func (p *podWorkers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res kub
 
 // scheduleNext moves a pod that reached a terminal phase to terminating,
 // or requeues the lane when the sync asked to be retried.
-func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res kuberuntime.SyncResult, log *slog.Logger) {
+func (p *Workers) scheduleNext(w *podWorker, st v1.PodStatus, res kuberuntime.SyncResult, log *slog.Logger) {
 	switch {
 	case st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed:
 		log.Info("pod reached a terminal phase", "phase", st.Phase)
@@ -673,7 +739,7 @@ func (p *podWorkers) scheduleNext(w *podWorker, st v1.PodStatus, res kuberuntime
 // its place in the queue) and keeps status as the lane's observation, so
 // the sync that follows the grant starts from it instead of reading the
 // runtime again.
-func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *podplan.PodStatus) bool {
+func (p *Workers) acquireStart(w *podWorker, pod *v1.Pod, status *podplan.PodStatus) bool {
 	p.mu.Lock()
 	granted := p.starts.acquire(w.uid, w.priority, w.seq, startSlots(status))
 	p.reportStartsLocked()
@@ -692,21 +758,21 @@ func (p *podWorkers) acquireStart(w *podWorker, pod *v1.Pod, status *podplan.Pod
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		waiting[c.Name] = waitReason{Reason: "ContainerCreating", Message: msg}
 	}
-	p.status.set(pod, buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}))
+	p.status.Set(pod, buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}))
 	return false
 }
 
-// holdStarts grants no start slot until releaseStarts: the sync loop
+// HoldStarts grants no start slot until releaseStarts: the sync loop
 // holds them while it hands over a batch of pods.
-func (p *podWorkers) holdStarts() {
+func (p *Workers) HoldStarts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starts.held = true
 }
 
-// releaseStarts grants start slots again, best ranked first, and wakes
+// ReleaseStarts grants start slots again, best ranked first, and wakes
 // the lanes whose turn it is.
-func (p *podWorkers) releaseStarts() {
+func (p *Workers) ReleaseStarts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.starts.held {
@@ -716,10 +782,10 @@ func (p *podWorkers) releaseStarts() {
 	p.wakeStartsLocked()
 }
 
-// startDone gives back uid's start slot once its first container runs and
+// StartDone gives back uid's start slot once its first container runs and
 // a postStart hook is about to run: the hook is the pod's own business and
 // may take long; the start it follows was a success.
-func (p *podWorkers) startDone(uid types.UID) {
+func (p *Workers) StartDone(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w, ok := p.workers[uid]; ok {
@@ -730,7 +796,7 @@ func (p *podWorkers) startDone(uid types.UID) {
 // releaseStartLocked gives back w's start slot, or withdraws it from the
 // start queue, and wakes the lanes whose turn it now is. observe feeds a
 // completed start's latency to the adaptive limit.
-func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
+func (p *Workers) releaseStartLocked(w *podWorker, observe bool) {
 	was := p.starts.limit.current()
 	p.starts.release(w.uid, observe)
 	if now := p.starts.limit.current(); now != was {
@@ -742,7 +808,7 @@ func (p *podWorkers) releaseStartLocked(w *podWorker, observe bool) {
 
 // reportStartsLocked sets the start queue's gauges (metrics.go) after a
 // change of it; without metrics (tests of the lanes alone) it does nothing.
-func (p *podWorkers) reportStartsLocked() {
+func (p *Workers) reportStartsLocked() {
 	if p.metrics == nil {
 		return
 	}
@@ -754,7 +820,7 @@ func (p *podWorkers) reportStartsLocked() {
 // wakeStartsLocked wakes the lanes whose turn to start it now is, and,
 // while lanes wait only because a critical pod starts alone, wakes the
 // queue again once that time is up: nothing else would.
-func (p *podWorkers) wakeStartsLocked() {
+func (p *Workers) wakeStartsLocked() {
 	for _, uid := range p.starts.wakeable() {
 		p.wakeUIDLocked(uid)
 	}
@@ -776,7 +842,7 @@ func (p *podWorkers) wakeStartsLocked() {
 // stays taken, the waiting pod says why, and the lane retries with
 // back-off: a failed stop or removal, a start still in flight, or an
 // unreadable status never lets the next UID through.
-func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
+func (p *Workers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
 	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	if p.probes != nil {
 		p.probes.RemovePod(w.uid)
@@ -795,7 +861,7 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 	var why string
 	if err != nil {
 		why = "cannot read its state: " + oneLine(err)
-	} else if done, why = terminated(status); !done && killErr != nil {
+	} else if done, why = Terminated(status); !done && killErr != nil {
 		why += ": " + oneLine(killErr)
 	}
 	if !done {
@@ -825,14 +891,14 @@ func (p *podWorkers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove b
 		return p.finish(w, status)
 	}
 	st := buildPodStatus(statusInput{pod: pod, runtime: status, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
-	p.status.set(pod, st)
+	p.status.Set(pod, st)
 	log.Info("pod terminated", "phase", st.Phase)
 	return false
 }
 
 // holdName records why w still holds its full name and wakes the pods
 // waiting for it, so their status says so.
-func (p *podWorkers) holdName(w *podWorker, why string) {
+func (p *Workers) holdName(w *podWorker, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w.holding == why {
@@ -851,7 +917,7 @@ func oneLine(err error) string {
 
 // finish removes a stopped pod's runtime objects and directory and closes
 // the lane. status may be nil when the caller has not just read it.
-func (p *podWorkers) finish(w *podWorker, status *podplan.PodStatus) bool {
+func (p *Workers) finish(w *podWorker, status *podplan.PodStatus) bool {
 	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	var err error
 	if status == nil {
@@ -877,7 +943,7 @@ func (p *podWorkers) finish(w *podWorker, status *podplan.PodStatus) bool {
 	if err := p.rt.CleanupPodDir(w.uid); err != nil {
 		log.Warn("remove pod directory", "err", err)
 	}
-	p.status.delete(w.uid)
+	p.status.Delete(w.uid)
 	p.mu.Lock()
 	back := w.readd != nil
 	p.endLaneLocked(w)
@@ -899,7 +965,7 @@ func (p *podWorkers) finish(w *podWorker, status *podplan.PodStatus) bool {
 // runtime that refuses for good must not keep the pod down. The pod's
 // directory stays, for the new run; the garbage collector removes the old
 // sandboxes once the runtime lets it. It reports whether it handed over.
-func (p *podWorkers) handOver(w *podWorker, log *slog.Logger, removeErr error) bool {
+func (p *Workers) handOver(w *podWorker, log *slog.Logger, removeErr error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	readd := w.readd
@@ -907,14 +973,14 @@ func (p *podWorkers) handOver(w *podWorker, log *slog.Logger, removeErr error) b
 		return false
 	}
 	warnUnlessUnreachable(log, "remove pod; it is back, and its new run takes over what is left", removeErr)
-	p.status.delete(w.uid)
+	p.status.Delete(w.uid)
 	p.endLaneLocked(w)
 	return true
 }
 
 // endLaneLocked forgets w's lane and starts the lane of the pod added back
 // meanwhile, if any.
-func (p *podWorkers) endLaneLocked(w *podWorker) {
+func (p *Workers) endLaneLocked(w *podWorker) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -924,19 +990,19 @@ func (p *podWorkers) endLaneLocked(w *podWorker) {
 	}
 }
 
-// finishedSince reports whether the lane of uid removed its pod at or after
+// FinishedSince reports whether the lane of uid removed its pod at or after
 // t: a relist taken before then may still show the pod, which is then no
 // orphan but a leftover of a stale snapshot.
-func (p *podWorkers) finishedSince(uid types.UID, t time.Time) bool {
+func (p *Workers) FinishedSince(uid types.UID, t time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	at, ok := p.finished[uid]
 	return ok && !at.Before(t)
 }
 
-// forgetFinished drops records of lanes finished before t, so the record
+// ForgetFinished drops records of lanes finished before t, so the record
 // does not grow over years of pod churn.
-func (p *podWorkers) forgetFinished(t time.Time) {
+func (p *Workers) ForgetFinished(t time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for uid, at := range p.finished {
@@ -946,7 +1012,7 @@ func (p *podWorkers) forgetFinished(t time.Time) {
 	}
 }
 
-func (p *podWorkers) wakeUIDLocked(uid types.UID) {
+func (p *Workers) wakeUIDLocked(uid types.UID) {
 	if uid == "" {
 		return
 	}
@@ -955,11 +1021,29 @@ func (p *podWorkers) wakeUIDLocked(uid types.UID) {
 	}
 }
 
-// pendingStatus is the status of a pod that berth holds back on purpose.
-func pendingStatus(pod *v1.Pod, reason, message string, now time.Time) v1.PodStatus {
+// PendingStatus is the status of a pod that berth holds back on purpose.
+func PendingStatus(pod *v1.Pod, reason, message string, now time.Time) v1.PodStatus {
 	st := buildPodStatus(statusInput{pod: pod, now: now})
 	st.Phase = v1.PodPending
 	st.Reason = reason
 	st.Message = message
 	return st
+}
+
+// Fingerprint captures what makes a pod's runtime state different for its
+// worker: the set of sandboxes and containers and their states. A relist
+// hands a pod it no longer finds as nil: nothing, an empty fingerprint.
+func Fingerprint(st *podplan.PodStatus) string {
+	if st == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(st.Sandboxes)+len(st.Containers))
+	for _, s := range st.Sandboxes {
+		parts = append(parts, "s:"+s.ID+":"+string(s.State))
+	}
+	for _, c := range st.Containers {
+		parts = append(parts, "c:"+c.ID+":"+string(c.State))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }

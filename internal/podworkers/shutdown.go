@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	v1 "k8s.io/api/core/v1"
@@ -6,7 +6,7 @@ import (
 )
 
 // ActivePods lists the desired pods of lanes still syncing.
-func (p *podWorkers) ActivePods() []*v1.Pod {
+func (p *Workers) ActivePods() []*v1.Pod {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*v1.Pod
@@ -21,7 +21,7 @@ func (p *podWorkers) ActivePods() []*v1.Pod {
 // Shutdown asks the pod's lane to stop it with grace seconds and keep it
 // stopped: its runtime objects stay, and the next berth (after the
 // reboot) starts it again from its manifest.
-func (p *podWorkers) Shutdown(uid types.UID, grace int64) {
+func (p *Workers) Shutdown(uid types.UID, grace int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]
@@ -35,7 +35,7 @@ func (p *podWorkers) Shutdown(uid types.UID, grace int64) {
 
 // Stopped reports whether the lane of uid finished stopping its pod (or
 // is gone).
-func (p *podWorkers) Stopped(uid types.UID) bool {
+func (p *Workers) Stopped(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.workers[uid]

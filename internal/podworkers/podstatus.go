@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // waitReason is why a container is not running although it should be, as
@@ -272,7 +273,7 @@ func podConditions(pod *v1.Pod, st v1.PodStatus, now time.Time) []v1.PodConditio
 		initialized,
 		ready,
 		podReady,
-		manifestCondition(nil, now),
+		ManifestCondition(nil, now),
 	}
 }
 
@@ -300,4 +301,31 @@ func qosClass(pod *v1.Pod) v1.PodQOSClass {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable
+}
+
+// ConditionManifestValid says whether the manifest a pod comes from is
+// currently valid. It is False, with the problem's reason and its
+// FILE:LINE: FIELD: MESSAGE, while a broken edit keeps the pod on its last
+// good version, so /pods (what monitoring reads) shows what /problems knows.
+//
+// Every pod carries it, True when the manifest is fine: Kubernetes API
+// conventions want a condition present with an explicit status rather than
+// absent, so a reader can tell "valid" from "berth does not say" (an older
+// berth) and alert on status != True alone, as on Ready.
+const ConditionManifestValid v1.PodConditionType = "berth.io/ManifestValid"
+
+// ManifestCondition renders a pod's manifest problems as its
+// ConditionManifestValid: the first problem's reason (problems come ordered
+// by file and line), and every problem as FILE:LINE: FIELD: MESSAGE.
+func ManifestCondition(problems []podspec.Problem, now time.Time) v1.PodCondition {
+	c := v1.PodCondition{Type: ConditionManifestValid, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}
+	if len(problems) == 0 {
+		return c
+	}
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.Error()
+	}
+	c.Status, c.Reason, c.Message = v1.ConditionFalse, problems[0].Reason, strings.Join(msgs, "; ")
+	return c
 }

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"context"
@@ -18,9 +18,10 @@ import (
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
-// gatedRuntime is a podRuntime whose SyncPod of a pod without a sandbox
+// gatedRuntime is a Runtime whose SyncPod of a pod without a sandbox
 // reports itself on entered and waits for proceed: the test decides when
 // each start ends. A started pod has a ready sandbox, so its later syncs
 // are no starts.
@@ -107,28 +108,28 @@ func (g *gatedRuntime) wasKilled(uid types.UID) bool {
 
 // oneSlotWorkers builds lanes over rt with a single start slot, so the
 // order and the waits show; cancel stops them.
-func oneSlotWorkers(rt podRuntime) (*podWorkers, context.CancelFunc) {
+func oneSlotWorkers(rt Runtime) (*Workers, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return newTestWorkersWith(ctx, workerOptions{rt: rt, maxStarts: 1}), cancel
 }
 
 func startPod(uid types.UID, priority int32) *v1.Pod {
-	p := stubPod(uid, string(uid), "1")
+	p := podtest.Stub(uid, string(uid), "1")
 	p.Spec.Priority = &priority
 	return p
 }
 
 // waitingForSlot reports whether uid's status shows its containers
 // waiting for a start slot.
-func waitingForSlot(w *podWorkers, uid types.UID) bool {
+func waitingForSlot(w *Workers, uid types.UID) bool {
 	return strings.Contains(waitingMessage(w, uid), "waiting for a pod start slot")
 }
 
 // waitingMessage is the message of uid's first container while its status
 // shows it ContainerCreating, else "". One read of the status: a second
 // one could find it not yet recorded, or already replaced.
-func waitingMessage(w *podWorkers, uid types.UID) string {
-	p := w.status.get(uid)
+func waitingMessage(w *Workers, uid types.UID) string {
+	p := w.status.Get(uid)
 	if p == nil || len(p.Status.ContainerStatuses) == 0 {
 		return ""
 	}
@@ -151,18 +152,18 @@ func TestPodWorkersStartOrder(t *testing.T) {
 		rt.hold = map[types.UID]chan struct{}{"first": first}
 		w, cancel := oneSlotWorkers(rt)
 
-		w.update(startPod("first", 0))
+		w.Update(startPod("first", 0))
 		if got := <-rt.entered; got != "first" {
 			t.Fatalf("first start = %s", got)
 		}
 		batch := []*v1.Pod{startPod("low-a", 0), startPod("low-b", 0), startPod("cluster", 2000000000), startPod("negative", -10), startPod("node", 2000001000), startPod("low-c", 0)}
 		// The sync loop holds the starts while it hands over a batch, so
 		// every pod of it ranks before the first lane of it may start.
-		w.holdStarts()
+		w.HoldStarts()
 		for _, p := range batch {
-			w.update(p)
+			w.Update(p)
 		}
-		w.releaseStarts()
+		w.ReleaseStarts()
 		if got := <-rt.entered; got != "node" {
 			t.Fatalf("second start = %s, want the node-critical pod beside the regular one", got)
 		}
@@ -196,7 +197,7 @@ func TestPodWorkersStartGauges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newGatedRuntime()
 		w, cancel := oneSlotWorkers(rt)
-		m := newMetrics(prometheus.NewRegistry(), nil)
+		m := newMetrics(prometheus.NewRegistry())
 		w.metrics = m
 		gauges := func(inflight, queued float64) func() bool {
 			return func() bool {
@@ -204,11 +205,11 @@ func TestPodWorkersStartGauges(t *testing.T) {
 			}
 		}
 
-		w.update(startPod("first", 0))
+		w.Update(startPod("first", 0))
 		<-rt.entered
 		waitUntil(t, "one start in flight, none queued", gauges(1, 0))
-		w.update(startPod("second", 0))
-		w.update(startPod("third", 0))
+		w.Update(startPod("second", 0))
+		w.Update(startPod("third", 0))
 		waitUntil(t, "one start in flight, two queued", gauges(1, 2))
 		for _, next := range []types.UID{"second", "third"} {
 			rt.proceed <- struct{}{}
@@ -237,13 +238,13 @@ func TestPodWorkersDeadSandboxTakesTwoSlots(t *testing.T) {
 		w.starts = newStartQueue(w.clock, newStartLimit(4))
 
 		for _, uid := range []types.UID{"dead-a", "dead-b"} {
-			w.update(startPod(uid, 0))
+			w.Update(startPod(uid, 0))
 			if got := <-rt.entered; got != uid {
 				t.Fatalf("start = %s, want %s", got, uid)
 			}
 		}
-		w.update(startPod("dead-c", 0))
-		w.update(startPod("new", 0))
+		w.Update(startPod("dead-c", 0))
+		w.Update(startPod("new", 0))
 		waitUntil(t, "dead-c and new waiting, dead-c told the two starts in flight take four slots", func() bool {
 			return strings.Contains(waitingMessage(w, "dead-c"), "2 pod starts in flight (limit 4), 0 pods ahead") &&
 				strings.Contains(waitingMessage(w, "dead-c"), "the starts in flight take 4 slots") && waitingForSlot(w, "new")
@@ -277,17 +278,17 @@ func TestPodWorkersCriticalStartsAlone(t *testing.T) {
 		rt.hold = map[types.UID]chan struct{}{"crit": crit}
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
-		clk := w.clock.(asyncClock)
+		clk := w.clock.(podtest.AsyncClock)
 
-		w.update(startPod("crit", 2000001000))
+		w.Update(startPod("crit", 2000001000))
 		<-rt.entered
-		w.update(startPod("regular", 0))
+		w.Update(startPod("regular", 0))
 		waitUntil(t, "the regular pod waiting for the critical start, with a timer to wake it", func() bool {
 			return strings.Contains(waitingMessage(w, "regular"), "a critical pod is starting, alone") && clk.Waiters() == 1
 		})
-		fired := clk.fired.Load()
+		fired := clk.Fired.Load()
 		clk.Step(criticalSoloDefault - time.Millisecond)
-		if clk.fired.Load() != fired || clk.Waiters() != 1 {
+		if clk.Fired.Load() != fired || clk.Waiters() != 1 {
 			t.Fatalf("the wake fired %s into the critical start, before its solo time was up", criticalSoloDefault-time.Millisecond)
 		}
 		clk.Step(time.Millisecond)
@@ -309,9 +310,9 @@ func TestPodWorkersPostStartFreesSlot(t *testing.T) {
 	w, cancel := oneSlotWorkers(rt)
 	rt.postStart = true
 
-	w.update(startPod("hooked", 0))
+	w.Update(startPod("hooked", 0))
 	<-rt.entered
-	w.update(startPod("next", 0))
+	w.Update(startPod("next", 0))
 	if got := <-rt.entered; got != "next" {
 		t.Fatalf("second start = %s", got)
 	}
@@ -329,8 +330,8 @@ func TestPodWorkersUnreadablePodKeepsNoRank(t *testing.T) {
 	rt.unreadable = map[types.UID]bool{"broken": true}
 	w, cancel := oneSlotWorkers(rt)
 
-	w.update(startPod("broken", 2000001000))
-	w.update(startPod("fine", 0))
+	w.Update(startPod("broken", 2000001000))
+	w.Update(startPod("fine", 0))
 	select {
 	case got := <-rt.entered:
 		if got != "fine" {
@@ -352,7 +353,7 @@ func TestPodWorkersStopsIgnoreStartLimit(t *testing.T) {
 		rt := newGatedRuntime()
 		w, cancel := oneSlotWorkers(rt)
 
-		w.update(startPod("running", 0))
+		w.Update(startPod("running", 0))
 		<-rt.entered
 		rt.proceed <- struct{}{}
 		waitUntil(t, "the first pod started", func() bool {
@@ -360,16 +361,16 @@ func TestPodWorkersStopsIgnoreStartLimit(t *testing.T) {
 			defer rt.mu.Unlock()
 			return rt.ready["running"]
 		})
-		w.update(startPod("stuck", 0))
+		w.Update(startPod("stuck", 0))
 		<-rt.entered // holds the only slot from now on
-		w.update(startPod("waiting", 0))
+		w.Update(startPod("waiting", 0))
 		waitUntil(t, "a pod waiting for the slot", func() bool { return waitingForSlot(w, "waiting") })
 
-		w.update(startPod("running", 0)) // a resync of the running pod is no start
-		w.remove("running", nil)
-		waitUntil(t, "the running pod stopped and its lane closed", func() bool { return rt.wasKilled("running") && !w.known("running") })
-		w.remove("waiting", nil)
-		waitUntil(t, "the waiting pod gone", func() bool { return !w.known("waiting") })
+		w.Update(startPod("running", 0)) // a resync of the running pod is no start
+		w.Remove("running", nil)
+		waitUntil(t, "the running pod stopped and its lane closed", func() bool { return rt.wasKilled("running") && !w.Known("running") })
+		w.Remove("waiting", nil)
+		waitUntil(t, "the waiting pod gone", func() bool { return !w.Known("waiting") })
 		if rt.wasKilled("stuck") {
 			t.Error("the pod whose start is in flight was killed")
 		}

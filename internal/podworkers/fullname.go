@@ -1,8 +1,4 @@
-// Package agent is berth's one reconcile loop and what hangs off it: the sync
-// loop, pod workers, termination, static-pod exclusivity, pod status, orphan
-// cleanup, health and sd_notify. It wires manifest (desired state) to kuberuntime
-// (the runtime).
-package agent
+package podworkers
 
 import "k8s.io/apimachinery/pkg/types"
 
@@ -40,7 +36,7 @@ func (g *fullNameGate) tryStart(fullName string, uid types.UID) bool {
 	return true
 }
 
-// hold marks uid as the started holder of fullName without queueing, for pods
+// Hold marks uid as the started holder of fullName without queueing, for pods
 // found already running in the runtime at start-up (adoption, orphans).
 // It returns false if another UID already holds the name.
 func (g *fullNameGate) hold(fullName string, uid types.UID) bool {

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"context"
@@ -18,9 +18,10 @@ import (
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
-// stubRuntime is an instant in-memory podRuntime that records the pods
+// stubRuntime is an instant in-memory Runtime that records the pods
 // SyncPod was given; a non-nil block makes SyncPod wait on it once.
 type stubRuntime struct {
 	mu      sync.Mutex // guards the fields below
@@ -119,19 +120,19 @@ func stubPod(uid types.UID, name, version string) *v1.Pod {
 	}
 }
 
-func newTestWorkers(ctx context.Context, rt podRuntime) *podWorkers {
+func newTestWorkers(ctx context.Context, rt Runtime) *Workers {
 	return newTestWorkersWith(ctx, workerOptions{rt: rt})
 }
 
 // newTestWorkersWith builds lanes from opts, with the test clock, status
 // store, host IP, logger and four start slots where opts leaves them zero;
 // they stop with ctx.
-func newTestWorkersWith(ctx context.Context, opts workerOptions) *podWorkers {
+func newTestWorkersWith(ctx context.Context, opts workerOptions) *Workers {
 	if opts.clock == nil {
-		opts.clock = newAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+		opts.clock = podtest.NewAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	}
 	if opts.status == nil {
-		opts.status = newStatusStore()
+		opts.status = NewStatusStore()
 	}
 	if opts.hostIP == "" {
 		opts.hostIP = "192.0.2.10"
@@ -142,8 +143,8 @@ func newTestWorkersWith(ctx context.Context, opts workerOptions) *podWorkers {
 	if opts.log == nil {
 		opts.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	w := newPodWorkers(opts)
-	context.AfterFunc(ctx, w.stop)
+	w := newWorkers(opts)
+	context.AfterFunc(ctx, w.cancel)
 	return w
 }
 
@@ -167,10 +168,10 @@ func TestPodWorkersLatestUpdateWins(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
 
-		w.update(stubPod("u1", "web", "1"))
+		w.Update(stubPod("u1", "web", "1"))
 		<-rt.entered
 		for _, v := range []string{"2", "3", "4"} {
-			w.update(stubPod("u1", "web", v))
+			w.Update(stubPod("u1", "web", v))
 		}
 		close(release)
 		waitUntil(t, "the latest update synced", func() bool {
@@ -197,11 +198,11 @@ func TestPodWorkersLanesRunConcurrently(t *testing.T) {
 		release := rt.block
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
-		w.update(stubPod("slow", "slow", "1"))
+		w.Update(stubPod("slow", "slow", "1"))
 		<-rt.entered
-		w.update(stubPod("fast", "fast", "1"))
+		w.Update(stubPod("fast", "fast", "1"))
 		waitUntil(t, "another pod synced while the first is blocked", func() bool {
-			return w.status.get("fast") != nil
+			return w.status.Get("fast") != nil
 		})
 		close(release)
 		cancel()
@@ -218,15 +219,15 @@ func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 		const cycles = 3000
 		for i := range cycles {
 			uid := types.UID("uid-" + string(rune('a'+i%26)) + time.Duration(i).String())
-			w.update(stubPod(uid, "web", "1"))
-			w.remove(uid, nil)
+			w.Update(stubPod(uid, "web", "1"))
+			w.Remove(uid, nil)
 		}
-		waitUntil(t, "every lane closed", func() bool { all, _ := w.count(); return all == 0 })
+		waitUntil(t, "every lane closed", func() bool { all, _ := w.Count(); return all == 0 })
 		w.mu.Lock()
 		gateState := len(w.gate.started) + len(w.gate.waiting)
 		w.mu.Unlock()
-		if gateState != 0 || len(w.status.list()) != 0 {
-			t.Errorf("after %d add/remove cycles: gate entries %d, statuses %d; want 0", cycles, gateState, len(w.status.list()))
+		if gateState != 0 || len(w.status.List()) != 0 {
+			t.Errorf("after %d add/remove cycles: gate entries %d, statuses %d; want 0", cycles, gateState, len(w.status.List()))
 		}
 		rt.mu.Lock()
 		live := len(rt.live)
@@ -234,7 +235,7 @@ func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 		if live != 0 {
 			t.Errorf("%d pods left in the runtime", live)
 		}
-		w.forgetFinished(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+		w.ForgetFinished(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 		if len(w.finished) != 0 {
 			t.Errorf("finished records not forgotten: %d", len(w.finished))
 		}
@@ -255,13 +256,13 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 		rt.syncErr = errors.New("create container: boom")
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
-		clk := w.clock.(asyncClock)
-		w.update(stubPod("u1", "web", "1"))
+		clk := w.clock.(podtest.AsyncClock)
+		w.Update(stubPod("u1", "web", "1"))
 		for i := 1; i <= 3; i++ {
 			waitUntil(t, "the failed sync and its retry timer", func() bool { return rt.syncs() == i && clk.Waiters() == 1 })
-			fired := clk.fired.Load()
+			fired := clk.Fired.Load()
 			clk.Step(w.retryAfterError - time.Millisecond)
-			if clk.fired.Load() != fired || rt.syncs() != i {
+			if clk.Fired.Load() != fired || rt.syncs() != i {
 				t.Fatalf("the retry timer fired %s after a failure, want it only at %s", w.retryAfterError-time.Millisecond, w.retryAfterError)
 			}
 			clk.Step(time.Millisecond)
@@ -274,16 +275,16 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 
 // removalRefused runs pod u1, then removes it from a runtime that refuses
 // to remove it. onTerminated, when not nil, is set before any lane runs.
-func removalRefused(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *podWorkers, asyncClock, context.CancelFunc) {
+func removalRefused(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *Workers, podtest.AsyncClock, context.CancelFunc) {
 	t.Helper()
 	rt := newStubRuntime()
 	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
 	ctx, cancel := context.WithCancel(context.Background())
 	w := newTestWorkersWith(ctx, workerOptions{rt: rt, onTerminated: onTerminated})
-	w.update(stubPod("u1", "web", "1"))
+	w.Update(stubPod("u1", "web", "1"))
 	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
-	w.remove("u1", nil)
-	return rt, w, w.clock.(asyncClock), cancel
+	w.Remove("u1", nil)
+	return rt, w, w.clock.(podtest.AsyncClock), cancel
 }
 
 // TestPodWorkersRemoveRetriesBackOff: a runtime that refuses to remove a
@@ -298,9 +299,9 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 		for i, d := range want {
 			d *= time.Second
 			waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == i+1 && clk.Waiters() == 1 })
-			fired := clk.fired.Load()
+			fired := clk.Fired.Load()
 			clk.Step(d - time.Millisecond)
-			if clk.fired.Load() != fired {
+			if clk.Fired.Load() != fired {
 				t.Fatalf("retry %d came before %s", i+1, d)
 			}
 			if i == len(want)-1 {
@@ -320,13 +321,13 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 
 // TestPodWorkersReaddWhileRemovalFails: a pod removed and then added back
 // with the same UID runs again although the runtime still refuses to
-// remove what its stopped run left: its new run takes over.
+// Remove what its stopped run left: its new run takes over.
 func TestPodWorkersReaddWhileRemovalFails(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
 		rt, w, clk, cancel := removalRefused(t, nil)
 		waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
-		w.update(stubPod("u1", "web", "2"))
+		w.Update(stubPod("u1", "web", "2"))
 		clk.Step(time.Second)
 		waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
 		if n := rt.removeCalls(); n != 2 {
@@ -370,7 +371,7 @@ func TestPodWorkersObservationOnlyNewer(t *testing.T) {
 		{"own read replacing a relist handed over after it began is stale", exited, t0.Add(-2 * ms), own, t0, t0.Add(ms), "own", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, w := &podWorkers{}, &podWorker{}
+			p, w := &Workers{}, &podWorker{}
 			// The first read was handed over a moment after it began,
 			// before the next one began, except in the last case.
 			firstRecv := tc.firstAt
@@ -449,7 +450,7 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWorkers(ctx, rt)
 		w.rt = rt
-		w.update(stubPod("u1", "web", "1"))
+		w.Update(stubPod("u1", "web", "1"))
 		waitUntil(t, "the first sync and the lane's read after its action", func() bool {
 			rt.mu.Lock()
 			defer rt.mu.Unlock()
@@ -460,7 +461,7 @@ func TestPodWorkersExitSeenByAnOlderRelist(t *testing.T) {
 		rt.state = podplan.ContainerStateExited
 		exited := rt.status("u1")
 		rt.mu.Unlock()
-		w.observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
+		w.Observe("u1", exited, w.clock.Now().Add(-time.Millisecond))
 
 		waitUntil(t, "a second sync", func() bool { return len(rt.syncsSeen()) == 2 })
 		if got := rt.syncsSeen()[1]; got != podplan.ContainerStateExited {
@@ -482,11 +483,11 @@ func TestPodWorkersReaddedPodKeepsItsEvents(t *testing.T) {
 		told := make(chan types.UID, 4)
 		rt, w, clk, cancel := removalRefused(t, func(uid types.UID) { told <- uid })
 		waitUntil(t, "a failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
-		w.update(stubPod("u1", "web", "2"))
+		w.Update(stubPod("u1", "web", "2"))
 		rt.allowRemoval()
 		clk.Step(time.Second)
 		waitUntil(t, "the pod back and synced", func() bool { return rt.syncedAgain("2") })
-		w.remove("u1", nil)
+		w.Remove("u1", nil)
 		waitUntil(t, "the pod removed for good", func() bool { return rt.removeCalls() == 3 })
 		cancel()
 		w.wait()

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"sync"
@@ -11,10 +11,10 @@ import (
 	"github.com/berth-agent/berth/internal/store"
 )
 
-// statusStore keeps the latest v1.Pod (spec and status) of every pod berth
+// StatusStore keeps the latest v1.Pod (spec and status) of every pod berth
 // knows, for the local API, the CLI, metrics and sd_notify's STATUS line.
 // Pods handed in are never modified afterwards: readers share them.
-type statusStore struct {
+type StatusStore struct {
 	mu   sync.RWMutex // guards pods and deleting
 	pods map[types.UID]*v1.Pod
 	// deleting holds when berth began stopping a removed pod; it is stamped
@@ -32,13 +32,14 @@ type deletion struct {
 	grace *int64
 }
 
-func newStatusStore() *statusStore {
-	return &statusStore{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}, phases: make(chan struct{}, 1)}
+// NewStatusStore returns an empty store.
+func NewStatusStore() *StatusStore {
+	return &StatusStore{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}, phases: make(chan struct{}, 1)}
 }
 
-// set records pod with st as its status. The desired pod itself is shared
+// Set records pod with st as its status. The desired pod itself is shared
 // with the merge store, so a shallow copy carries the status.
-func (s *statusStore) set(pod *v1.Pod, st v1.PodStatus) {
+func (s *StatusStore) Set(pod *v1.Pod, st v1.PodStatus) {
 	cp := *pod
 	cp.Status = st
 	s.mu.Lock()
@@ -53,8 +54,12 @@ func (s *statusStore) set(pod *v1.Pod, st v1.PodStatus) {
 	}
 }
 
+// Phases has a signal when some pod's phase changed, or a pod came or
+// went, since the sync loop last received from it.
+func (s *StatusStore) Phases() <-chan struct{} { return s.phases }
+
 // phaseChanged signals the sync loop without ever blocking a worker.
-func (s *statusStore) phaseChanged() {
+func (s *StatusStore) phaseChanged() {
 	select {
 	case s.phases <- struct{}{}:
 	default:
@@ -63,7 +68,7 @@ func (s *statusStore) phaseChanged() {
 
 // markDeleting records that the pod of uid is being stopped because its
 // source dropped it, with the grace period it gets.
-func (s *statusStore) markDeleting(uid types.UID, at time.Time, grace *int64) {
+func (s *StatusStore) markDeleting(uid types.UID, at time.Time, grace *int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := deletion{at: metav1.NewTime(at), grace: grace}
@@ -75,14 +80,15 @@ func (s *statusStore) markDeleting(uid types.UID, at time.Time, grace *int64) {
 	}
 }
 
-// get returns the pod of uid, or nil.
-func (s *statusStore) get(uid types.UID) *v1.Pod {
+// Get returns the pod of uid, or nil.
+func (s *StatusStore) Get(uid types.UID) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.pods[uid]
 }
 
-func (s *statusStore) delete(uid types.UID) {
+// Delete forgets the pod of uid.
+func (s *StatusStore) Delete(uid types.UID) {
 	s.mu.Lock()
 	_, ok := s.pods[uid]
 	delete(s.pods, uid)
@@ -93,8 +99,8 @@ func (s *statusStore) delete(uid types.UID) {
 	}
 }
 
-// named returns the pods of namespace/name, in no order.
-func (s *statusStore) named(namespace, name string) []*v1.Pod {
+// Named returns the pods of namespace/name, in no order.
+func (s *StatusStore) Named(namespace, name string) []*v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*v1.Pod
@@ -106,9 +112,9 @@ func (s *statusStore) named(namespace, name string) []*v1.Pod {
 	return out
 }
 
-// list returns every pod sorted by namespace and name, then UID, so output
+// List returns every pod sorted by namespace and name, then UID, so output
 // is stable.
-func (s *statusStore) list() []*v1.Pod {
+func (s *StatusStore) List() []*v1.Pod {
 	s.mu.RLock()
 	out := make([]*v1.Pod, 0, len(s.pods))
 	for _, p := range s.pods {

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
-// podRuntime is what the agent needs of the runtime manager. *kuberuntime.Manager
+// Runtime is what the agent needs of the runtime manager. *kuberuntime.Manager
 // implements it; the seam exists so the workers' own tests can count and
 // order calls.
-type podRuntime interface {
+type Runtime interface {
 	// PlanPod decides what SyncPod does for the pod from its status; the
 	// workers ask it whether a sync starts a sandbox (which waits for a
 	// start slot), then hand the same plan to SyncPod.
@@ -27,4 +27,4 @@ type podRuntime interface {
 	ForgetStaleBackoffs()
 }
 
-var _ podRuntime = (*kuberuntime.Manager)(nil)
+var _ Runtime = (*kuberuntime.Manager)(nil)

@@ -1,4 +1,4 @@
-package agent
+package podworkers
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
-// terminated is the full-name exclusivity rule (docs/architecture.md,
+// Terminated is the full-name exclusivity rule (docs/architecture.md,
 // Full-name exclusivity): a pod UID is terminated only when nothing of it can run any
 // more, whatever berth was doing when it was last killed. Every sandbox must
 // be stopped (NOTREADY) or removed, and every container removed or EXITED
@@ -19,7 +19,7 @@ import (
 //
 // When the pod is not terminated, reason names every object that still
 // holds it, for the waiting pod's status and the logs.
-func terminated(status *podplan.PodStatus) (bool, string) {
+func Terminated(status *podplan.PodStatus) (bool, string) {
 	if status == nil {
 		return true, ""
 	}
