@@ -66,7 +66,7 @@ spec:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(apiT0)
+			clk := clocktesting.NewFakeClock(podsT0)
 			store := store.NewWithClock(clk, podspec.SourceFile)
 			web := podtest.Parse(t, "/m/web.yaml", goodWeb)
 			other := podtest.Parse(t, "/m/other.yaml", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}}`)
@@ -83,7 +83,7 @@ spec:
 			}
 			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: podtest.Node}, store, nil, nil)
 			for _, p := range []*v1.Pod{web, other} {
-				a.status.Set(p, v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{podworkers.ManifestCondition(nil, apiT0)}})
+				a.status.Set(p, v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{podworkers.ManifestCondition(nil, podsT0)}})
 			}
 			before := a.status.Get(web.UID).Status.Conditions
 
@@ -116,8 +116,8 @@ spec:
 // TestPodsRefusedManifestConditionFalse checks that a manifest refused
 // before it ever ran carries the condition False as well.
 func TestPodsRefusedManifestConditionFalse(t *testing.T) {
-	b := newAPIBed(t)
-	c := condition(b.agent.Pod("default", "bad-node1"), podworkers.ConditionManifestValid)
+	a := podsAgent(t)
+	c := condition(a.Pod("default", "bad-node1"), podworkers.ConditionManifestValid)
 	if c == nil || c.Status != v1.ConditionFalse || c.Reason != podspec.ReasonInvalid ||
 		c.Message != "/etc/kubernetes/manifests/bad.yaml:7: spec.containers[0].image: Required value" {
 		t.Errorf("refused pod: condition = %+v", c)
@@ -141,13 +141,13 @@ func condition(p *v1.Pod, typ v1.PodConditionType) *v1.PodCondition {
 // of two UIDs sharing a name, a refused manifest, each with its
 // condition; nil for a name nobody has.
 func TestPodIsPodsFirstOfItsName(t *testing.T) {
-	b := newAPIBed(t)
+	a := podsAgent(t)
 	for _, p := range []struct{ uid, name, ns string }{{"uid-b", "web-node1", "default"}, {"uid-a", "web-node1", "default"}, {"uid-c", "web-node1", "other"}, {"uid-d", "db-node1", "default"}} {
 		pod := podtest.Stub(types.UID(p.uid), p.name, "1")
 		pod.Namespace = p.ns
-		b.agent.status.Set(pod, v1.PodStatus{Phase: v1.PodRunning})
+		a.status.Set(pod, v1.PodStatus{Phase: v1.PodRunning})
 	}
-	all := b.agent.Pods()
+	all := a.Pods()
 	for _, q := range []struct{ ns, name string }{{"default", "web-node1"}, {"other", "web-node1"}, {"default", "db-node1"}, {"default", "bad-node1"}, {"default", "nobody"}} {
 		var want *v1.Pod
 		for _, p := range all {
@@ -156,11 +156,11 @@ func TestPodIsPodsFirstOfItsName(t *testing.T) {
 				break
 			}
 		}
-		if got := b.agent.Pod(q.ns, q.name); !equality.Semantic.DeepEqual(got, want) {
+		if got := a.Pod(q.ns, q.name); !equality.Semantic.DeepEqual(got, want) {
 			t.Errorf("Pod(%s, %s) = %+v, want %+v", q.ns, q.name, got, want)
 		}
 	}
-	if got := b.agent.Pod("default", "web-node1"); got == nil || got.UID != "uid-a" {
+	if got := a.Pod("default", "web-node1"); got == nil || got.UID != "uid-a" {
 		t.Errorf("Pod(default, web-node1) = %v, want the pod of uid-a, first by UID", got)
 	}
 }

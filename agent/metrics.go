@@ -91,7 +91,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.GaugeValue, float64(n), r)
 	}
 	problems := map[[2]string]int{}
-	for _, p := range c.agent.problems() {
+	for _, p := range c.agent.Problems() {
 		problems[[2]string{p.Source, p.Reason}]++
 	}
 	for k, n := range problems {

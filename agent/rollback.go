@@ -76,7 +76,7 @@ func (a *Agent) desiredPods() []*v1.Pod {
 	return pods
 }
 
-// problems are the sources' manifest problems and the failed versions.
-func (a *Agent) problems() []podspec.Problem {
+// Problems are the sources' manifest problems and the failed versions.
+func (a *Agent) Problems() []podspec.Problem {
 	return append(a.store.Problems(), a.rollback.Problems()...)
 }

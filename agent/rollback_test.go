@@ -42,7 +42,7 @@ func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 		if v := h.rt.exclusivityViolations(); len(v) > 0 {
 			t.Fatalf("two versions ran at once: %v", v)
 		}
-		probs := h.agent.problems()
+		probs := h.agent.Problems()
 		if len(probs) != 1 || probs[0].Reason != rollback.ReasonRolledBack || !strings.Contains(probs[0].Message, string(bad.UID)) || !strings.Contains(probs[0].Message, string(good.UID)) {
 			t.Fatalf("problems %+v, want one RolledBack naming both versions", probs)
 		}
@@ -80,7 +80,7 @@ func TestAgentRollsBackToLastReadyVersion(t *testing.T) {
 		h.apply(podspec.SourceFile, next)
 		h.eventually("the new version running", func() bool { n, _ := h.rt.running(next.UID); return n == 1 })
 		h.eventually("the good version stopped", func() bool { n, _ := h.rt.running(good.UID); return n == 0 })
-		if probs := h.agent.problems(); len(probs) != 0 {
+		if probs := h.agent.Problems(); len(probs) != 0 {
 			t.Errorf("problems %+v after the manifest changed", probs)
 		}
 		if v := h.rt.exclusivityViolations(); len(v) > 0 {
@@ -109,7 +109,7 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 		h.apply(podspec.SourceFile, bad)
 		h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
 		release := h.rt.hold(bad.UID)
-		h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
+		h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.Problems()) == 1 })
 		h.eventually("the good version waiting for the bad one", func() bool {
 			st := h.status(good.UID)
 			return st != nil && st.Status.Reason == "WaitingForPreviousPod"
@@ -136,8 +136,8 @@ func TestAgentRollbackAcrossRestart(t *testing.T) {
 		// forgets the pod's versions, on disk too.
 		h2.apply(podspec.SourceFile)
 		h2.eventually("the good version removed", func() bool { return h2.rt.objects(good.UID) == 0 })
-		if h2.lastReady(good) != "" || len(h2.agent.problems()) != 0 {
-			t.Errorf("after the removal the last Ready version is %q and the problems %v, want none", h2.lastReady(good), h2.agent.problems())
+		if h2.lastReady(good) != "" || len(h2.agent.Problems()) != 0 {
+			t.Errorf("after the removal the last Ready version is %q and the problems %v, want none", h2.lastReady(good), h2.agent.Problems())
 		}
 		if names, _ := os.ReadDir(cfg.StateDir); len(names) != 0 {
 			t.Errorf("state files %v left after the manifest was removed", names)
@@ -182,7 +182,7 @@ func TestAgentEditDuringRollback(t *testing.T) {
 		h.apply(podspec.SourceFile, bad)
 		h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
 		release := h.rt.hold(bad.UID)
-		h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
+		h.stepUntil("the rollback decided", 2*time.Second, 60, func() bool { return len(h.agent.Problems()) == 1 })
 		h.eventually("the good version waiting for the bad one", func() bool {
 			st := h.status(good.UID)
 			return st != nil && st.Status.Reason == "WaitingForPreviousPod"
@@ -196,7 +196,7 @@ func TestAgentEditDuringRollback(t *testing.T) {
 		if runs := len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(good.UID) })); runs != 1 {
 			t.Errorf("the withdrawn good version's sandbox ran %d times, want 1 (before the edit only)", runs)
 		}
-		if probs := h.agent.problems(); len(probs) != 0 {
+		if probs := h.agent.Problems(); len(probs) != 0 {
 			t.Errorf("problems %+v after the manifest changed", probs)
 		}
 		if v := h.rt.exclusivityViolations(); len(v) > 0 {

@@ -111,8 +111,8 @@ func TestAgentRollbackTargetIsTheManifests(t *testing.T) {
 				h.apply(podspec.SourceHTTP, web...)
 				h.apply(podspec.SourceFile, file...)
 				h.eventually("bad running its init container", func() bool { n, _ := h.rt.running(bad.UID); return n == 1 })
-				h.stepUntil("bad judged", 2*time.Second, 60, func() bool { return len(h.agent.problems()) == 1 })
-				probs := h.agent.problems()
+				h.stepUntil("bad judged", 2*time.Second, 60, func() bool { return len(h.agent.Problems()) == 1 })
+				probs := h.agent.Problems()
 				runs := func(uid types.UID) int {
 					return len(slices.DeleteFunc(h.rt.events(), func(e string) bool { return e != "run:"+string(uid) }))
 				}

@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"bufio"
@@ -14,29 +14,32 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/internal/store"
+	"github.com/berth-agent/berth/internal/podevents"
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
-// API serves berth's local HTTP API on a loopback TCP address and on a unix
-// socket: health, readiness, metrics, the pods with their status and events,
-// and (on the socket only) container logs.
+// Server serves berth's local HTTP API on a loopback TCP address and on a
+// unix socket: health, readiness, metrics, the pods with their status and
+// events, and (on the socket only) container logs.
 //
 // Everything that can be asked of it is bounded: connections per listener,
 // concurrent log streams, concurrent /pods answers, request sizes and the
 // time a request may take to arrive or its answer to leave.
-type API struct {
-	podLogsDir string // APIOptions.PodLogsDir
+type Server struct {
+	view       Pods
+	podLogsDir string
+	clock      clock.PassiveClock
+	log        *slog.Logger
+	srv        *http.Server
 
-	agent *Agent
-	store *store.Store
-	log   *slog.Logger
-	srv   *http.Server
-
-	// Limits; NewAPI sets them, tests lower them before Listen.
+	// Limits; New sets them, tests lower them before Listen.
 	maxConns   int           // per listener
 	connGrace  time.Duration // a connection silent this long may be evicted
-	exposure   Exposure      // APIOptions.ListenPods
+	exposure   Exposure      // what pod data the TCP address serves
 	listenAddr string        // --listen as given, for the Host check
 	logStreams chan struct{} // one token per log request being served
 	podsBuilds chan struct{} // one token per /pods answer being built
@@ -44,6 +47,33 @@ type API struct {
 
 	listeners []net.Listener
 	socket    string // removed on exit
+}
+
+// Pods is what the API serves: the sync loop's view of berth's pods,
+// health and problems. Every method may be called from any goroutine.
+type Pods interface {
+	Healthy() error
+	Ready() error
+	// Pods lists every pod berth knows, sorted, as /pods shows them.
+	Pods() []*v1.Pod
+	// Pod is namespace/name as Pods lists it first, or nil.
+	Pod(namespace, name string) *v1.Pod
+	Events(uid types.UID) []podevents.Event
+	Problems() []podspec.Problem
+}
+
+// Options are what the API is built with.
+type Options struct {
+	// PodLogsDir is the root of the CRI log layout the runtime manager
+	// writes (--pod-logs-dir); "" is /var/log/pods.
+	PodLogsDir string
+	// ListenPods is what pod data the TCP address serves (--listen-pods).
+	// The zero value serves none.
+	ListenPods Exposure
+	// Metrics is what /metrics serves.
+	Metrics prometheus.Gatherer
+	Clock   clock.PassiveClock
+	Logger  *slog.Logger
 }
 
 // Limits of the API. A connection costs a descriptor and a goroutine or
@@ -61,26 +91,22 @@ const (
 	apiIdleTimeout  = 30 * time.Second
 )
 
-// APIOptions are the API's settings, from berth's flags.
-type APIOptions struct {
-	// PodLogsDir is the root of the CRI log layout the runtime manager
-	// writes (--pod-logs-dir); "" is /var/log/pods.
-	PodLogsDir string
-	// ListenPods is what pod data the TCP address serves (--listen-pods);
-	// "" serves none.
-	ListenPods Exposure
-}
-
-// NewAPI builds the API over a running agent.
-func NewAPI(a *Agent, store *store.Store, reg *prometheus.Registry, log *slog.Logger, opts APIOptions) *API {
+// New builds the API over pods.
+func New(pods Pods, opts Options) *Server {
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = "/var/log/pods"
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	if opts.ListenPods == "" {
 		opts.ListenPods = ExposeNone
 	}
-	api := &API{
-		podLogsDir: opts.PodLogsDir, exposure: opts.ListenPods, agent: a, store: store, log: log,
+	api := &Server{
+		view: pods, podLogsDir: opts.PodLogsDir, exposure: opts.ListenPods, clock: opts.Clock, log: opts.Logger,
 		maxConns:   maxAPIConns,
 		connGrace:  apiConnGrace,
 		logStreams: make(chan struct{}, maxLogStreams),
@@ -90,7 +116,7 @@ func NewAPI(a *Agent, store *store.Store, reg *prometheus.Registry, log *slog.Lo
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.healthz)
 	mux.HandleFunc("GET /readyz", api.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Metrics, promhttp.HandlerOpts{
 		// Compression buys nothing on a local endpoint and costs a flate
 		// writer (about a megabyte) per scrape.
 		DisableCompression: true,
@@ -116,14 +142,13 @@ func NewAPI(a *Agent, store *store.Store, reg *prometheus.Registry, log *slog.Lo
 // Listen opens the TCP address and the unix socket ("" skips either), each
 // capped at maxConns connections. The socket is created as listenUnix
 // says; a stale one from a crashed run is replaced.
-func (api *API) Listen(addr, socket string) error {
-	clk := api.agent.cfg.Clock
+func (api *Server) Listen(addr, socket string) error {
 	if addr != "" {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", addr, err)
 		}
-		api.listeners = append(api.listeners, newLimitListener(l, api.maxConns, api.connGrace, clk))
+		api.listeners = append(api.listeners, newLimitListener(l, api.maxConns, api.connGrace, api.clock))
 		api.listenAddr = addr
 	}
 	if socket != "" {
@@ -134,7 +159,7 @@ func (api *API) Listen(addr, socket string) error {
 			}
 			return err
 		}
-		api.listeners = append(api.listeners, newLimitListener(l, api.maxConns, api.connGrace, clk))
+		api.listeners = append(api.listeners, newLimitListener(l, api.maxConns, api.connGrace, api.clock))
 		api.socket = socket
 	}
 	return nil
@@ -142,7 +167,7 @@ func (api *API) Listen(addr, socket string) error {
 
 // Serve answers on every listener until ctx ends, then closes them and
 // removes the socket.
-func (api *API) Serve(ctx context.Context) error {
+func (api *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, len(api.listeners))
 	for _, l := range api.listeners {
 		go func() { errc <- api.srv.Serve(l) }()
@@ -164,16 +189,16 @@ func (api *API) Serve(ctx context.Context) error {
 	return err
 }
 
-func (api *API) healthz(w http.ResponseWriter, _ *http.Request) {
-	if err := api.agent.Healthy(); err != nil {
+func (api *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := api.view.Healthy(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprint(w, "ok")
 }
 
-func (api *API) readyz(w http.ResponseWriter, _ *http.Request) {
-	if err := api.agent.Ready(); err != nil {
+func (api *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if err := api.view.Ready(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -185,7 +210,7 @@ func (api *API) readyz(w http.ResponseWriter, _ *http.Request) {
 // answers are built at once (each holds a copy of the pod list): with
 // 10,000 pods, concurrent requests queue instead of multiplying berth's
 // memory.
-func (api *API) pods(w http.ResponseWriter, r *http.Request) {
+func (api *Server) pods(w http.ResponseWriter, r *http.Request) {
 	select {
 	case api.podsBuilds <- struct{}{}:
 		defer func() { <-api.podsBuilds }()
@@ -197,7 +222,7 @@ func (api *API) pods(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	bw.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[`)
 	enc := json.NewEncoder(bw)
-	for i, p := range api.agent.Pods() {
+	for i, p := range api.view.Pods() {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
@@ -212,8 +237,8 @@ func (api *API) pods(w http.ResponseWriter, r *http.Request) {
 	bw.Flush()
 }
 
-func (api *API) pod(w http.ResponseWriter, r *http.Request) {
-	p := api.agent.Pod(r.PathValue("namespace"), r.PathValue("name"))
+func (api *Server) pod(w http.ResponseWriter, r *http.Request) {
+	p := api.view.Pod(r.PathValue("namespace"), r.PathValue("name"))
 	if p == nil {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", r.PathValue("namespace"), r.PathValue("name")), http.StatusNotFound)
 		return

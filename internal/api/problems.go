@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"net/http"
@@ -31,9 +31,9 @@ type problemList struct {
 // file, an unreachable URL) and the broken edits of manifests whose last
 // good version keeps running, which an operator would otherwise only see
 // in the log; and the versions that failed on trial (rollback.go).
-func (api *API) problems(w http.ResponseWriter, _ *http.Request) {
+func (api *Server) problems(w http.ResponseWriter, _ *http.Request) {
 	list := problemList{Items: []problem{}}
-	for _, p := range api.agent.problems() {
+	for _, p := range api.view.Problems() {
 		list.Items = append(list.Items, fromManifestProblem(p))
 	}
 	writeJSON(w, list)

@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"errors"
@@ -67,7 +67,7 @@ func parseLogOptions(r *http.Request) (logOptions, error) {
 // while the container runs when asked. Logs may hold secrets, so they are
 // served on the unix socket only (mode 0660), never on the TCP address that
 // every local user can reach.
-func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
+func (api *Server) podLog(w http.ResponseWriter, r *http.Request) {
 	if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); !ok || addr.Network() != "unix" {
 		http.Error(w, "container logs are served on berth's unix socket only (--socket); use `berth logs`", http.StatusForbidden)
 		return
@@ -86,7 +86,7 @@ func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
 		writeLogError(w, err)
 		return
 	}
-	pod := api.agent.Pod(ns, name)
+	pod := api.view.Pod(ns, name)
 	if pod == nil {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", ns, name), http.StatusNotFound)
 		return
@@ -123,7 +123,7 @@ func (api *API) podLog(w http.ResponseWriter, r *http.Request) {
 		Timestamps: opts.timestamps,
 		Follow:     opts.follow,
 		Done: func() bool {
-			p := api.agent.Pod(ns, name)
+			p := api.view.Pod(ns, name)
 			return p == nil || p.UID != uid || !containerRunning(p, id)
 		},
 	})

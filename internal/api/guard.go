@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"fmt"
@@ -49,7 +49,7 @@ func overTCP(r *http.Request) bool {
 // The socket is out of a browser's reach, and clients name it anything
 // (berth's CLI says "berth", curl --unix-socket "localhost"): it is not
 // checked.
-func (api *API) guard(next http.Handler) http.Handler {
+func (api *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
 		if overTCP(r) && !api.hostAllowed(r) {
@@ -65,7 +65,7 @@ func (api *API) guard(next http.Handler) http.Handler {
 // 127.0.0.0/8, ::1), the host of --listen as written, or the IP address
 // the connection came in on. Names that merely resolve to those are not
 // accepted: that is what DNS rebinding relies on.
-func (api *API) hostAllowed(r *http.Request) bool {
+func (api *Server) hostAllowed(r *http.Request) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
@@ -95,7 +95,7 @@ func (api *API) hostAllowed(r *http.Request) bool {
 
 // exposed lets a pod-data route through on the socket, and on TCP when
 // --listen-pods is at least need; otherwise it answers 403 with what to do.
-func (api *API) exposed(need Exposure, next http.HandlerFunc) http.HandlerFunc {
+func (api *Server) exposed(need Exposure, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if overTCP(r) && !api.exposure.atLeast(need) {
 			http.Error(w, fmt.Sprintf("%s is served on berth's unix socket only (--socket; `berth pods` uses it): the TCP address is open to every local user."+

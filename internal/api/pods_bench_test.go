@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func BenchmarkAPIPodsConcurrent(b *testing.B) {
 		pod.Labels = map[string]string{"app": "web", "tier": "frontend"}
 		pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}
 		st.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(apiT0)}}
-		bed.agent.status.Set(pod, st)
+		bed.pods.status.Set(pod, st)
 	}
 	report := heapsample.Start(b, 5*time.Millisecond)
 	for range b.N {
@@ -49,24 +49,4 @@ func BenchmarkAPIPodsConcurrent(b *testing.B) {
 		wg.Wait()
 	}
 	report()
-}
-
-// BenchmarkAgentPodOfMany: one pod looked up by name among 10,000, as
-// `berth logs -f` does every 100 ms while it follows a container.
-func BenchmarkAgentPodOfMany(b *testing.B) {
-	const pods = 10000
-	bed := newAPIBed(b)
-	for i := range pods {
-		pod, st := webPod()
-		pod.Name = fmt.Sprintf("web%05d-node1", i)
-		pod.UID = types.UID(fmt.Sprintf("uid-%05d", i))
-		bed.agent.status.Set(pod, st)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if bed.agent.Pod("default", "web05000-node1") == nil {
-			b.Fatal("pod not found")
-		}
-	}
 }

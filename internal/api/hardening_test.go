@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"bufio"
@@ -47,9 +47,9 @@ func TestAPITCPExposure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.exposure), func(t *testing.T) {
-			b := newAPIBed(t, func(api *API) { api.exposure = tt.exposure })
+			b := newAPIBed(t, func(api *Server) { api.exposure = tt.exposure })
 			pod, st := webPod()
-			b.agent.status.Set(pod, st)
+			b.pods.status.Set(pod, st)
 			for _, p := range paths {
 				code, body := b.get(t, p, true)
 				if code != tt.want[p] {
@@ -93,9 +93,9 @@ func secretPod() (*v1.Pod, v1.PodStatus) {
 }
 
 func TestAPIRedacted(t *testing.T) {
-	b := newAPIBed(t, func(api *API) { api.exposure = ExposeRedacted })
+	b := newAPIBed(t, func(api *Server) { api.exposure = ExposeRedacted })
 	pod, st := secretPod()
-	b.agent.status.Set(pod, st)
+	b.pods.status.Set(pod, st)
 	for _, p := range []string{"/pods", "/pods/default/web-node1"} {
 		code, body := b.get(t, p, true)
 		if code != 200 || strings.Contains(body, "SECRET") {
@@ -137,7 +137,7 @@ func TestRedactHTTPPath(t *testing.T) {
 }
 
 func TestAPIHostHeader(t *testing.T) {
-	b := newAPIBed(t, func(api *API) { api.exposure = ExposeFull })
+	b := newAPIBed(t, func(api *Server) { api.exposure = ExposeFull })
 	_, port, _ := net.SplitHostPort(b.tcp)
 	tests := []struct {
 		host string
@@ -184,7 +184,7 @@ func TestAPIHostHeader(t *testing.T) {
 // the number berth holds stays at the cap and a newcomer is served.
 func TestAPIIdleConnectionsCannotHoldTheTCPPort(t *testing.T) {
 	const max = 4
-	b := newAPIBed(t, func(api *API) { api.maxConns = max })
+	b := newAPIBed(t, func(api *Server) { api.maxConns = max })
 	var conns []net.Conn
 	for range 5 * max {
 		conn, err := net.Dial("tcp", b.tcp)
@@ -228,7 +228,7 @@ func TestAPIBusyTCPPortLeavesTheSocket(t *testing.T) {
 	// active hears of every connection the server starts serving a
 	// request on, after the listener has counted it.
 	active := make(chan struct{}, max)
-	b := newAPIBed(t, func(api *API) {
+	b := newAPIBed(t, func(api *Server) {
 		api.maxConns, api.exposure = max, ExposeFull
 		track := api.srv.ConnState
 		api.srv.ConnState = func(c net.Conn, s http.ConnState) {
@@ -295,9 +295,9 @@ func (b *apiBed) tcpActive(n int) bool {
 }
 
 func TestAPILogStreamCap(t *testing.T) {
-	b := newAPIBed(t, func(api *API) { api.logStreams = make(chan struct{}, 2) })
+	b := newAPIBed(t, func(api *Server) { api.logStreams = make(chan struct{}, 2) })
 	pod, st := webPod()
-	b.agent.status.Set(pod, st)
+	b.pods.status.Set(pod, st)
 	b.writeLog(t, pod, "web", "2.log", "2026-11-21T12:00:00Z stdout F hello\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -323,12 +323,12 @@ func TestAPILogStreamCap(t *testing.T) {
 // bound ordinary requests; a log stream must outlast them.
 func TestAPILogFollowOutlivesTimeouts(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	b := newAPIBed(t, func(api *API) {
+	b := newAPIBed(t, func(api *Server) {
 		api.srv.ReadHeaderTimeout, api.srv.ReadTimeout, api.srv.WriteTimeout = timeout, timeout, timeout
 		api.writeGrace = 10 * time.Second
 	})
 	pod, st := webPod()
-	b.agent.status.Set(pod, st)
+	b.pods.status.Set(pod, st)
 	path := b.writeLog(t, pod, "web", "2.log", "2026-11-21T12:00:00Z stdout F one\n")
 	resp, err := b.unix.Get("http://berth/pods/default/web-node1/log?follow=true")
 	if err != nil {
@@ -480,6 +480,6 @@ func TestAPIPodsStreamsValidJSON(t *testing.T) {
 		pod, st := webPod()
 		pod.Name = fmt.Sprintf("web%d-node1", n)
 		pod.UID = types.UID("uid-" + pod.Name)
-		b.agent.status.Set(pod, st)
+		b.pods.status.Set(pod, st)
 	}
 }

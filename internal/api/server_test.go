@@ -1,9 +1,10 @@
-package agent
+package api
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,20 +20,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
-	"github.com/berth-agent/berth/internal/store"
+	"github.com/berth-agent/berth/internal/podworkers"
 )
 
 var apiT0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// apiBed is an API over an agent whose status store the test fills, served
-// on a real unix socket and a loopback TCP port.
+// apiBed is an API over pods the test sets, served on a real unix socket
+// and a loopback TCP port.
 type apiBed struct {
-	api     *API
-	agent   *Agent
+	api     *Server
+	pods    *fakePods
 	clock   *clocktesting.FakeClock
 	logsDir string
 	socket  string
@@ -39,22 +43,79 @@ type apiBed struct {
 	unix    *http.Client
 }
 
-func newAPIBed(t testing.TB, configure ...func(*API)) *apiBed {
+// fakePods stands in for the sync loop: the pods the test puts in its
+// status store, typed as the sync loop serves them, its events, one
+// manifest problem (bad-node1, shown as a refused pod) and the health the
+// test sets.
+type fakePods struct {
+	status   *podworkers.StatusStore
+	events   *podevents.Log
+	problems []podspec.Problem
+
+	mu             sync.Mutex // guards healthy and ready
+	healthy, ready error
+}
+
+func (f *fakePods) Healthy() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthy
+}
+
+func (f *fakePods) Ready() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ready
+}
+
+func (f *fakePods) setHealth(healthy, ready error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.healthy, f.ready = healthy, ready
+}
+
+func typed(p *v1.Pod) *v1.Pod {
+	cp := *p
+	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	return &cp
+}
+
+func (f *fakePods) Pods() []*v1.Pod {
+	pods := f.status.List()
+	for i, p := range pods {
+		pods[i] = typed(p)
+	}
+	return pods
+}
+
+func (f *fakePods) Pod(namespace, name string) *v1.Pod {
+	pods := f.status.Named(namespace, name)
+	if len(pods) == 0 {
+		return nil
+	}
+	return typed(pods[0])
+}
+
+func (f *fakePods) Events(uid types.UID) []podevents.Event { return f.events.List(uid) }
+
+func (f *fakePods) Problems() []podspec.Problem { return f.problems }
+
+func newAPIBed(t testing.TB, configure ...func(*Server)) *apiBed {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(apiT0)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := store.NewWithClock(clk, podspec.SourceFile)
-	if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
+	prob := podspec.Problem{
 		Source: podspec.SourceFile, Origin: "/etc/kubernetes/manifests/bad.yaml", Line: 7, Field: "spec.containers[0].image",
 		Reason: podspec.ReasonInvalid, Message: "Required value", Name: "bad-node1", Namespace: "default",
-	}}}); err != nil {
-		t.Fatal(err)
 	}
-	a := newAgent(Config{Clock: clk, Logger: log}, store, nil, nil)
+	pods := &fakePods{status: podworkers.NewStatusStore(), events: podevents.New(clk, log), problems: []podspec.Problem{prob},
+		healthy: errors.New("sync loop has not started"), ready: errors.New("not ready: waiting for every pod source to deliver")}
+	pods.status.Set(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: prob.Name, Namespace: prob.Namespace}},
+		v1.PodStatus{Phase: v1.PodFailed, Reason: prob.Reason, Message: prob.Error()})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	b := &apiBed{agent: a, clock: clk, logsDir: t.TempDir(), socket: filepath.Join(t.TempDir(), "run", "berth.sock")}
-	api := NewAPI(a, store, reg, log, APIOptions{PodLogsDir: b.logsDir})
+	b := &apiBed{pods: pods, clock: clk, logsDir: t.TempDir(), socket: filepath.Join(t.TempDir(), "run", "berth.sock")}
+	api := New(pods, Options{PodLogsDir: b.logsDir, Metrics: reg, Clock: clk, Logger: log})
 	b.api = api
 	for _, f := range configure {
 		f(api)
@@ -150,7 +211,7 @@ func (b *apiBed) writeLog(t *testing.T, pod *v1.Pod, container, file, content st
 func TestAPIPods(t *testing.T) {
 	b := newAPIBed(t)
 	pod, st := webPod()
-	b.agent.status.Set(pod, st)
+	b.pods.status.Set(pod, st)
 
 	code, body := b.get(t, "/pods", false)
 	if code != http.StatusOK {
@@ -187,8 +248,8 @@ func TestAPIPods(t *testing.T) {
 func TestAPIEvents(t *testing.T) {
 	b := newAPIBed(t)
 	pod, st := webPod()
-	b.agent.status.Set(pod, st)
-	ev := b.agent.events
+	b.pods.status.Set(pod, st)
+	ev := b.pods.events
 	ev.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventNormal, "Pulled", `Container image "busybox:1.36" already present on machine`)
 	b.clock.Step(time.Second)
 	ev.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, "BackOff", "Back-off restarting failed container web")
@@ -223,34 +284,27 @@ func TestAPIEvents(t *testing.T) {
 	}
 }
 
+// TestAPIHealthAndReadiness: /healthz and /readyz answer 200 "ok" while
+// the sync loop says so, else 503 with its reason; /metrics serves the
+// registry.
 func TestAPIHealthAndReadiness(t *testing.T) {
 	b := newAPIBed(t)
-	h := b.agent.health
 	if code, body := b.get(t, "/healthz", true); code != http.StatusServiceUnavailable || !strings.Contains(body, "sync loop has not started") {
 		t.Errorf("before start: %d %s", code, body)
 	}
-	h.loopTurned()
-	h.setRuntime(nil)
-	if code, body := b.get(t, "/healthz", true); code != http.StatusOK || body != "ok" {
-		t.Errorf("healthy: %d %s", code, body)
-	}
-	// The sync-loop monitor: a loop that stops turning is unhealthy.
-	b.clock.Step(time.Hour)
-	if code, body := b.get(t, "/healthz", true); code != http.StatusServiceUnavailable || !strings.Contains(body, "sync loop has not turned for 1h0m0s") {
-		t.Errorf("stalled loop: %d %s", code, body)
-	}
-	h.loopTurned()
-	h.setRuntime(errFake("connection refused"))
-	if code, body := b.get(t, "/healthz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "runtime unreachable") {
-		t.Errorf("runtime down: %d %s", code, body)
-	}
-
 	if code, body := b.get(t, "/readyz", true); code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready") {
 		t.Errorf("not ready: %d %s", code, body)
 	}
-	h.setReady()
+	b.pods.setHealth(errFake("container runtime unreachable: connection refused"), nil)
+	if code, body := b.get(t, "/healthz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "runtime unreachable") {
+		t.Errorf("runtime down: %d %s", code, body)
+	}
 	if code, body := b.get(t, "/readyz", true); code != http.StatusOK || body != "ok" {
 		t.Errorf("ready: %d %s", code, body)
+	}
+	b.pods.setHealth(nil, nil)
+	if code, body := b.get(t, "/healthz", true); code != http.StatusOK || body != "ok" {
+		t.Errorf("healthy: %d %s", code, body)
 	}
 
 	if code, body := b.get(t, "/metrics", true); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
@@ -265,9 +319,9 @@ func (e errFake) Error() string { return string(e) }
 func TestAPILogs(t *testing.T) {
 	b := newAPIBed(t)
 	web, webSt := webPod()
-	b.agent.status.Set(web, webSt)
+	b.pods.status.Set(web, webSt)
 	two, twoSt := twoPod()
-	b.agent.status.Set(two, twoSt)
+	b.pods.status.Set(two, twoSt)
 	b.writeLog(t, web, "web", "2.log", "2026-11-21T12:00:00Z stdout F current 1\n2026-11-21T12:00:01Z stderr P curr\n2026-11-21T12:00:02Z stderr F ent 2\n")
 	b.writeLog(t, web, "web", "1.log", "2026-11-21T11:00:00Z stdout F previous\n")
 	b.writeLog(t, web, "web", "0.log", "2026-11-21T10:00:00Z stdout F first\n")
@@ -325,7 +379,7 @@ func TestAPILogs(t *testing.T) {
 func TestAPILogsFollow(t *testing.T) {
 	b := newAPIBed(t)
 	pod, st := webPod()
-	b.agent.status.Set(pod, st)
+	b.pods.status.Set(pod, st)
 	path := b.writeLog(t, pod, "web", "2.log", "2026-11-21T12:00:00Z stdout F old\n2026-11-21T12:00:01Z stdout F hello\n")
 
 	resp, err := b.unix.Get("http://berth/pods/default/web-node1/log?follow=true&tailLines=1")
@@ -356,7 +410,7 @@ func TestAPILogsFollow(t *testing.T) {
 	f.WriteString("2026-11-21T12:00:03Z stdout F bye\n")
 	exited := st.DeepCopy()
 	exited.ContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, ContainerID: "containerd://c3"}}
-	b.agent.status.Set(pod, *exited)
+	b.pods.status.Set(pod, *exited)
 	expectLine("bye\n")
 	done := make(chan error, 1)
 	go func() { _, err := lines.ReadString('\n'); done <- err }()
@@ -388,8 +442,8 @@ func TestAPISocket(t *testing.T) {
 	stale.Close()
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := store.New()
-	api := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log, APIOptions{})
+	pods := &fakePods{status: podworkers.NewStatusStore()}
+	api := New(pods, Options{Metrics: prometheus.NewRegistry(), Logger: log})
 	if err := api.Listen("", socket); err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -421,7 +475,7 @@ func TestAPISocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(socket, "keep"), nil, 0o644)
-	api2 := NewAPI(newAgent(Config{Logger: log}, store, nil, nil), store, prometheus.NewRegistry(), log, APIOptions{})
+	api2 := New(pods, Options{Metrics: prometheus.NewRegistry(), Logger: log})
 	if err := api2.Listen("", socket); err == nil || !strings.Contains(err.Error(), socket) {
 		t.Errorf("Listen over a directory: %v, want an error naming it", err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package api
 
 import (
 	"fmt"
@@ -16,14 +16,14 @@ const eventSource = "berth"
 // podEvents serves the recent events of one pod as a v1.EventList, oldest
 // first, the shape `kubectl get events -o json` prints, so tools that read
 // events read berth's.
-func (api *API) podEvents(w http.ResponseWriter, r *http.Request) {
+func (api *Server) podEvents(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	pod := api.agent.Pod(ns, name)
+	pod := api.view.Pod(ns, name)
 	if pod == nil {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", ns, name), http.StatusNotFound)
 		return
 	}
-	writeJSON(w, eventList(pod, api.agent.Events(pod.UID)))
+	writeJSON(w, eventList(pod, api.view.Events(pod.UID)))
 }
 
 // eventList renders the ring of one pod as v1 events involving it.
