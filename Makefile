@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./agent/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
+PKGS      := ./cmd/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time). It is a count
 # of inputs, not a duration: Go 1.26's fuzzing coordinator can fail a

@@ -30,7 +30,7 @@ type problemList struct {
 // also lists the ones that did not (a YAML syntax error, an unreadable
 // file, an unreachable URL) and the broken edits of manifests whose last
 // good version keeps running, which an operator would otherwise only see
-// in the log; and the versions that failed on trial (rollback.go).
+// in the log; and the versions that failed on trial (package rollback).
 func (api *Server) problems(w http.ResponseWriter, _ *http.Request) {
 	list := problemList{Items: []problem{}}
 	for _, p := range api.view.Problems() {

@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 	"github.com/berth-agent/berth/internal/store"
 )
 
-// harness runs a real Agent over a real kuberuntime.Manager whose runtime and image
+// harness runs a real Loop over a real kuberuntime.Manager whose runtime and image
 // services are the cri-api fakes, on a fake clock, inside the test's
 // synctest bubble.
 type harness struct {
@@ -46,7 +46,7 @@ type harness struct {
 	img    *apitest.FakeImageService
 	mgr    *kuberuntime.Manager
 	store  *store.Store
-	agent  *Agent
+	agent  *Loop
 	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan error

@@ -1,11 +1,11 @@
-package agent
+package syncloop
 
 import "github.com/berth-agent/berth/internal/statusreport"
 
 // statusReport is the agent's report, without its Time. It reads the
 // status store, the merge store and health, each guarded by its own lock,
 // so the reporter's goroutine may call it.
-func (a *Agent) statusReport() statusreport.Report {
+func (a *Loop) statusReport() statusreport.Report {
 	rep := statusreport.Report{
 		Node:             a.cfg.NodeName,
 		BerthVersion:     a.cfg.Version,

@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"time"
@@ -18,7 +18,7 @@ import (
 // reason and message say why), so nothing is silently dropped. A pod whose
 // manifest is currently broken (its last good version keeps running) shows
 // it in podworkers.ConditionManifestValid.
-func (a *Agent) Pods() []*v1.Pod {
+func (a *Loop) Pods() []*v1.Pod {
 	pods := a.status.List()
 	problems := a.store.Problems()
 	now := a.cfg.Clock.Now()
@@ -48,7 +48,7 @@ func (a *Agent) Pods() []*v1.Pod {
 // decorate returns a copy of p as readers see it: typed, with its
 // manifest's problems and a rollback as conditions. The status store's pods are shared
 // with every reader, so they are never written into.
-func (a *Agent) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
+func (a *Loop) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	cp := *p
 	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	if probs := ix.of(p); len(probs) > 0 {
@@ -64,7 +64,7 @@ func (a *Agent) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 // still terminating and its replacement share the name), or nil. It
 // copies and sorts only that name's pods: `berth logs -f` asks every
 // 100 ms, whatever the number of pods.
-func (a *Agent) Pod(namespace, name string) *v1.Pod {
+func (a *Loop) Pod(namespace, name string) *v1.Pod {
 	pods := a.status.Named(namespace, name)
 	problems := a.store.Problems()
 	now := a.cfg.Clock.Now()
@@ -84,7 +84,7 @@ func (a *Agent) Pod(namespace, name string) *v1.Pod {
 }
 
 // Events returns the recent events of the pod uid, oldest first.
-func (a *Agent) Events(uid types.UID) []podevents.Event { return a.events.List(uid) }
+func (a *Loop) Events(uid types.UID) []podevents.Event { return a.events.List(uid) }
 
 // rejectedPod shows a manifest berth refused as a pod that never started.
 func rejectedPod(prob podspec.Problem, nodeName string, now time.Time) *v1.Pod {

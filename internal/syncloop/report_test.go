@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestStatusReportContent(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{cfg: Config{NodeName: "edge-1", Version: "v1.2"}, store: store, status: podworkers.NewStatusStore(),
+	a := &Loop{cfg: Config{NodeName: "edge-1", Version: "v1.2"}, store: store, status: podworkers.NewStatusStore(),
 		health: newHealth(clocktesting.NewFakeClock(time.Now()), time.Minute)}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-edge-1", Namespace: "default", UID: "u1"},

@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"context"
@@ -22,7 +22,7 @@ var podsT0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // podsAgent is an agent, never run, over a merge store holding one
 // refused manifest (bad-node1), whose status store the test fills.
-func podsAgent(t testing.TB) *Agent {
+func podsAgent(t testing.TB) *Loop {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(podsT0)
 	store := store.NewWithClock(clk, podspec.SourceFile)

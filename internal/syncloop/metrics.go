@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +20,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 14)
 
 // newMetrics registers the agent's series on reg, plus a collector that
 // reads pod state at scrape time (so idle berth does no metrics work).
-func newMetrics(reg prometheus.Registerer, a *Agent) *metrics {
+func newMetrics(reg prometheus.Registerer, a *Loop) *metrics {
 	m := &metrics{
 		loopIterations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_sync_loop_iterations_total", Help: "Sync loop iterations, by what woke the loop.",
@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer, a *Agent) *metrics {
 }
 
 // stateCollector exposes gauges derived from the pod statuses when scraped.
-type stateCollector struct{ agent *Agent }
+type stateCollector struct{ agent *Loop }
 
 var (
 	descRunningPods = prometheus.NewDesc("berth_running_pods", "Pods with a running container.", nil, nil)

@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"github.com/berth-agent/berth/internal/podspec"
@@ -13,7 +13,7 @@ import (
 // is terminated, as any new UID of a full name does. A rollback of a
 // version the sources no longer serve (the manifest changed meanwhile) is
 // dropped.
-func (a *Agent) applyRollbacks() {
+func (a *Loop) applyRollbacks() {
 	for _, act := range a.rollback.Take() {
 		if !a.served(act.Bad.UID) {
 			a.rollback.Cancel(act.Bad)
@@ -30,7 +30,7 @@ func (a *Agent) applyRollbacks() {
 // renamed, or the pod dropped from it), what berth knew of its versions is
 // forgotten, whatever other manifests serve the name (rollback.Key). An
 // edit removes the old version too, but its manifest serves the new one.
-func (a *Agent) removeRollback(pod *v1.Pod) {
+func (a *Loop) removeRollback(pod *v1.Pod) {
 	if run := a.rollback.Substitute(pod); run.UID != pod.UID && !a.desired(run.UID) {
 		a.workers.Remove(run.UID, nil)
 	}
@@ -45,7 +45,7 @@ func (a *Agent) removeRollback(pod *v1.Pod) {
 
 // forgetRemovedTargets drops the records of keys no source serves, once
 // every source has delivered.
-func (a *Agent) forgetRemovedTargets() {
+func (a *Loop) forgetRemovedTargets() {
 	if !a.store.SourcesReady() || !a.rollback.Remembers() {
 		return
 	}
@@ -57,7 +57,7 @@ func (a *Agent) forgetRemovedTargets() {
 }
 
 // served reports whether a source serves the pod of uid.
-func (a *Agent) served(uid types.UID) bool {
+func (a *Loop) served(uid types.UID) bool {
 	for _, p := range a.store.Pods() {
 		if p.UID == uid {
 			return true
@@ -68,7 +68,7 @@ func (a *Agent) served(uid types.UID) bool {
 
 // desiredPods are the pods berth runs for what the sources serve: each
 // served pod, or the last Ready version running in its place.
-func (a *Agent) desiredPods() []*v1.Pod {
+func (a *Loop) desiredPods() []*v1.Pod {
 	pods := a.store.Pods()
 	for i, p := range pods {
 		pods[i] = a.rollback.Substitute(p)
@@ -77,6 +77,6 @@ func (a *Agent) desiredPods() []*v1.Pod {
 }
 
 // Problems are the sources' manifest problems and the failed versions.
-func (a *Agent) Problems() []podspec.Problem {
+func (a *Loop) Problems() []podspec.Problem {
 	return append(a.store.Problems(), a.rollback.Problems()...)
 }

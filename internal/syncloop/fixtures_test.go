@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 

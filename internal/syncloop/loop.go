@@ -1,4 +1,4 @@
-package agent
+package syncloop
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/berth-agent/berth/internal/store"
 )
 
-// Config is the agent's share of berth's settings.
+// Config is the sync loop's share of berth's settings.
 type Config struct {
 	// NodeName is the node's name, shown as spec.nodeName of pods berth
 	// rejected before their manifest could be defaulted.
@@ -36,7 +36,7 @@ type Config struct {
 	MaxPods int
 	// MaxParallelPodStarts bounds the pods being started at once (sandbox
 	// and containers up to running); the limit adapts below it to the
-	// runtime's start latency (startlimit.go). 0 is
+	// runtime's start latency (podworkers). 0 is
 	// DefaultMaxParallelPodStarts.
 	MaxParallelPodStarts int
 	// SyncFrequency is the periodic resync of every pod (kubelet: 1m).
@@ -61,13 +61,13 @@ type Config struct {
 	// none.
 	GC *GCConfig
 	// Rollback configures the automatic rollback of a bad edit
-	// (rollback.go); the zero value rolls nothing back.
+	// (package rollback); the zero value rolls nothing back.
 	Rollback rollback.Config
-	// Shutdown configures graceful node shutdown (shutdown.go); nil or a
+	// Shutdown configures graceful node shutdown (package nodeshutdown); nil or a
 	// zero grace period leaves it off.
 	Shutdown *nodeshutdown.Config
 	// Status configures the status report PUT to --status-url
-	// (statusreport.go); nil sends none. Its Clock, Logger and Metrics
+	// (package statusreport); nil sends none. Its Clock, Logger and Metrics
 	// are the agent's.
 	Status *statusreport.Config
 	// Version is berth's version, for the status report.
@@ -112,10 +112,10 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Agent runs the sync loop: it takes the merge store's updates, the PLEG's
+// Loop runs the sync loop: it takes the merge store's updates, the PLEG's
 // relists and its tickers, and dispatches work to the pod workers. It never
 // calls the runtime itself, so a slow runtime never stalls it.
-type Agent struct {
+type Loop struct {
 	cfg   Config
 	log   *slog.Logger
 	store *store.Store
@@ -145,14 +145,14 @@ type Agent struct {
 	relisted     bool // a relist has succeeded since start
 }
 
-// New builds an agent over the merge store and the runtime side, each part
+// New builds the sync loop over the merge store and the runtime side, each part
 // passed explicitly so that none can be missing: events is the log the
 // runtime manager records into (the kuberuntime.Options.Recorder it was built
 // with), rt the runtime manager, which each sync hands the probes'
 // verdicts; exec runs the exec probes (a handlers.Execer over the same
 // runtime in berth); collector runs the garbage collection passes cfg.GC
 // configures (a gc.Collector over the same runtime manager).
-func New(cfg Config, store *store.Store, events *podevents.Log, rt *kuberuntime.Manager, exec prober.Execer, collector *gc.Collector) *Agent {
+func New(cfg Config, store *store.Store, events *podevents.Log, rt *kuberuntime.Manager, exec prober.Execer, collector *gc.Collector) *Loop {
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	if cfg.GC != nil {
@@ -165,9 +165,9 @@ func New(cfg Config, store *store.Store, events *podevents.Log, rt *kuberuntime.
 // newAgent is New without the runtime manager's parts, for tests that
 // stand in for the runtime. Every part is built here, before the sync loop
 // runs, in the order they depend on each other.
-func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober.Execer) *Agent {
+func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober.Execer) *Loop {
 	cfg.setDefaults()
-	a := &Agent{
+	a := &Loop{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		store:    store,
@@ -198,11 +198,11 @@ func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober
 }
 
 // Healthy returns nil while the sync loop turns and the runtime answers.
-func (a *Agent) Healthy() error { return a.health.Healthy() }
+func (a *Loop) Healthy() error { return a.health.Healthy() }
 
 // Ready returns nil once every source delivered and every desired pod was
 // handed to its worker.
-func (a *Agent) Ready() error { return a.health.Ready() }
+func (a *Loop) Ready() error { return a.health.Ready() }
 
 // maxHeldUpdates bounds how many updates in a row the sync loop hands over
 // while it holds pod starts, so a flood of updates cannot starve them.
@@ -210,7 +210,7 @@ const maxHeldUpdates = 64
 
 // Run turns the sync loop until ctx is done. Stopping leaves every pod
 // running: berth's own restart adopts them.
-func (a *Agent) Run(ctx context.Context) error {
+func (a *Loop) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	relists := make(chan relist)
@@ -266,7 +266,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // startHelpers starts the sync loop's helpers, each until ctx ends: the
 // PLEG (relisting into relists), and, when configured, the garbage
 // collection, the node shutdown watch and the status report.
-func (a *Agent) startHelpers(ctx context.Context, relists chan<- relist) *sync.WaitGroup {
+func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.pleg.run(ctx, relists) })
 	if a.gc != nil {
@@ -284,7 +284,7 @@ func (a *Agent) startHelpers(ctx context.Context, relists chan<- relist) *sync.W
 
 // stop ends the sync loop: the helpers, the lanes and the probes; the pods
 // are left running.
-func (a *Agent) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
+func (a *Loop) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
 	a.notify.stopping()
 	a.log.Info("sync loop stopping; pods are left running")
 	cancel()
@@ -298,7 +298,7 @@ func (a *Agent) stop(cancel context.CancelFunc, helpers *sync.WaitGroup) {
 // a flood of updates holds them for maxHeldUpdates at most. held counts
 // the updates handed over since starts were last released; handOver
 // returns the new count.
-func (a *Agent) handOver(u store.PodUpdate, updates <-chan store.PodUpdate, held int) int {
+func (a *Loop) handOver(u store.PodUpdate, updates <-chan store.PodUpdate, held int) int {
 	a.workers.HoldStarts()
 	a.handleUpdate(u)
 	if held++; len(updates) == 0 || held >= maxHeldUpdates {
@@ -309,7 +309,7 @@ func (a *Agent) handOver(u store.PodUpdate, updates <-chan store.PodUpdate, held
 }
 
 // handleUpdate dispatches one merge-store update to the workers.
-func (a *Agent) handleUpdate(u store.PodUpdate) {
+func (a *Loop) handleUpdate(u store.PodUpdate) {
 	for _, pod := range u.Pods {
 		if u.Op != store.OpRemove {
 			// While a rollback of this version is in force, its last
@@ -340,7 +340,7 @@ func (a *Agent) handleUpdate(u store.PodUpdate) {
 }
 
 // add starts the lane of a new pod, unless max-pods is reached.
-func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
+func (a *Loop) add(pod *v1.Pod, log *slog.Logger) {
 	if a.workers.Known(pod.UID) {
 		a.workers.Update(pod)
 		return
@@ -367,7 +367,7 @@ func (a *Agent) add(pod *v1.Pod, log *slog.Logger) {
 
 // reject refuses a pod beyond max-pods, as the kubelet's admission does: it
 // is shown Failed with reason OutOfpods and never started.
-func (a *Agent) reject(pod *v1.Pod, used int) {
+func (a *Loop) reject(pod *v1.Pod, used int) {
 	a.rejected[pod.UID] = true
 	msg := fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", used, a.cfg.MaxPods)
 	st := podworkers.PendingStatus(pod, "OutOfpods", msg, a.cfg.Clock.Now())
@@ -378,7 +378,7 @@ func (a *Agent) reject(pod *v1.Pod, used int) {
 
 // handleRelist takes one PLEG turn: runtime health, start-up holds, and the
 // changed pods to their workers (or to orphan cleanup).
-func (a *Agent) handleRelist(r relist) {
+func (a *Loop) handleRelist(r relist) {
 	a.metrics.relistDuration.Observe(r.duration.Seconds())
 	if !a.lastRelistAt.IsZero() {
 		a.metrics.relistInterval.Observe(r.at.Sub(a.lastRelistAt).Seconds())
@@ -414,7 +414,7 @@ func (a *Agent) handleRelist(r relist) {
 
 // housekeeping finds orphans that did not change lately and refreshes what
 // berth tells systemd.
-func (a *Agent) housekeeping() {
+func (a *Loop) housekeeping() {
 	if a.relisted {
 		for _, st := range a.lastRelist.pods {
 			if !a.workers.Known(st.UID) {
@@ -439,7 +439,7 @@ func (a *Agent) housekeeping() {
 // asks for, but only once every source has delivered: before that, an
 // unknown pod may simply not have been read yet. seen is when the runtime
 // was read: a pod removed by its lane since then is a stale sighting.
-func (a *Agent) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
+func (a *Loop) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
 	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.FinishedSince(st.UID, seen) {
 		return
 	}
@@ -447,7 +447,7 @@ func (a *Agent) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
 	a.workers.TerminateOrphan(st)
 }
 
-func (a *Agent) desired(uid types.UID) bool {
+func (a *Loop) desired(uid types.UID) bool {
 	for _, p := range a.desiredPods() {
 		if p.UID == uid {
 			return true
@@ -458,7 +458,7 @@ func (a *Agent) desired(uid types.UID) bool {
 
 // checkReady marks berth ready once every source has delivered, the runtime
 // was read, and every desired pod has been handed to a worker.
-func (a *Agent) checkReady(updates <-chan store.PodUpdate) {
+func (a *Loop) checkReady(updates <-chan store.PodUpdate) {
 	if a.health.Ready() == nil {
 		return
 	}
@@ -489,7 +489,7 @@ func (a *Agent) checkReady(updates <-chan store.PodUpdate) {
 }
 
 // summary is the one-line STATUS= for systemd.
-func (a *Agent) summary() string {
+func (a *Loop) summary() string {
 	var running, pending, failed int
 	for _, p := range a.status.List() {
 		switch p.Status.Phase {
