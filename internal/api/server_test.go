@@ -26,7 +26,7 @@ import (
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
-	"github.com/berth-agent/berth/internal/podworkers"
+	"github.com/berth-agent/berth/internal/podstatus"
 )
 
 var apiT0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -48,7 +48,7 @@ type apiBed struct {
 // manifest problem (bad-node1, shown as a refused pod) and the health the
 // test sets.
 type fakePods struct {
-	status   *podworkers.StatusStore
+	status   *podstatus.Store
 	events   *podevents.Log
 	problems []podspec.Problem
 
@@ -108,7 +108,7 @@ func newAPIBed(t testing.TB, configure ...func(*Server)) *apiBed {
 		Source: podspec.SourceFile, Origin: "/etc/kubernetes/manifests/bad.yaml", Line: 7, Field: "spec.containers[0].image",
 		Reason: podspec.ReasonInvalid, Message: "Required value", Name: "bad-node1", Namespace: "default",
 	}
-	pods := &fakePods{status: podworkers.NewStatusStore(), events: podevents.New(clk, log), problems: []podspec.Problem{prob},
+	pods := &fakePods{status: podstatus.NewStore(), events: podevents.New(clk, log), problems: []podspec.Problem{prob},
 		healthy: errors.New("sync loop has not started"), ready: errors.New("not ready: waiting for every pod source to deliver")}
 	pods.status.Set(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: prob.Name, Namespace: prob.Namespace}},
 		v1.PodStatus{Phase: v1.PodFailed, Reason: prob.Reason, Message: prob.Error()})
@@ -442,7 +442,7 @@ func TestAPISocket(t *testing.T) {
 	stale.Close()
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pods := &fakePods{status: podworkers.NewStatusStore()}
+	pods := &fakePods{status: podstatus.NewStore()}
 	api := New(pods, Options{Metrics: prometheus.NewRegistry(), Logger: log})
 	if err := api.Listen("", socket); err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/prober"
 )
 
@@ -107,7 +108,7 @@ type Workers struct {
 	cancel context.CancelFunc
 	rt     Runtime
 	clock  clock.WithTickerAndDelayedExecution
-	status *StatusStore
+	status *podstatus.Store
 	hostIP string
 	log    *slog.Logger
 	// retryAfterError is how soon a lane retries after a runtime error that
@@ -146,7 +147,7 @@ type Options struct {
 	// Runtime is the runtime manager the lanes call.
 	Runtime Runtime
 	// Status is the status store the lanes write each pod's status into.
-	Status *StatusStore
+	Status *podstatus.Store
 	// HostIP is the node IP shown as status.hostIP.
 	HostIP string
 	// MaxParallelStarts bounds the pod starts in flight
@@ -189,7 +190,7 @@ func New(opts Options) *Workers {
 type workerOptions struct {
 	rt     Runtime
 	clock  clock.WithTickerAndDelayedExecution
-	status *StatusStore
+	status *podstatus.Store
 	hostIP string
 	// maxStarts bounds the pod starts in flight (--max-parallel-pod-starts).
 	maxStarts int
@@ -308,7 +309,7 @@ func (p *Workers) Remove(uid types.UID, grace *int64) {
 	if grace == nil && w.pod != nil {
 		grace = w.pod.Spec.TerminationGracePeriodSeconds
 	}
-	p.status.markDeleting(uid, p.clock.Now(), grace)
+	p.status.MarkDeleting(uid, p.clock.Now(), grace)
 	p.wakeLocked(w)
 }
 
@@ -524,7 +525,7 @@ func (p *Workers) step(w *podWorker) bool {
 				msg += ": " + hw.holding
 			}
 			p.mu.Unlock()
-			p.status.Set(pod, PendingStatus(pod, "WaitingForPreviousPod", msg, p.clock.Now()))
+			p.status.Set(pod, podstatus.Pending(pod, "WaitingForPreviousPod", msg, p.clock.Now()))
 			return false
 		}
 		w.started = true
@@ -681,19 +682,19 @@ func logSyncError(ctx context.Context, log *slog.Logger, res kuberuntime.SyncRes
 // why containers wait, and the probes' readiness (fed the runtime status
 // first).
 func (p *Workers) syncedStatus(pod *v1.Pod, status *podplan.PodStatus, res kuberuntime.SyncResult, startTime time.Time) v1.PodStatus {
-	waiting := map[string]waitReason{}
+	waiting := map[string]podstatus.Waiting{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if e := res.Waiting(c.Name); e != nil {
-			waiting[c.Name] = waitReason{Reason: e.Reason, Message: e.Message}
+			waiting[c.Name] = podstatus.Waiting{Reason: e.Reason, Message: e.Message}
 		}
 	}
-	in := statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}
+	in := podstatus.Input{Pod: pod, Runtime: status, Waiting: waiting, HostIP: p.hostIP, StartTime: startTime, Now: p.clock.Now()}
 	if p.probes == nil {
-		return buildPodStatus(in)
+		return podstatus.Build(in)
 	}
 	p.probes.UpdatePod(pod, status, p.hostIP)
-	in.ready = func(container string) bool { return p.probes.Ready(pod.UID, container) }
-	st := buildPodStatus(in)
+	in.Ready = func(container string) bool { return p.probes.Ready(pod.UID, container) }
+	st := podstatus.Build(in)
 	p.probes.AnnotateStatus(pod.UID, &st)
 	return st
 }
@@ -754,11 +755,11 @@ func (p *Workers) acquireStart(w *podWorker, pod *v1.Pod, status *podplan.PodSta
 	}
 	startTime := w.startTime
 	p.mu.Unlock()
-	waiting := map[string]waitReason{}
+	waiting := map[string]podstatus.Waiting{}
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		waiting[c.Name] = waitReason{Reason: "ContainerCreating", Message: msg}
+		waiting[c.Name] = podstatus.Waiting{Reason: "ContainerCreating", Message: msg}
 	}
-	p.status.Set(pod, buildPodStatus(statusInput{pod: pod, runtime: status, waiting: waiting, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()}))
+	p.status.Set(pod, podstatus.Build(podstatus.Input{Pod: pod, Runtime: status, Waiting: waiting, HostIP: p.hostIP, StartTime: startTime, Now: p.clock.Now()}))
 	return false
 }
 
@@ -890,7 +891,7 @@ func (p *Workers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool
 	if remove {
 		return p.finish(w, status)
 	}
-	st := buildPodStatus(statusInput{pod: pod, runtime: status, hostIP: p.hostIP, startTime: startTime, now: p.clock.Now()})
+	st := podstatus.Build(podstatus.Input{Pod: pod, Runtime: status, HostIP: p.hostIP, StartTime: startTime, Now: p.clock.Now()})
 	p.status.Set(pod, st)
 	log.Info("pod terminated", "phase", st.Phase)
 	return false
@@ -1019,15 +1020,6 @@ func (p *Workers) wakeUIDLocked(uid types.UID) {
 	if w, ok := p.workers[uid]; ok {
 		p.wakeLocked(w)
 	}
-}
-
-// PendingStatus is the status of a pod that berth holds back on purpose.
-func PendingStatus(pod *v1.Pod, reason, message string, now time.Time) v1.PodStatus {
-	st := buildPodStatus(statusInput{pod: pod, now: now})
-	st.Phase = v1.PodPending
-	st.Reason = reason
-	st.Message = message
-	return st
 }
 
 // Fingerprint captures what makes a pod's runtime state different for its

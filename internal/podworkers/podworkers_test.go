@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/podtest"
 )
 
@@ -132,7 +133,7 @@ func newTestWorkersWith(ctx context.Context, opts workerOptions) *Workers {
 		opts.clock = podtest.NewAsyncClock(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	}
 	if opts.status == nil {
-		opts.status = NewStatusStore()
+		opts.status = podstatus.NewStore()
 	}
 	if opts.hostIP == "" {
 		opts.hostIP = "192.0.2.10"

@@ -29,7 +29,7 @@ func (p *Workers) Shutdown(uid types.UID, grace int64) {
 		return
 	}
 	w.terminate, w.remove, w.grace = true, false, &grace
-	p.status.markDeleting(uid, p.clock.Now(), &grace)
+	p.status.MarkDeleting(uid, p.clock.Now(), &grace)
 	p.wakeLocked(w)
 }
 

@@ -234,7 +234,7 @@ func TestStartQueueWaitReason(t *testing.T) {
 	q.acquire("c", 0, 3, 1)
 	got := q.waitReason("c")
 	if !strings.Contains(got, "1 pod starts in flight (limit 1), 1 pods ahead") {
-		t.Errorf("waitReason = %q", got)
+		t.Errorf("podstatus.Waiting = %q", got)
 	}
 	if len(q.inflight) != 1 || len(q.entries) != 2 {
 		t.Errorf("%d in flight, %d waiting; want 1, 2", len(q.inflight), len(q.entries))

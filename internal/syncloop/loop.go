@@ -17,6 +17,7 @@ import (
 	"github.com/berth-agent/berth/internal/nodeshutdown"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/prober"
 	"github.com/berth-agent/berth/internal/rollback"
@@ -122,7 +123,7 @@ type Loop struct {
 	rt    podworkers.Runtime
 	// status is the pods' statuses: the pod workers write them, the sync
 	// loop only those of pods it holds back before a lane exists.
-	status  *podworkers.StatusStore
+	status  *podstatus.Store
 	health  *health
 	notify  *notifier
 	events  *podevents.Log
@@ -172,7 +173,7 @@ func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober
 		log:      cfg.Logger,
 		store:    store,
 		rt:       rt,
-		status:   podworkers.NewStatusStore(),
+		status:   podstatus.NewStore(),
 		health:   newHealth(cfg.Clock, 10*cfg.HousekeepingPeriod+cfg.RelistPeriod*10),
 		notify:   newNotifier(cfg.Logger),
 		events:   cfg.Events,
@@ -353,7 +354,7 @@ func (a *Loop) add(pod *v1.Pod, log *slog.Logger) {
 	if a.status.Get(pod.UID) == nil {
 		// Visible in /pods (Pending) from now on, not only once its first
 		// sync has finished.
-		a.status.Set(pod, podworkers.PendingStatus(pod, "", "", a.cfg.Clock.Now()))
+		a.status.Set(pod, podstatus.Pending(pod, "", "", a.cfg.Clock.Now()))
 	}
 	// The last relist already says what the runtime holds of this UID:
 	// unless a lane of it finished since, the pod starts (or is adopted)
@@ -370,7 +371,7 @@ func (a *Loop) add(pod *v1.Pod, log *slog.Logger) {
 func (a *Loop) reject(pod *v1.Pod, used int) {
 	a.rejected[pod.UID] = true
 	msg := fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", used, a.cfg.MaxPods)
-	st := podworkers.PendingStatus(pod, "OutOfpods", msg, a.cfg.Clock.Now())
+	st := podstatus.Pending(pod, "OutOfpods", msg, a.cfg.Clock.Now())
 	st.Phase = v1.PodFailed
 	a.status.Set(pod, st)
 	a.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, "OutOfpods", msg)

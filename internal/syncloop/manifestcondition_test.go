@@ -12,8 +12,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/podtest"
-	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -83,7 +83,7 @@ spec:
 			}
 			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: podtest.Node}, store, nil, nil)
 			for _, p := range []*v1.Pod{web, other} {
-				a.status.Set(p, v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{podworkers.ManifestCondition(nil, podsT0)}})
+				a.status.Set(p, v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{podstatus.ManifestCondition(nil, podsT0)}})
 			}
 			before := a.status.Get(web.UID).Status.Conditions
 
@@ -91,11 +91,11 @@ spec:
 			if got == nil || got.Status.Phase != v1.PodRunning {
 				t.Fatalf("web pod = %+v, want it running", got)
 			}
-			c := condition(got, podworkers.ConditionManifestValid)
+			c := condition(got, podstatus.ConditionManifestValid)
 			if c == nil || c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.message {
 				t.Errorf("condition = %+v, want status %s reason %q message %q", c, tt.status, tt.reason, tt.message)
 			}
-			if c := condition(a.Pod("default", "other-node1"), podworkers.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue {
+			if c := condition(a.Pod("default", "other-node1"), podstatus.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue {
 				t.Errorf("the other file's pod: condition = %+v, want True", c)
 			}
 			if after := a.status.Get(web.UID).Status.Conditions; len(after) != len(before) || after[len(after)-1] != before[len(before)-1] {
@@ -106,7 +106,7 @@ spec:
 			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
 				t.Fatal(err)
 			}
-			if c := condition(a.Pod("default", "web-node1"), podworkers.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {
+			if c := condition(a.Pod("default", "web-node1"), podstatus.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {
 				t.Errorf("after the fix: condition = %+v, want True", c)
 			}
 		})
@@ -117,7 +117,7 @@ spec:
 // before it ever ran carries the condition False as well.
 func TestPodsRefusedManifestConditionFalse(t *testing.T) {
 	a := podsAgent(t)
-	c := condition(a.Pod("default", "bad-node1"), podworkers.ConditionManifestValid)
+	c := condition(a.Pod("default", "bad-node1"), podstatus.ConditionManifestValid)
 	if c == nil || c.Status != v1.ConditionFalse || c.Reason != podspec.ReasonInvalid ||
 		c.Message != "/etc/kubernetes/manifests/bad.yaml:7: spec.containers[0].image: Required value" {
 		t.Errorf("refused pod: condition = %+v", c)

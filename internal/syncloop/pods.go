@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
-	"github.com/berth-agent/berth/internal/podworkers"
+	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -17,7 +17,7 @@ import (
 // name: the pods it runs, and the manifests it rejected (as Failed pods whose
 // reason and message say why), so nothing is silently dropped. A pod whose
 // manifest is currently broken (its last good version keeps running) shows
-// it in podworkers.ConditionManifestValid.
+// it in podstatus.ConditionManifestValid.
 func (a *Loop) Pods() []*v1.Pod {
 	pods := a.status.List()
 	problems := a.store.Problems()
@@ -52,7 +52,7 @@ func (a *Loop) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	cp := *p
 	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	if probs := ix.of(p); len(probs) > 0 {
-		cp.Status.Conditions = setCondition(p.Status.Conditions, podworkers.ManifestCondition(probs, now))
+		cp.Status.Conditions = setCondition(p.Status.Conditions, podstatus.ManifestCondition(probs, now))
 	}
 	if c, ok := a.rollback.Condition(p); ok {
 		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)

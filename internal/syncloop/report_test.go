@@ -11,7 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/podspec"
-	"github.com/berth-agent/berth/internal/podworkers"
+	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -26,7 +26,7 @@ func TestStatusReportContent(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	a := &Loop{cfg: Config{NodeName: "edge-1", Version: "v1.2"}, store: store, status: podworkers.NewStatusStore(),
+	a := &Loop{cfg: Config{NodeName: "edge-1", Version: "v1.2"}, store: store, status: podstatus.NewStore(),
 		health: newHealth(clocktesting.NewFakeClock(time.Now()), time.Minute)}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-edge-1", Namespace: "default", UID: "u1"},

@@ -1,4 +1,4 @@
-package podworkers
+package podstatus
 
 import (
 	"testing"
@@ -41,7 +41,7 @@ func TestBuildPodStatusPhase(t *testing.T) {
 		name    string
 		pod     *v1.Pod
 		conts   []*podplan.ContainerStatus
-		waiting map[string]waitReason
+		waiting map[string]Waiting
 		want    v1.PodPhase
 		ready   bool
 	}{
@@ -49,7 +49,7 @@ func TestBuildPodStatusPhase(t *testing.T) {
 		{"running", testPod(v1.RestartPolicyAlways, nil, "app"), []*podplan.ContainerStatus{running("app", 0)}, nil, v1.PodRunning, true},
 		{"one of two running", testPod(v1.RestartPolicyAlways, nil, "a", "b"), []*podplan.ContainerStatus{running("a", 0)}, nil, v1.PodPending, false},
 		{"always: exited and backing off is still running", testPod(v1.RestartPolicyAlways, nil, "app"),
-			[]*podplan.ContainerStatus{exited("app", 1)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+			[]*podplan.ContainerStatus{exited("app", 1)}, map[string]Waiting{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
 		{"never: success", testPod(v1.RestartPolicyNever, nil, "app"), []*podplan.ContainerStatus{exited("app", 0)}, nil, v1.PodSucceeded, false},
 		{"never: failure", testPod(v1.RestartPolicyNever, nil, "app"), []*podplan.ContainerStatus{exited("app", 2)}, nil, v1.PodFailed, false},
 		{"onfailure: success completes", testPod(v1.RestartPolicyOnFailure, nil, "app"), []*podplan.ContainerStatus{exited("app", 0)}, nil, v1.PodSucceeded, false},
@@ -61,7 +61,7 @@ func TestBuildPodStatusPhase(t *testing.T) {
 		{"unknown state", testPod(v1.RestartPolicyAlways, nil, "app"), []*podplan.ContainerStatus{{ID: "u", Name: "app", State: podplan.ContainerStateUnknown}}, nil, v1.PodPending, false},
 		// KEP-5307: the container's restartPolicy and rules decide.
 		{"never pod, exit code a rule restarts: still running", withRule(testPod(v1.RestartPolicyNever, nil, "app"), "app", 42),
-			[]*podplan.ContainerStatus{exited("app", 42)}, map[string]waitReason{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
+			[]*podplan.ContainerStatus{exited("app", 42)}, map[string]Waiting{"app": {Reason: "CrashLoopBackOff"}}, v1.PodRunning, false},
 		{"never pod, exit code no rule matches: failed", withRule(testPod(v1.RestartPolicyNever, nil, "app"), "app", 42),
 			[]*podplan.ContainerStatus{exited("app", 1)}, nil, v1.PodFailed, false},
 		{"never pod, init container a rule restarts: pending", withRule(testPod(v1.RestartPolicyNever, []string{"init"}, "app"), "init", 3),
@@ -69,7 +69,7 @@ func TestBuildPodStatusPhase(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := buildPodStatus(statusInput{pod: tt.pod, runtime: &podplan.PodStatus{UID: "uid1", Containers: tt.conts}, waiting: tt.waiting, now: t0})
+			st := Build(Input{Pod: tt.pod, Runtime: &podplan.PodStatus{UID: "uid1", Containers: tt.conts}, Waiting: tt.waiting, Now: t0})
 			if st.Phase != tt.want {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.want)
 			}
@@ -103,9 +103,9 @@ func TestBuildPodStatusContainerDetails(t *testing.T) {
 		{ID: "older", Name: "app", State: podplan.ContainerStateExited, ExitCode: 1, Reason: "OOMKilled", FinishedAt: t0},
 	}}
 	rs.Containers[0].RestartCount = 4
-	st := buildPodStatus(statusInput{
-		pod: pod, runtime: rs, hostIP: "192.0.2.1", startTime: t0, now: t0,
-		waiting: map[string]waitReason{"app": {Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=app"}},
+	st := Build(Input{
+		Pod: pod, Runtime: rs, HostIP: "192.0.2.1", StartTime: t0, Now: t0,
+		Waiting: map[string]Waiting{"app": {Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=app"}},
 	})
 	cs := st.ContainerStatuses[0]
 	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" {
@@ -125,7 +125,7 @@ func TestBuildPodStatusContainerDetails(t *testing.T) {
 	}
 
 	pod.Spec.HostNetwork = true
-	st = buildPodStatus(statusInput{pod: pod, runtime: &podplan.PodStatus{UID: "uid1"}, hostIP: "192.0.2.1", now: t0})
+	st = Build(Input{Pod: pod, Runtime: &podplan.PodStatus{UID: "uid1"}, HostIP: "192.0.2.1", Now: t0})
 	if st.PodIP != "192.0.2.1" {
 		t.Errorf("host-network pod IP = %q, want the host IP", st.PodIP)
 	}
@@ -137,14 +137,14 @@ func TestBuildPodStatusContainerDetails(t *testing.T) {
 func TestBuildPodStatusReadinessAndTermination(t *testing.T) {
 	pod := testPod(v1.RestartPolicyAlways, nil, "a", "b")
 	rs := &podplan.PodStatus{UID: "uid1", Containers: []*podplan.ContainerStatus{running("a", 0), running("b", 0)}}
-	st := buildPodStatus(statusInput{pod: pod, runtime: rs, now: t0, ready: func(n string) bool { return n == "a" }})
+	st := Build(Input{Pod: pod, Runtime: rs, Now: t0, Ready: func(n string) bool { return n == "a" }})
 	if podtest.ConditionTrue(st, v1.ContainersReady) {
 		t.Error("ContainersReady with b not ready")
 	}
 	if !st.ContainerStatuses[0].Ready || st.ContainerStatuses[1].Ready {
 		t.Errorf("ready flags = %v, %v", st.ContainerStatuses[0].Ready, st.ContainerStatuses[1].Ready)
 	}
-	st = buildPodStatus(statusInput{pod: pod, runtime: rs, now: t0, terminating: true})
+	st = Build(Input{Pod: pod, Runtime: rs, Now: t0, Terminating: true})
 	if podtest.ConditionTrue(st, v1.PodReady) {
 		t.Error("a terminating pod must not be Ready")
 	}

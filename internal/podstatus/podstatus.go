@@ -1,4 +1,4 @@
-package podworkers
+package podstatus
 
 import (
 	"fmt"
@@ -12,51 +12,51 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
-// waitReason is why a container is not running although it should be, as
+// Waiting is why a container is not running although it should be, as
 // the last sync found it (ContainerCreating, CrashLoopBackOff, ErrImagePull...).
-type waitReason struct {
+type Waiting struct {
 	Reason  string
 	Message string
 }
 
-// statusInput is everything the v1 status of a pod is derived from. Keeping
-// it a plain value makes buildPodStatus a pure function.
-type statusInput struct {
-	pod     *v1.Pod
-	runtime *podplan.PodStatus // nil when the runtime has nothing of the pod
-	waiting map[string]waitReason
-	// ready tells whether a running container passed its readiness probe;
+// Input is everything the v1 status of a pod is derived from. Keeping
+// it a plain value makes Build a pure function.
+type Input struct {
+	Pod     *v1.Pod
+	Runtime *podplan.PodStatus // nil when the runtime has nothing of the pod
+	Waiting map[string]Waiting
+	// Ready tells whether a running container passed its readiness probe;
 	// nil means "ready once running" (no probes).
-	ready     func(container string) bool
-	hostIP    string
-	startTime time.Time
-	// terminating is set while berth stops the pod on purpose.
-	terminating bool
-	now         time.Time
+	Ready     func(container string) bool
+	HostIP    string
+	StartTime time.Time
+	// Terminating is set while berth stops the pod on purpose.
+	Terminating bool
+	Now         time.Time
 }
 
-// buildPodStatus computes the pod's v1.PodStatus the way the kubelet's
+// Build computes the pod's v1.PodStatus the way the kubelet's
 // generateAPIPodStatus does, from what the runtime reports.
-func buildPodStatus(in statusInput) v1.PodStatus {
-	pod := in.pod
-	rs := in.runtime
+func Build(in Input) v1.PodStatus {
+	pod := in.Pod
+	rs := in.Runtime
 	if rs == nil {
 		rs = &podplan.PodStatus{UID: pod.UID}
 	}
 	st := v1.PodStatus{
-		HostIP:   in.hostIP,
+		HostIP:   in.HostIP,
 		QOSClass: qosClass(pod),
 	}
-	if in.hostIP != "" {
-		st.HostIPs = []v1.HostIP{{IP: in.hostIP}}
+	if in.HostIP != "" {
+		st.HostIPs = []v1.HostIP{{IP: in.HostIP}}
 	}
-	if !in.startTime.IsZero() {
-		t := metav1.NewTime(in.startTime)
+	if !in.StartTime.IsZero() {
+		t := metav1.NewTime(in.StartTime)
 		st.StartTime = &t
 	}
 	ips := rs.IPs
-	if pod.Spec.HostNetwork && in.hostIP != "" {
-		ips = []string{in.hostIP}
+	if pod.Spec.HostNetwork && in.HostIP != "" {
+		ips = []string{in.HostIP}
 	}
 	if len(ips) > 0 {
 		st.PodIP = ips[0]
@@ -67,13 +67,13 @@ func buildPodStatus(in statusInput) v1.PodStatus {
 	st.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, rs, in, true)
 	st.ContainerStatuses = containerStatuses(pod.Spec.Containers, rs, in, false)
 	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses)
-	st.Conditions = podConditions(pod, st, in.now)
+	st.Conditions = podConditions(pod, st, in.Now)
 	return st
 }
 
 // containerStatuses maps each spec container to the newest runtime container
 // of its name; the one before it is its lastTerminationState.
-func containerStatuses(specs []v1.Container, rs *podplan.PodStatus, in statusInput, init bool) []v1.ContainerStatus {
+func containerStatuses(specs []v1.Container, rs *podplan.PodStatus, in Input, init bool) []v1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
 	}
@@ -86,7 +86,7 @@ func containerStatuses(specs []v1.Container, rs *podplan.PodStatus, in statusInp
 				history = append(history, rc)
 			}
 		}
-		w, hasWait := in.waiting[c.Name]
+		w, hasWait := in.Waiting[c.Name]
 		switch {
 		case len(history) == 0:
 			reason := "ContainerCreating"
@@ -119,9 +119,9 @@ func containerStatuses(specs []v1.Container, rs *podplan.PodStatus, in statusInp
 			}
 		}
 		running := cs.State.Running != nil
-		started := running && !in.terminating
+		started := running && !in.Terminating
 		cs.Started = &started
-		cs.Ready = running && !in.terminating && (in.ready == nil || in.ready(c.Name))
+		cs.Ready = running && !in.Terminating && (in.Ready == nil || in.Ready(c.Name))
 		if init && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
 			cs.Ready = true
 		}
@@ -328,4 +328,13 @@ func ManifestCondition(problems []podspec.Problem, now time.Time) v1.PodConditio
 	}
 	c.Status, c.Reason, c.Message = v1.ConditionFalse, problems[0].Reason, strings.Join(msgs, "; ")
 	return c
+}
+
+// Pending is the status of a pod that berth holds back on purpose.
+func Pending(pod *v1.Pod, reason, message string, now time.Time) v1.PodStatus {
+	st := Build(Input{Pod: pod, Now: now})
+	st.Phase = v1.PodPending
+	st.Reason = reason
+	st.Message = message
+	return st
 }

@@ -1,4 +1,4 @@
-package podworkers
+package podstatus
 
 import (
 	"sync"
@@ -11,10 +11,10 @@ import (
 	"github.com/berth-agent/berth/internal/store"
 )
 
-// StatusStore keeps the latest v1.Pod (spec and status) of every pod berth
+// Store keeps the latest v1.Pod (spec and status) of every pod berth
 // knows, for the local API, the CLI, metrics and sd_notify's STATUS line.
 // Pods handed in are never modified afterwards: readers share them.
-type StatusStore struct {
+type Store struct {
 	mu   sync.RWMutex // guards pods and deleting
 	pods map[types.UID]*v1.Pod
 	// deleting holds when berth began stopping a removed pod; it is stamped
@@ -32,14 +32,14 @@ type deletion struct {
 	grace *int64
 }
 
-// NewStatusStore returns an empty store.
-func NewStatusStore() *StatusStore {
-	return &StatusStore{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}, phases: make(chan struct{}, 1)}
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{pods: map[types.UID]*v1.Pod{}, deleting: map[types.UID]deletion{}, phases: make(chan struct{}, 1)}
 }
 
 // Set records pod with st as its status. The desired pod itself is shared
 // with the merge store, so a shallow copy carries the status.
-func (s *StatusStore) Set(pod *v1.Pod, st v1.PodStatus) {
+func (s *Store) Set(pod *v1.Pod, st v1.PodStatus) {
 	cp := *pod
 	cp.Status = st
 	s.mu.Lock()
@@ -56,19 +56,19 @@ func (s *StatusStore) Set(pod *v1.Pod, st v1.PodStatus) {
 
 // Phases has a signal when some pod's phase changed, or a pod came or
 // went, since the sync loop last received from it.
-func (s *StatusStore) Phases() <-chan struct{} { return s.phases }
+func (s *Store) Phases() <-chan struct{} { return s.phases }
 
 // phaseChanged signals the sync loop without ever blocking a worker.
-func (s *StatusStore) phaseChanged() {
+func (s *Store) phaseChanged() {
 	select {
 	case s.phases <- struct{}{}:
 	default:
 	}
 }
 
-// markDeleting records that the pod of uid is being stopped because its
+// MarkDeleting records that the pod of uid is being stopped because its
 // source dropped it, with the grace period it gets.
-func (s *StatusStore) markDeleting(uid types.UID, at time.Time, grace *int64) {
+func (s *Store) MarkDeleting(uid types.UID, at time.Time, grace *int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := deletion{at: metav1.NewTime(at), grace: grace}
@@ -81,14 +81,14 @@ func (s *StatusStore) markDeleting(uid types.UID, at time.Time, grace *int64) {
 }
 
 // Get returns the pod of uid, or nil.
-func (s *StatusStore) Get(uid types.UID) *v1.Pod {
+func (s *Store) Get(uid types.UID) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.pods[uid]
 }
 
 // Delete forgets the pod of uid.
-func (s *StatusStore) Delete(uid types.UID) {
+func (s *Store) Delete(uid types.UID) {
 	s.mu.Lock()
 	_, ok := s.pods[uid]
 	delete(s.pods, uid)
@@ -100,7 +100,7 @@ func (s *StatusStore) Delete(uid types.UID) {
 }
 
 // Named returns the pods of namespace/name, in no order.
-func (s *StatusStore) Named(namespace, name string) []*v1.Pod {
+func (s *Store) Named(namespace, name string) []*v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*v1.Pod
@@ -114,7 +114,7 @@ func (s *StatusStore) Named(namespace, name string) []*v1.Pod {
 
 // List returns every pod sorted by namespace and name, then UID, so output
 // is stable.
-func (s *StatusStore) List() []*v1.Pod {
+func (s *Store) List() []*v1.Pod {
 	s.mu.RLock()
 	out := make([]*v1.Pod, 0, len(s.pods))
 	for _, p := range s.pods {
