@@ -272,7 +272,24 @@ func (p *Workers) updateLocked(pod *v1.Pod) {
 	p.wakeLocked(w)
 }
 
-// AddObserved starts the lane of a new pod with what the runtime held of
+// Add starts the lane of a new pod, shown Pending from now on (not only
+// once its first sync has finished). The last relist, at at, already says
+// what the runtime holds of this UID (observed; nil: nothing): unless a
+// lane of it finished since, the pod starts (or is adopted) from that
+// observation, without a list of its own; otherwise its lane reads the
+// runtime.
+func (p *Workers) Add(pod *v1.Pod, observed *podplan.PodStatus, at time.Time) {
+	if p.status.Get(pod.UID) == nil {
+		p.status.Set(pod, podstatus.Pending(pod, "", "", p.clock.Now()))
+	}
+	if !p.FinishedSince(pod.UID, at) {
+		p.addObserved(pod, observed, at)
+		return
+	}
+	p.Update(pod)
+}
+
+// addObserved starts the lane of a new pod with what the runtime held of
 // it when it was relisted at at (nil: nothing), so its first sync acts
 // without listing the runtime again: two lists fewer for a new pod on the
 // path from the manifest to the running container, and for each pod
@@ -281,7 +298,7 @@ func (p *Workers) updateLocked(pod *v1.Pod) {
 // observation still holds but for what the runtime does on its own (a
 // container that exits), which the next relist hands over as for any
 // lane. A pod whose lane exists is updated.
-func (p *Workers) AddObserved(pod *v1.Pod, status *podplan.PodStatus, at time.Time) {
+func (p *Workers) addObserved(pod *v1.Pod, status *podplan.PodStatus, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[pod.UID]; ok {

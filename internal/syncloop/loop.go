@@ -351,19 +351,7 @@ func (a *Loop) add(pod *v1.Pod, log *slog.Logger) {
 		return
 	}
 	log.Info("pod added")
-	if a.status.Get(pod.UID) == nil {
-		// Visible in /pods (Pending) from now on, not only once its first
-		// sync has finished.
-		a.status.Set(pod, podstatus.Pending(pod, "", "", a.cfg.Clock.Now()))
-	}
-	// The last relist already says what the runtime holds of this UID:
-	// unless a lane of it finished since, the pod starts (or is adopted)
-	// from that observation, without a list of its own.
-	if !a.workers.FinishedSince(pod.UID, a.lastRelist.at) {
-		a.workers.AddObserved(pod, a.lastRelist.pods[pod.UID], a.lastRelist.at)
-		return
-	}
-	a.workers.Update(pod)
+	a.workers.Add(pod, a.lastRelist.pods[pod.UID], a.lastRelist.at)
 }
 
 // reject refuses a pod beyond max-pods, as the kubelet's admission does: it
