@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Log lines of berth's runtime watch (agent/runtimewatch.go).
+// Log lines of berth's runtime watch (internal/syncloop/runtimewatch.go).
 const (
 	logEventsUp     = "watching the container runtime through its event stream"
 	logEventsNone   = "the container runtime streams no container events"

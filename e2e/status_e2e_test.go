@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/e2e/testbed"
+	"github.com/berth-agent/berth/internal/statusreport"
 )
 
 // TestFleetStatusNginx runs berth as one device of a fleet against a real
@@ -49,15 +49,15 @@ func TestFleetStatusNginx(t *testing.T) {
 
 	stored := filepath.Join(n.Root, "status", nodeName+".json")
 	// report waits until the report nginx stores satisfies cond.
-	report := func(what string, cond func(agent.StatusReport) bool) agent.StatusReport {
+	report := func(what string, cond func(statusreport.Report) bool) statusreport.Report {
 		t.Helper()
-		var rep agent.StatusReport
+		var rep statusreport.Report
 		took := b.waitFor("the stored status report: "+what, 30*time.Second, func() (bool, string) {
 			data, err := os.ReadFile(stored)
 			if err != nil {
 				return false, err.Error()
 			}
-			rep = agent.StatusReport{}
+			rep = statusreport.Report{}
 			if err := json.Unmarshal(data, &rep); err != nil {
 				return false, fmt.Sprintf("%s: %v", data, err)
 			}
@@ -77,7 +77,7 @@ func TestFleetStatusNginx(t *testing.T) {
 	}
 
 	v1 := etag()
-	rep := report("pod running and ready", func(r agent.StatusReport) bool {
+	rep := report("pod running and ready", func(r statusreport.Report) bool {
 		return r.Ready && len(r.Pods) == 1 && r.Pods[0].Name == name && r.Pods[0].Phase == "Running" &&
 			r.Pods[0].Ready == "1/1" && r.ManifestVersions["http"] == v1
 	})
@@ -112,7 +112,7 @@ func TestFleetStatusNginx(t *testing.T) {
 	if g2 < 1500*time.Millisecond || g3 < 3500*time.Millisecond {
 		t.Errorf("no back-off: waits %s and %s after the 2nd and 3rd failure, want 2-4 s and 4-8 s", g2, g3)
 	}
-	report("a failing URL, the pod still running", func(r agent.StatusReport) bool {
+	report("a failing URL, the pod still running", func(r statusreport.Report) bool {
 		return len(r.Pods) == 1 && r.Pods[0].Phase == "Running" && len(r.Problems) == 1 && r.Problems[0].Reason == "Unreachable"
 	})
 
@@ -121,7 +121,7 @@ func TestFleetStatusNginx(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2 := etag()
-	report("new version applied", func(r agent.StatusReport) bool {
+	report("new version applied", func(r statusreport.Report) bool {
 		return len(r.Pods) == 0 && r.ManifestVersions["http"] == v2 && v2 != v1
 	})
 

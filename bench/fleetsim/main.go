@@ -1,7 +1,7 @@
 // Command fleetsim is `make fleet-sim`: a fleet of N simulated berth
 // devices, each running berth's real URL source (source.Run: the poll
 // schedule, conditional requests, parsing) and its real status reporter
-// (agent.StatusReporter), against one real nginx (Debian's, started on
+// (statusreport.Reporter), against one real nginx (Debian's, started on
 // loopback with a private config) serving per-group manifests and taking
 // the status reports by WebDAV PUT. No container runtime: a device
 // "applies" a version when its merge store holds that version's pods.
@@ -43,10 +43,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/e2e/testbed"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -56,7 +56,7 @@ func main() {
 	flag.IntVar(&o.groups, "groups", 10, "device groups, each with its own manifest URL")
 	flag.IntVar(&o.podsPerGroup, "pods", 3, "pods in each group's manifest")
 	flag.DurationVar(&o.period, "period", 20*time.Second, "--http-check-frequency of every device")
-	flag.DurationVar(&o.statusPeriod, "status-period", agent.DefaultStatusPeriod, "--status-period of every device")
+	flag.DurationVar(&o.statusPeriod, "status-period", statusreport.DefaultPeriod, "--status-period of every device")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window measured at the server")
 	flag.IntVar(&o.rollouts, "rollouts", 3, "new versions published per mode (at random points of the period)")
 	flag.StringVar(&o.modes, "modes", "jitter,nojitter", "poll modes to run: jitter (berth's schedule), nojitter (the same without jitter)")
@@ -222,10 +222,10 @@ func versionOf(store *store.Store) int64 {
 
 // snapshot is the device's status report: the pods of its store as
 // running (there is no runtime), and the store's manifest version.
-func (d *device) snapshot() agent.StatusReport {
-	rep := agent.StatusReport{Node: d.node, Ready: d.store.SourcesReady(), ManifestVersions: d.store.Versions(), Pods: []agent.PodReport{}}
+func (d *device) snapshot() statusreport.Report {
+	rep := statusreport.Report{Node: d.node, Ready: d.store.SourcesReady(), ManifestVersions: d.store.Versions(), Pods: []statusreport.PodReport{}}
 	for _, p := range d.store.Pods() {
-		rep.Pods = append(rep.Pods, agent.PodReport{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Phase: "Running", Ready: "1/1"})
+		rep.Pods = append(rep.Pods, statusreport.PodReport{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Phase: "Running", Ready: "1/1"})
 	}
 	return rep
 }
@@ -249,7 +249,7 @@ func (s *sim) runMode(mode string, r func() float64) error {
 		cfg := source.Config{NodeName: d.node, URL: url, HTTPCheckFrequency: s.o.period,
 			HTTPClient: &http.Client{Transport: rt}, Rand: r, Logger: quiet,
 			URLSigners: s.signers, SignatureMetrics: source.NewSignatureMetrics(prometheus.NewRegistry())}
-		rep := agent.NewStatusReporter(agent.StatusReporterConfig{
+		rep := statusreport.New(statusreport.Config{
 			URL: s.ngx.URL + "/status/" + d.node + ".json", Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
 			Period: s.o.statusPeriod, Rand: r, Logger: quiet,
 		}, d.snapshot)
@@ -409,7 +409,7 @@ func (s *sim) statusVisible(ctx context.Context, v int64, t0 time.Time) (float64
 			if err != nil {
 				continue // being replaced
 			}
-			var rep agent.StatusReport
+			var rep statusreport.Report
 			if json.Unmarshal(data, &rep) == nil && etags[rep.ManifestVersions[podspec.SourceHTTP]] {
 				n++
 			}

@@ -16,7 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/internal/rollback"
 )
 
 // runCLI runs one berth command in-process against the fake daemon.
@@ -134,7 +134,7 @@ func TestPodStatusColumn(t *testing.T) {
 	}
 	// A broken manifest replaces only the words that say all is well.
 	brokenManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionFalse, Reason: "DecodeError", Message: "web.yaml:3: invalid YAML"}}
-	rolledBackCond := []v1.PodCondition{{Type: agent.ConditionLatestVersion, Status: v1.ConditionFalse, Reason: agent.ReasonRolledBack, Message: "version b failed"}}
+	rolledBackCond := []v1.PodCondition{{Type: rollback.ConditionLatestVersion, Status: v1.ConditionFalse, Reason: rollback.ReasonRolledBack, Message: "version b failed"}}
 	validManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionTrue}}
 	oneApp := v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}
 	extra = append(extra, []struct {

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/syncloop"
 )
 
 // TestGCSettings covers the garbage collection flags and config fields: the
 // kubelet's defaults, the kubelet's flag names, a config file, and what
 // the agent gets.
 func TestGCSettings(t *testing.T) {
-	defaults := &agent.GCConfig{
+	defaults := &syncloop.GCConfig{
 		Containers:         gc.Policy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1},
 		Logs:               gc.LogRotationPolicy{MaxSize: 10 << 20, MaxFiles: 5, Workers: 1},
 		LogMonitorInterval: 10 * time.Second,
@@ -33,7 +33,7 @@ imageGCHighThresholdPercent: 90
 imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 10m
 `)
-	fromFile := &agent.GCConfig{
+	fromFile := &syncloop.GCConfig{
 		Containers:         gc.Policy{MinAge: time.Minute, MaxPerPodContainer: 0, MaxContainers: 100},
 		Logs:               gc.LogRotationPolicy{MaxSize: 512 << 10, MaxFiles: 3, Workers: 2},
 		LogMonitorInterval: 30 * time.Second,
@@ -42,7 +42,7 @@ imageMinimumGCAge: 10m
 	tests := []struct {
 		name string
 		args []string
-		want *agent.GCConfig
+		want *syncloop.GCConfig
 		err  string
 	}{
 		{name: "defaults are the kubelet's", want: defaults},
@@ -53,12 +53,12 @@ imageMinimumGCAge: 10m
 			"--minimum-image-gc-age", "10m",
 		}, want: fromFile},
 		{name: "config file", args: []string{"--config", config}, want: fromFile},
-		{name: "flag over config file", args: []string{"--config", config, "--container-log-max-files", "7"}, want: func() *agent.GCConfig {
+		{name: "flag over config file", args: []string{"--config", config, "--container-log-max-files", "7"}, want: func() *syncloop.GCConfig {
 			c := *fromFile
 			c.Logs.MaxFiles = 7
 			return &c
 		}()},
-		{name: "image GC disabled", args: []string{"--image-gc-high-threshold", "100", "--image-gc-low-threshold", "100"}, want: func() *agent.GCConfig {
+		{name: "image GC disabled", args: []string{"--image-gc-high-threshold", "100", "--image-gc-low-threshold", "100"}, want: func() *syncloop.GCConfig {
 			c := *defaults
 			c.Images.HighThresholdPercent, c.Images.LowThresholdPercent = 100, 100
 			return &c

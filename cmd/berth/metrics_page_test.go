@@ -14,14 +14,16 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
+	"github.com/berth-agent/berth/internal/syncloop"
 
 	apitest "k8s.io/cri-api/pkg/apis/testing"
 )
@@ -56,16 +58,16 @@ func metricsTable(t *testing.T) string {
 	rs, is := criclient.Instrument(apitest.NewFakeRuntimeService(), apitest.NewFakeImageService(), rec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clk := clock.RealClock{}
-	events := agent.NewEventLog(clk, log)
+	events := podevents.New(clk, log)
 	root, logs := t.TempDir(), t.TempDir()
 	mgr := kuberuntime.NewManager(rs, is, kuberuntime.Options{NodeName: "node1", RootDir: root, PodLogsDir: logs, Recorder: events, Logger: log})
 	s := defaultSettings()
-	agent.New(agent.Config{
+	syncloop.New(syncloop.Config{
 		NodeName: "node1",
 		Metrics:  rec,
 		Logger:   log,
 		GC:       s.gcConfig(),
-		Status:   &agent.StatusReporterConfig{URL: "https://fleet.example/status/node1.json"},
+		Status:   &statusreport.Config{URL: "https://fleet.example/status/node1.json"},
 	}, store.New(podspec.SourceFile), events, mgr, handlers.NewExecer(rs),
 		gc.New(rs, is, mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))
 

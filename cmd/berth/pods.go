@@ -17,8 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
-	"github.com/berth-agent/berth/agent"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podstatus"
+	"github.com/berth-agent/berth/internal/rollback"
 )
 
 // now is the clock of AGE columns; tests pin it so golden files hold.
@@ -343,9 +344,9 @@ func later(t *time.Time, st *v1.ContainerStateTerminated) {
 	}
 }
 
-// conditionManifestValid is the daemon's agent.ConditionManifestValid: False
+// conditionManifestValid is the daemon's podstatus.ConditionManifestValid: False
 // while the pod's manifest is broken and its last good version runs.
-const conditionManifestValid = agent.ConditionManifestValid
+const conditionManifestValid = podstatus.ConditionManifestValid
 
 // statusManifestInvalid is the STATUS of a pod that runs fine on its last
 // good version while its manifest is broken. kubectl shows one CamelCase
@@ -371,12 +372,12 @@ func manifestInvalid(pod *v1.Pod) bool {
 // version because the newer one its source serves failed (agent's
 // rollback): as with ManifestInvalid, "Running" would suggest the edit took
 // effect. A broken manifest is more pressing: it shows first.
-const statusRolledBack = agent.ReasonRolledBack
+const statusRolledBack = rollback.ReasonRolledBack
 
-// rolledBack reports agent.ConditionLatestVersion False.
+// rolledBack reports rollback.ConditionLatestVersion False.
 func rolledBack(pod *v1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == agent.ConditionLatestVersion {
+		if c.Type == rollback.ConditionLatestVersion {
 			return c.Status == v1.ConditionFalse
 		}
 	}

@@ -21,15 +21,19 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podenv"
+	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/rollback"
 	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
+	"github.com/berth-agent/berth/internal/syncloop"
 )
 
 func runRun(args []string, stdout, stderr io.Writer) int {
@@ -109,7 +113,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 		return c.abort(err)
 	}
 	clk := clock.RealClock{}
-	events := agent.NewEventLog(clk, log)
+	events := podevents.New(clk, log)
 	mgr := kuberuntime.NewManager(rs, is, s.runtimeOptions(nodeName, hostIP, events, store, log))
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
@@ -120,17 +124,17 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	}
 	cfg := s.agentSettings(nodeName, hostIP, reg, log, status)
 	cfg.OnReady = func() { go started() }
-	a := agent.New(cfg, store, events, mgr, handlers.NewExecer(rs), collector)
+	a := syncloop.New(cfg, store, events, mgr, handlers.NewExecer(rs), collector)
 	// A start that never gets ready (a source that cannot deliver) still
 	// ends; its pods wait for the source, not for the collector.
 	bound := time.AfterFunc(startBound, started)
 	defer bound.Stop()
 
-	api := agent.NewAPI(a, store, reg, log, agent.APIOptions{PodLogsDir: s.PodLogsDir, ListenPods: agent.Exposure(s.ListenPods)})
-	if err := api.Listen(s.Listen, s.Socket); err != nil {
+	srv := api.New(a, api.Options{PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), Metrics: reg, Logger: log})
+	if err := srv.Listen(s.Listen, s.Socket); err != nil {
 		return c.abort(err)
 	}
-	c.start(func() error { return api.Serve(ctx) })
+	c.start(func() error { return srv.Serve(ctx) })
 	c.start(func() error { return a.Run(ctx) })
 	return c.wait(ctx)
 }
@@ -232,7 +236,7 @@ func dialRuntime(ctx context.Context, s settings, reg prometheus.Registerer, log
 
 // runtimeOptions are the runtime manager's options: it records into
 // events and reads the pods' ConfigMaps and Secrets from store.
-func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog, store *store.Store, log *slog.Logger) kuberuntime.Options {
+func (s settings) runtimeOptions(nodeName, hostIP string, events *podevents.Log, store *store.Store, log *slog.Logger) kuberuntime.Options {
 	return kuberuntime.Options{
 		NodeName:                nodeName,
 		RootDir:                 s.RootDir,
@@ -250,8 +254,8 @@ func (s settings) runtimeOptions(nodeName, hostIP string, events *agent.EventLog
 }
 
 // agentSettings is the agent's configuration, but for OnReady.
-func (s settings) agentSettings(nodeName, hostIP string, reg *prometheus.Registry, log *slog.Logger, status *agent.StatusReporterConfig) agent.Config {
-	return agent.Config{
+func (s settings) agentSettings(nodeName, hostIP string, reg *prometheus.Registry, log *slog.Logger, status *statusreport.Config) syncloop.Config {
+	return syncloop.Config{
 		NodeName:             nodeName,
 		HostIP:               hostIP,
 		MaxPods:              s.MaxPods,
@@ -260,7 +264,7 @@ func (s settings) agentSettings(nodeName, hostIP string, reg *prometheus.Registr
 		Metrics:              reg,
 		Logger:               log,
 		GC:                   s.gcConfig(),
-		Rollback: agent.RollbackConfig{
+		Rollback: rollback.Config{
 			After: map[string]time.Duration{
 				podspec.SourceFile: s.FileRollbackAfter.Duration,
 				podspec.SourceHTTP: s.HTTPRollbackAfter.Duration,

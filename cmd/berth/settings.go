@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/statusreport"
+	"github.com/berth-agent/berth/internal/syncloop"
 )
 
 // settings are berth run's settings. Field names in the config file follow
@@ -63,19 +65,19 @@ type settings struct {
 	// placeholders of --manifest-url.
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Automatic rollback of a bad edit (agent/rollback.go): 0 disables
+	// Automatic rollback of a bad edit (internal/rollback): 0 disables
 	// it, so the fields are written even when zero.
 	FileRollbackAfter metav1.Duration `json:"fileRollbackAfter"`
 	HTTPRollbackAfter metav1.Duration `json:"httpRollbackAfter"`
 	RollbackMinReady  metav1.Duration `json:"rollbackMinReady"`
 
-	// The status report to a fleet's server (agent/statusreport.go).
+	// The status report to a fleet's server (internal/statusreport).
 	StatusURL       string              `json:"statusURL,omitempty"`
 	StatusURLHeader map[string][]string `json:"statusURLHeader,omitempty"`
 	StatusURLCA     string              `json:"statusURLCA,omitempty"`
 	StatusPeriod    metav1.Duration     `json:"statusPeriod,omitempty"`
 
-	// Disk garbage collection (internal/gc, scheduled by agent/gcloop.go),
+	// Disk garbage collection (internal/gc, scheduled by internal/syncloop/gcloop.go),
 	// named like the kubelet's.
 	MinimumContainerTTLDuration       metav1.Duration `json:"minimumContainerTTLDuration"`
 	MaximumDeadContainersPerContainer int             `json:"maximumDeadContainersPerContainer"`
@@ -106,7 +108,7 @@ func defaultSettings() settings {
 		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 		Listen:                   "127.0.0.1:10255",
 		Socket:                   "/run/berth/berth.sock",
-		ListenPods:               string(agent.ExposeNone),
+		ListenPods:               string(api.ExposeNone),
 		MaxPods:                  110,
 		ResolvConf:               "/etc/resolv.conf",
 		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
@@ -118,7 +120,7 @@ func defaultSettings() settings {
 		// fleet's edit reaches devices nobody watches.
 		HTTPRollbackAfter: metav1.Duration{Duration: 5 * time.Minute},
 		RollbackMinReady:  metav1.Duration{Duration: 10 * time.Second},
-		StatusPeriod:      metav1.Duration{Duration: agent.DefaultStatusPeriod},
+		StatusPeriod:      metav1.Duration{Duration: statusreport.DefaultPeriod},
 
 		MaximumDeadContainersPerContainer: 1,
 		MaximumDeadContainers:             -1,
@@ -309,7 +311,7 @@ func (s settings) validate() error {
 	if _, err := parseLogLevel(s.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := agent.ParseExposure(s.ListenPods); err != nil {
+	if _, err := api.ParseExposure(s.ListenPods); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, s.validateGC()...)
@@ -448,7 +450,7 @@ func (s settings) validateStatus() []error {
 // --status-url: the URL with its placeholders expanded, the headers, and
 // a client trusting --status-url-ca. The manifest URL's headers and CA are
 // not reused: they may carry a token meant for that server only.
-func (s settings) statusConfig(node string) (*agent.StatusReporterConfig, error) {
+func (s settings) statusConfig(node string) (*statusreport.Config, error) {
 	if s.StatusURL == "" {
 		return nil, nil
 	}
@@ -463,7 +465,7 @@ func (s settings) statusConfig(node string) (*agent.StatusReporterConfig, error)
 	if err != nil {
 		return nil, fmt.Errorf("--status-url-ca: %w", err)
 	}
-	return &agent.StatusReporterConfig{URL: u, Header: s.statusHeaders(), Client: client, Period: s.StatusPeriod.Duration}, nil
+	return &statusreport.Config{URL: u, Header: s.statusHeaders(), Client: client, Period: s.StatusPeriod.Duration}, nil
 }
 
 // headerFlag collects repeatable Key:Value flags.
@@ -578,9 +580,9 @@ func (s settings) containerLogMaxSize() (int64, error) {
 }
 
 // gcConfig is the agent's garbage collection configuration from the settings.
-func (s settings) gcConfig() *agent.GCConfig {
+func (s settings) gcConfig() *syncloop.GCConfig {
 	maxSize, _ := s.containerLogMaxSize() // validated
-	return &agent.GCConfig{
+	return &syncloop.GCConfig{
 		Containers: gc.Policy{
 			MinAge:             s.MinimumContainerTTLDuration.Duration,
 			MaxPerPodContainer: s.MaximumDeadContainersPerContainer,

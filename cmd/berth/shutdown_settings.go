@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/berth-agent/berth/agent"
+	"github.com/berth-agent/berth/internal/nodeshutdown"
 )
 
 // shutdownSettings are the kubelet's graceful node shutdown fields
@@ -35,6 +35,6 @@ func (s shutdownSettings) validateShutdown() error {
 }
 
 // agentConfig is the agent's share of them.
-func (s shutdownSettings) agentConfig() *agent.ShutdownConfig {
-	return &agent.ShutdownConfig{GracePeriod: s.ShutdownGracePeriod.Duration, CriticalPods: s.ShutdownGracePeriodCriticalPods.Duration}
+func (s shutdownSettings) agentConfig() *nodeshutdown.Config {
+	return &nodeshutdown.Config{GracePeriod: s.ShutdownGracePeriod.Duration, CriticalPods: s.ShutdownGracePeriodCriticalPods.Duration}
 }

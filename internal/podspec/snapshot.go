@@ -26,6 +26,6 @@ type Snapshot struct {
 	Failed bool
 	// Version names the content the source last took, as its server
 	// names it (the URL's ETag, else its Last-Modified); "" when none,
-	// for the status report (agent/statusreport.go).
+	// for the status report (internal/statusreport).
 	Version string
 }
