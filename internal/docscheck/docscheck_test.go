@@ -254,3 +254,50 @@ func TestReadmeInstallIsThePage(t *testing.T) {
 		t.Error("README.md's install section has no commands")
 	}
 }
+
+// TestArchitectureNamesEveryPackage checks that docs/architecture.md's
+// package table has a row for every package under internal/ that holds
+// code, so the design document cannot fall behind a move. A package of
+// shared test helpers (named ...test) may instead be named, in backquotes,
+// in its parent's row.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	page := read(t, filepath.Join(root, "docs", "architecture.md"))
+	rows := map[string]string{}
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)/` \\|(.*)\\|$")
+	for _, m := range row.FindAllStringSubmatch(page, -1) {
+		rows[m[1]] = m[2]
+	}
+	var missing []string
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		code, err := filepath.Glob(filepath.Join(path, "*.go"))
+		if err != nil {
+			return err
+		}
+		hasCode := false
+		for _, f := range code {
+			hasCode = hasCode || !strings.HasSuffix(f, "_test.go")
+		}
+		if !hasCode {
+			return nil
+		}
+		pkg := rel(path)
+		if _, ok := rows[pkg]; ok {
+			return nil
+		}
+		if name := filepath.Base(pkg); strings.HasSuffix(name, "test") && strings.Contains(rows[filepath.Dir(pkg)], "`"+name+"`") {
+			return nil
+		}
+		missing = append(missing, pkg)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("docs/architecture.md's package table has no row for %v", missing)
+	}
+}
