@@ -43,6 +43,9 @@ func TestKubeletConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// configWarnings is the package's: start from none, whatever
+			// an earlier test left.
+			configWarnings = nil
 			defer func() { configWarnings = nil }()
 			kubelet := writeConfig(t, tt.kubelet)
 			args := []string{"--kubelet-config", kubelet}
