@@ -181,3 +181,17 @@ func SyncDir(dir string) error {
 	}
 	return nil
 }
+
+// ListDir lists the names in a state directory; a missing directory is
+// empty, since state that was never written is no state.
+func ListDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, err
+}

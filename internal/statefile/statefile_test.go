@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -323,5 +324,33 @@ func TestLeaf(t *testing.T) {
 				t.Errorf("%s imports %s", name, p)
 			}
 		}
+	}
+}
+
+func TestListDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"b.json", "a.json"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		dir  string
+		want []string
+	}{
+		{"names in order", dir, []string{"a.json", "b.json"}},
+		{"missing directory is empty", filepath.Join(dir, "missing"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ListDir(tt.dir)
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("ListDir(%s) = %q, %v; want %q", tt.dir, got, err, tt.want)
+			}
+		})
+	}
+	if _, err := ListDir(filepath.Join(dir, "a.json")); err == nil {
+		t.Error("ListDir of a file: no error")
 	}
 }

@@ -142,7 +142,7 @@ func (l *State) Load() map[string]podspec.Result {
 	if !l.ensureDir() {
 		return nil
 	}
-	names, err := readDirNames(l.dir)
+	names, err := statefile.ListDir(l.dir)
 	if err != nil {
 		l.log.Warn("cannot list the last good manifests; starting without them", "dir", l.dir, "err", err)
 		return nil
@@ -380,19 +380,6 @@ func sumState(sf stateFile) [sha256.Size]byte {
 		Objects []podspec.Object
 	}{sf.Pods, sf.Objects})
 	return sha256.Sum256(b)
-}
-
-// readDirNames lists dir; a missing directory is empty.
-func readDirNames(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names, err
 }
 
 // Drop removes the state of a source that is no longer configured:

@@ -65,7 +65,7 @@ func LoadUIDKey(stateDir string, log *slog.Logger) []byte {
 // hasState reports whether the state directory holds anything besides a
 // UID key: a berth ran with it before.
 func hasState(stateDir string) bool {
-	names, _ := readDirNames(stateDir)
+	names, _ := statefile.ListDir(stateDir)
 	for _, n := range names {
 		if n != uidKeyName && !strings.HasPrefix(n, ".") {
 			return true

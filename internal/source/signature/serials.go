@@ -271,7 +271,7 @@ func (st *Serials) load() {
 
 // loadLegacy reads the per-origin serial files of an earlier berth.
 func (st *Serials) loadLegacy() {
-	names, err := listDir(st.dir)
+	names, err := statefile.ListDir(st.dir)
 	if err != nil {
 		st.log.Warn("cannot list the accepted serials of an earlier version", "dir", st.dir, "err", err)
 		return
@@ -451,17 +451,4 @@ func (st *Serials) ensureDir() bool {
 		return false
 	}
 	return true
-}
-
-// listDir lists dir; a missing directory is empty.
-func listDir(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names, err
 }
