@@ -85,8 +85,16 @@ func (s *fileSource) admitSignedFile(p string, b signature.Verified, fresh, prev
 	return nil
 }
 
+// signedRefusal is the result recording err, a refusal of the signature
+// check (every error of signature.Origin is a *signature.Refusal, with its
+// reason), for the manifest file p.
 func signedRefusal(p string, err error) *podspec.Result {
-	return &podspec.Result{Problems: []podspec.Problem{{Source: podspec.SourceFile, Origin: p, Reason: reasonOf(err), Message: err.Error()}}}
+	reason := signature.ReasonBadSignature
+	var re *signature.Refusal
+	if errors.As(err, &re) {
+		reason = re.Reason
+	}
+	return &podspec.Result{Problems: []podspec.Problem{{Source: podspec.SourceFile, Origin: p, Reason: reason, Message: err.Error()}}}
 }
 
 // dropSuperseded drops from each file what another file's body defined

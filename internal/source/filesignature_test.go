@@ -7,13 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
@@ -224,15 +222,9 @@ func TestFileSourceSignedSerialPerPod(t *testing.T) {
 					apply(s.files)
 				}
 				want := fmt.Sprintf("updates %q, pods %q, problems %q", s.ops, s.pods, s.problems)
-				var got string
-				deadline := time.Now().Add(updateTimeout)
-				for got != want {
-					if time.Now().After(deadline) {
-						t.Fatalf("step %d: %s, want %s", i, got, want)
-					}
-					runtime.Gosched()
-					got = fmt.Sprintf("updates %q, pods %q, problems %q", updates.take(), podLines(src.store), problemsOf(src.store))
-				}
+				eventuallyEqual(t, fmt.Sprintf("step %d", i), want, func() string {
+					return fmt.Sprintf("updates %q, pods %q, problems %q", updates.take(), podLines(src.store), problemsOf(src.store))
+				})
 				updates.reset()
 			}
 			if got := updates.take(); got != "" {
@@ -288,6 +280,7 @@ func drainUpdates(t *testing.T, s *store.Store) *opsLog {
 					l.lines = append(l.lines, fmt.Sprintf("%s %s %s", u.Op, p.Name, p.Spec.Containers[0].Image))
 				}
 				l.mu.Unlock()
+				signal()
 			case <-quit:
 				return
 			}
@@ -355,4 +348,26 @@ func signatureFailures(t *testing.T, reg *prometheus.Registry, source, reason st
 		}
 	}
 	return 0
+}
+
+// signedBody is a signed PodList of the pods names, each running img, with
+// serial on its first line.
+func signedBody(serial int, img string, names ...string) string {
+	var pods []string
+	for _, n := range names {
+		pods = append(pods, podspectest.Manifest(n, img))
+	}
+	return fmt.Sprintf("# berth.io/serial: %d\n", serial) + podspectest.List(pods...)
+}
+
+// noUpdate checks the store emitted nothing. It does not wait: callers
+// first wait for the store to have merged the snapshot in question, and
+// Apply queues its updates before it returns.
+func noUpdate(t *testing.T, s *store.Store) {
+	t.Helper()
+	select {
+	case u := <-s.Updates():
+		t.Fatalf("unexpected update %s %v", u.Op, u.Pods[0].Name)
+	default:
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
-	"github.com/berth-agent/berth/internal/store"
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/utils/clock"
 )
@@ -55,7 +54,7 @@ type fileSource struct {
 	perms    Permissions
 	period   time.Duration
 	clock    clock.WithTicker
-	store    *store.Store
+	store    Sink
 	log      *slog.Logger
 	// watch enables fsnotify; tests of the periodic rescan turn it off.
 	watch bool
@@ -99,7 +98,7 @@ type fileState struct {
 	secret bool
 }
 
-func newFileSource(cfg Config, store *store.Store) *fileSource {
+func newFileSource(cfg Config, store Sink) *fileSource {
 	log := cfg.logger().With("source", podspec.SourceFile)
 	return &fileSource{
 		path:     filepath.Clean(cfg.ManifestPath),

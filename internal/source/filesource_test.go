@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -34,7 +34,7 @@ func watchedSource(t *testing.T, cfg Config) *store.Store {
 	st := store.New(cfg.SourceNames()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- Run(ctx, cfg, st) }()
+	go func() { done <- Run(ctx, cfg, signalledStore{st}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -59,6 +59,22 @@ func next(t *testing.T, s *store.Store) string {
 	case <-time.After(updateTimeout):
 		t.Fatalf("no update within %s", updateTimeout)
 		return ""
+	}
+}
+
+// eventuallyEqual waits as eventually does until got returns want, and
+// names both should it not.
+func eventuallyEqual(t *testing.T, what, want string, got func() string) {
+	t.Helper()
+	var have string
+	timeout := time.NewTimer(updateTimeout)
+	defer timeout.Stop()
+	for have = got(); have != want; have = got() {
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("%s: %s, want %s", what, have, want)
+		}
 	}
 }
 
@@ -118,16 +134,67 @@ func problemsOf(s *store.Store) string {
 	return strings.Join(out, "\n")
 }
 
-// eventually waits until cond holds, for state that changes without an
-// update (problems alone).
+// changed is signalled after every snapshot a test's source hands its
+// store, every ticker a test's clock starts and every update drainUpdates
+// takes: the events after which what a test waits for may hold. One slot:
+// a signal sent while no test waits is kept for the next wait, so none is
+// missed. The package's tests do not run in parallel, so one channel
+// serves them all.
+var changed = make(chan struct{}, 1)
+
+func signal() {
+	select {
+	case changed <- struct{}{}:
+	default:
+	}
+}
+
+// signalledStore is the store a test's sources feed, signalling changed
+// once each snapshot is merged.
+type signalledStore struct{ *store.Store }
+
+func (s signalledStore) Apply(ctx context.Context, snap podspec.Snapshot) error {
+	defer signal()
+	return s.Store.Apply(ctx, snap)
+}
+
+// signalClock is a fake clock that signals changed whenever a source
+// starts a ticker or arms a timer, so a test steps it only once the source
+// waits on it.
+type signalClock struct{ *clocktesting.FakeClock }
+
+func newClock(t time.Time) *signalClock {
+	return &signalClock{clocktesting.NewFakeClock(t)}
+}
+
+func (c *signalClock) NewTicker(d time.Duration) clock.Ticker {
+	defer signal()
+	return c.FakeClock.NewTicker(d)
+}
+
+func (c *signalClock) NewTimer(d time.Duration) clock.Timer {
+	defer signal()
+	return c.FakeClock.NewTimer(d)
+}
+
+func (c *signalClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	defer signal()
+	return c.FakeClock.AfterFunc(d, f)
+}
+
+// eventually waits until cond holds, checking it again after each snapshot
+// merged, each ticker or timer started and each update drained; it never
+// polls.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	timeout := time.NewTimer(updateTimeout)
+	defer timeout.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("no %s within %s", what, updateTimeout)
 		}
-		runtime.Gosched()
 	}
 }
 
@@ -387,10 +454,10 @@ func TestFileSourceSingleFile(t *testing.T) {
 func TestFileSourcePeriodicRescan(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "web.yaml"), podspectest.Manifest("web", "nginx:1"))
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := newClock(time.Now())
 	st := store.New(podspec.SourceFile)
 	src := newFileSource(Config{NodeName: podspectest.Node, ManifestPath: dir, FileCheckFrequency: time.Minute, Clock: clk,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, signalledStore{st})
 	src.watch = false
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

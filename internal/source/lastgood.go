@@ -64,23 +64,3 @@ func (s *fileSource) saveLastGood() {
 	}
 	s.state.Stage(entries)
 }
-
-// restoreLastGood seeds the HTTP source with the last good body's pods. A
-// broken body at start then keeps them (podspec.KeepLastGood), as a broken body
-// does while berth runs.
-//
-// They are delivered even while the URL does not answer at start (after a
-// reboot, say): a source that fails never removes pods, and a reboot must
-// not turn an outage of the server into an outage of the pods it served,
-// least of all when that server is itself one of them. The source still
-// counts as not delivered until the server answers (its snapshot is
-// Failed), so SourcesReady, /readyz and orphan cleanup wait for it exactly
-// as before.
-func (s *httpSource) restoreLastGood() {
-	if res, ok := s.state.Load()[s.origin.Path]; ok {
-		s.last = res
-		if s.signed != nil {
-			s.signed.Serials.Adopt(s.origin.Path, signature.Keys(res))
-		}
-	}
-}

@@ -19,7 +19,6 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/store"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // lockedBuffer collects a source's log lines; the source writes from its
@@ -60,13 +59,13 @@ func startSources(t *testing.T, cfg Config) *startedSource {
 	if cfg.FileCheckFrequency == 0 {
 		cfg.FileCheckFrequency = time.Hour
 	}
-	cfg.Clock = clocktesting.NewFakeClock(stateClock)
+	cfg.Clock = newClock(stateClock)
 	logs := &lockedBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	st := store.New(cfg.SourceNames()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- Run(ctx, cfg, st) }()
+	go func() { done <- Run(ctx, cfg, signalledStore{st}) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -5,27 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/source/httpsource"
 	"github.com/berth-agent/berth/internal/source/laststate"
-	"github.com/berth-agent/berth/internal/store"
 	"k8s.io/utils/clock"
 )
 
-// Defaults of Config, the kubelet's.
-const (
-	DefaultFileCheckFrequency = 20 * time.Second
-	DefaultHTTPCheckFrequency = 20 * time.Second
-	DefaultHTTPTimeout        = 10 * time.Second
-)
+// DefaultFileCheckFrequency is the file source's rescan period, the
+// kubelet's.
+const DefaultFileCheckFrequency = 20 * time.Second
 
 // Config configures the manifest sources. Zero values take the
-// defaults above.
+// defaults: DefaultFileCheckFrequency, and those of httpsource.Config for
+// the HTTP fields, which Run hands to the HTTP source as they are.
 type Config struct {
 	// NodeName suffixes pod names and enters their UIDs; required.
 	NodeName string
@@ -38,7 +34,7 @@ type Config struct {
 	URLHeader          http.Header
 	HTTPCheckFrequency time.Duration
 	// HTTPBackoffMax is the longest wait after failed polls
-	// (DefaultHTTPBackoffMax); see httppoll.go.
+	// (httpsource.DefaultHTTPBackoffMax).
 	HTTPBackoffMax time.Duration
 	// Rand returns uniform numbers in [0, 1) for the poll jitter; nil is
 	// math/rand/v2. Tests fix it; a constant 0.5 polls without jitter.
@@ -83,6 +79,12 @@ type Config struct {
 	uidKey []byte
 }
 
+// Sink takes the sources' snapshots: the merge store (*store.Store), or in
+// tests a wrapper that also says when one arrived.
+type Sink interface {
+	Apply(ctx context.Context, snap podspec.Snapshot) error
+}
+
 // SourceNames lists the sources cfg enables, for New: the agent may
 // clean up orphans only once all of them delivered.
 func (cfg Config) SourceNames() []string {
@@ -98,25 +100,17 @@ func (cfg Config) SourceNames() []string {
 
 // Run starts the sources cfg enables, feeding store, and returns when ctx is
 // done. It returns an error at once, starting nothing, if cfg is invalid.
-func Run(ctx context.Context, cfg Config, store *store.Store) error {
+func Run(ctx context.Context, cfg Config, store Sink) error {
 	if cfg.NodeName == "" {
 		return errors.New("manifest sources: node name is required")
 	}
 	cfg.uidKey = laststate.LoadUIDKey(cfg.StateDir, cfg.logger())
-	var hs *httpSource
+	var hs *httpsource.Source
 	if cfg.URL != "" {
-		u, err := url.Parse(cfg.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("manifest sources: --manifest-url %q must be an http:// or https:// URL", podspec.RedactURL(cfg.URL))
-		}
-		if err := ValidateHeader(cfg.URLHeader); err != nil {
-			return fmt.Errorf("manifest sources: --manifest-url-header: %w", err)
-		}
-		client, err := httpClient(cfg)
-		if err != nil {
+		var err error
+		if hs, err = httpsource.New(cfg.httpConfig(), store); err != nil {
 			return fmt.Errorf("manifest sources: %w", err)
 		}
-		hs = newHTTPSource(cfg, u, client, store)
 	}
 	if _, err := ParsePermissions(string(cfg.Permissions)); err != nil {
 		return fmt.Errorf("manifest sources: --manifest-permissions: %w", err)
@@ -135,10 +129,22 @@ func Run(ctx context.Context, cfg Config, store *store.Store) error {
 		wg.Go(func() { fs.run(ctx) })
 	}
 	if hs != nil {
-		wg.Go(func() { hs.run(ctx) })
+		wg.Go(func() { hs.Run(ctx) })
 	}
 	wg.Wait()
 	return nil
+}
+
+// httpConfig is the part of cfg the HTTP source takes.
+func (cfg Config) httpConfig() httpsource.Config {
+	return httpsource.Config{
+		NodeName: cfg.NodeName, URL: cfg.URL, URLHeader: cfg.URLHeader,
+		HTTPCheckFrequency: cfg.HTTPCheckFrequency, HTTPBackoffMax: cfg.HTTPBackoffMax, Rand: cfg.Rand,
+		HTTPTimeout: cfg.HTTPTimeout, HTTPClient: cfg.HTTPClient, URLCAFile: cfg.URLCAFile,
+		URLSigners: cfg.URLSigners, SignatureMetrics: cfg.SignatureMetrics,
+		MaxBytes: cfg.MaxBytes, MaxPods: cfg.MaxPods, StateDir: cfg.StateDir, UIDKey: cfg.uidKey,
+		Clock: cfg.Clock, Logger: cfg.Logger,
+	}
 }
 
 func (cfg Config) maxBytes() int64 {
@@ -158,34 +164,6 @@ func (cfg Config) fileCheckFrequency() time.Duration {
 		return cfg.FileCheckFrequency
 	}
 	return DefaultFileCheckFrequency
-}
-
-func (cfg Config) httpCheckFrequency() time.Duration {
-	if cfg.HTTPCheckFrequency > 0 {
-		return cfg.HTTPCheckFrequency
-	}
-	return DefaultHTTPCheckFrequency
-}
-
-func (cfg Config) httpBackoffMax() time.Duration {
-	if cfg.HTTPBackoffMax > 0 {
-		return cfg.HTTPBackoffMax
-	}
-	return DefaultHTTPBackoffMax
-}
-
-func (cfg Config) rand() func() float64 {
-	if cfg.Rand != nil {
-		return cfg.Rand
-	}
-	return rand.Float64
-}
-
-func (cfg Config) httpTimeout() time.Duration {
-	if cfg.HTTPTimeout > 0 {
-		return cfg.HTTPTimeout
-	}
-	return DefaultHTTPTimeout
 }
 
 func (cfg Config) clock() clock.WithTickerAndDelayedExecution {

@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/store"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // caFile writes the certificate of a TLS test server as a PEM bundle: the
@@ -95,7 +94,7 @@ func TestHTTPSourceRedirects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := Config{URL: tt.url, URLHeader: http.Header{"X-Api-Key": {"secret"}},
-				HTTPCheckFrequency: time.Hour, Clock: clocktesting.NewFakeClock(time.Now())}
+				HTTPCheckFrequency: time.Hour, Clock: newClock(time.Now())}
 			if strings.HasPrefix(tt.url, "https") {
 				cfg.URLCAFile = ca
 			}
@@ -126,7 +125,7 @@ func TestHTTPSourceCA(t *testing.T) {
 	srv := quietTLS(servePod("a"))
 	defer srv.Close()
 	st := watchedSource(t, Config{URL: srv.URL, URLCAFile: caFile(t, srv),
-		HTTPCheckFrequency: time.Hour, Clock: clocktesting.NewFakeClock(time.Now())})
+		HTTPCheckFrequency: time.Hour, Clock: newClock(time.Now())})
 	if got := next(t, st); got != "ADD a-node1 img:1" {
 		t.Fatalf("with the CA: %q", got)
 	}
@@ -141,8 +140,8 @@ func TestHTTPSourceCA(t *testing.T) {
 		{NodeName: "n", URL: srv.URL, URLCAFile: filepath.Join(t.TempDir(), "missing.pem"), Logger: discard},
 		{NodeName: "n", URL: "http://127.0.0.1:1/pods", URLCAFile: caFile(t, srv), Logger: discard},
 	} {
-		if err := Run(context.Background(), cfg, store.New()); err == nil || !strings.Contains(err.Error(), "--manifest-url-ca") {
-			t.Errorf("Run(%s, CA %s) = %v, want an error naming --manifest-url-ca", cfg.URL, filepath.Base(cfg.URLCAFile), err)
+		if err := runSource(context.Background(), cfg, store.New()); err == nil || !strings.Contains(err.Error(), "--manifest-url-ca") {
+			t.Errorf("runSource(%s, CA %s) = %v, want an error naming --manifest-url-ca", cfg.URL, filepath.Base(cfg.URLCAFile), err)
 		}
 	}
 }
@@ -167,7 +166,7 @@ func TestValidateHeader(t *testing.T) {
 		if tt.ok {
 			continue
 		}
-		if err := Run(context.Background(), cfg, store.New()); err == nil || !strings.Contains(err.Error(), "--manifest-url-header") {
+		if err := runSource(context.Background(), cfg, store.New()); err == nil || !strings.Contains(err.Error(), "--manifest-url-header") {
 			t.Errorf("Run with header %q = %v, want an error naming --manifest-url-header", tt.header, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"net/http"

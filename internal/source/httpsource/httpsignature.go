@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func (s *httpSource) admitSignature(b *signature.Verified, res podspec.Result) e
 // fetchSignature GETs <url>.sig; nil, nil when the server has none (404,
 // 410).
 func (s *httpSource) fetchSignature(ctx context.Context) ([]byte, error) {
-	u, _ := url.Parse(s.url) // parsed by Run
+	u, _ := url.Parse(s.url) // parsed by New
 	u.Path += signature.Suffix
 	if u.RawPath != "" {
 		u.RawPath += signature.Suffix

@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // pathServer serves a fixed answer per path, with ETags, remembering the
@@ -54,6 +53,7 @@ func (f *pathServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.requests = append(f.requests, r)
 	a, ok := f.answers[r.URL.Path]
 	f.mu.Unlock()
+	signal() // the request is counted
 	rec := httptest.NewRecorder()
 	switch {
 	case !ok:
@@ -89,9 +89,9 @@ func TestHTTPSourceSigned(t *testing.T) {
 	signers := mustSigners(t, "ops@example.com "+ops.Pub+"\n")
 	stateDir := t.TempDir()
 	fake := &pathServer{answers: map[string]pathAnswer{}}
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := newClock(time.Now())
 	reg := prometheus.NewRegistry()
-	metrics := NewSignatureMetrics(reg)
+	metrics := signature.NewMetrics(reg)
 	var log syncBuffer
 	cfg := Config{
 		NodeName: podspectest.Node, URL: "https://m.example/fleet/pods.yaml?token=t1", HTTPCheckFrequency: time.Minute,
@@ -123,7 +123,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 		// The first poll starts at once: count the requests from before
 		// the source runs, each poll's from the end of the previous one.
 		seen := fake.count()
-		go func() { _ = Run(ctx, cfg, st); close(done) }()
+		go func() { _ = runSource(ctx, cfg, st); close(done) }()
 		polls := 0
 		poll := func(requests int) {
 			t.Helper()
@@ -142,7 +142,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 	}
 	// The source polls as soon as it runs: serve the body first.
 	body2 := signedBody(2, "img:2", "a", "b")
-	serve(`"2"`, body2, ops.Sign(t, []byte(body2), SignatureNamespace))
+	serve(`"2"`, body2, ops.Sign(t, []byte(body2), signature.Namespace))
 	st, poll, stop := run()
 	poll(2)
 	if got := next(t, st); got != "ADD a-node1 img:2\nADD b-node1 img:2" {
@@ -158,7 +158,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 	noUpdate(t, st)
 
 	body3 := signedBody(3, "img:3", "a", "b")
-	sig3 := ops.Sign(t, []byte(body3), SignatureNamespace)
+	sig3 := ops.Sign(t, []byte(body3), signature.Namespace)
 	body1 := signedBody(1, "img:1", "a", "b")
 	noSerial := podspectest.List(podspectest.Manifest("a", "img:9"))
 	for _, tt := range []struct {
@@ -170,9 +170,9 @@ func TestHTTPSourceSigned(t *testing.T) {
 	}{
 		{"tampered", strings.Replace(body3, "img:3", "evil:1", 1), sig3, 0, signature.ReasonBadSignature, "does not match the body"},
 		{"unsigned", body3, nil, 0, signature.ReasonUnsigned, "no signature (.sig) beside the body"},
-		{"intruder", body3, intruder.Sign(t, []byte(body3), SignatureNamespace), 0, signature.ReasonBadSignature, "not in allowed_signers"},
-		{"replayed", body1, ops.Sign(t, []byte(body1), SignatureNamespace), 0, signature.ReasonReplayed, "serial 1 is older than 2"},
-		{"no serial", noSerial, ops.Sign(t, []byte(noSerial), SignatureNamespace), 0, signature.ReasonNoSerial, "first line of a signed manifest"},
+		{"intruder", body3, intruder.Sign(t, []byte(body3), signature.Namespace), 0, signature.ReasonBadSignature, "not in allowed_signers"},
+		{"replayed", body1, ops.Sign(t, []byte(body1), signature.Namespace), 0, signature.ReasonReplayed, "serial 1 is older than 2"},
+		{"no serial", noSerial, ops.Sign(t, []byte(noSerial), signature.Namespace), 0, signature.ReasonNoSerial, "first line of a signed manifest"},
 		{"signature unreachable", body3, nil, http.StatusBadGateway, ReasonUnreachable, "(signature): server answered 502"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,7 +205,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 
 	// Body published before its signature: refused, then taken at the
 	// next poll although the body's ETag did not change.
-	serve(`"3"`, body3, ops.Sign(t, []byte(body2), SignatureNamespace))
+	serve(`"3"`, body3, ops.Sign(t, []byte(body2), signature.Namespace))
 	poll(2)
 	noUpdate(t, st)
 	serve(`"3"`, body3, sig3)
@@ -223,7 +223,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 
 	// A restart: the last good pods come back from the state dir, and
 	// serial 2, validly signed, is still refused.
-	serve(`"2"`, body2, ops.Sign(t, []byte(body2), SignatureNamespace))
+	serve(`"2"`, body2, ops.Sign(t, []byte(body2), signature.Namespace))
 	st, poll, stop = run()
 	defer stop()
 	poll(2)
@@ -244,7 +244,7 @@ func TestHTTPSourceSignedSerialPerPod(t *testing.T) {
 	fake := &pathServer{answers: map[string]pathAnswer{}}
 	serve := func(path, body string) {
 		fake.set(path, pathAnswer{http.StatusOK, "", body})
-		fake.set(path+".sig", pathAnswer{http.StatusOK, "", string(ops.Sign(t, []byte(body), SignatureNamespace))})
+		fake.set(path+".sig", pathAnswer{http.StatusOK, "", string(ops.Sign(t, []byte(body), signature.Namespace))})
 	}
 	stateDir := t.TempDir()
 	serve("/site-a/pods.yaml", signedBody(2, "img:2", "web"))

@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
-	"github.com/berth-agent/berth/internal/store"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 )
@@ -39,7 +38,7 @@ type httpSource struct {
 	timeout  time.Duration
 	client   *http.Client
 	clock    clock.WithTickerAndDelayedExecution
-	store    *store.Store
+	store    Sink
 	log      *slog.Logger
 	schedule *pollSchedule // when to poll next (httppoll.go)
 
@@ -57,7 +56,7 @@ type httpSource struct {
 	resolver *podspec.Resolver
 }
 
-func newHTTPSource(cfg Config, u *url.URL, client *http.Client, store *store.Store) *httpSource {
+func newHTTPSource(cfg Config, u *url.URL, client *http.Client, store Sink) *httpSource {
 	log := cfg.logger().With("source", podspec.SourceHTTP, "url", podspec.RedactURL(u.String()))
 	return &httpSource{
 		url:      u.String(),
@@ -74,8 +73,8 @@ func newHTTPSource(cfg Config, u *url.URL, client *http.Client, store *store.Sto
 		schedule: newPollSchedule(cfg.httpCheckFrequency(), cfg.httpBackoffMax(), cfg.rand()),
 		state:    newLastGoodState(cfg, podspec.SourceHTTP, log),
 		signed:   newSignedOrigin(cfg.URLSigners, cfg, podspec.SourceHTTP, log),
-		uidKey:   cfg.uidKey,
-		resolver: podspec.NewResolver(cfg.uidKey),
+		uidKey:   cfg.UIDKey,
+		resolver: podspec.NewResolver(cfg.UIDKey),
 	}
 }
 

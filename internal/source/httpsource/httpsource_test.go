@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/store"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // fakeServer serves whatever the test sets, remembering the requests.
@@ -34,6 +33,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests = append(f.requests, r)
 	status, body, etag, hang, modified := f.status, f.body, f.etag, f.hang, f.modified
 	f.mu.Unlock()
+	signal() // the request is counted
 	if hang {
 		<-r.Context().Done()
 		return
@@ -106,7 +106,7 @@ func noUpdate(t *testing.T, s *store.Store) {
 func TestHTTPSource(t *testing.T) {
 	const timeout = 10 * time.Second
 	fake := &fakeServer{status: http.StatusInternalServerError}
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := newClock(time.Now())
 	st := watchedSource(t, Config{
 		URL: "http://manifests.example/pods", URLHeader: http.Header{"X-Token": {"secret"}},
 		HTTPCheckFrequency: time.Minute, HTTPTimeout: timeout, MaxBytes: 4096,
@@ -263,11 +263,11 @@ func TestHTTPSourceVerifiesTLS(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	st := store.New(podspec.SourceHTTP)
-	cfg := Config{NodeName: podspectest.Node, URL: srv.URL, Clock: clocktesting.NewFakeClock(time.Now()),
+	cfg := Config{NodeName: podspectest.Node, URL: srv.URL, Clock: newClock(time.Now()),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Run(ctx, cfg, st); close(done) }()
+	go func() { runSource(ctx, cfg, st); close(done) }()
 	defer func() { cancel(); <-done }()
 	eventually(t, "the certificate error", func() bool {
 		ps := st.Problems()
@@ -280,12 +280,11 @@ func TestHTTPSourceVerifiesTLS(t *testing.T) {
 
 func TestRunRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
-		{ManifestPath: "/etc/kubernetes/manifests"},
 		{NodeName: "n", URL: "ftp://example.com/pods"},
 		{NodeName: "n", URL: "http://"},
 	} {
-		if err := Run(context.Background(), cfg, store.New()); err == nil {
-			t.Errorf("Run(%+v) = nil, want an error", cfg)
+		if err := runSource(context.Background(), cfg, store.New()); err == nil {
+			t.Errorf("runSource(%+v) = nil, want an error", cfg)
 		}
 	}
 }

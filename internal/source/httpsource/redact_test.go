@@ -1,4 +1,4 @@
-package source
+package httpsource
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/store"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // TestHTTPSourceRedactsSecrets checks that a password and a token in
@@ -26,13 +25,13 @@ func TestHTTPSourceRedactsSecrets(t *testing.T) {
 	raw := strings.Replace(srv.URL, "http://", "http://user:pa55word@", 1) + "/pods?token=t0ken"
 	printed := strings.Replace(srv.URL, "http://", "http://user:REDACTED@", 1) + "/pods?token=REDACTED"
 	var logs syncBuffer
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := newClock(time.Now())
 	st := store.New(podspec.SourceHTTP)
 	cfg := Config{NodeName: podspectest.Node, URL: raw, HTTPCheckFrequency: time.Minute, HTTPTimeout: time.Second,
 		HTTPClient: srv.Client(), Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Run(ctx, cfg, st); close(done) }()
+	go func() { runSource(ctx, cfg, st); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	eventually(t, "the first answer", func() bool { return len(st.Pods()) == 1 && len(st.Problems()) == 1 })
@@ -77,7 +76,7 @@ func TestHTTPSourceRedactsSecrets(t *testing.T) {
 	}
 
 	// A URL berth refuses is not printed whole either.
-	err := Run(context.Background(), Config{NodeName: podspectest.Node, URL: "ftp://user:pa55word@h/pods?token=t0ken"}, store.New())
+	err := runSource(context.Background(), Config{NodeName: podspectest.Node, URL: "ftp://user:pa55word@h/pods?token=t0ken"}, store.New())
 	if err == nil || strings.Contains(err.Error(), "pa55word") || strings.Contains(err.Error(), "t0ken") {
 		t.Errorf("Run with a bad URL: %v, want an error without the secrets", err)
 	}
