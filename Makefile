@@ -15,7 +15,7 @@ PKGS      := ./cmd/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/system
 # target here; FUZZTIME=10m on one target (make fuzz
 # FUZZ_TARGETS=FuzzDecode:./internal/podspec/) digs deeper.
 FUZZTIME  ?= 1000x
-FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/ FuzzDecodeState:./internal/source/laststate/ FuzzCheckPullSecret:./internal/podspec/ FuzzPollHints:./internal/source/ \
+FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/ FuzzDecodeState:./internal/source/laststate/ FuzzCheckPullSecret:./internal/podspec/ FuzzPollHints:./internal/source/httpsource/ \
 	FuzzParseAllowedSigners:./internal/source/signature/ FuzzVerifySignature:./internal/source/signature/ FuzzDecodeSerial:./internal/source/signature/ \
 	FuzzParseLine:./internal/podlogs/ FuzzEachLineBackward:./internal/podlogs/ FuzzCopy:./internal/podlogs/ \
 	FuzzParseLogOptions:./internal/api/ FuzzDecodeRollbackState:./internal/rollback/ FuzzConfigFile:./cmd/berth/ \

@@ -23,6 +23,7 @@ import (
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/source/httpsource"
 	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/syncloop"
 )
@@ -103,7 +104,7 @@ func defaultSettings() settings {
 		ManifestPermissions:      string(source.PermissionsStrict),
 		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
 		HTTPCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
-		HTTPCheckBackoffMax:      metav1.Duration{Duration: source.DefaultHTTPBackoffMax},
+		HTTPCheckBackoffMax:      metav1.Duration{Duration: httpsource.DefaultHTTPBackoffMax},
 		SyncFrequency:            metav1.Duration{Duration: time.Minute},
 		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 		Listen:                   "127.0.0.1:10255",
@@ -258,7 +259,7 @@ func (s settings) validate() error {
 	if s.PodManifestPath == "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
 	}
-	if err := source.ValidateHeader(s.manifestHeaders()); err != nil {
+	if err := httpsource.ValidateHeader(s.manifestHeaders()); err != nil {
 		errs = append(errs, fmt.Errorf("--manifest-url-header: %w", err))
 	}
 	if _, err := source.ParsePermissions(s.ManifestPermissions); err != nil {
@@ -407,7 +408,7 @@ func (s settings) manifestURL(nodeName string) (string, error) {
 	if s.ManifestURL == "" {
 		return "", nil
 	}
-	return source.ExpandURL(s.ManifestURL, source.URLVars{Node: nodeName, Arch: runtime.GOARCH, Labels: s.Labels})
+	return httpsource.ExpandURL(s.ManifestURL, httpsource.URLVars{Node: nodeName, Arch: runtime.GOARCH, Labels: s.Labels})
 }
 
 // manifestHeaders converts the configured headers for the HTTP source.
@@ -430,7 +431,7 @@ func toHeader(m map[string][]string) http.Header {
 // placeholders are checked when the node name is known (statusConfig).
 func (s settings) validateStatus() []error {
 	var errs []error
-	if err := source.ValidateHeader(s.statusHeaders()); err != nil {
+	if err := httpsource.ValidateHeader(s.statusHeaders()); err != nil {
 		errs = append(errs, fmt.Errorf("--status-url-header: %w", err))
 	}
 	lower := strings.ToLower(s.StatusURL)
@@ -454,14 +455,14 @@ func (s settings) statusConfig(node string) (*statusreport.Config, error) {
 	if s.StatusURL == "" {
 		return nil, nil
 	}
-	u, err := source.ExpandURL(s.StatusURL, source.URLVars{Node: node, Arch: runtime.GOARCH, Labels: s.Labels})
+	u, err := httpsource.ExpandURL(s.StatusURL, httpsource.URLVars{Node: node, Arch: runtime.GOARCH, Labels: s.Labels})
 	if err != nil {
 		return nil, fmt.Errorf("--status-url: %w", err)
 	}
 	if parsed, err := url.Parse(u); err != nil || parsed.Host == "" {
 		return nil, fmt.Errorf("--status-url %q is not a URL with a host", podspec.RedactURL(u))
 	}
-	client, err := source.NewHTTPClient(s.StatusURLCA)
+	client, err := httpsource.NewHTTPClient(s.StatusURLCA)
 	if err != nil {
 		return nil, fmt.Errorf("--status-url-ca: %w", err)
 	}

@@ -92,7 +92,7 @@ type Config struct {
 	URL string
 	// Header is sent with every PUT (--status-url-header).
 	Header http.Header
-	// Client makes the PUTs (source.NewHTTPClient with --status-url-ca).
+	// Client makes the PUTs (httpsource.NewHTTPClient with --status-url-ca).
 	Client *http.Client
 	// Period is --status-period (DefaultPeriod when 0).
 	Period time.Duration

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/internal/podspec"
-	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/source/httpsource"
 )
 
 // problemIndex finds the manifest problems that concern a pod: the ones
@@ -24,7 +24,7 @@ func indexProblems(problems []podspec.Problem) problemIndex {
 	for _, p := range problems {
 		// An unreachable URL says nothing about the manifest: the pods it
 		// served before run as they were, and /problems reports the outage.
-		if p.Reason == source.ReasonUnreachable {
+		if p.Reason == httpsource.ReasonUnreachable {
 			continue
 		}
 		if p.Name == "" {

@@ -14,7 +14,7 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/podtest"
-	"github.com/berth-agent/berth/internal/source"
+	"github.com/berth-agent/berth/internal/source/httpsource"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -44,7 +44,7 @@ spec:
 	syntaxError := file("/m/web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web\n")
 	duplicate := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/other.yaml", Line: 3, Field: "metadata.name",
 		Reason: podspec.ReasonDuplicateName, Message: "already defined", Name: "web-node1", Namespace: "default"}}
-	unreachable := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/web.yaml", Reason: source.ReasonUnreachable, Message: "down"}}
+	unreachable := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/web.yaml", Reason: httpsource.ReasonUnreachable, Message: "down"}}
 	if len(invalidEdit) != 1 || invalidEdit[0].Name != "web-node1" || len(syntaxError) != 1 || syntaxError[0].Name != "" {
 		t.Fatalf("fixtures: invalid edit %+v, syntax error %+v", invalidEdit, syntaxError)
 	}
