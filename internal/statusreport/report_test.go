@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/podspec"
@@ -162,7 +162,7 @@ func TestStatusReporterRunStops(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(hang)
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := &tickerClock{FakeClock: clocktesting.NewFakeClock(time.Now()), started: make(chan struct{}, 1)}
 	snapshots := make(chan struct{}, 1)
 	r := New(Config{URL: srv.URL, Client: srv.Client(), Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
@@ -176,9 +176,7 @@ func TestStatusReporterRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
-	for !clk.HasWaiters() {
-		runtime.Gosched()
-	}
+	<-clk.started
 	clk.Step(statusCheckPeriod)
 	<-snapshots // the check runs, its PUT hangs
 	cancel()
@@ -224,4 +222,16 @@ func TestReportContent(t *testing.T) {
 	if err := json.Unmarshal(body, &back); err != nil || !dropped || !back.Truncated || len(body) > maxStatusReportBytes || len(back.Pods) == 0 {
 		t.Errorf("3000 pods: %d bytes, truncated %v/%v, %d pods kept, %v", len(body), dropped, back.Truncated, len(back.Pods), err)
 	}
+}
+
+// tickerClock is a fake clock that says when Run has started its ticker,
+// so the test steps the clock only once Run waits on it.
+type tickerClock struct {
+	*clocktesting.FakeClock
+	started chan struct{}
+}
+
+func (c *tickerClock) NewTicker(d time.Duration) clock.Ticker {
+	defer func() { c.started <- struct{}{} }()
+	return c.FakeClock.NewTicker(d)
 }
