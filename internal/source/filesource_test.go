@@ -21,17 +21,24 @@ import (
 )
 
 // watchedSource runs the sources of cfg against a fresh store until the test
-// ends.
+// ends. Unless cfg has a clock, the file source rescans only when quiet
+// hands it a tick.
 func watchedSource(t *testing.T, cfg Config) *store.Store {
 	t.Helper()
 	if cfg.NodeName == "" {
 		cfg.NodeName = podspectest.Node
 	}
 	if cfg.FileCheckFrequency == 0 {
-		cfg.FileCheckFrequency = time.Hour // only fsnotify, unless the test says otherwise
+		cfg.FileCheckFrequency = time.Hour
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	st := store.New(cfg.SourceNames()...)
+	if cfg.Clock == nil {
+		clk := &tickClock{signalClock: newClock(time.Now()), ticks: make(chan time.Time)}
+		cfg.Clock = clk
+		rescans[st] = clk
+		t.Cleanup(func() { delete(rescans, st) })
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- Run(ctx, cfg, signalledStore{st}) }()
@@ -98,15 +105,46 @@ func nextLines(t *testing.T, s *store.Store, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// quiet checks nothing more is emitted: a full periodic rescan would find
-// nothing either, so the watcher's bursts have settled when this passes.
+// tickClock is the fake clock of a watchedSource: its tickers tick only
+// when the test sends on ticks, which is unbuffered, so a send returns once
+// the source has taken the tick.
+type tickClock struct {
+	*signalClock
+	ticks chan time.Time
+}
+
+func (c *tickClock) NewTicker(time.Duration) clock.Ticker { return handTicker(c.ticks) }
+
+// handTicker is a ticker whose ticks the test hands over.
+type handTicker chan time.Time
+
+func (h handTicker) C() <-chan time.Time { return h }
+func (handTicker) Stop()                 {}
+
+// rescans holds the clock of each store watchedSource feeds; the tests do
+// not run in parallel.
+var rescans = map[*store.Store]*tickClock{}
+
+// quiet checks nothing more is emitted: it makes the file source rescan
+// everything, as its periodic safety net does, and checks the store got
+// no update from that rescan or any burst of events read before it. The
+// source takes the second tick only once it has sent the first rescan's
+// snapshot, and Apply queues a snapshot's updates before it returns, so
+// then there is nothing to wait for.
 func quiet(t *testing.T, s *store.Store) {
 	t.Helper()
-	select {
-	case u := <-s.Updates():
-		t.Fatalf("unexpected update %s %v", u.Op, u.Pods[0].Name)
-	case <-time.After(50 * time.Millisecond):
+	clk, ok := rescans[s]
+	if !ok {
+		t.Fatal("quiet needs a watchedSource on its own clock")
 	}
+	for range 2 {
+		select {
+		case clk.ticks <- time.Now():
+		case <-time.After(updateTimeout):
+			t.Fatalf("the file source took no rescan tick within %s", updateTimeout)
+		}
+	}
+	noUpdate(t, s)
 }
 
 func write(t *testing.T, path, content string) {
@@ -286,7 +324,7 @@ func TestFileSourceChangePatterns(t *testing.T) {
 	if err := os.Rename(dir, filepath.Join(root, "manifests.old")); err != nil {
 		t.Fatal(err)
 	}
-	quiet(t, st) // longer than the debounce: the burst is read with the path missing
+	quiet(t, st) // a rescan reads the path missing: its pods are held for the grace
 	if err := os.Rename(other, dir); err != nil {
 		t.Fatal(err)
 	}
