@@ -248,7 +248,7 @@ func (s *sim) runMode(mode string, r func() float64) error {
 		url := s.ngx.URL + groupPath(i%s.o.groups)
 		cfg := source.Config{NodeName: d.node, URL: url, HTTPCheckFrequency: s.o.period,
 			HTTPClient: &http.Client{Transport: rt}, Rand: r, Logger: quiet,
-			URLSigners: s.signers, SignatureMetrics: source.NewSignatureMetrics(prometheus.NewRegistry())}
+			URLSigners: s.signers, Metrics: source.NewMetrics(prometheus.NewRegistry())}
 		rep := statusreport.New(statusreport.Config{
 			URL: s.ngx.URL + "/status/" + d.node + ".json", Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
 			Period: s.o.statusPeriod, Rand: r, Logger: quiet,

@@ -54,7 +54,7 @@ type metric struct {
 func metricsTable(t *testing.T) string {
 	t.Helper()
 	rec := &recordingRegisterer{}
-	source.NewSignatureMetrics(rec)
+	source.NewMetrics(rec)
 	rs, is := criclient.Instrument(apitest.NewFakeRuntimeService(), apitest.NewFakeImageService(), rec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clk := clock.RealClock{}

@@ -207,7 +207,7 @@ func (s settings) sourceConfig(nodeName string, reg prometheus.Registerer, log *
 		URLHeader:          s.manifestHeaders(),
 		URLCAFile:          s.ManifestURLCA,
 		URLSigners:         signers,
-		SignatureMetrics:   source.NewSignatureMetrics(reg),
+		Metrics:            source.NewMetrics(reg),
 		MaxPods:            s.MaxPods,
 		Permissions:        source.Permissions(s.ManifestPermissions),
 		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,

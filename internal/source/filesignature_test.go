@@ -32,7 +32,7 @@ func TestFileSourceSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	metrics := NewSignatureMetrics(reg)
+	metrics := NewMetrics(reg)
 	web := filepath.Join(dir, "web.yaml")
 	signed := func(serial int, img string) (string, string) {
 		body := signedBody(serial, img, "web")
@@ -42,9 +42,16 @@ func TestFileSourceSigned(t *testing.T) {
 	renameIn(t, web, v1)
 	renameIn(t, web+".sig", sig1)
 	st := watchedSource(t, Config{ManifestPath: dir, StateDir: t.TempDir(),
-		FileSigners: mustSigners(t, ops.Pub), SignatureMetrics: metrics})
+		FileSigners: mustSigners(t, ops.Pub), Metrics: metrics})
 	if got := next(t, st); got != "ADD web-node1 img:1" {
 		t.Fatalf("signed file: %q", got)
+	}
+	serial := func() float64 { return gauge(t, reg, "berth_source_accepted_serial", podspec.SourceFile, dir) }
+	if got := serial(); got != 1 {
+		t.Fatalf("accepted serial %v, want 1", got)
+	}
+	if got := gauge(t, reg, "berth_source_last_success_timestamp_seconds", podspec.SourceFile, dir); got == 0 {
+		t.Fatal("no last success after the source read the directory")
 	}
 	waitProblems := func(want string) {
 		t.Helper()
@@ -70,11 +77,17 @@ func TestFileSourceSigned(t *testing.T) {
 		t.Fatalf("serial 2: %q", got)
 	}
 	eventually(t, "no problem", func() bool { return problemsOf(st) == "" })
+	if got := serial(); got != 2 {
+		t.Fatalf("accepted serial %v, want 2", got)
+	}
 
 	// Version 1 again, validly signed: a replay.
 	renameIn(t, web+".sig", sig1)
 	renameIn(t, web, v1)
 	waitProblems("Replayed web.yaml ")
+	if got := serial(); got != 2 {
+		t.Fatalf("accepted serial %v after a replay, want 2", got)
+	}
 
 	// A new file without signature starts nothing.
 	renameIn(t, filepath.Join(dir, "new.yaml"), podspectest.Manifest("new", "img:1"))

@@ -81,6 +81,9 @@ type fileSource struct {
 	// its grace is over, for run to look again.
 	vanishedAt time.Time
 	vanished   *time.Timer
+	metrics    *Metrics // nil counts nothing
+	// serial is the highest serial accepted of any file, for metrics.
+	serial uint64
 }
 
 // fileState is the last read of one manifest file.
@@ -117,6 +120,7 @@ func newFileSource(cfg Config, store Sink) *fileSource {
 		signed:   newSignedOrigin(cfg.FileSigners, cfg, podspec.SourceFile, log),
 		uidKey:   cfg.uidKey,
 		resolver: podspec.NewResolver(cfg.uidKey),
+		metrics:  cfg.Metrics,
 	}
 }
 
@@ -601,6 +605,9 @@ func (s *fileSource) record(p string, v verdict, prev *fileState) {
 	if v.body != nil {
 		s.signed.Accept(p, *v.body, signature.RaisedKeys(v.fresh, prev.res, res))
 		serials = signature.ItemSerials(v.fresh, res, v.body.Serial, prev.serials)
+		n, _ := s.signed.Serials.OriginSerial(p)
+		s.serial = max(s.serial, n)
+		s.metrics.Accepted(podspec.SourceFile, s.path, s.serial)
 	}
 	if !slices.Equal(prev.res.Problems, res.Problems) {
 		for _, pr := range res.Problems {
@@ -627,6 +634,8 @@ func (s *fileSource) send(ctx context.Context) error {
 	for _, p := range paths {
 		results = append(results, podspec.Merged{Origin: podspec.Origin{Source: podspec.SourceFile, Path: p}, Result: s.files[p].res})
 	}
+	// Every send follows a read of the path: its success is the path's.
+	s.metrics.Read(podspec.SourceFile, s.path, s.clock.Now(), s.failed == nil)
 	var extra []podspec.Problem
 	if s.failed != nil {
 		extra = []podspec.Problem{*s.failed}

@@ -54,8 +54,8 @@ type Config struct {
 	// FileSigners, when set, are the keys each manifest file must be
 	// signed with, in <file>.sig beside it (--pod-manifest-allowed-signers).
 	FileSigners *Signers
-	// SignatureMetrics counts refused signed bodies; nil counts nothing.
-	SignatureMetrics *SignatureMetrics
+	// Metrics are the sources' series (NewMetrics); nil counts nothing.
+	Metrics *Metrics
 	// MaxBytes limits one manifest file or HTTP body (podspec.DefaultMaxBytes).
 	MaxBytes int64
 	// MaxPods is --max-pods; one manifest may hold podspec.MaxDocuments(MaxPods)
@@ -141,7 +141,7 @@ func (cfg Config) httpConfig() httpsource.Config {
 		NodeName: cfg.NodeName, URL: cfg.URL, URLHeader: cfg.URLHeader,
 		HTTPCheckFrequency: cfg.HTTPCheckFrequency, HTTPBackoffMax: cfg.HTTPBackoffMax, Rand: cfg.Rand,
 		HTTPTimeout: cfg.HTTPTimeout, HTTPClient: cfg.HTTPClient, URLCAFile: cfg.URLCAFile,
-		URLSigners: cfg.URLSigners, SignatureMetrics: cfg.SignatureMetrics,
+		URLSigners: cfg.URLSigners, Metrics: cfg.Metrics,
 		MaxBytes: cfg.MaxBytes, MaxPods: cfg.MaxPods, StateDir: cfg.StateDir, UIDKey: cfg.uidKey,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/berth-agent/berth/internal/source/signature"
+	"github.com/berth-agent/berth/internal/source/sourcemetrics"
 )
 
 // SignatureNamespace is the namespace manifests are signed in
@@ -16,11 +17,14 @@ const SignatureNamespace = signature.Namespace
 // serial: "# berth.io/serial: 42".
 const SerialPrefix = signature.SerialPrefix
 
+// Metrics are the sources' series, recorded by both sources.
+type Metrics = sourcemetrics.Metrics
+
+// NewMetrics registers the sources' series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics { return sourcemetrics.New(reg) }
+
 // Signers are the keys a signed source accepts.
 type Signers = signature.Signers
-
-// SignatureMetrics counts refused signed bodies.
-type SignatureMetrics = signature.Metrics
 
 // LoadAllowedSigners reads the allowed signers file at path, which must be
 // root's and written by no one else.
@@ -34,17 +38,11 @@ func ParseAllowedSigners(data []byte, name string) (*Signers, error) {
 	return signature.ParseAllowedSigners(data, name)
 }
 
-// NewSignatureMetrics registers berth_manifest_signature_failures_total on
-// reg.
-func NewSignatureMetrics(reg prometheus.Registerer) *SignatureMetrics {
-	return signature.NewMetrics(reg)
-}
-
 // newSignedOrigin returns the signature check of a source, or nil when no
 // signers are configured and bodies need no signature.
 func newSignedOrigin(signers *Signers, cfg Config, source string, log *slog.Logger) *signature.Origin {
 	if signers == nil {
 		return nil
 	}
-	return signature.NewOrigin(signers, signature.NewSerials(cfg.StateDir, source, cfg.clock(), log), cfg.SignatureMetrics, source, log)
+	return signature.NewOrigin(signers, signature.NewSerials(cfg.StateDir, source, cfg.clock(), log), cfg.Metrics.Signatures(), source, log)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
+	"github.com/berth-agent/berth/internal/source/sourcemetrics"
 	"k8s.io/utils/clock"
 )
 
@@ -47,8 +48,9 @@ type Config struct {
 	// URLSigners, when set, are the keys the URL's bodies must be signed
 	// with (--manifest-url-allowed-signers); nil accepts unsigned bodies.
 	URLSigners *signature.Signers
-	// SignatureMetrics counts refused signed bodies; nil counts nothing.
-	SignatureMetrics *signature.Metrics
+	// Metrics are the sources' series (sourcemetrics.New); nil counts
+	// nothing.
+	Metrics *sourcemetrics.Metrics
 	// MaxBytes limits one body (podspec.DefaultMaxBytes).
 	MaxBytes int64
 	// MaxPods is --max-pods; one body may hold podspec.MaxDocuments(MaxPods)
@@ -109,7 +111,7 @@ func newSignedOrigin(signers *signature.Signers, cfg Config, source string, log 
 	if signers == nil {
 		return nil
 	}
-	return signature.NewOrigin(signers, signature.NewSerials(cfg.StateDir, source, cfg.clock(), log), cfg.SignatureMetrics, source, log)
+	return signature.NewOrigin(signers, signature.NewSerials(cfg.StateDir, source, cfg.clock(), log), cfg.Metrics.Signatures(), source, log)
 }
 
 // restoreLastGood seeds the HTTP source with the last good body's pods. A

@@ -20,6 +20,7 @@ import (
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
+	"github.com/berth-agent/berth/internal/source/sourcemetrics/sourcemetricstest"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -218,4 +219,14 @@ func signatureFailures(t *testing.T, reg *prometheus.Registry, source, reason st
 		}
 	}
 	return 0
+}
+
+// unixSeconds is t as the sources' timestamp gauges hold it.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// gauge is the value of name{source,origin} in reg, 0 when absent.
+func gauge(t testing.TB, reg prometheus.Gatherer, name, source, origin string) float64 {
+	t.Helper()
+	v, _ := sourcemetricstest.Value(t, reg, name, source, origin)
+	return v
 }

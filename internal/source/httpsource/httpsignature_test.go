@@ -17,6 +17,7 @@ import (
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/source/signature"
 	"github.com/berth-agent/berth/internal/source/signature/signaturetest"
+	"github.com/berth-agent/berth/internal/source/sourcemetrics"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -91,7 +92,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 	fake := &pathServer{answers: map[string]pathAnswer{}}
 	clk := newClock(time.Now())
 	reg := prometheus.NewRegistry()
-	metrics := signature.NewMetrics(reg)
+	metrics := sourcemetrics.New(reg)
 	var log syncBuffer
 	cfg := Config{
 		NodeName: podspectest.Node, URL: "https://m.example/fleet/pods.yaml?token=t1", HTTPCheckFrequency: time.Minute,
@@ -99,7 +100,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 		// every poll is due one step of the clock after the last.
 		HTTPBackoffMax: time.Minute, Rand: func() float64 { return 0.5 },
 		HTTPClient: &http.Client{Transport: fake}, Clock: clk, StateDir: stateDir,
-		URLSigners: signers, SignatureMetrics: metrics, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		URLSigners: signers, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&log, nil)),
 	}
 	serve := func(etag, body string, sig []byte) {
 		fake.set("/fleet/pods.yaml", pathAnswer{http.StatusOK, etag, body})
@@ -111,6 +112,21 @@ func TestHTTPSourceSigned(t *testing.T) {
 	}
 	failures := func(reason string) int {
 		return int(signatureFailures(t, reg, podspec.SourceHTTP, reason))
+	}
+	const origin = "https://m.example/fleet/pods.yaml?token=REDACTED"
+	// freshness checks the source's gauges: the serial it runs, when it
+	// last succeeded and last tried.
+	freshness := func(serial uint64, success, attempt time.Time) {
+		t.Helper()
+		if got := gauge(t, reg, "berth_source_accepted_serial", podspec.SourceHTTP, origin); got != float64(serial) {
+			t.Errorf("accepted serial %v, want %d", got, serial)
+		}
+		if got := gauge(t, reg, "berth_source_last_success_timestamp_seconds", podspec.SourceHTTP, origin); got != unixSeconds(success) {
+			t.Errorf("last success %v, want %v", got, unixSeconds(success))
+		}
+		if got := gauge(t, reg, "berth_source_last_attempt_timestamp_seconds", podspec.SourceHTTP, origin); got != unixSeconds(attempt) {
+			t.Errorf("last attempt %v, want %v", got, unixSeconds(attempt))
+		}
 	}
 
 	// run starts the source and returns a poll function: it steps the
@@ -154,8 +170,11 @@ func TestHTTPSourceSigned(t *testing.T) {
 	if !strings.Contains(log.String(), `msg="signed manifest accepted" source=http url="https://m.example/fleet/pods.yaml?token=REDACTED" origin="https://m.example/fleet/pods.yaml?token=REDACTED" serial=2 signer=ops@example.com`) {
 		t.Fatalf("log lacks the accepted serial:\n%s", log.String())
 	}
+	freshness(2, clk.Now(), clk.Now())
 	poll(1) // 304: the signature is not fetched again
 	noUpdate(t, st)
+	freshness(2, clk.Now(), clk.Now()) // a 304 is a success
+	succeeded := clk.Now()
 
 	body3 := signedBody(3, "img:3", "a", "b")
 	sig3 := ops.Sign(t, []byte(body3), signature.Namespace)
@@ -197,6 +216,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 			if n := strings.Count(log.String(), tt.msg); n != 1 {
 				t.Fatalf("the problem is logged %d times, want once:\n%s", n, log.String())
 			}
+			freshness(2, succeeded, clk.Now()) // a refused body is no success
 		})
 	}
 	if failures(ReasonUnreachable) != 0 {
@@ -219,6 +239,7 @@ func TestHTTPSourceSigned(t *testing.T) {
 	if got := problemsOf(st); got != "" {
 		t.Fatalf("serial 3: problems %q", got)
 	}
+	freshness(3, clk.Now(), clk.Now())
 	stop()
 
 	// A restart: the last good pods come back from the state dir, and

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
+	"github.com/berth-agent/berth/internal/source/sourcemetrics"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 )
@@ -48,9 +49,10 @@ type httpSource struct {
 	last               podspec.Result // last good answer, after podspec.KeepLastGood
 	answered           bool           // the server has answered with manifests at least once
 	problem            *podspec.Problem
-	state              *laststate.State  // last good body's pods across restarts
-	signed             *signature.Origin // nil: bodies need no signature
-	uidKey             []byte            // the node's UID key the pods' UIDs are derived with
+	state              *laststate.State       // last good body's pods across restarts
+	signed             *signature.Origin      // nil: bodies need no signature
+	uidKey             []byte                 // the node's UID key the pods' UIDs are derived with
+	metrics            *sourcemetrics.Metrics // nil counts nothing
 	// resolver resolves the pods' references to the body's ConfigMaps
 	// and Secrets, keeping the last good resolution.
 	resolver *podspec.Resolver
@@ -75,6 +77,7 @@ func newHTTPSource(cfg Config, u *url.URL, client *http.Client, store Sink) *htt
 		signed:   newSignedOrigin(cfg.URLSigners, cfg, podspec.SourceHTTP, log),
 		uidKey:   cfg.UIDKey,
 		resolver: podspec.NewResolver(cfg.UIDKey),
+		metrics:  cfg.Metrics,
 	}
 }
 
@@ -102,6 +105,7 @@ func (s *httpSource) poll(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	s.metrics.Read(podspec.SourceHTTP, s.origin.Path, s.clock.Now(), err == nil)
 	if err != nil {
 		if s.problem == nil || s.problem.Message != err.Error() {
 			s.log.Warn("manifest URL failed; keeping the pods it served before", "err", err)
@@ -121,6 +125,8 @@ func (s *httpSource) poll(ctx context.Context) {
 	res = podspec.KeepLastGood(s.last, res)
 	if body != nil {
 		s.signed.Accept(s.origin.Path, *body, signature.RaisedKeys(fresh, s.last, res))
+		n, _ := s.signed.Serials.OriginSerial(s.origin.Path)
+		s.metrics.Accepted(podspec.SourceHTTP, s.origin.Path, n)
 	}
 	if !slices.Equal(s.last.Problems, res.Problems) {
 		for _, pr := range res.Problems {
