@@ -55,6 +55,7 @@ func metricsTable(t *testing.T) string {
 	t.Helper()
 	rec := &recordingRegisterer{}
 	source.NewMetrics(rec)
+	syncloop.RegisterBuildInfo(rec, "dev", "")
 	rs, is := criclient.Instrument(apitest.NewFakeRuntimeService(), apitest.NewFakeImageService(), rec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clk := clock.RealClock{}

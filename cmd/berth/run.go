@@ -89,6 +89,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	syncloop.RegisterBuildInfo(reg, version, "")
 	srcCfg, err := s.sourceConfig(nodeName, reg, log)
 	if err != nil {
 		return err
