@@ -114,11 +114,12 @@ var descRE = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: ("(?:
 
 // describe lists the families of one collector. A vector's kind says its
 // type, a single metric's written form does; a collector of berth's own
-// (const metrics built at scrape time) must export gauges, which is
-// checked on what it collects.
+// (const metrics built at scrape time) exports counters named _total and
+// gauges otherwise, which is checked on what it collects.
 func describe(t *testing.T, c prometheus.Collector) []metric {
 	t.Helper()
 	kind := ""
+	custom := false
 	switch c := c.(type) {
 	case *prometheus.CounterVec:
 		kind = "counter"
@@ -131,12 +132,13 @@ func describe(t *testing.T, c prometheus.Collector) []metric {
 	case prometheus.Metric:
 		kind = metricKind(t, c)
 	default:
-		kind = "gauge"
+		custom = true
 		ch := make(chan prometheus.Metric)
 		go func() { c.Collect(ch); close(ch) }()
 		for m := range ch {
-			if k := metricKind(t, m); k != "gauge" {
-				t.Errorf("%s: a custom collector's metric is a %s, not a gauge; teach describe its type", m.Desc(), k)
+			name := descName(t, m.Desc())
+			if k := metricKind(t, m); k != customKind(name) {
+				t.Errorf("%s: a custom collector's metric is a %s; name a counter _total and only a counter", name, k)
 			}
 		}
 	}
@@ -160,7 +162,11 @@ func describe(t *testing.T, c prometheus.Collector) []metric {
 		if m[3] != "" {
 			labels = strings.Split(m[3], ",")
 		}
-		out = append(out, metric{name: name, kind: kind, help: help, labels: labels})
+		k := kind
+		if custom {
+			k = customKind(name)
+		}
+		out = append(out, metric{name: name, kind: k, help: help, labels: labels})
 	}
 	return out
 }
@@ -184,4 +190,26 @@ func metricKind(t *testing.T, m prometheus.Metric) string {
 	}
 	t.Fatalf("%s: a metric of unknown type", m.Desc())
 	return ""
+}
+
+// customKind is the type of a custom collector's metric, from its name.
+func customKind(name string) string {
+	if strings.HasSuffix(name, "_total") {
+		return "counter"
+	}
+	return "gauge"
+}
+
+// descName is the name of the family d describes.
+func descName(t *testing.T, d *prometheus.Desc) string {
+	t.Helper()
+	m := descRE.FindStringSubmatch(d.String())
+	if m == nil {
+		t.Fatalf("cannot read %s", d)
+	}
+	name, err := strconv.Unquote(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

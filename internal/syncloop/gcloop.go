@@ -334,7 +334,8 @@ func (h *gcLoop) collectImages(ctx context.Context, s *snapshot) {
 	h.imagesChecked = true
 	res := h.rt.ImageGarbageCollect(ctx, h.cfg.Images, s.pods)
 	if res.UsagePercent >= 0 {
-		h.metrics.imageFsUsage.Set(float64(res.UsagePercent))
+		h.metrics.imageFsUsage.Set(float64(res.UsagePercent) / 100)
+		h.metrics.imageFsUsagePercent.Set(float64(res.UsagePercent))
 	}
 	for _, img := range res.Removed {
 		h.metrics.imagesRemoved.Inc()
@@ -357,6 +358,9 @@ type gcMetrics struct {
 	imagesRemoved   prometheus.Counter
 	imageBytesFreed prometheus.Counter
 	imageFsUsage    prometheus.Gauge
+	// imageFsUsagePercent is the gauge imageFsUsage replaced, kept one
+	// release for the dashboards and alerts that use it.
+	imageFsUsagePercent prometheus.Gauge
 }
 
 func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
@@ -383,12 +387,15 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 			Name: "berth_image_gc_freed_bytes_total", Help: "Bytes of images removed by image garbage collection.",
 		}),
 		imageFsUsage: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "berth_image_fs_usage_percent", Help: "Use of the image filesystem at the last image GC check.",
+			Name: "berth_image_fs_usage_ratio", Help: "Use of the image filesystem at the last image GC check, from 0 to 1 (the whole percent image GC compares with its thresholds, over 100).",
+		}),
+		imageFsUsagePercent: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_image_fs_usage_percent", Help: "Deprecated: use berth_image_fs_usage_ratio. Use of the image filesystem at the last image GC check, in percent.",
 		}),
 	}
 	for _, kind := range []string{gc.KindContainer, gc.KindSandbox, gc.KindPodLogDir, gc.KindPodDir} {
 		m.removed.WithLabelValues(kind)
 	}
-	reg.MustRegister(m.removed, m.errors, m.duration, m.rotations, m.rotationErrors, m.imagesRemoved, m.imageBytesFreed, m.imageFsUsage)
+	reg.MustRegister(m.removed, m.errors, m.duration, m.rotations, m.rotationErrors, m.imagesRemoved, m.imageBytesFreed, m.imageFsUsage, m.imageFsUsagePercent)
 	return m
 }

@@ -268,8 +268,11 @@ func TestGCLoopRotatesAndCollectsImagesOnTheirPeriods(t *testing.T) {
 	if got := testutil.ToFloat64(e.h.metrics.imagesRemoved); got != 1 {
 		t.Errorf("images removed = %v", got)
 	}
-	if got := testutil.ToFloat64(e.h.metrics.imageFsUsage); got != 90 {
-		t.Errorf("image fs usage = %v", got)
+	if got := testutil.ToFloat64(e.h.metrics.imageFsUsage); got != 0.9 {
+		t.Errorf("image fs usage ratio = %v, want 0.9", got)
+	}
+	if got := testutil.ToFloat64(e.h.metrics.imageFsUsagePercent); got != 90 {
+		t.Errorf("image fs usage percent = %v, want 90 (deprecated)", got)
 	}
 	if got := testutil.ToFloat64(e.h.metrics.imageBytesFreed); got != 100 {
 		t.Errorf("freed bytes = %v", got)

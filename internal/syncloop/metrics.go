@@ -40,19 +40,23 @@ func newMetrics(reg prometheus.Registerer, a *Loop) *metrics {
 	return m
 }
 
-// stateCollector exposes gauges derived from the pod statuses when scraped.
+// stateCollector exposes series derived from the pod statuses when
+// scraped: gauges, and counters (named _total) of what the statuses count.
 type stateCollector struct{ agent *Loop }
 
 var (
 	descRunningPods = prometheus.NewDesc("berth_running_pods", "Pods with a running container.", nil, nil)
 	descContainers  = prometheus.NewDesc("berth_running_containers", "Containers of berth's pods by state (running, exited, waiting).", []string{"container_state"}, nil)
-	descRestarts    = prometheus.NewDesc("berth_container_restarts", "Restart count of each container of berth's pods.", []string{"namespace", "pod", "container"}, nil)
-	descRejected    = prometheus.NewDesc("berth_pods_rejected", "Pods berth refused to run, by reason (OutOfpods, Invalid, DecodeError, ...).", []string{"reason"}, nil)
-	descProblems    = prometheus.NewDesc("berth_manifest_problems", "Current manifest problems, and versions that failed on trial (reasons RolledBack, NoReadyVersion), by source and reason.", []string{"source", "reason"}, nil)
+	descRestarts    = prometheus.NewDesc("berth_container_restarts_total", "Restarts of each container of berth's pods, its status' restartCount: the series goes with its pod, and starts again from 0 when the pod is replaced (a new version of its manifest), which rate() takes as a counter reset.", []string{"namespace", "pod", "container"}, nil)
+	// descRestartsDeprecated is the gauge berth_container_restarts_total
+	// replaced, kept one release for the dashboards and alerts that use it.
+	descRestartsDeprecated = prometheus.NewDesc("berth_container_restarts", "Deprecated: use berth_container_restarts_total. Restart count of each container of berth's pods.", []string{"namespace", "pod", "container"}, nil)
+	descRejected           = prometheus.NewDesc("berth_pods_rejected", "Pods berth refused to run, by reason (OutOfpods, Invalid, DecodeError, ...).", []string{"reason"}, nil)
+	descProblems           = prometheus.NewDesc("berth_manifest_problems", "Current manifest problems, and versions that failed on trial (reasons RolledBack, NoReadyVersion), by source and reason.", []string{"source", "reason"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descRestarts, descRejected, descProblems} {
+	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descRestarts, descRestartsDeprecated, descRejected, descProblems} {
 		ch <- d
 	}
 }
@@ -77,7 +81,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			default:
 				states["waiting"]++
 			}
-			ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(cs.RestartCount), p.Namespace, p.Name, cs.Name)
+			ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(cs.RestartCount), p.Namespace, p.Name, cs.Name)
+			ch <- prometheus.MustNewConstMetric(descRestartsDeprecated, prometheus.GaugeValue, float64(cs.RestartCount), p.Namespace, p.Name, cs.Name)
 		}
 		if podRunning {
 			runningPods++

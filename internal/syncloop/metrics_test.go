@@ -47,3 +47,37 @@ berth_started_pods_total 1
 		}
 	})
 }
+
+// TestContainerRestartsMetric: a container's restarts are the counter
+// berth_container_restarts_total (and, one release more, the deprecated
+// gauge berth_container_restarts), and both series go with the pod.
+func TestContainerRestartsMetric(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOpts{})
+		p := podtest.Simple(t, "crash", "exit 1")
+		h.apply(podspec.SourceFile, p)
+		h.eventually("running", func() bool { n, _ := h.rt.running(p.UID); return n == 1 })
+		h.rt.exit(p.UID, 1, h.clock.Now())
+		h.step(h.agent.cfg.RelistPeriod)
+		h.eventually("restarted once", func() bool {
+			st := h.status(p.UID)
+			return st != nil && len(st.Status.ContainerStatuses) == 1 && st.Status.ContainerStatuses[0].RestartCount == 1
+		})
+		want := `
+# HELP berth_container_restarts Deprecated: use berth_container_restarts_total. Restart count of each container of berth's pods.
+# TYPE berth_container_restarts gauge
+berth_container_restarts{container="app",namespace="default",pod="crash-node1"} 1
+# HELP berth_container_restarts_total Restarts of each container of berth's pods, its status' restartCount: the series goes with its pod, and starts again from 0 when the pod is replaced (a new version of its manifest), which rate() takes as a counter reset.
+# TYPE berth_container_restarts_total counter
+berth_container_restarts_total{container="app",namespace="default",pod="crash-node1"} 1
+`
+		if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "berth_container_restarts_total", "berth_container_restarts"); err != nil {
+			t.Fatal(err)
+		}
+		h.apply(podspec.SourceFile)
+		h.eventually("pod gone", func() bool { return h.status(p.UID) == nil })
+		if n, err := testutil.GatherAndCount(h.reg, "berth_container_restarts_total", "berth_container_restarts"); err != nil || n != 0 {
+			t.Fatalf("%d restart series after the pod went, err %v; want none", n, err)
+		}
+	})
+}
