@@ -24,6 +24,14 @@ import (
 // do not hammer the registry in turn. It records Pulling, Pulled, Failed and
 // BackOff events for the pod.
 func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	ref, _, err := m.ensureImage(ctx, pod, c, sandboxConfig)
+	return ref, err
+}
+
+// ensureImage is EnsureImage, also saying how long it spent pulling: the
+// pull's time, failed or not, without inspecting the image or waiting out
+// a back-off (the image pull time the pod start SLI leaves out).
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (ref string, pulling time.Duration, err error) {
 	event := func(typ EventType, reason, message string) {
 		m.opts.Recorder.Event(pod.UID, pod.Name, pod.Namespace, typ, reason, message)
 	}
@@ -31,39 +39,40 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err)
 		event(EventWarning, "InspectFailed", msg)
-		return "", &SyncError{Reason: ReasonInvalidImageName, Message: msg, Err: err}
+		return "", 0, &SyncError{Reason: ReasonInvalidImageName, Message: msg, Err: err}
 	}
 	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
-	ref, err := m.imageRef(ctx, spec)
+	ref, err = m.imageRef(ctx, spec)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
 		event(EventWarning, "InspectFailed", msg)
-		return "", &SyncError{Reason: ReasonImageInspectError, Message: msg, Err: err}
+		return "", 0, &SyncError{Reason: ReasonImageInspectError, Message: msg, Err: err}
 	}
 	if !shouldPull(pullPolicy(c.ImagePullPolicy, tag, digest), ref != "") {
 		if ref != "" {
 			event(EventNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
-			return ref, nil
+			return ref, 0, nil
 		}
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 		event(EventWarning, ReasonErrImageNeverPull, msg)
-		return "", &SyncError{Reason: ReasonErrImageNeverPull, Message: msg}
+		return "", 0, &SyncError{Reason: ReasonErrImageNeverPull, Message: msg}
 	}
 	creds, err := m.pullCredentials(pod, image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		event(EventWarning, "Failed", msg)
-		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+		return "", 0, &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
 	backoffKey := pullBackoffKey(image, creds)
 	if m.pullBackoff.RemainingSinceLast(backoffKey) > 0 {
 		msg := fmt.Sprintf("Back-off pulling image %q", image)
 		event(EventNormal, "BackOff", msg)
-		return "", &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
+		return "", 0, &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
 	}
 	event(EventNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
 	start := m.clock.Now()
 	ref, err = m.pull(ctx, spec, creds, sandboxConfig)
+	pulling = m.clock.Since(start)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v%s", image, err, noCredentialsHint(image, creds, err))
 		// A pull cut short because the pod went away or berth is stopping
@@ -72,11 +81,11 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			m.pullBackoff.Next(backoffKey)
 			event(EventWarning, "Failed", msg)
 		}
-		return "", &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+		return "", pulling, &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
 	m.pullBackoff.Reset(backoffKey)
-	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, m.clock.Since(start).Round(time.Millisecond)))
-	return ref, nil
+	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, pulling.Round(time.Millisecond)))
+	return ref, pulling, nil
 }
 
 // pullBackoffKey keys the pull back-off by image and by the credentials

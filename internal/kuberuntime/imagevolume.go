@@ -15,7 +15,7 @@ import (
 // volumes container c mounts, the way EnsureImage pulls c's own image:
 // same events, same errors (ErrImagePull, ImagePullBackOff, ...), same
 // per-image back-off. retryAfter is the back-off left after a failed pull.
-func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (retryAfter time.Duration, err error) {
+func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (retryAfter, pulling time.Duration, err error) {
 	for _, vm := range c.VolumeMounts {
 		vol := podVolume(pod, vm.Name)
 		if vol == nil || vol.Image == nil {
@@ -24,15 +24,17 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Con
 		// The volume's image as a container of its own: EnsureImage's
 		// events then name the image, and its back-off is the image's.
 		puller := &v1.Container{Name: c.Name, Image: vol.Image.Reference, ImagePullPolicy: vol.Image.PullPolicy}
-		if _, err := m.EnsureImage(ctx, pod, puller, sandboxConfig); err != nil {
+		_, pulled, err := m.ensureImage(ctx, pod, puller, sandboxConfig)
+		pulling += pulled
+		if err != nil {
 			retry := m.pullRetryAfter(pod, puller, err)
 			if se, ok := errors.AsType[*SyncError](err); ok {
-				return retry, &SyncError{Reason: se.Reason, Message: fmt.Sprintf("image volume %q: %s", vm.Name, se.Message), Err: se.Err}
+				return retry, pulling, &SyncError{Reason: se.Reason, Message: fmt.Sprintf("image volume %q: %s", vm.Name, se.Message), Err: se.Err}
 			}
-			return retry, fmt.Errorf("image volume %q: %w", vm.Name, err)
+			return retry, pulling, fmt.Errorf("image volume %q: %w", vm.Name, err)
 		}
 	}
-	return 0, nil
+	return 0, pulling, nil
 }
 
 // resolveImageMounts replaces each image mount's reference with the

@@ -120,7 +120,7 @@ func TestImageVolumeMounts(t *testing.T) {
 	if _, err := m.containerConfig(context.Background(), pod, c, 0, nil, "busybox"); err == nil || !strings.Contains(err.Error(), `image volume at /data: image "data:1.0" is not present`) {
 		t.Fatalf("err = %v, want image not present", err)
 	}
-	if _, err := m.ensureImageVolumes(context.Background(), pod, c, nil); err != nil {
+	if _, _, err := m.ensureImageVolumes(context.Background(), pod, c, nil); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := m.containerConfig(context.Background(), pod, c, 0, nil, "busybox")
@@ -143,7 +143,7 @@ func TestEnsureImageVolumesPullFailure(t *testing.T) {
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "data:1.0", PullPolicy: v1.PullAlways}}}}
 	c := &pod.Spec.Containers[0]
 	c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	retry, err := m.ensureImageVolumes(context.Background(), pod, c, nil)
+	retry, _, err := m.ensureImageVolumes(context.Background(), pod, c, nil)
 	se, ok := err.(*SyncError)
 	if !ok || se.Reason != ReasonErrImagePull || !strings.HasPrefix(se.Message, `image volume "data": Failed to pull image "data:1.0"`) {
 		t.Fatalf("err = %v, want ErrImagePull naming the volume", err)

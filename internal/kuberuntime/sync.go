@@ -258,12 +258,15 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		res.RetryAfter = remaining
 		return res
 	}
-	imageRef, err := m.EnsureImage(ctx, pod, c, t.sandboxConfig)
+	imageRef, pulling, err := m.ensureImage(ctx, pod, c, t.sandboxConfig)
+	res.Pulling = pulling
 	if err != nil {
 		res.Err, res.RetryAfter = err, m.pullRetryAfter(pod, c, err)
 		return res
 	}
-	if res.RetryAfter, err = m.ensureImageVolumes(ctx, pod, c, t.sandboxConfig); err != nil {
+	res.RetryAfter, pulling, err = m.ensureImageVolumes(ctx, pod, c, t.sandboxConfig)
+	res.Pulling += pulling
+	if err != nil {
 		res.Err = err
 		return res
 	}

@@ -31,6 +31,10 @@ type ActionResult struct {
 	// to create the sandbox or start a container does), so the agent does
 	// not log it a second time.
 	Recorded bool
+	// Pulling is how long the step spent pulling images (a container's
+	// start pulls its image and its image volumes'), failed pulls
+	// included, back-off waits not.
+	Pulling time.Duration
 }
 
 // SyncResult is what one SyncPod did, step by step, and where the pod stands.
@@ -79,6 +83,17 @@ func (r SyncResult) RetryAfter() time.Duration {
 		if a.RetryAfter > 0 && (d == 0 || a.RetryAfter < d) {
 			d = a.RetryAfter
 		}
+	}
+	return d
+}
+
+// Pulling is how long the sync spent pulling images. SyncPod starts one
+// container after the other, so the steps' pulls never overlap and their
+// sum is the time.
+func (r SyncResult) Pulling() time.Duration {
+	var d time.Duration
+	for _, a := range r.Results {
+		d += a.Pulling
 	}
 	return d
 }
