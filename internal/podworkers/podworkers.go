@@ -75,6 +75,12 @@ type podWorker struct {
 	// Owned by the worker goroutine.
 	lastActed time.Time // when this worker last changed the runtime
 	running   bool      // the pod has been seen Running since it started
+	// looked says the lane has read the pod's runtime state once;
+	// startup is then the pod start SLI's record (startup.go), nil for a
+	// pod found on the runtime and once the start was recorded or the
+	// pod ended before it.
+	looked  bool
+	startup *startup
 	// teardownDelay is the back-off of the teardown retries of a pod that
 	// is not terminated yet, or not removed yet.
 	teardownDelay time.Duration
@@ -601,6 +607,10 @@ func (p *Workers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obsAt 
 	if !ok {
 		return
 	}
+	if !w.looked {
+		w.looked = true
+		w.startup = newStartup(status)
+	}
 	// A pod without a ready sandbox is started under the start limit;
 	// every other sync (restarts of single containers, kills) runs at once.
 	// The plan that decided it is the one the sync carries out.
@@ -610,6 +620,9 @@ func (p *Workers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obsAt 
 		return
 	}
 	res := p.rt.SyncPod(p.ctx, pod, status, kuberuntime.SyncOptions{Actions: &actions, BeforePostStart: func() { p.StartDone(w.uid) }})
+	if w.startup != nil {
+		w.startup.pulling += res.Pulling()
+	}
 	if start {
 		p.mu.Lock()
 		p.releaseStartLocked(w, res.Error() == nil)
@@ -732,6 +745,15 @@ func (p *Workers) publish(w *podWorker, pod *v1.Pod, st v1.PodStatus, res kuberu
 	if !w.running && st.Phase == v1.PodRunning {
 		w.running = true
 		p.metrics.observeStarted(pod, p.clock.Now())
+	}
+	if w.startup != nil {
+		switch {
+		case st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed:
+			w.startup = nil
+		case podStarted(pod, st):
+			p.metrics.observeStartup(pod, st, p.clock.Now(), w.startup.pulling)
+			w.startup = nil
+		}
 	}
 }
 
