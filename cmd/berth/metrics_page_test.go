@@ -47,11 +47,34 @@ type metric struct {
 	labels           []string
 }
 
-// metricsTable builds berth's registry as `berth run` does (the signature
-// metrics, the instrumented runtime, the agent with its garbage collection
-// and status report) over fakes of the runtime, and renders every berth_
-// family as a Markdown table.
+// metricsTable renders every berth_ family of berth's registry as a
+// Markdown table.
 func metricsTable(t *testing.T) string {
+	t.Helper()
+	metrics := registeredMetrics(t)
+	var b strings.Builder
+	b.WriteString("\n| metric | type | labels | what it counts |\n| --- | --- | --- | --- |\n")
+	for i, m := range metrics {
+		if !strings.HasPrefix(m.name, "berth_") {
+			t.Errorf("metric %s lacks the berth_ prefix", m.name)
+		}
+		if i > 0 && metrics[i-1].name == m.name {
+			t.Errorf("metric %s registered twice", m.name)
+		}
+		labels := "none"
+		if len(m.labels) > 0 {
+			labels = "`" + strings.Join(m.labels, "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", m.name, m.kind, labels, strings.ReplaceAll(m.help, "|", `\|`))
+	}
+	return b.String()
+}
+
+// registeredMetrics builds berth's registry as `berth run` does (the
+// sources' metrics, the build info, the instrumented runtime, the agent
+// with its garbage collection and status report) over fakes of the
+// runtime, and lists its families by name.
+func registeredMetrics(t *testing.T) []metric {
 	t.Helper()
 	rec := &recordingRegisterer{}
 	source.NewMetrics(rec)
@@ -77,22 +100,7 @@ func metricsTable(t *testing.T) string {
 		metrics = append(metrics, describe(t, c)...)
 	}
 	sort.Slice(metrics, func(i, j int) bool { return metrics[i].name < metrics[j].name })
-	var b strings.Builder
-	b.WriteString("\n| metric | type | labels | what it counts |\n| --- | --- | --- | --- |\n")
-	for i, m := range metrics {
-		if !strings.HasPrefix(m.name, "berth_") {
-			t.Errorf("metric %s lacks the berth_ prefix", m.name)
-		}
-		if i > 0 && metrics[i-1].name == m.name {
-			t.Errorf("metric %s registered twice", m.name)
-		}
-		labels := "none"
-		if len(m.labels) > 0 {
-			labels = "`" + strings.Join(m.labels, "`, `") + "`"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", m.name, m.kind, labels, strings.ReplaceAll(m.help, "|", `\|`))
-	}
-	return b.String()
+	return metrics
 }
 
 // recordingRegisterer keeps what is registered on it, in order.
