@@ -6,10 +6,13 @@
 // the state directory (package laststate, with the node's UID key), each
 // change sent as a full Snapshot to the store. Run starts the sources a
 // Config enables, the manifest URL's through package httpsource, with one
-// UID key for both; ReadPaths reads files once, as berth validate does.
+// UID key for both, both recording into one sourcemetrics.Metrics (when
+// each source last tried and last managed to read its manifests, and the
+// signed serial it accepted); ReadPaths reads files once, as berth
+// validate does.
 //
-// It imports packages podspec, source/httpsource, source/signature and
-// source/laststate, and must never import the agent or the runtime; it
+// It imports packages podspec, source/httpsource, source/signature,
+// source/sourcemetrics and source/laststate, and must never import the agent or the runtime; it
 // hands snapshots to a Sink (the store) and needs no import of package
 // store. Package httpsource must never import it.
 //
