@@ -12,9 +12,9 @@
 // validate does.
 //
 // It imports packages podspec, source/httpsource, source/signature,
-// source/sourcemetrics and source/laststate, and must never import the agent or the runtime; it
-// hands snapshots to a Sink (the store) and needs no import of package
-// store. Package httpsource must never import it.
+// source/sourcemetrics and source/laststate, and must never import the
+// agent or the runtime; it hands snapshots to a Sink (the store) and needs
+// no import of package store. Package httpsource must never import it.
 //
 // Each source's state belongs to that source's goroutine; the files under
 // the state directory belong to the source they are named after.

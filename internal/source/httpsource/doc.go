@@ -9,8 +9,8 @@
 // requests to a fleet's server share with it: the client (NewHTTPClient),
 // header checks (ValidateHeader) and URL placeholders (ExpandURL).
 //
-// It imports packages podspec, source/signature and source/laststate, and
-// must never import package source (which starts it and owns the file
+// It imports packages podspec, source/signature, source/sourcemetrics and
+// source/laststate, and must never import package source (which starts it and owns the file
 // source), the agent or the runtime; it hands snapshots to a Sink (the
 // store) and needs no import of package store.
 //
