@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ import (
 func runCLI(t *testing.T, d *fakeDaemon, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = dispatch(append(args, "--socket", d.socket), &out, &errb)
+	code = Execute("dev", append(args, "--socket", d.socket), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -257,7 +257,7 @@ func TestDaemonUnreachable(t *testing.T) {
 	} {
 		for _, cmd := range []string{"pods", "logs", "describe"} {
 			var out, errb bytes.Buffer
-			code := dispatch([]string{cmd, "web", "--socket", tt.socket}, &out, &errb)
+			code := Execute("dev", []string{cmd, "web", "--socket", tt.socket}, &out, &errb)
 			if code != 1 || !strings.Contains(errb.String(), tt.want) {
 				t.Errorf("%s on %s: exit %d, stderr %q, want %q", cmd, tt.socket, code, errb.String(), tt.want)
 			}
@@ -297,7 +297,7 @@ func TestDaemonUnreachable(t *testing.T) {
 	defer func() { requestTimeout = old }()
 	for _, cmd := range []string{"pods", "logs", "describe"} {
 		var out, errb bytes.Buffer
-		code := dispatch([]string{cmd, "web", "--socket", hung}, &out, &errb)
+		code := Execute("dev", []string{cmd, "web", "--socket", hung}, &out, &errb)
 		if want := "berth daemon at " + hung + " did not answer within 100ms: is it stuck?"; code != 1 || !strings.Contains(errb.String(), want) {
 			t.Errorf("%s on a hung daemon: exit %d, stderr %q, want %q", cmd, code, errb.String(), want)
 		}
@@ -305,7 +305,7 @@ func TestDaemonUnreachable(t *testing.T) {
 
 	t.Setenv("BERTH_SOCKET", missing)
 	var out, errb bytes.Buffer
-	if code := dispatch([]string{"pods"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), missing) {
+	if code := Execute("dev", []string{"pods"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), missing) {
 		t.Errorf("BERTH_SOCKET not used: exit %d, stderr %q", code, errb.String())
 	}
 }

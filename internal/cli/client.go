@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -235,36 +234,27 @@ func resolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
 	return nil, fmt.Errorf("pod %q is ambiguous: %s; pick one with -n NAMESPACE", name, strings.Join(names, ", "))
 }
 
-// clientFlags are the flags every client command shares.
-type clientFlags struct {
-	socket    string
-	namespace string
-}
-
-func (f *clientFlags) bind(fs *flag.FlagSet) {
-	fs.StringVar(&f.socket, "socket", socketDefault(), "unix socket of the berth daemon (env BERTH_SOCKET)")
-	fs.StringVar(&f.namespace, "n", "", "namespace of the pod (default: any)")
-	fs.StringVar(&f.namespace, "namespace", "", "namespace of the pod (default: any)")
-}
-
-// parseInterspersed parses flags given before, between or after the
-// positional arguments (berth logs web -f), as kubectl accepts them, and
-// returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		// flag stops at "--": everything after it is positional.
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(positional, rest...), nil
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
+// podArgs drops the resource kubectl users put before pod names
+// (`describe pod web`, `describe pods web`) and the kind prefix of each
+// name (`pods/web`).
+func podArgs(args []string) []string {
+	if len(args) > 1 && podResource(args[0]) {
+		args = args[1:]
 	}
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		out = append(out, podArg(a))
+	}
+	return out
 }
+
+// podArg is a pod name without a pod/, pods/ or po/ prefix.
+func podArg(name string) string {
+	if kind, rest, ok := strings.Cut(name, "/"); ok && podResource(kind) {
+		return rest
+	}
+	return name
+}
+
+// podResource tells kubectl's names of the pod resource.
+func podResource(s string) bool { return s == "pod" || s == "pods" || s == "po" }

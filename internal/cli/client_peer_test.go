@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"io"
@@ -59,20 +59,5 @@ func TestCheckPeerReadsTheKernelsRecord(t *testing.T) {
 	}
 	if self != 0 && (err == nil || !strings.Contains(err.Error(), "not the berth daemon")) {
 		t.Errorf("another user's socket: %v, want a refusal", err)
-	}
-}
-
-func TestListenPodsSetting(t *testing.T) {
-	for _, v := range []string{"none", "redacted", "full"} {
-		if _, err := parseSettings([]string{"--listen-pods", v}, io.Discard); err != nil {
-			t.Errorf("--listen-pods %s: %v", v, err)
-		}
-	}
-	if _, err := parseSettings([]string{"--listen-pods", "all"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--listen-pods") {
-		t.Errorf("--listen-pods all: %v, want an error naming the flag", err)
-	}
-	s, err := parseSettings(nil, io.Discard)
-	if err != nil || s.ListenPods != "none" {
-		t.Errorf("default --listen-pods = %q %v, want none", s.ListenPods, err)
 	}
 }

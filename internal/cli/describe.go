@@ -1,9 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -13,27 +11,37 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 )
 
-func runDescribe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("berth describe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: berth describe POD [-n NAMESPACE] [--socket PATH]")
-		fmt.Fprintln(stderr, "\nShows a pod like kubectl describe pod: containers, their states and last")
-		fmt.Fprintln(stderr, "termination, conditions, volumes and the recent events berth recorded.")
-		fs.PrintDefaults()
+// describeOptions are berth describe's flags.
+type describeOptions struct {
+	client clientFlags
+}
+
+func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &describeOptions{}
+	cmd := &cobra.Command{
+		Use:   "describe [pod] POD...",
+		Short: "Show a pod's containers, conditions and events",
+		Long: "Shows a pod like kubectl describe pod: containers, their states and last\n" +
+			"termination, conditions, volumes and the recent events berth recorded. POD is the\n" +
+			"pod's name (web-node1) or its manifest's (web); as with kubectl, `describe pod web`\n" +
+			"and `describe pod/web` name the same pod.",
+		Example:           "  berth describe web\n  berth describe pod web-node1 -n kube-system",
+		ValidArgsFunction: completePods(&o.client, true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exit(o.run(args, stdout, stderr))
+		},
 	}
-	var cf clientFlags
-	cf.bind(fs)
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
-	}
+	o.client.bind(cmd, false)
+	return cmd
+}
+
+func (o *describeOptions) run(pos []string, stdout, stderr io.Writer) int {
+	cf := o.client
+	pos = podArgs(pos)
 	if len(pos) == 0 {
 		fmt.Fprintln(stderr, "berth describe: want at least one POD (berth pods lists them)")
 		return 2

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 // tells operators to, and checks every example pod is accepted.
 func TestExamplesValidate(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := dispatch([]string{"validate", "--node-name", "node1", "-o", "json", "../../examples", "../../examples/http/pods.yaml"}, &out, &errb)
+	code := Execute("dev", []string{"validate", "--node-name", "node1", "-o", "json", "../../examples", "../../examples/http/pods.yaml"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("berth validate examples: exit %d\n%s", code, errb.String())
 	}

@@ -1,9 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,40 +10,44 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 )
 
-func runLogs(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("berth logs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: berth logs POD [-c CONTAINER] [-f] [--tail N] [--previous] [--timestamps] [-n NAMESPACE]")
-		fmt.Fprintln(stderr, "\nPrints a container's log, read by the daemon from the CRI log files. POD is the")
-		fmt.Fprintln(stderr, "pod's name (web-node1) or its manifest's (web).")
-		fs.PrintDefaults()
+// logsOptions are berth logs' flags.
+type logsOptions struct {
+	client                       clientFlags
+	container                    string
+	follow, previous, timestamps bool
+	tail                         int
+}
+
+func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &logsOptions{}
+	cmd := &cobra.Command{
+		Use:   "logs POD",
+		Short: "Print a container's log",
+		Long: "Prints a container's log, read by the daemon from the CRI log files. POD is the\n" +
+			"pod's name (web-node1) or its manifest's (web).",
+		Example:           "  berth logs web\n  berth logs web -c sidecar -f\n  berth logs crasher --previous --tail 20",
+		ValidArgsFunction: completePods(&o.client, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exit(o.run(args, stdout, stderr))
+		},
 	}
-	var cf clientFlags
-	cf.bind(fs)
-	var container string
-	var follow, previous, timestamps bool
-	tail := fs.Int("tail", -1, "lines of the end of the log to show; -1 shows all")
-	for _, n := range []string{"c", "container"} {
-		fs.StringVar(&container, n, "", "container name (default: the pod's default container)")
-	}
-	for _, n := range []string{"f", "follow"} {
-		fs.BoolVar(&follow, n, false, "keep printing new lines while the container runs")
-	}
-	for _, n := range []string{"p", "previous"} {
-		fs.BoolVar(&previous, n, false, "the log of the container's previous run (after a crash)")
-	}
-	fs.BoolVar(&timestamps, "timestamps", false, "prefix each line with its RFC 3339 time")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
-	}
+	o.client.bind(cmd, false)
+	fs := cmd.Flags()
+	fs.IntVar(&o.tail, "tail", -1, "lines of the end of the log to show; -1 shows all")
+	fs.StringVarP(&o.container, "container", "c", "", "container name (default: the pod's default container)")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing new lines while the container runs")
+	fs.BoolVarP(&o.previous, "previous", "p", false, "the log of the container's previous run (after a crash)")
+	fs.BoolVar(&o.timestamps, "timestamps", false, "prefix each line with its RFC 3339 time")
+	_ = cmd.RegisterFlagCompletionFunc("container", completeContainers(&o.client))
+	return cmd
+}
+
+func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
+	cf, container, follow, previous, timestamps, tail := o.client, o.container, o.follow, o.previous, o.timestamps, &o.tail
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "berth logs: want exactly one POD (berth pods lists them)")
 		return 2
@@ -57,7 +59,7 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 	c := newClient(cf.socket)
 	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	pod, err := c.findPod(lookup, pos[0], cf.namespace)
+	pod, err := c.findPod(lookup, podArg(pos[0]), cf.ns())
 	if err != nil {
 		fmt.Fprintf(stderr, "berth logs: %v\n", err)
 		return 1

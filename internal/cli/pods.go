@@ -1,10 +1,8 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -25,30 +24,38 @@ import (
 // now is the clock of AGE columns; tests pin it so golden files hold.
 var now = time.Now
 
-func runPods(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("berth pods", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: berth pods [NAME...] [-n NAMESPACE] [-o wide|json|yaml] [--socket PATH]")
-		fmt.Fprintln(stderr, "\nLists the pods berth runs and the manifests it rejected, like kubectl get pods.")
-		fs.PrintDefaults()
+// podsOptions are berth pods' flags.
+type podsOptions struct {
+	client clientFlags
+	output *outputFlag
+}
+
+func newPodsCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &podsOptions{}
+	cmd := &cobra.Command{
+		Use:     "pods [NAME...]",
+		Aliases: []string{"ps"},
+		Short:   "List pods and rejected manifests (alias ps)",
+		Long: "Lists the pods berth runs and the manifests it rejected, like kubectl get pods.\n" +
+			"NAME is a pod's name (web-node1) or its manifest's (web).",
+		Example: "  berth pods\n  berth ps -n kube-system -o wide\n  berth pods web -o yaml",
+		ValidArgsFunction: completePods(&o.client, true),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			return exit(o.run(names, stdout, stderr))
+		},
 	}
-	var cf clientFlags
-	cf.bind(fs)
-	output := fs.String("o", "", "output format: wide, json or yaml")
-	names, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
+	o.client.bind(cmd, true)
+	o.output = bindOutput(cmd, "output format: wide, json or yaml", "wide", "json", "yaml")
+	return cmd
+}
+
+func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
+	if msg := o.output.check(); msg != "" {
+		fmt.Fprintf(stderr, "berth pods: %s\n", msg)
 		return 2
 	}
-	switch *output {
-	case "", "wide", "json", "yaml":
-	default:
-		fmt.Fprintf(stderr, "berth pods: -o %q: want wide, json or yaml\n", *output)
-		return 2
-	}
+	cf := clientFlags{socket: o.client.socket, namespace: o.client.ns()}
+	output := &o.output.value
 	c := newClient(cf.socket)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()

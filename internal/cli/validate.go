@@ -1,59 +1,64 @@
-package main
+package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
+	"github.com/berth-agent/berth/internal/config"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// runValidate checks manifests with the code the daemon runs, so what it
-// accepts is exactly what `berth run` would start. Problems go to stdout as
-// FILE:LINE: FIELD: MESSAGE; with -o the defaulted pods go to stdout and
-// the problems to stderr, so the output stays a valid document. Exit 0 when
-// everything is valid, 1 otherwise, 2 on bad usage.
-func runValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("berth validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: berth validate [--node-name NAME] [-o yaml|json] PATH...")
-		fmt.Fprintln(stderr, "checks manifest files and directories; prints FILE:LINE: FIELD: MESSAGE for every problem")
-		fs.PrintDefaults()
-	}
-	node := fs.String("node-name", "", "node name the pod names get as suffix (default: the lower-cased hostname)")
-	output := fs.String("o", "", "also print the defaulted pods: yaml or json")
-	maxBytes := fs.Int64("max-bytes", podspec.DefaultMaxBytes, "size limit of one manifest file")
-	maxPods := fs.Int("max-pods", podspec.DefaultMaxPods, "berth run's --max-pods: a file may hold twice as many documents (at least 16)")
-	perms := fs.String("manifest-permissions", "", "strict: also refuse manifests and directories others than root may write, and manifests holding a Secret others may read, as berth run does (default: not checked)")
-	var paths []string
-	// Flags may follow paths, as in `berth validate web.yaml -o yaml`.
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return 0
+// validateOptions are berth validate's flags.
+type validateOptions struct {
+	node     string
+	output   *outputFlag
+	maxBytes int64
+	maxPods  int
+	perms    string
+}
+
+// newValidateCmd checks manifests with the code the daemon runs, so what
+// it accepts is exactly what `berth run` would start. Problems go to
+// stdout as FILE:LINE: FIELD: MESSAGE; with -o the defaulted pods go to
+// stdout and the problems to stderr, so the output stays a valid
+// document. Exit 0 when everything is valid, 1 otherwise, 2 on bad usage.
+func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &validateOptions{}
+	cmd := &cobra.Command{
+		Use:     "validate PATH...",
+		Short:   "Check manifests and print every problem",
+		Long:    "Checks manifest files and directories with the code berth run runs; prints\nFILE:LINE: FIELD: MESSAGE for every problem.",
+		Example: "  berth validate /etc/kubernetes/manifests\n  berth validate web.yaml -o yaml",
+		RunE: func(cmd *cobra.Command, paths []string) error {
+			if len(paths) == 0 {
+				fmt.Fprintf(stderr, "berth validate: want at least one PATH\nSee '%s --help'.\n", cmd.CommandPath())
+				return exitError(2)
 			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
+			return exit(o.run(paths, stdout, stderr))
+		},
 	}
-	if len(paths) == 0 {
-		fs.Usage()
+	fs := cmd.Flags()
+	fs.StringVar(&o.node, "node-name", "", "node name the pod names get as suffix (default: the lower-cased hostname)")
+	o.output = bindOutput(cmd, "also print the defaulted pods: yaml or json", "yaml", "json")
+	fs.Int64Var(&o.maxBytes, "max-bytes", podspec.DefaultMaxBytes, "size limit of one manifest file")
+	fs.IntVar(&o.maxPods, "max-pods", podspec.DefaultMaxPods, "berth run's --max-pods: a file may hold twice as many documents (at least 16)")
+	fs.StringVar(&o.perms, "manifest-permissions", "", "strict: also refuse manifests and directories others than root may write, and manifests holding a Secret others may read, as berth run does (default: not checked)")
+	return cmd
+}
+
+func (o *validateOptions) run(paths []string, stdout, stderr io.Writer) int {
+	output, node, maxBytes, maxPods, perms := &o.output.value, &o.node, &o.maxBytes, &o.maxPods, &o.perms
+	if msg := o.output.check(); msg != "" {
+		fmt.Fprintf(stderr, "berth validate: %s\n", msg)
 		return 2
 	}
-	if *output != "" && *output != "yaml" && *output != "json" {
-		fmt.Fprintf(stderr, "berth validate: -o %q: want yaml or json\n", *output)
-		return 2
-	}
-	name, err := nodeName(*node)
+	name, err := config.NodeName(*node)
 	if err != nil {
 		fmt.Fprintf(stderr, "berth validate: %v\n", err)
 		return 2

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -56,13 +56,13 @@ func TestValidate(t *testing.T) {
 		{"preview as json keeps problems on stderr", []string{"-o", "json", "--node-name", "n1", bad + "/b.yaml", bad + "/a.yaml"}, 1,
 			[]string{`"kind": "PodList"`, `"name": "web-n1"`}, []string{"b.yaml:9: spec.containers[0].imagePullPolicy"}},
 		{"missing path", []string{"--node-name", "n1", filepath.Join(dir, "nope")}, 1, []string{"nope: stat"}, nil},
-		{"no path", []string{"--node-name", "n1"}, 2, nil, []string{"usage: berth validate"}},
+		{"no path", []string{"--node-name", "n1"}, 2, nil, []string{"berth validate: want at least one PATH"}},
 		{"bad output format", []string{"-o", "xml", good}, 2, nil, []string{`-o "xml"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			code := dispatch(append([]string{"validate"}, tt.args...), &out, &errb)
+			code := Execute("dev", append([]string{"validate"}, tt.args...), &out, &errb)
 			if code != tt.wantCode {
 				t.Errorf("exit code = %d, want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out.String(), errb.String())
 			}
@@ -96,11 +96,11 @@ func TestValidatePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := runValidate([]string{"--node-name", "n", dir}, &out, &errOut); code != 0 {
+	if code := Execute("dev", []string{"validate", "--node-name", "n", dir}, &out, &errOut); code != 0 {
 		t.Fatalf("without the flag: exit %d: %s%s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	code := runValidate([]string{"--node-name", "n", "--manifest-permissions", "strict", dir}, &out, &errOut)
+	code := Execute("dev", []string{"validate", "--node-name", "n", "--manifest-permissions", "strict", dir}, &out, &errOut)
 	if code != 1 || !strings.Contains(out.String(), "mode 0666, writable by group or others") {
 		t.Fatalf("strict: exit %d, output %q", code, out.String())
 	}
@@ -119,10 +119,10 @@ func TestValidateSecretPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := runValidate([]string{"--node-name", "n", path}, &out, &errOut); code != 0 {
+	if code := Execute("dev", []string{"validate", "--node-name", "n", path}, &out, &errOut); code != 0 {
 		t.Fatalf("without the flag: exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	code := runValidate([]string{"--node-name", "n", "--manifest-permissions", "strict", path}, &out, &errOut)
+	code := Execute("dev", []string{"validate", "--node-name", "n", "--manifest-permissions", "strict", path}, &out, &errOut)
 	if want := "holds a Secret and is mode 0644, readable by group or others; it must be readable by its owner only (chmod 600 " + path; code != 1 || !strings.Contains(out.String(), want) {
 		t.Fatalf("strict: exit %d, output %q, want %q", code, out.String(), want)
 	}
@@ -130,7 +130,7 @@ func TestValidateSecretPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if code := runValidate([]string{"--node-name", "n", "--manifest-permissions", "strict", path}, &out, &errOut); code != 0 {
+	if code := Execute("dev", []string{"validate", "--node-name", "n", "--manifest-permissions", "strict", path}, &out, &errOut); code != 0 {
 		t.Fatalf("0600: exit %d: %s", code, out.String())
 	}
 }

@@ -1,30 +1,23 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"io"
-	"runtime"
-	"sort"
+
+	"github.com/spf13/cobra"
 )
 
-// version is stamped by the Makefile from `git describe`.
-var version = "dev"
-
-func runVersion(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "berth version: takes no arguments")
-		return 2
+func newVersionCmd(version string, stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 {
+				fmt.Fprintf(stderr, "berth version: takes no arguments\nSee '%s --help'.\n", cmd.CommandPath())
+				return exitError(2)
+			}
+			fmt.Fprintln(stdout, versionString(version))
+			return nil
+		},
 	}
-	fmt.Fprintf(stdout, "berth %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return 0
-}
-
-// sortedCommandNames keeps usage output stable.
-func sortedCommandNames() []string {
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }

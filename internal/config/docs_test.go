@@ -1,22 +1,23 @@
-package main
+package config
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/berth-agent/berth/internal/docscheck"
 )
 
 const (
-	readmePath        = "../../README.md"
-	configurationPage = "../../docs/configuration.md"
+		configurationPage = "../../docs/configuration.md"
 	kubeletUsersPage  = "../../docs/kubelet-users.md"
-	referenceBegin    = "<!-- BEGIN GENERATED: berth run settings. Edit cmd/berth/settings.go, then: UPDATE_GOLDEN=1 go test ./cmd/berth -run TestConfigReference -->"
+	referenceBegin    = "<!-- BEGIN GENERATED: berth run settings. Edit internal/config/settings.go, then: UPDATE_GOLDEN=1 go test ./internal/config -run TestConfigReference -->"
 	referenceEnd      = "<!-- END GENERATED -->"
 )
 
@@ -27,32 +28,13 @@ func TestConfigReference(t *testing.T) {
 	checkGenerated(t, configurationPage, referenceBegin, referenceEnd, configReference(t), "TestConfigReference")
 }
 
-// checkGenerated compares the section of page between begin and end with
+// checkGenerated fails when page's section between begin and end is not
 // generated, and rewrites it under UPDATE_GOLDEN=1.
 func checkGenerated(t *testing.T, page, begin, end, generated, test string) {
 	t.Helper()
-	data, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
+	if err := docscheck.Generated(page, begin, end, generated, os.Getenv("UPDATE_GOLDEN") == "1"); err != nil {
+		t.Errorf("%v\nregenerate it with\n  UPDATE_GOLDEN=1 go test ./internal/config -run %s", err, test)
 	}
-	text := string(data)
-	b := strings.Index(text, begin)
-	e := strings.Index(text, end)
-	if b < 0 || e < b {
-		t.Fatalf("%s lacks the markers %q ... %q", page, begin, end)
-	}
-	current := text[b+len(begin) : e]
-	if current == generated {
-		return
-	}
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		text = text[:b+len(begin)] + generated + text[e:]
-		if err := os.WriteFile(page, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s is out of date; regenerate it with\n  UPDATE_GOLDEN=1 go test ./cmd/berth -run %s\n--- generated\n%s\n--- page\n%s", page, test, generated, current)
 }
 
 // configReference renders every `berth run` flag with its config-file field,
@@ -60,15 +42,15 @@ func checkGenerated(t *testing.T, page, begin, end, generated, test string) {
 func configReference(t *testing.T) string {
 	t.Helper()
 	var configPath string
-	s := defaultSettings()
-	fs := flag.NewFlagSet("berth run", flag.ContinueOnError)
-	bindFlags(fs, &s, &configPath)
-	defaults := settingsJSON(t, defaultSettings())
+	s := Defaults()
+	fs := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
+	BindFlags(fs, &s, &configPath)
+	defaults := settingsJSON(t, Defaults())
 
 	var b strings.Builder
 	b.WriteString("\n| flag | config file field | default | what it sets |\n| --- | --- | --- | --- |\n")
 	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
 	for _, name := range names {
 		f := fs.Lookup(name)
@@ -98,13 +80,13 @@ func configReference(t *testing.T) string {
 // flag and seeing which field changed.
 func configField(t *testing.T, name string) string {
 	t.Helper()
-	base := settingsJSON(t, defaultSettings())
+	base := settingsJSON(t, Defaults())
 	for _, value := range []string{"7m7s", "7", "X-Probe:v", "192.0.2.7", "probe"} {
 		var configPath string
-		s := defaultSettings()
-		fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+		s := Defaults()
+		fs := pflag.NewFlagSet("probe", pflag.ContinueOnError)
 		fs.SetOutput(new(strings.Builder))
-		bindFlags(fs, &s, &configPath)
+		BindFlags(fs, &s, &configPath)
 		if fs.Set(name, value) != nil {
 			continue
 		}
@@ -121,7 +103,7 @@ func configField(t *testing.T, name string) string {
 	return ""
 }
 
-func settingsJSON(t *testing.T, s settings) map[string]any {
+func settingsJSON(t *testing.T, s Settings) map[string]any {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -141,72 +123,6 @@ func renderDefault(v any) string {
 	return fmt.Sprint(v)
 }
 
-// TestReadmeCommands checks that the README shows the two commands a
-// newcomer runs, that they exist as make targets, that CI runs the test
-// command exactly as written, and that every berth command the README's
-// and the docs' shell examples run exists.
-func TestReadmeCommands(t *testing.T) {
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages, err := filepath.Glob("../../docs/*.md")
-	if err != nil || len(pages) == 0 {
-		t.Fatalf("no docs pages: %v", err)
-	}
-	makefile, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := os.ReadFile("../../.ci/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, target := range []string{"demo", "test", "deb"} {
-		if !strings.Contains(string(readme), "make "+target) {
-			t.Errorf("README.md does not show `make %s`", target)
-		}
-		if !regexp.MustCompile(`(?m)^` + target + `:`).Match(makefile) {
-			t.Errorf("Makefile has no %s target", target)
-		}
-	}
-	if !regexp.MustCompile(`(?m)^make test$`).Match(ci) {
-		t.Errorf(".ci/run does not run `make test`, the README's test command")
-	}
-	for _, page := range append([]string{readmePath}, pages...) {
-		text, err := os.ReadFile(page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkBerthCommands(t, page, string(text))
-	}
-}
-
-// checkBerthCommands fails for a `berth COMMAND` in a shell block of text
-// that berth does not have.
-func checkBerthCommands(t *testing.T, page, text string) {
-	t.Helper()
-	inCode := false
-	command := regexp.MustCompile(`^\s*(?:sudo\s+)?(?:\S*/)?berth\s+([a-z]+)`)
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			inCode = !inCode
-			continue
-		}
-		m := command.FindStringSubmatch(line)
-		if !inCode || m == nil {
-			continue
-		}
-		name := m[1]
-		if alias, ok := aliases[name]; ok {
-			name = alias
-		}
-		if _, ok := commands[name]; !ok {
-			t.Errorf("%s runs `berth %s`, which is no berth command: %s", page, m[1], strings.TrimSpace(line))
-		}
-	}
-}
-
 // TestKubeletUsersPage keeps the page for kubelet users complete: every
 // flag of `berth run` is listed in its section on what carries over,
 // either as one that carries over from the kubelet or as berth's own.
@@ -223,10 +139,10 @@ func TestKubeletUsersPage(t *testing.T) {
 	}
 	section := text[start : start+1+end]
 	var configPath string
-	s := defaultSettings()
-	fs := flag.NewFlagSet("berth run", flag.ContinueOnError)
-	bindFlags(fs, &s, &configPath)
-	fs.VisitAll(func(f *flag.Flag) {
+	s := Defaults()
+	fs := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
+	BindFlags(fs, &s, &configPath)
+	fs.VisitAll(func(f *pflag.Flag) {
 		if !strings.Contains(section, "`--"+f.Name+"`") {
 			t.Errorf("%s does not say whether --%s carries over from the kubelet", kubeletUsersPage, f.Name)
 		}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -42,8 +42,8 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var s settings
-		err := loadConfigFile(path, &s)
+		var s Settings
+		err := LoadConfigFile(path, &s)
 		var h configHeader
 		if yaml.Unmarshal(data, &h) == nil && h.Kind != "" && h.Kind != "BerthConfiguration" && h.Kind != kubeletKind && err == nil {
 			t.Fatalf("kind %q accepted", h.Kind)
@@ -54,7 +54,7 @@ func FuzzConfigFile(f *testing.F) {
 			}
 			return
 		}
-		_ = s.validate()
+		_ = s.Validate()
 		out, err := yaml.Marshal(s)
 		if err != nil {
 			t.Fatalf("marshal accepted settings: %v", err)
@@ -63,8 +63,8 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(again, append([]byte("kind: BerthConfiguration\n"), out...), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var s2 settings
-		if err := loadConfigFile(again, &s2); err != nil {
+		var s2 Settings
+		if err := LoadConfigFile(again, &s2); err != nil {
 			t.Fatalf("settings written back do not read: %v\n%s", err, out)
 		}
 		if out2, _ := yaml.Marshal(s2); string(out2) != string(out) {

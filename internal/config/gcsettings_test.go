@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"io"
@@ -74,7 +74,7 @@ imageMinimumGCAge: 10m
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := parseSettings(tc.args, io.Discard)
+			s, err := Parse(tc.args, io.Discard)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.err)
@@ -84,7 +84,7 @@ imageMinimumGCAge: 10m
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := s.gcConfig(); !reflect.DeepEqual(got, tc.want) {
+			if got := s.GCConfig(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("gcConfig = %+v\nwant       %+v", got, tc.want)
 			}
 		})

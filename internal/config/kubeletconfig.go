@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/json"
@@ -47,7 +47,7 @@ const (
 // kubeletDocument is everything berth reads from a kubelet config.
 type kubeletDocument struct {
 	configHeader  `json:",inline"`
-	settings      `json:",inline"`
+	Settings      `json:",inline"`
 	kubeletFields `json:",inline"`
 }
 
@@ -68,7 +68,7 @@ func (k *kubeletFields) validate(path string, line func(key string) int) error {
 // maxContainerRestartPeriod is the node-wide crash-loop ceiling
 // (--crashloop-backoff-max), and, as in the kubelet, also lowers the
 // initial delay when it is below it.
-func (k *kubeletFields) apply(s *settings) {
+func (k *kubeletFields) apply(s *Settings) {
 	if k.CrashLoopBackOff != nil && k.CrashLoopBackOff.MaxContainerRestartPeriod != nil {
 		d := k.CrashLoopBackOff.MaxContainerRestartPeriod.Duration
 		s.CrashLoopBackoffMax = metav1.Duration{Duration: d}
@@ -79,7 +79,7 @@ func (k *kubeletFields) apply(s *settings) {
 }
 
 // loadKubeletConfig reads a KubeletConfiguration file into s.
-func loadKubeletConfig(path string, s *settings) error {
+func loadKubeletConfig(path string, s *Settings) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("kubelet config file: %w", err)
@@ -89,7 +89,7 @@ func loadKubeletConfig(path string, s *settings) error {
 
 // decodeKubeletConfig decodes the fields berth reads, one top-level field
 // at a time so an error can name its line, and warns about the others.
-func decodeKubeletConfig(path string, data []byte, s *settings) error {
+func decodeKubeletConfig(path string, data []byte, s *Settings) error {
 	var root yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &root); err != nil {
 		return fmt.Errorf("kubelet config file %s: %w", path, err)
@@ -104,7 +104,7 @@ func decodeKubeletConfig(path string, data []byte, s *settings) error {
 	known := kubeletKeys()
 	lines := map[string]int{}
 	var ignored []string
-	out := kubeletDocument{settings: *s}
+	out := kubeletDocument{Settings: *s}
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		key, value := doc.Content[i], doc.Content[i+1]
 		lines[key.Value] = key.Line
@@ -130,7 +130,7 @@ func decodeKubeletConfig(path string, data []byte, s *settings) error {
 	if err := out.kubeletFields.validate(path, func(k string) int { return lines[k] }); err != nil {
 		return err
 	}
-	*s = out.settings
+	*s = out.Settings
 	out.kubeletFields.apply(s)
 	if len(ignored) > 0 {
 		configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
@@ -142,7 +142,7 @@ func decodeKubeletConfig(path string, data []byte, s *settings) error {
 // the header, every settings field and the kubelet-only fields.
 func kubeletKeys() map[string]bool {
 	known := map[string]bool{"apiVersion": true, "kind": true}
-	full := kubeletDocument{settings: fullSettingsForKeys(), kubeletFields: kubeletFields{
+	full := kubeletDocument{Settings: fullSettingsForKeys(), kubeletFields: kubeletFields{
 		CrashLoopBackOff: &kubeletCrashLoopBackOff{MaxContainerRestartPeriod: &metav1.Duration{}},
 	}}
 	b, _ := json.Marshal(full)

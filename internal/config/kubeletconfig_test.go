@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -52,7 +52,7 @@ func TestKubeletConfig(t *testing.T) {
 			if tt.berth != "" {
 				args = append(args, "--config", writeConfig(t, tt.berth))
 			}
-			s, err := parseSettings(append(args, tt.args...), new(strings.Builder))
+			s, err := Parse(append(args, tt.args...), new(strings.Builder))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), kubelet+tt.wantErr) {
 					t.Fatalf("error %v, want it to contain %q", err, kubelet+tt.wantErr)
@@ -82,7 +82,7 @@ func TestKubeletConfigNamedByBerthConfig(t *testing.T) {
 	defer func() { configWarnings = nil }()
 	kubelet := writeConfig(t, "kind: KubeletConfiguration\nmaxPods: 12\ncrashLoopBackOff: {maxContainerRestartPeriod: 40s}\nevictionHard: {}\n")
 	berth := writeConfig(t, "kubeletConfig: "+kubelet+"\nmaxPods: 13\n")
-	s, err := parseSettings([]string{"--config", berth}, new(strings.Builder))
+	s, err := Parse([]string{"--config", berth}, new(strings.Builder))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -18,8 +18,8 @@ const (
 // names every setting, and the defaults its comments show are the real
 // ones (uncommenting them all changes nothing).
 func TestDefaultConfigFile(t *testing.T) {
-	s := defaultSettings()
-	if err := loadConfigFile(defaultConfigPath, &s); err != nil {
+	s := Defaults()
+	if err := LoadConfigFile(defaultConfigPath, &s); err != nil {
 		t.Fatalf("the shipped config does not load: %v", err)
 	}
 	data, err := os.ReadFile(defaultConfigPath)
@@ -36,11 +36,11 @@ func TestDefaultConfigFile(t *testing.T) {
 	if err := os.WriteFile(path, uncommented, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got := defaultSettings()
-	if err := loadConfigFile(path, &got); err != nil {
+	got := Defaults()
+	if err := LoadConfigFile(path, &got); err != nil {
 		t.Fatalf("berth.yaml with every setting uncommented: %v", err)
 	}
-	gotJSON, wantJSON := settingsJSON(t, got), settingsJSON(t, defaultSettings())
+	gotJSON, wantJSON := settingsJSON(t, got), settingsJSON(t, Defaults())
 	for k, v := range wantJSON {
 		if renderDefault(gotJSON[k]) != renderDefault(v) {
 			t.Errorf("berth.yaml shows %s: %v, but the default is %v", k, gotJSON[k], v)

@@ -1,8 +1,7 @@
-package main
+package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+	"github.com/spf13/pflag"
 
 	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/gc"
@@ -28,10 +28,10 @@ import (
 	"github.com/berth-agent/berth/internal/syncloop"
 )
 
-// settings are berth run's settings. Field names in the config file follow
+// Settings are berth run's settings. Field names in the config file follow
 // the kubelet's KubeletConfiguration where one exists, so a kubelet config
 // file's static-pod fields carry over unchanged.
-type settings struct {
+type Settings struct {
 	PodManifestPath          string              `json:"staticPodPath,omitempty"`
 	PodManifestSigners       string              `json:"podManifestAllowedSigners,omitempty"`
 	ManifestURL              string              `json:"staticPodURL,omitempty"`
@@ -91,12 +91,12 @@ type settings struct {
 	ImageGCLowThresholdPercent        int             `json:"imageGCLowThresholdPercent"`
 	ImageMinimumGCAge                 metav1.Duration `json:"imageMinimumGCAge"`
 
-	shutdownSettings `json:",inline"`
+	ShutdownSettings `json:",inline"`
 }
 
-// defaultSettings are the kubelet's defaults where berth shares a setting.
-func defaultSettings() settings {
-	return settings{
+// Defaults are the kubelet's defaults where berth shares a setting.
+func Defaults() Settings {
+	return Settings{
 		PodManifestPath:          "/etc/kubernetes/manifests",
 		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
 		RootDir:                  "/var/lib/berth",
@@ -135,9 +135,9 @@ func defaultSettings() settings {
 	}
 }
 
-// bindFlags registers every setting as a flag writing into s, named like the
+// BindFlags registers every setting as a flag writing into s, named like the
 // kubelet's flag where one exists.
-func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
+func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	fs.StringVar(configPath, "config", "", "config file (berth's own, or a kubelet KubeletConfiguration whose static-pod fields are used)")
 	fs.StringVar(&s.PodManifestPath, "pod-manifest-path", s.PodManifestPath, "directory (or single file) of static pod manifests; \"\" disables the file source")
 	fs.StringVar(&s.PodManifestSigners, "pod-manifest-allowed-signers", s.PodManifestSigners, "allowed signers file, as --manifest-url-allowed-signers: each manifest file then runs only with a valid <file>.sig beside it")
@@ -187,52 +187,60 @@ func bindFlags(fs *flag.FlagSet, s *settings, configPath *string) {
 	fs.IntVar(&s.ImageGCHighThresholdPercent, "image-gc-high-threshold", s.ImageGCHighThresholdPercent, "image filesystem use (percent) that starts image garbage collection; 100 disables it")
 	fs.IntVar(&s.ImageGCLowThresholdPercent, "image-gc-low-threshold", s.ImageGCLowThresholdPercent, "image filesystem use (percent) image garbage collection frees down to")
 	durationVar(fs, &s.ImageMinimumGCAge, "minimum-image-gc-age", "minimum age of an unused image before garbage collection")
-	bindShutdownFlags(fs, &s.shutdownSettings)
+	bindShutdownFlags(fs, &s.ShutdownSettings)
 }
 
-// parseSettings reads defaults, then the kubelet config file
-// (--kubelet-config), then berth's config file, then the flags given:
-// flags win over the files, as with the kubelet, and berth's file over the
-// kubelet's. A repeatable flag given on
-// the command line replaces the file's list instead of adding to it.
-func parseSettings(args []string, stderr io.Writer) (settings, error) {
+// Parse reads args as `berth run`'s flags over the defaults, then
+// resolves them with the config files (Resolve). Errors from the flags
+// themselves go to stderr as well as being returned.
+func Parse(args []string, stderr io.Writer) (Settings, error) {
 	var configPath string
-	s := defaultSettings()
-	fs := flag.NewFlagSet("berth run", flag.ContinueOnError)
+	s := Defaults()
+	fs := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	bindFlags(fs, &s, &configPath)
+	BindFlags(fs, &s, &configPath)
 	if err := fs.Parse(args); err != nil {
-		return settings{}, err
+		return Settings{}, err
 	}
 	if fs.NArg() > 0 {
-		return settings{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return Settings{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	return Resolve(fs, s, configPath)
+}
+
+// Resolve finishes the settings fs parsed into s (bound by BindFlags,
+// with configPath the --config given): it reads defaults, then the
+// kubelet config file (--kubelet-config), then berth's config file, then
+// replays the flags given: flags win over the files, as with the kubelet,
+// and berth's file over the kubelet's. A repeatable flag given on the
+// command line replaces the file's list instead of adding to it.
+func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error) {
 	if configPath == "" && s.KubeletConfig == "" {
-		return s, s.validate()
+		return s, s.Validate()
 	}
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
 	kubeletPath := s.KubeletConfig
 	if !given["kubelet-config"] && configPath != "" {
 		// berth's config file may name the kubelet's: read it once to
 		// learn the name, since the kubelet's file goes beneath it.
-		scratch, warned := defaultSettings(), len(configWarnings)
-		if err := loadConfigFile(configPath, &scratch); err != nil {
-			return settings{}, err
+		scratch, warned := Defaults(), len(configWarnings)
+		if err := LoadConfigFile(configPath, &scratch); err != nil {
+			return Settings{}, err
 		}
 		configWarnings = configWarnings[:warned]
 		kubeletPath = scratch.KubeletConfig
 	}
-	s = defaultSettings()
+	s = Defaults()
 	if kubeletPath != "" {
 		if err := loadKubeletConfig(kubeletPath, &s); err != nil {
-			return settings{}, err
+			return Settings{}, err
 		}
 		s.KubeletConfig = kubeletPath
 	}
 	if configPath != "" {
-		if err := loadConfigFile(configPath, &s); err != nil {
-			return settings{}, err
+		if err := LoadConfigFile(configPath, &s); err != nil {
+			return Settings{}, err
 		}
 	}
 	if given["manifest-url-header"] {
@@ -244,17 +252,32 @@ func parseSettings(args []string, stderr io.Writer) (settings, error) {
 	if given["cluster-dns"] {
 		s.ClusterDNS = nil
 	}
-	replay := flag.NewFlagSet("berth run", flag.ContinueOnError)
+	// The replay sets each given flag again, from the value fs parsed:
+	// every value here prints back as what sets it (a repeatable one
+	// item by item).
+	replay := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
 	replay.SetOutput(io.Discard)
-	bindFlags(replay, &s, &configPath)
-	if err := replay.Parse(args); err != nil {
-		return settings{}, err
+	BindFlags(replay, &s, &configPath)
+	var err error
+	fs.Visit(func(f *pflag.Flag) {
+		values := []string{f.Value.String()}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			values = sv.GetSlice()
+		}
+		for _, v := range values {
+			if e := replay.Set(f.Name, v); e != nil && err == nil {
+				err = e
+			}
+		}
+	})
+	if err != nil {
+		return Settings{}, err
 	}
-	return s, s.validate()
+	return s, s.Validate()
 }
 
-// validate rejects settings berth cannot run with, naming the setting.
-func (s settings) validate() error {
+// Validate rejects settings berth cannot run with, naming the setting.
+func (s Settings) Validate() error {
 	var errs []error
 	if s.PodManifestPath == "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
@@ -309,7 +332,7 @@ func (s settings) validate() error {
 	if s.MaxParallelPodStarts < 0 {
 		errs = append(errs, fmt.Errorf("--max-parallel-pod-starts must not be negative, got %d", s.MaxParallelPodStarts))
 	}
-	if _, err := parseLogLevel(s.LogLevel); err != nil {
+	if _, err := ParseLogLevel(s.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := api.ParseExposure(s.ListenPods); err != nil {
@@ -333,11 +356,11 @@ type configHeader struct {
 // berth reads.
 const kubeletKind = "KubeletConfiguration"
 
-// loadConfigFile overlays the file's settings on s. A berth config is read
+// LoadConfigFile overlays the file's settings on s. A berth config is read
 // strictly (unknown fields are errors with their line); a kubelet
 // KubeletConfiguration is read as --kubelet-config reads one
 // (kubeletconfig.go).
-func loadConfigFile(path string, s *settings) error {
+func LoadConfigFile(path string, s *Settings) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
@@ -352,26 +375,26 @@ func loadConfigFile(path string, s *settings) error {
 	case h.Kind == "" || h.Kind == "BerthConfiguration":
 		var strict struct {
 			configHeader `json:",inline"`
-			settings     `json:",inline"`
+			Settings     `json:",inline"`
 		}
-		strict.settings = *s
+		strict.Settings = *s
 		if err := yaml.UnmarshalStrict(data, &strict); err != nil {
 			return fmt.Errorf("config file %s: %w", path, err)
 		}
-		*s = strict.settings
+		*s = strict.Settings
 	default:
 		return fmt.Errorf("config file %s: kind %q is neither BerthConfiguration nor KubeletConfiguration", path, h.Kind)
 	}
 	return nil
 }
 
-// configWarnings collects what loadConfigFile wants logged once the logger
+// configWarnings collects what LoadConfigFile wants logged once the logger
 // exists.
 var configWarnings []string
 
 // fullSettingsForKeys has every field set so its YAML lists every key.
-func fullSettingsForKeys() settings {
-	s := defaultSettings()
+func fullSettingsForKeys() Settings {
+	s := Defaults()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
 	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners, s.KubeletConfig = "x", "x", "x", "x"
 	s.StatusURL, s.StatusURLCA = "x", "x"
@@ -404,7 +427,7 @@ func validateLabels(labels map[string]string) []error {
 
 // manifestURL is --manifest-url with its placeholders replaced for this
 // node.
-func (s settings) manifestURL(nodeName string) (string, error) {
+func (s Settings) manifestURL(nodeName string) (string, error) {
 	if s.ManifestURL == "" {
 		return "", nil
 	}
@@ -412,10 +435,10 @@ func (s settings) manifestURL(nodeName string) (string, error) {
 }
 
 // manifestHeaders converts the configured headers for the HTTP source.
-func (s settings) manifestHeaders() http.Header { return toHeader(s.ManifestURLHeader) }
+func (s Settings) manifestHeaders() http.Header { return toHeader(s.ManifestURLHeader) }
 
 // statusHeaders converts the configured headers for the status report.
-func (s settings) statusHeaders() http.Header { return toHeader(s.StatusURLHeader) }
+func (s Settings) statusHeaders() http.Header { return toHeader(s.StatusURLHeader) }
 
 func toHeader(m map[string][]string) http.Header {
 	h := http.Header{}
@@ -428,8 +451,8 @@ func toHeader(m map[string][]string) http.Header {
 }
 
 // validateStatus checks the status report's settings. The URL's
-// placeholders are checked when the node name is known (statusConfig).
-func (s settings) validateStatus() []error {
+// placeholders are checked when the node name is known (StatusConfig).
+func (s Settings) validateStatus() []error {
 	var errs []error
 	if err := httpsource.ValidateHeader(s.statusHeaders()); err != nil {
 		errs = append(errs, fmt.Errorf("--status-url-header: %w", err))
@@ -447,11 +470,11 @@ func (s settings) validateStatus() []error {
 	return errs
 }
 
-// statusConfig is the agent's status report configuration, nil without
+// StatusConfig is the agent's status report configuration, nil without
 // --status-url: the URL with its placeholders expanded, the headers, and
 // a client trusting --status-url-ca. The manifest URL's headers and CA are
 // not reused: they may carry a token meant for that server only.
-func (s settings) statusConfig(node string) (*statusreport.Config, error) {
+func (s Settings) StatusConfig(node string) (*statusreport.Config, error) {
 	if s.StatusURL == "" {
 		return nil, nil
 	}
@@ -472,9 +495,15 @@ func (s settings) statusConfig(node string) (*statusreport.Config, error) {
 // headerFlag collects repeatable Key:Value flags.
 type headerFlag struct{ m *map[string][]string }
 
-func (f headerFlag) String() string {
+func (f headerFlag) String() string { return strings.Join(f.GetSlice(), ",") }
+
+// Type names the value in help: a header.
+func (f headerFlag) Type() string { return "Key:Value" }
+
+// GetSlice is every header as Key:Value, sorted.
+func (f headerFlag) GetSlice() []string {
 	if f.m == nil || *f.m == nil {
-		return ""
+		return nil
 	}
 	var parts []string
 	for k, vs := range *f.m {
@@ -483,7 +512,7 @@ func (f headerFlag) String() string {
 		}
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, ",")
+	return parts
 }
 
 func (f headerFlag) Set(v string) error {
@@ -499,14 +528,34 @@ func (f headerFlag) Set(v string) error {
 	return nil
 }
 
+// Append adds one header, as Set.
+func (f headerFlag) Append(v string) error { return f.Set(v) }
+
+// Replace sets the headers to vs.
+func (f headerFlag) Replace(vs []string) error {
+	*f.m = nil
+	for _, v := range vs {
+		if err := f.Set(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // listFlag collects repeatable or comma-separated values.
 type listFlag struct{ l *[]string }
 
-func (f listFlag) String() string {
+func (f listFlag) String() string { return strings.Join(f.GetSlice(), ",") }
+
+// Type names the value in help: a list.
+func (f listFlag) Type() string { return "strings" }
+
+// GetSlice is the list.
+func (f listFlag) GetSlice() []string {
 	if f.l == nil {
-		return ""
+		return nil
 	}
-	return strings.Join(*f.l, ",")
+	return *f.l
 }
 
 func (f listFlag) Set(v string) error {
@@ -518,20 +567,46 @@ func (f listFlag) Set(v string) error {
 	return nil
 }
 
-// durationVar binds a metav1.Duration (the config file's type) to a flag.
-func durationVar(fs *flag.FlagSet, d *metav1.Duration, name, usage string) {
-	fs.Func(name, fmt.Sprintf("%s (default %s)", usage, d.Duration), func(v string) error {
-		parsed, err := time.ParseDuration(v)
-		if err != nil {
+// Append adds one value (or several, comma-separated), as Set.
+func (f listFlag) Append(v string) error { return f.Set(v) }
+
+// Replace sets the list to vs.
+func (f listFlag) Replace(vs []string) error {
+	*f.l = nil
+	for _, v := range vs {
+		if err := f.Set(v); err != nil {
 			return err
 		}
-		d.Duration = parsed
-		return nil
-	})
+	}
+	return nil
 }
 
-// parseLogLevel maps --log-level onto slog.
-func parseLogLevel(s string) (slog.Level, error) {
+// durationFlag binds a metav1.Duration (the config file's type) to a
+// flag, parsed as time.ParseDuration parses.
+type durationFlag struct{ d *metav1.Duration }
+
+func (f durationFlag) String() string { return f.d.Duration.String() }
+
+// Type names the value in help.
+func (f durationFlag) Type() string { return "duration" }
+
+func (f durationFlag) Set(v string) error {
+	parsed, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	f.d.Duration = parsed
+	return nil
+}
+
+// durationVar binds d to the flag name; help shows d's value as the
+// default.
+func durationVar(fs *pflag.FlagSet, d *metav1.Duration, name, usage string) {
+	fs.Var(durationFlag{d}, name, usage)
+}
+
+// ParseLogLevel maps --log-level onto slog.
+func ParseLogLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", s)
@@ -540,7 +615,7 @@ func parseLogLevel(s string) (slog.Level, error) {
 }
 
 // validateGC checks the garbage collection settings as the kubelet does.
-func (s settings) validateGC() []error {
+func (s Settings) validateGC() []error {
 	var errs []error
 	if _, err := s.containerLogMaxSize(); err != nil {
 		errs = append(errs, err)
@@ -569,7 +644,7 @@ func (s settings) validateGC() []error {
 
 // containerLogMaxSize parses --container-log-max-size, a Kubernetes
 // quantity.
-func (s settings) containerLogMaxSize() (int64, error) {
+func (s Settings) containerLogMaxSize() (int64, error) {
 	q, err := resource.ParseQuantity(s.ContainerLogMaxSize)
 	if err != nil {
 		return 0, fmt.Errorf("--container-log-max-size: %w", err)
@@ -580,8 +655,8 @@ func (s settings) containerLogMaxSize() (int64, error) {
 	return q.Value(), nil
 }
 
-// gcConfig is the agent's garbage collection configuration from the settings.
-func (s settings) gcConfig() *syncloop.GCConfig {
+// GCConfig is the agent's garbage collection configuration from the settings.
+func (s Settings) GCConfig() *syncloop.GCConfig {
 	maxSize, _ := s.containerLogMaxSize() // validated
 	return &syncloop.GCConfig{
 		Containers: gc.Policy{
@@ -598,3 +673,7 @@ func (s settings) gcConfig() *syncloop.GCConfig {
 		},
 	}
 }
+
+// Warnings are what the config files read so far want logged once the
+// daemon's logger exists.
+func Warnings() []string { return configWarnings }

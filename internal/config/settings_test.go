@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"io"
@@ -44,14 +44,14 @@ crashLoopBackoffMax: 30s
 	tests := []struct {
 		name  string
 		args  []string
-		check func(t *testing.T, s settings)
+		check func(t *testing.T, s Settings)
 	}{
-		{"defaults are the kubelet's", nil, func(t *testing.T, s settings) {
-			if !reflect.DeepEqual(s, defaultSettings()) {
+		{"defaults are the kubelet's", nil, func(t *testing.T, s Settings) {
+			if !reflect.DeepEqual(s, Defaults()) {
 				t.Errorf("got %+v", s)
 			}
 		}},
-		{"flags", []string{"--pod-manifest-path", "/m", "--manifest-url-header", "A: b", "--manifest-url-header", "A:c", "--cluster-dns", "1.1.1.1,8.8.8.8", "--sync-frequency", "10s"}, func(t *testing.T, s settings) {
+		{"flags", []string{"--pod-manifest-path", "/m", "--manifest-url-header", "A: b", "--manifest-url-header", "A:c", "--cluster-dns", "1.1.1.1,8.8.8.8", "--sync-frequency", "10s"}, func(t *testing.T, s Settings) {
 			if s.PodManifestPath != "/m" || s.SyncFrequency.Duration != 10*time.Second {
 				t.Errorf("path=%q sync=%s", s.PodManifestPath, s.SyncFrequency.Duration)
 			}
@@ -62,7 +62,7 @@ crashLoopBackoffMax: 30s
 				t.Errorf("cluster dns = %v", s.ClusterDNS)
 			}
 		}},
-		{"kubelet config carries its static-pod fields", []string{"--config", kubelet}, func(t *testing.T, s settings) {
+		{"kubelet config carries its static-pod fields", []string{"--config", kubelet}, func(t *testing.T, s Settings) {
 			if s.PodManifestPath != "/srv/manifests" || s.ManifestURL != "http://10.0.0.1/pods" || s.MaxPods != 20 ||
 				s.FileCheckFrequency.Duration != 5*time.Second || s.ContainerRuntimeEndpoint != "unix:///run/crio/crio.sock" {
 				t.Errorf("got %+v", s)
@@ -74,7 +74,7 @@ crashLoopBackoffMax: 30s
 				t.Errorf("unset fields keep defaults: root dir = %q", s.RootDir)
 			}
 		}},
-		{"flags win over the file, lists replaced", []string{"--config", kubelet, "--max-pods", "7", "--cluster-dns", "9.9.9.9"}, func(t *testing.T, s settings) {
+		{"flags win over the file, lists replaced", []string{"--config", kubelet, "--max-pods", "7", "--cluster-dns", "9.9.9.9"}, func(t *testing.T, s Settings) {
 			if s.MaxPods != 7 || !reflect.DeepEqual(s.ClusterDNS, []string{"9.9.9.9"}) || s.PodManifestPath != "/srv/manifests" {
 				t.Errorf("got maxPods=%d dns=%v path=%q", s.MaxPods, s.ClusterDNS, s.PodManifestPath)
 			}
@@ -84,7 +84,7 @@ manifestURLAllowedSigners: /etc/berth/allowed_signers
 labels:
   site: lyon
   example.com/ring: canary
-`)}, func(t *testing.T, s settings) {
+`)}, func(t *testing.T, s Settings) {
 			if s.ManifestURLSigners != "/etc/berth/allowed_signers" || s.Labels["example.com/ring"] != "canary" {
 				t.Errorf("got %+v", s)
 			}
@@ -93,7 +93,7 @@ labels:
 				t.Errorf("manifestURL = %q, %v; want %q", got, err, want)
 			}
 		}},
-		{"berth config", []string{"--config", berth}, func(t *testing.T, s settings) {
+		{"berth config", []string{"--config", berth}, func(t *testing.T, s Settings) {
 			if s.PodManifestPath != "/opt/pods" || s.Listen != "" || s.CrashLoopBackoffMax.Duration != 30*time.Second {
 				t.Errorf("got %+v", s)
 			}
@@ -102,7 +102,7 @@ labels:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			configWarnings = nil
-			s, err := parseSettings(tt.args, io.Discard)
+			s, err := Parse(tt.args, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ labels:
 	}
 	t.Run("kubelet fields berth ignores are named", func(t *testing.T) {
 		configWarnings = nil
-		if _, err := parseSettings([]string{"--config", kubelet}, io.Discard); err != nil {
+		if _, err := Parse([]string{"--config", kubelet}, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		if len(configWarnings) != 1 || !strings.Contains(configWarnings[0], "evictionHard") {
@@ -154,10 +154,25 @@ func TestParseSettingsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseSettings(tt.args, io.Discard)
+			_, err := Parse(tt.args, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestListenPodsSetting(t *testing.T) {
+	for _, v := range []string{"none", "redacted", "full"} {
+		if _, err := Parse([]string{"--listen-pods", v}, io.Discard); err != nil {
+			t.Errorf("--listen-pods %s: %v", v, err)
+		}
+	}
+	if _, err := Parse([]string{"--listen-pods", "all"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--listen-pods") {
+		t.Errorf("--listen-pods all: %v, want an error naming the flag", err)
+	}
+	s, err := Parse(nil, io.Discard)
+	if err != nil || s.ListenPods != "none" {
+		t.Errorf("default --listen-pods = %q %v, want none", s.ListenPods, err)
 	}
 }

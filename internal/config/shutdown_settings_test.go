@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"io"
@@ -16,14 +16,14 @@ kind: KubeletConfiguration
 shutdownGracePeriod: 30s
 shutdownGracePeriodCriticalPods: 10s
 `)
-	s, err := parseSettings([]string{"--config", kubelet}, io.Discard)
+	s, err := Parse([]string{"--config", kubelet}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.shutdownSettings.agentConfig(); c.GracePeriod != 30*time.Second || c.CriticalPods != 10*time.Second {
+	if c := s.ShutdownSettings.NodeShutdownConfig(); c.GracePeriod != 30*time.Second || c.CriticalPods != 10*time.Second {
 		t.Errorf("shutdown config = %+v", c)
 	}
-	if d := defaultSettings().agentConfig(); d.GracePeriod != 0 {
+	if d := Defaults().NodeShutdownConfig(); d.GracePeriod != 0 {
 		t.Errorf("default grace period %s: graceful node shutdown must be off by default, as in the kubelet", d.GracePeriod)
 	}
 	for _, tt := range []struct {
@@ -33,7 +33,7 @@ shutdownGracePeriodCriticalPods: 10s
 		{[]string{"--shutdown-grace-period", "10s", "--shutdown-grace-period-critical-pods", "20s"}, "must not exceed shutdownGracePeriod"},
 		{[]string{"--shutdown-grace-period", "-1s"}, "must not be negative"},
 	} {
-		if _, err := parseSettings(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
 		}
 	}

@@ -1,9 +1,10 @@
-package main
+package daemon
 
 import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,7 +15,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/config"
 	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/docscheck"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
@@ -30,7 +33,7 @@ import (
 
 const (
 	metricsPage  = "../../docs/observability.md"
-	metricsBegin = "<!-- BEGIN GENERATED: metrics. Edit the metric, then: UPDATE_GOLDEN=1 go test ./cmd/berth -run TestMetricsPage -->"
+	metricsBegin = "<!-- BEGIN GENERATED: metrics. Edit the metric, then: UPDATE_GOLDEN=1 go test ./internal/daemon -run TestMetricsPage -->"
 	metricsEnd   = "<!-- END GENERATED: metrics -->"
 )
 
@@ -38,7 +41,9 @@ const (
 // the series berth registers: a metric added, renamed, re-documented or
 // given other labels fails this test until the page is regenerated.
 func TestMetricsPage(t *testing.T) {
-	checkGenerated(t, metricsPage, metricsBegin, metricsEnd, metricsTable(t), "TestMetricsPage")
+	if err := docscheck.Generated(metricsPage, metricsBegin, metricsEnd, metricsTable(t), os.Getenv("UPDATE_GOLDEN") == "1"); err != nil {
+		t.Errorf("%v\nregenerate it with\n  UPDATE_GOLDEN=1 go test ./internal/daemon -run TestMetricsPage", err)
+	}
 }
 
 // metric is one series family as the page lists it.
@@ -85,12 +90,12 @@ func registeredMetrics(t *testing.T) []metric {
 	events := podevents.New(clk, log)
 	root, logs := t.TempDir(), t.TempDir()
 	mgr := kuberuntime.NewManager(rs, is, kuberuntime.Options{NodeName: "node1", RootDir: root, PodLogsDir: logs, Recorder: events, Logger: log})
-	s := defaultSettings()
+	s := config.Defaults()
 	syncloop.New(syncloop.Config{
 		NodeName: "node1",
 		Metrics:  rec,
 		Logger:   log,
-		GC:       s.gcConfig(),
+		GC:       s.GCConfig(),
 		Status:   &statusreport.Config{URL: "https://fleet.example/status/node1.json"},
 	}, store.New(podspec.SourceFile), events, mgr, handlers.NewExecer(rs),
 		gc.New(rs, is, mgr, gc.Options{RootDir: root, PodLogsDir: logs, Clock: clk}))

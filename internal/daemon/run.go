@@ -1,17 +1,13 @@
-package main
+package daemon
 
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/api"
+	"github.com/berth-agent/berth/internal/config"
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
@@ -29,22 +26,23 @@ import (
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
-	"github.com/berth-agent/berth/internal/rollback"
 	"github.com/berth-agent/berth/internal/source"
-	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/berth-agent/berth/internal/syncloop"
 )
 
-func runRun(args []string, stdout, stderr io.Writer) int {
-	s, err := parseSettings(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "berth run: %v\n", err)
-		return 2
-	}
+// Options are what the daemon takes beside its settings.
+type Options struct {
+	// Version is berth's, logged at the start and sent in status reports.
+	Version string
+	// Stderr receives the daemon's log.
+	Stderr io.Writer
+}
+
+// Main runs the daemon with settings s until SIGTERM or SIGINT, or until
+// something fatal happens; it returns the process exit code: 0 after a
+// signal, 1 after a failure (logged).
+func Main(s config.Settings, o Options) int {
 	// berth's live heap is small and mostly long-lived; the default
 	// GOGC=100 lets it double before collecting. Half the headroom keeps
 	// an idle appliance's RSS lower for a GC cost that stays small with
@@ -55,14 +53,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		started = holdGC(50)
 	}
 	defer started()
-	level, _ := parseLogLevel(s.LogLevel)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	for _, w := range configWarnings {
+	level, _ := config.ParseLogLevel(s.LogLevel) // validated
+	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range config.Warnings() {
 		log.Warn(w)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, s, log, started); err != nil {
+	if err := run(ctx, s, o.Version, log, started); err != nil {
 		log.Error("berth stopped", "err", err)
 		return 1
 	}
@@ -78,8 +76,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 //
 // started is called (in a goroutine of its own) once berth is first ready,
 // every pod handed over, or after startBound, whichever comes first.
-func run(ctx context.Context, s settings, log *slog.Logger, started func()) error {
-	nodeName, err := nodeName(s.HostnameOverride)
+func run(ctx context.Context, s config.Settings, version string, log *slog.Logger, started func()) error {
+	nodeName, err := config.NodeName(s.HostnameOverride)
 	if err != nil {
 		return err
 	}
@@ -90,7 +88,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	syncloop.RegisterBuildInfo(reg, version, "")
-	srcCfg, err := s.sourceConfig(nodeName, reg, log)
+	srcCfg, err := s.SourceConfig(nodeName, reg, log)
 	if err != nil {
 		return err
 	}
@@ -115,15 +113,15 @@ func run(ctx context.Context, s settings, log *slog.Logger, started func()) erro
 	}
 	clk := clock.RealClock{}
 	events := podevents.New(clk, log)
-	mgr := kuberuntime.NewManager(rs, is, s.runtimeOptions(nodeName, hostIP, events, store, log))
+	mgr := kuberuntime.NewManager(rs, is, s.RuntimeOptions(nodeName, hostIP, events, podObjects(store), log))
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
 
-	status, err := s.statusConfig(nodeName)
+	status, err := s.StatusConfig(nodeName)
 	if err != nil {
 		return c.abort(err)
 	}
-	cfg := s.agentSettings(nodeName, hostIP, reg, log, status)
+	cfg := s.AgentConfig(nodeName, hostIP, version, reg, log, status)
 	cfg.OnReady = func() { go started() }
 	a := syncloop.New(cfg, store, events, mgr, handlers.NewExecer(rs), collector)
 	// A start that never gets ready (a source that cannot deliver) still
@@ -180,48 +178,10 @@ func (c *components) wait(ctx context.Context) error {
 	return err
 }
 
-// sourceConfig is the manifest sources' configuration: the file and URL
-// sources, their signers and persisted state, with signature metrics on
-// reg.
-func (s settings) sourceConfig(nodeName string, reg prometheus.Registerer, log *slog.Logger) (source.Config, error) {
-	manifestURL, err := s.manifestURL(nodeName)
-	if err != nil {
-		return source.Config{}, fmt.Errorf("--manifest-url: %w", err)
-	}
-	var signers, fileSigners *source.Signers
-	if s.ManifestURLSigners != "" {
-		if signers, err = source.LoadAllowedSigners(s.ManifestURLSigners); err != nil {
-			return source.Config{}, fmt.Errorf("--manifest-url-allowed-signers: %w", err)
-		}
-	}
-	if s.PodManifestSigners != "" {
-		if fileSigners, err = source.LoadAllowedSigners(s.PodManifestSigners); err != nil {
-			return source.Config{}, fmt.Errorf("--pod-manifest-allowed-signers: %w", err)
-		}
-	}
-	return source.Config{
-		NodeName:           nodeName,
-		ManifestPath:       s.PodManifestPath,
-		FileSigners:        fileSigners,
-		FileCheckFrequency: s.FileCheckFrequency.Duration,
-		URL:                manifestURL,
-		URLHeader:          s.manifestHeaders(),
-		URLCAFile:          s.ManifestURLCA,
-		URLSigners:         signers,
-		Metrics:            source.NewMetrics(reg),
-		MaxPods:            s.MaxPods,
-		Permissions:        source.Permissions(s.ManifestPermissions),
-		HTTPCheckFrequency: s.HTTPCheckFrequency.Duration,
-		HTTPBackoffMax:     s.HTTPCheckBackoffMax.Duration,
-		StateDir:           s.manifestStateDir(),
-		Logger:             log,
-	}, nil
-}
-
 // dialRuntime connects to the CRI runtime and image services, logs the
 // runtime's version (or that it is not usable yet: berth retries), and
 // instruments both with metrics on reg.
-func dialRuntime(ctx context.Context, s settings, reg prometheus.Registerer, log *slog.Logger) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+func dialRuntime(ctx context.Context, s config.Settings, reg prometheus.Registerer, log *slog.Logger) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
 	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
 	if err != nil {
 		return nil, nil, err
@@ -233,67 +193,6 @@ func dialRuntime(ctx context.Context, s settings, reg prometheus.Registerer, log
 	}
 	rs, is = criclient.Instrument(rs, is, reg)
 	return rs, is, nil
-}
-
-// runtimeOptions are the runtime manager's options: it records into
-// events and reads the pods' ConfigMaps and Secrets from store.
-func (s settings) runtimeOptions(nodeName, hostIP string, events *podevents.Log, store *store.Store, log *slog.Logger) kuberuntime.Options {
-	return kuberuntime.Options{
-		NodeName:                nodeName,
-		RootDir:                 s.RootDir,
-		PodLogsDir:              s.PodLogsDir,
-		ResolvConf:              s.ResolvConf,
-		ClusterDNS:              s.ClusterDNS,
-		ClusterDomain:           s.ClusterDomain,
-		CrashLoopBackoffInitial: s.CrashLoopBackoffInitial.Duration,
-		CrashLoopBackoffMax:     s.CrashLoopBackoffMax.Duration,
-		HostIP:                  hostIP,
-		Recorder:                events,
-		Objects:                 podObjects(store),
-		Logger:                  log,
-	}
-}
-
-// agentSettings is the agent's configuration, but for OnReady.
-func (s settings) agentSettings(nodeName, hostIP string, reg *prometheus.Registry, log *slog.Logger, status *statusreport.Config) syncloop.Config {
-	return syncloop.Config{
-		NodeName:             nodeName,
-		HostIP:               hostIP,
-		MaxPods:              s.MaxPods,
-		MaxParallelPodStarts: s.MaxParallelPodStarts,
-		SyncFrequency:        s.SyncFrequency.Duration,
-		Metrics:              reg,
-		Logger:               log,
-		GC:                   s.gcConfig(),
-		Rollback: rollback.Config{
-			After: map[string]time.Duration{
-				podspec.SourceFile: s.FileRollbackAfter.Duration,
-				podspec.SourceHTTP: s.HTTPRollbackAfter.Duration,
-			},
-			MinReady: s.RollbackMinReady.Duration,
-			StateDir: s.rollbackStateDir(),
-		},
-		Shutdown: s.shutdownSettings.agentConfig(),
-		Status:   status,
-		Version:  version,
-	}
-}
-
-// nodeName is the kubelet's: the override, or the hostname, lower-cased.
-func nodeName(override string) (string, error) {
-	name := override
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return "", fmt.Errorf("node name: %w (set --hostname-override)", err)
-		}
-		name = h
-	}
-	name = strings.ToLower(strings.TrimSpace(name))
-	if name == "" {
-		return "", errors.New("node name is empty: set --hostname-override")
-	}
-	return name, nil
 }
 
 // firstGlobalIP picks the node IP when --node-ip is not given: the first
@@ -317,25 +216,6 @@ func firstGlobalIP() string {
 		}
 	}
 	return v6
-}
-
-// rollbackStateDir is where the agent keeps each pod's last Ready version
-// and the rollbacks in force across restarts; with no root dir, nowhere.
-func (s *settings) rollbackStateDir() string {
-	if s.RootDir == "" {
-		return ""
-	}
-	return filepath.Join(s.RootDir, "rollback")
-}
-
-// manifestStateDir is where the sources keep each manifest's last good
-// version across restarts; with no root dir they keep it in memory only
-// (a relative "manifests" would land wherever berth was started).
-func (s *settings) manifestStateDir() string {
-	if s.RootDir == "" {
-		return ""
-	}
-	return filepath.Join(s.RootDir, "manifests")
 }
 
 // podObjects gives the runtime manager the ConfigMaps and Secrets the store

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/berth-agent/berth/internal/config"
 )
 
 // TestRunEndsItsSourcesWhenItCannotStart: the manifest sources start
@@ -29,7 +31,7 @@ func TestRunEndsItsSourcesWhenItCannotStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := defaultSettings()
+	s := config.Defaults()
 	s.HostnameOverride = "node-a"
 	s.NodeIP = "192.0.2.1"
 	s.PodManifestPath = manifests
@@ -38,14 +40,14 @@ func TestRunEndsItsSourcesWhenItCannotStart(t *testing.T) {
 	s.Socket = filepath.Join(dir, "berth.sock")
 	s.ContainerRuntimeEndpoint = "tcp://127.0.0.1:1"
 
-	err := run(context.Background(), s, slog.New(slog.NewTextHandler(io.Discard, nil)), func() {})
+	err := run(context.Background(), s, "test", slog.New(slog.NewTextHandler(io.Discard, nil)), func() {})
 	stacks := make([]byte, 1<<20)
 	stacks = stacks[:runtime.Stack(stacks, true)]
 	if err == nil || !strings.Contains(err.Error(), `unsupported scheme "tcp"`) {
 		t.Fatalf("run = %v, want the endpoint's error", err)
 	}
 	for _, g := range strings.Split(string(stacks), "\n\n") {
-		if strings.Contains(g, "berth/manifest.") || strings.Contains(g, "berth/cmd/berth.run.") {
+		if strings.Contains(g, "berth/manifest.") || strings.Contains(g, "berth/internal/daemon.run.") {
 			t.Fatalf("a goroutine of berth's start outlives run:\n%s", g)
 		}
 	}

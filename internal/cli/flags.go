@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// clientFlags are the flags every command that asks the daemon shares:
+// --socket, -n/--namespace and, where a command lists pods, -A.
+type clientFlags struct {
+	socket        string
+	namespace     string
+	allNamespaces bool
+}
+
+// bind registers the flags on cmd, with -A/--all-namespaces when
+// allNamespaces, and completes -n from the daemon's pods.
+func (f *clientFlags) bind(cmd *cobra.Command, allNamespaces bool) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.socket, "socket", socketDefault(), "unix socket of the berth daemon (env BERTH_SOCKET)")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the pod (default: any)")
+	if allNamespaces {
+		fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default; overrides -n)")
+	}
+	_ = cmd.RegisterFlagCompletionFunc("namespace", completeNamespaces(f))
+}
+
+// ns is the namespace the command looks in: "" for any.
+func (f *clientFlags) ns() string {
+	if f.allNamespaces {
+		return ""
+	}
+	return f.namespace
+}
+
+// outputFlag is -o/--output restricted to formats; "" is the table.
+type outputFlag struct {
+	value   string
+	formats []string
+}
+
+// bindOutput registers -o/--output on cmd with the formats it takes,
+// completed by the shell.
+func bindOutput(cmd *cobra.Command, usage string, formats ...string) *outputFlag {
+	o := &outputFlag{formats: formats}
+	cmd.Flags().StringVarP(&o.value, "output", "o", "", usage)
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	return o
+}
+
+// check is the message for a format the command does not have, "" when
+// the format is one of them.
+func (o *outputFlag) check() string {
+	if o.value == "" || slices.Contains(o.formats, o.value) {
+		return ""
+	}
+	last := len(o.formats) - 1
+	want := o.formats[last]
+	if last > 0 {
+		want = strings.Join(o.formats[:last], ", ") + " or " + want
+	}
+	return fmt.Sprintf("-o %q: want %s", o.value, want)
+}
