@@ -73,4 +73,3 @@ func checkBerthCommands(t *testing.T, page, text string) {
 		}
 	}
 }
-

@@ -38,7 +38,7 @@ func newPodsCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short:   "List pods and rejected manifests (alias ps)",
 		Long: "Lists the pods berth runs and the manifests it rejected, like kubectl get pods.\n" +
 			"NAME is a pod's name (web-node1) or its manifest's (web).",
-		Example: "  berth pods\n  berth ps -n kube-system -o wide\n  berth pods web -o yaml",
+		Example:           "  berth pods\n  berth ps -n kube-system -o wide\n  berth pods web -o yaml",
 		ValidArgsFunction: completePods(&o.client, true),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			return exit(o.run(names, stdout, stderr))

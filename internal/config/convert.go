@@ -140,4 +140,3 @@ func (s *Settings) ManifestStateDir() string {
 	}
 	return filepath.Join(s.RootDir, "manifests")
 }
-

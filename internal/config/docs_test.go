@@ -15,14 +15,14 @@ import (
 )
 
 const (
-		configurationPage = "../../docs/configuration.md"
+	configurationPage = "../../docs/configuration.md"
 	kubeletUsersPage  = "../../docs/kubelet-users.md"
 	referenceBegin    = "<!-- BEGIN GENERATED: berth run settings. Edit internal/config/settings.go, then: UPDATE_GOLDEN=1 go test ./internal/config -run TestConfigReference -->"
 	referenceEnd      = "<!-- END GENERATED -->"
 )
 
 // TestConfigReference keeps docs/configuration.md's table of settings equal
-// to what bindFlags registers: a flag added, renamed, re-documented or given
+// to what BindFlags registers: a flag added, renamed, re-documented or given
 // another default fails this test until the page is regenerated.
 func TestConfigReference(t *testing.T) {
 	checkGenerated(t, configurationPage, referenceBegin, referenceEnd, configReference(t), "TestConfigReference")

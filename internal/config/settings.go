@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
-	"github.com/spf13/pflag"
 
 	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/gc"

@@ -1,0 +1,22 @@
+// Package cli is berth's command line on cobra and pflag, as kubectl's:
+// the command tree (run, pods alias ps, logs, describe, validate,
+// version, completion), one file per command with its tests beside it,
+// the flags the client commands share (--socket, -n/--namespace,
+// -A/--all-namespaces, -o/--output in flags.go), shell completion of pod,
+// namespace and container names from the daemon, the client of the
+// daemon's unix socket, and the kubectl-like table and describe printers.
+//
+// Exit codes: 0 when all went well, 1 for a runtime, daemon or validation
+// failure, 2 for a usage error (unknown command or flag, bad arguments).
+// Help goes to stdout; errors go to stderr as one line and where to read
+// the usage.
+//
+// It owns the command names, flags, output formats and messages. It must
+// never import syncloop, podworkers, kuberuntime or api: it reads pods,
+// events, problems and logs over the socket only (podstatus, rollback and
+// podspec give it the names of conditions, reasons and annotations;
+// source reads manifests for validate), and starts the daemon through
+// internal/daemon. It keeps no state
+// between commands: each Execute builds its own tree, whose flag values
+// belong to the command that runs.
+package cli
