@@ -22,7 +22,7 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/pullauth/ \
 	FuzzOpenSubPath:./internal/criconfig/
 
-.PHONY: all build test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
+.PHONY: all build man test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 
 # CONTAINERD is the test bed's containerd for e2e, bench, soak, demo and
 # testbed-up: 1.6 (Debian's package), 1.7 or 2.1 (built from their Go
@@ -38,6 +38,12 @@ all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
+
+# man writes bin/man/berth*.1 from the command tree; the generator runs
+# with `go run` so cobra/doc and go-md2man stay out of bin/berth.
+man:
+	rm -rf bin/man
+	$(GO) run ./internal/cli/gen -man bin/man -version $(VERSION)
 
 # `make lint` fails on any finding: gofmt, go vet and staticcheck over
 # every package (end-to-end tests included), and a go.mod that `go mod

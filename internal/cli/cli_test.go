@@ -69,6 +69,17 @@ func TestDescribeGolden(t *testing.T) {
 			golden(t, "describe-"+name+".txt", out)
 		})
 	}
+	// kubectl's forms name the pod resource first: the same pod, the
+	// same page.
+	for _, args := range [][]string{{"describe", "pod", "web"}, {"describe", "pods", "web-node1"}, {"describe", "pods/web"}, {"describe", "po/web-node1"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, out, errb := runCLI(t, d, args...)
+			if code != 0 || errb != "" {
+				t.Fatalf("exit %d, stderr %q", code, errb)
+			}
+			golden(t, "describe-web.txt", out)
+		})
+	}
 }
 
 // TestPodStatusColumn pins the STATUS words, READY and RESTARTS of every

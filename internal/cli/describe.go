@@ -35,12 +35,12 @@ func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
 			return exit(o.run(args, stdout, stderr))
 		},
 	}
-	o.client.bind(cmd, false)
+	o.client.bind(cmd, true)
 	return cmd
 }
 
 func (o *describeOptions) run(pos []string, stdout, stderr io.Writer) int {
-	cf := o.client
+	cf := clientFlags{socket: o.client.socket, namespace: o.client.ns()}
 	pos = podArgs(pos)
 	if len(pos) == 0 {
 		fmt.Fprintln(stderr, "berth describe: want at least one POD (berth pods lists them)")

@@ -78,6 +78,9 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 		newValidateCmd(stdout, stderr),
 		newVersionCmd(version, stdout, stderr),
 	)
+	// completion bash|zsh|fish|powershell is cobra's own; added here so
+	// the man pages and docs/cli.md list it too.
+	root.InitDefaultCompletionCmd()
 	return root
 }
 
