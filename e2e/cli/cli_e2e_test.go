@@ -282,6 +282,26 @@ func TestCLI(t *testing.T) {
 		t.Errorf("berth pods ticker -o json: exit %d\n%s", code, out)
 	}
 
+	t.Run("completion", func(t *testing.T) {
+		// The shells' scripts call __complete: pod names from the daemon,
+		// then the containers of the pod named, never file names (:4).
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"__complete", "logs", "tick"}, "ticker-" + nodeName + "\n:4\n"},
+			{[]string{"__complete", "logs", "ticker", "-c", ""}, "tick\n:4\n"},
+			{[]string{"__complete", "describe", "-n", "kube-system", "tick"}, ":4\n"},
+		} {
+			if out, errb, code := berth(t, d, tt.args...); code != 0 || out != tt.want {
+				t.Errorf("berth %s: exit %d, stdout %q, want %q (stderr %q)", strings.Join(tt.args, " "), code, out, tt.want, errb)
+			}
+		}
+		if out, errb, code := berth(t, d, "describe", "pod", "ticker"); code != 0 || !strings.Contains(out, "Name:         ticker-"+nodeName) {
+			t.Errorf("berth describe pod ticker: exit %d, stderr %q\n%s", code, errb, out)
+		}
+	})
+
 	t.Run("logs tail", func(t *testing.T) {
 		waitFor(t, "three lines of ticker's log", func() (bool, string) {
 			out, errb, code := berth(t, d, "logs", "ticker", "--tail", "3")

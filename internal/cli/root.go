@@ -49,17 +49,21 @@ func Execute(version string, args []string, stdout, stderr io.Writer) int {
 // NewRoot is berth's command tree. Help goes to stdout, errors to stderr;
 // each command prints its own failures and ends with exitError.
 func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "berth",
 		Short: "berth runs Kubernetes Pod manifests on this machine through a CRI runtime, with no API server",
 		Long: "berth is a standalone static-pod agent: `berth run` is the daemon, which runs the\n" +
 			"Pod manifests of a directory or a URL through a CRI runtime (containerd); the\n" +
 			"other commands ask the daemon over its unix socket, like kubectl.",
-		Version:       versionString(version),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// berth alone is a usage error: print the usage where errors go.
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if showVersion {
+				fmt.Fprintln(stdout, versionString(version))
+				return nil
+			}
 			cmd.SetOut(stderr)
 			_ = cmd.Usage()
 			return exitError(2)
@@ -68,7 +72,10 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetVersionTemplate("{{.Version}}\n")
+	// --version is berth's own flag, not cobra's Version: cobra prints
+	// its version through text/template, whose reflection would keep
+	// every method of every type in the binary alive.
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version, as berth version")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
 	root.AddCommand(
 		newRunCmd(version, stderr),
