@@ -89,6 +89,13 @@ type daemon struct {
 // bed is left clean.
 func startDaemon(t *testing.T, manifests map[string]string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonDashes(t, "--", manifests, extra...)
+}
+
+// startDaemonDashes is startDaemon with its own flags given with dashes
+// ("-" is the single-dash form older unit files use).
+func startDaemonDashes(t *testing.T, dashes string, manifests map[string]string, extra ...string) *daemon {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "berth-cli-")
 	if err != nil {
 		t.Fatal(err)
@@ -101,16 +108,14 @@ func startDaemon(t *testing.T, manifests map[string]string, extra ...string) *da
 	for name, content := range manifests {
 		d.write(t, name, content)
 	}
-	d.cmd = exec.Command(berthBin, append([]string{"run",
-		"--pod-manifest-path", d.manifests,
-		"--container-runtime-endpoint", bed.Endpoint,
-		"--root-dir", filepath.Join(dir, "root"),
-		"--pod-logs-dir", filepath.Join(dir, "pods"),
-		"--listen", d.addr,
-		"--socket", d.socket,
-		"--hostname-override", nodeName,
-		"--crashloop-backoff-initial", "1s", "--crashloop-backoff-max", "2s",
-		"--log-level", "debug"}, extra...)...)
+	args := []string{"run"}
+	for _, f := range [][2]string{{"pod-manifest-path", d.manifests}, {"container-runtime-endpoint", bed.Endpoint},
+		{"root-dir", filepath.Join(dir, "root")}, {"pod-logs-dir", filepath.Join(dir, "pods")}, {"listen", d.addr},
+		{"socket", d.socket}, {"hostname-override", nodeName}, {"crashloop-backoff-initial", "1s"},
+		{"crashloop-backoff-max", "2s"}, {"log-level", "debug"}} {
+		args = append(args, dashes+f[0], f[1])
+	}
+	d.cmd = exec.Command(berthBin, append(args, extra...)...)
 	w := lockedWriter{d.mu, d.log}
 	d.cmd.Stdout, d.cmd.Stderr = w, w
 	if err := d.cmd.Start(); err != nil {
@@ -391,6 +396,23 @@ func TestCLI(t *testing.T) {
 			t.Errorf("socket %s: %v, mode %v, want 0660", d.socket, err, info.Mode())
 		}
 	})
+}
+
+// TestRunOneDashFlags: a unit file or script written for Go's flag
+// package (-pod-manifest-path) still starts berth, which warns once.
+func TestRunOneDashFlags(t *testing.T) {
+	d := startDaemonDashes(t, "-", map[string]string{"ticker.yaml": tickerPod})
+	waitFor(t, "ticker Running", func() (bool, string) {
+		out, errb, _ := berth(t, d, "pods")
+		f := row(out, "ticker-"+nodeName)
+		return len(f) >= 3 && f[2] == "Running", out + errb
+	})
+	d.mu.Lock()
+	log := d.log.String()
+	d.mu.Unlock()
+	if n := strings.Count(log, "flags with one dash are deprecated"); n != 1 || !strings.Contains(log, "give them two: --pod-manifest-path, --container-runtime-endpoint") {
+		t.Errorf("berth's log has %d deprecation warnings, want one naming the flags:\n%s", n, log)
+	}
 }
 
 // TestDaemonNotRunning checks the message when nothing listens.

@@ -191,8 +191,8 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 }
 
 // Parse reads args as `berth run`'s flags over the defaults, then
-// resolves them with the config files (Resolve). Errors from the flags
-// themselves go to stderr as well as being returned.
+// resolves them with the config files (Resolve). A bad flag is printed,
+// with the usage, on stderr as well as returned.
 func Parse(args []string, stderr io.Writer) (Settings, error) {
 	var configPath string
 	s := Defaults()
