@@ -171,3 +171,23 @@ func modeString(mode fs.FileMode) string {
 	}
 	return fmt.Sprintf("%04o", m)
 }
+
+// CheckManifestPath applies the file source's rules for who may write
+// --pod-manifest-path to the path, without reading a manifest: a
+// directory is checked as checkManifestDir says, and a single manifest
+// file as checkManifestFile says, together with the directory holding it.
+// berth doctor reports what it returns. An error wrapping fs.ErrNotExist
+// is a path (or a directory above it) that does not exist.
+func CheckManifestPath(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("manifest path %s: %w", path, err)
+	}
+	if info.IsDir() {
+		return checkManifestDir(path)
+	}
+	if err := checkManifestDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	return checkManifestFile(path, info)
+}

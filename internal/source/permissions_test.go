@@ -1,7 +1,9 @@
 package source
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -274,5 +276,47 @@ func TestFileSourceSecretPermissions(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "holding a Secret others may read used anyway"); n != 2 {
 		t.Errorf("%d warnings, want 2 (a.yaml and c.yaml, each once):\n%s", n, logs.String())
+	}
+}
+
+// TestCheckManifestPath checks the exported rule berth doctor reports: a
+// directory and a single manifest file, each with what refuses it, and a
+// path that does not exist.
+func TestCheckManifestPath(t *testing.T) {
+	tests := []struct {
+		name     string
+		setup    func(t *testing.T, dir, file string) string // returns the path checked
+		want     string                                      // substring of the refusal; "" accepts
+		notExist bool
+	}{
+		{"directory", func(t *testing.T, dir, file string) string { return dir }, "", false},
+		{"group-writable directory", func(t *testing.T, dir, file string) string { chmod(t, dir, 0o775); return dir }, "is mode 0775", false},
+		{"single file", func(t *testing.T, dir, file string) string { return file }, "", false},
+		{"world-writable single file", func(t *testing.T, dir, file string) string { chmod(t, file, 0o666); return file }, "mode 0666", false},
+		{"single file in a world-writable directory", func(t *testing.T, dir, file string) string { chmod(t, dir, 0o777); return file }, "is mode 0777", false},
+		{"missing directory", func(t *testing.T, dir, file string) string { return filepath.Join(dir, "none") }, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "manifests")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			chmod(t, dir, 0o755)
+			file := filepath.Join(dir, "a.yaml")
+			write(t, file, podspectest.Manifest("a", "img:1"))
+			chmod(t, file, 0o644)
+			err := CheckManifestPath(tt.setup(t, dir, file))
+			switch {
+			case tt.notExist:
+				if !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("err %v, want one wrapping fs.ErrNotExist", err)
+				}
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !isPermissionError(err)):
+				t.Errorf("err %v, want a permission refusal with %q", err, tt.want)
+			}
+		})
 	}
 }
