@@ -301,6 +301,7 @@ func checkOtherAgents(procRoot, manifestDir string) Result {
 	agents, err := FindOtherAgents(procRoot, manifestDir)
 	if err != nil {
 		r.Status, r.Message = Warn, err.Error()
+		r.Fix = "run berth doctor as root on the host itself, where " + procRoot + " lists every process"
 		return r
 	}
 	var same, unknown []string

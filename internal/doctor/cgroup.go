@@ -95,6 +95,7 @@ func (e *env) checkCgroups(ctx context.Context, ri *runtimeInfo) Result {
 	if ri.err != nil {
 		r.Message += "; the runtime's cgroup driver not checked: the runtime did not answer"
 		r.Status = Warn
+		r.Fix = strings.TrimPrefix(r.Fix+"; fix the runtime line first", "; ")
 		return r
 	}
 	driver, err := e.cgroupDriver(ctx, ri)
@@ -102,11 +103,10 @@ func (e *env) checkCgroups(ctx context.Context, ri *runtimeInfo) Result {
 	switch {
 	case err != nil:
 		r.Status, r.Message = Warn, r.Message+"; the runtime's cgroup driver: "+err.Error()
+		r.Fix = strings.TrimPrefix(r.Fix+"; see the runtime's log (journalctl -u containerd)", "; ")
 	case driver == "":
 		r.Status, r.Message = Warn, r.Message+"; "+ri.name()+" does not report its cgroup driver"
-		if r.Fix == "" {
-			r.Fix = "check the runtime's configuration: with systemd as init it should use the systemd cgroup driver"
-		}
+		r.Fix = strings.TrimPrefix(r.Fix+"; check the runtime's configuration: with systemd as init it should use the systemd cgroup driver", "; ")
 	case driver == "cgroupfs" && systemd:
 		r.Status = Warn
 		r.Message += "; " + ri.name() + " uses the cgroupfs driver while systemd is init: two managers of one cgroup tree"

@@ -138,7 +138,8 @@ func (e *env) checkImageFs(ctx context.Context, ri *runtimeInfo) Result {
 		return Result{Check: check, Status: Warn, Message: "the runtime's image filesystem: " + err.Error(), Fix: "run berth doctor as root, on the runtime's host"}
 	}
 	if len(fss) == 0 {
-		return Result{Check: check, Status: Warn, Message: ri.name() + " names no image filesystem, so its free space was not checked"}
+		return Result{Check: check, Status: Warn, Message: ri.name() + " names no image filesystem, so its free space was not checked",
+			Fix: "check the free space where the runtime keeps its images (crictl imagefsinfo names it)"}
 	}
 	return rate(check, "image pulls", "remove unused images (crictl rmi --prune)", fss)
 }
@@ -156,7 +157,7 @@ func (e *env) checkFreeSpace(check, flag, dir string) Result {
 	}
 	f, err := e.measure(path)
 	if err != nil {
-		return Result{Check: check, Status: Warn, Message: flag + " " + dir + ": " + err.Error()}
+		return Result{Check: check, Status: Warn, Message: flag + " " + dir + ": " + err.Error(), Fix: "run berth doctor as root, with the settings berth runs with"}
 	}
 	what, free := "container logs", "lower --container-log-max-size or --container-log-max-files, or free space on that filesystem (journalctl --vacuum-size=500M for the journal)"
 	if flag == "--root-dir" {

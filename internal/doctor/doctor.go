@@ -197,7 +197,8 @@ func (e *env) run(ctx context.Context) []Result {
 // notChecked is the line of a check that needs the runtime when the
 // runtime could not be asked; the runtime's own line says why.
 func notChecked(check string) Result {
-	return Result{Check: check, Status: Warn, Message: "not checked: the container runtime did not answer (see the runtime line)"}
+	return Result{Check: check, Status: Warn, Message: "not checked: the container runtime did not answer (see the runtime line)",
+		Fix: "fix the runtime line first, then run berth doctor again"}
 }
 
 // exists reports whether path exists (without following a final link).

@@ -39,6 +39,7 @@ func checkSocket(path string) Result {
 	}
 	if err != nil {
 		r.Status, r.Message = Warn, err.Error()
+		r.Fix = "run berth doctor as root"
 		return r
 	}
 	if info.Mode().Type() != fs.ModeSocket {
