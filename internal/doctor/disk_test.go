@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-	apitest "k8s.io/cri-api/pkg/apis/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	apitest "k8s.io/cri-api/pkg/apis/testing"
 )
 
 // TestCheckFreeSpace: under 10% free (blocks or inodes) is a WARN, under

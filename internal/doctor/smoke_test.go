@@ -47,7 +47,9 @@ func TestSmoke(t *testing.T) {
 		wantIn string
 	}{
 		{"IP and removed", func(s *smokeRuntime) {}, OK, "got IP 192.168.192.168 on the pod network"},
-		{"runtime refuses", func(s *smokeRuntime) { s.InjectError("RunPodSandbox", errors.New("failed to setup network for sandbox: plugin type=\"bridge\" failed")) }, Fail,
+		{"runtime refuses", func(s *smokeRuntime) {
+			s.InjectError("RunPodSandbox", errors.New("failed to setup network for sandbox: plugin type=\"bridge\" failed"))
+		}, Fail,
 			`could not start a sandbox on the pod network: failed to setup network for sandbox: plugin type="bridge" failed`},
 		{"fails after creating it", func(s *smokeRuntime) { s.runErr = errors.New("cni timeout") }, Fail, "cni timeout"},
 		{"no IP", func(s *smokeRuntime) { s.noIP = true }, Fail, "started without an IP address"},
