@@ -20,7 +20,7 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseLine:./internal/podlogs/ FuzzEachLineBackward:./internal/podlogs/ FuzzCopy:./internal/podlogs/ \
 	FuzzParseLogOptions:./internal/api/ FuzzDecodeRollbackState:./internal/rollback/ FuzzConfigFile:./internal/config/ \
 	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/pullauth/ \
-	FuzzOpenSubPath:./internal/criconfig/
+	FuzzOpenSubPath:./internal/criconfig/ FuzzParseCNIConfig:./internal/doctor/ FuzzAgentCommand:./internal/doctor/
 
 .PHONY: all build man test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 
@@ -69,7 +69,7 @@ unit:
 
 # E2E_PKGS run on every containerd version; the systemd test bed runs
 # its own containerd inside a booted Debian, so it runs once (E2E_SYSTEMD).
-E2E_PKGS   := ./internal/kuberuntime/... ./internal/gc/... ./internal/criclient/... ./e2e ./e2e/cli/... ./e2e/testbed/...
+E2E_PKGS   := ./internal/kuberuntime/... ./internal/gc/... ./internal/criclient/... ./internal/doctor/... ./e2e ./e2e/cli/... ./e2e/testbed/...
 E2E_SYSTEMD := ./e2e/systemdbed/...
 
 e2e: build testbed
@@ -94,7 +94,8 @@ e2e-all: build testbed
 
 # A bounded run of every fuzz target over input berth does not control:
 # manifests, signatures, state files, CRI log files, log queries, config
-# files, resolv.conf, mount paths and credentials.
+# files, resolv.conf, mount paths, credentials, CNI configurations and
+# other processes' command lines.
 fuzz:
 	@set -e; for tp in $(FUZZ_TARGETS); do \
 		echo "fuzz $${tp%%:*} in $${tp#*:} for $(FUZZTIME)"; \

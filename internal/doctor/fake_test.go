@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -153,3 +154,7 @@ func checkResult(t *testing.T, r Result, want Status, msg ...string) {
 		t.Errorf("%s: %s without a fix (message %q)", r.Check, r.Status, r.Message)
 	}
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func replaceAll(s, old, new string) string { return strings.ReplaceAll(s, old, new) }
