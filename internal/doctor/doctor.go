@@ -75,7 +75,8 @@ func WorstStatus(results []Result) Status {
 // sandbox.
 type Options struct {
 	// RuntimeEndpoint and ImageEndpoint are --container-runtime-endpoint
-	// and --image-service-endpoint ("" is the runtime's).
+	// ("": containerd's socket, berth's default) and
+	// --image-service-endpoint ("" is the runtime's).
 	RuntimeEndpoint string
 	ImageEndpoint   string
 	// ManifestDir is --pod-manifest-path; "" skips its checks (a berth
@@ -116,7 +117,13 @@ type Options struct {
 // Version or Status is itself the finding.
 const defaultTimeout = 10 * time.Second
 
+// defaultRuntimeEndpoint is berth run's --container-runtime-endpoint default.
+const defaultRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+
 func (o Options) withDefaults() Options {
+	if o.RuntimeEndpoint == "" {
+		o.RuntimeEndpoint = defaultRuntimeEndpoint
+	}
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
 	}

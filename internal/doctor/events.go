@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -20,10 +22,18 @@ const eventsGrace = time.Second
 // reports whether the runtime serves it: an event, or a stream still open
 // after eventsGrace, is OK; Unimplemented is a WARN, since berth then
 // relists the runtime every second instead of every 30 s.
+//
+// containerd 1.7 is the exception: it serves the stream, but splits one
+// queue of events between all its subscribers, so a stream of doctor's
+// would take events meant for a running berth's. It is known by its
+// version instead, and no stream is opened.
 func (e *env) checkEvents(ctx context.Context, ri *runtimeInfo) Result {
 	const check = "runtime-events"
 	if ri.err != nil {
 		return notChecked(check)
+	}
+	if major, minor, ok := releaseOf(ri.version.GetRuntimeVersion()); ri.version.GetRuntimeName() == "containerd" && ok && major == 1 && minor == 7 {
+		return Result{Check: check, Status: OK, Message: ri.name() + " streams container events (known by its release: a stream of doctor's would take events from berth's)"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
@@ -70,4 +80,15 @@ func eventsUnsupported(ri *runtimeInfo, err error, timedOut bool) Result {
 		r.Fix = "see the runtime's log (journalctl -u containerd)"
 	}
 	return r
+}
+
+// releaseOf reads major and minor from "v2.1.9", "1.7.27" or "1.6.20~ds1".
+func releaseOf(version string) (major, minor int, ok bool) {
+	fields := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(fields) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(fields[0])
+	minor, err2 := strconv.Atoi(strings.TrimRightFunc(fields[1], func(r rune) bool { return r < '0' || r > '9' }))
+	return major, minor, err1 == nil && err2 == nil
 }
