@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -12,6 +13,7 @@ import (
 	"github.com/berth-agent/berth/internal/poddns"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podresources"
+	"github.com/berth-agent/berth/internal/volumes"
 )
 
 // Options are the translation's settings, from berth's flags.
@@ -44,11 +46,11 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// Builder translates pods into CRI sandbox and container configs and
-// prepares on the host what those configs name: the pod's directories,
-// its volumes and subPath mounts, /etc/hosts, termination-message files
-// and user-namespace mappings. It is safe for concurrent use by many pod
-// workers, each working on a different pod UID.
+// Builder translates pods into CRI sandbox and container configs and has
+// its volumes.Host prepare on the host what those configs name: the pod's
+// directories, its volumes and subPath mounts, /etc/hosts,
+// termination-message files and user-namespace mappings. It is safe for
+// concurrent use by many pod workers, each working on a different pod UID.
 type Builder struct {
 	// images answers the one runtime question the translation asks: the
 	// user an image runs as, when runAsNonRoot must be verified.
@@ -63,9 +65,8 @@ type Builder struct {
 	node     podresources.NodeFacts
 	nodeErr  error
 
-	// userns hands out pods' user-namespace ID ranges (userns.go); it
-	// guards itself.
-	userns usernsAllocator
+	// vols makes the pods' volumes on the host; it guards its own state.
+	vols *volumes.Host
 }
 
 // New builds a Builder over the runtime's image service.
@@ -80,7 +81,10 @@ func New(images internalapi.ImageManagerService, opts Options) *Builder {
 		images: images, opts: opts, clock: opts.Clock,
 		dns: poddns.Config{ResolvConf: opts.ResolvConf, ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain},
 	}
-	b.userns.subIDFiles = [2]string{"/etc/subuid", "/etc/subgid"}
+	b.vols = volumes.New(volumes.Options{
+		RootDir: opts.RootDir, PodLogsDir: opts.PodLogsDir, Objects: opts.Objects,
+		NodeFacts: b.nodeFacts, Clock: opts.Clock,
+	})
 	return b
 }
 
@@ -95,3 +99,24 @@ func (b *Builder) nodeFacts() (podresources.NodeFacts, error) {
 	})
 	return b.node, b.nodeErr
 }
+
+// PodDir is the pod's state directory under RootDir (see volumes.Host).
+func (b *Builder) PodDir(uid types.UID) (string, error) { return b.vols.PodDir(uid) }
+
+// EnsurePodDirs creates the pod's state and log directories before its
+// sandbox is created (see volumes.Host).
+func (b *Builder) EnsurePodDirs(podDir, logDir string) error {
+	return b.vols.EnsurePodDirs(podDir, logDir)
+}
+
+// CleanupPodDir removes the pod's state directory after the pod has
+// terminated, unmounting what berth mounted under it first (see
+// volumes.Host).
+func (b *Builder) CleanupPodDir(uid types.UID) error { return b.vols.CleanupPodDir(uid) }
+
+// Objects are the pod's ConfigMaps and Secrets, from Options.Objects.
+func (b *Builder) Objects(uid types.UID) podenv.PodObjects { return b.vols.Objects(uid) }
+
+// RefreshObjectVolumes updates the files of every configMap and secret
+// volume the pod has already set up (see volumes.Host).
+func (b *Builder) RefreshObjectVolumes(pod *v1.Pod) error { return b.vols.RefreshObjectVolumes(pod) }

@@ -40,7 +40,7 @@ func (b *Builder) ContainerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		return nil, err
 	}
 	env, err := podenv.Resolve(podenv.Context{Pod: pod, Container: c, PodIPs: podIPs, HostIP: b.opts.HostIP, Allocatable: facts.Allocatable, Objects: b.Objects(pod.UID),
-		FileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return b.fileKeyValue(pod, ref) }})
+		FileKey: func(ref *v1.FileKeySelector) (string, bool, error) { return b.vols.FileKeyValue(pod, ref) }})
 	if err != nil {
 		return nil, err
 	}

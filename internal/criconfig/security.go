@@ -275,3 +275,19 @@ func anyPrivileged(pod *v1.Pod) bool {
 	}
 	return false
 }
+
+// applyUserns gives ns the pod's user namespace when the pod asks for one
+// (hostUsers: false): the sandbox and every container get the same
+// mapping. Pods on the host's user namespace are left as they always were.
+func (b *Builder) applyUserns(pod *v1.Pod, ns *runtimeapi.NamespaceOption) error {
+	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
+		return nil
+	}
+	mp, err := b.vols.PodUserns(pod.UID)
+	if err != nil {
+		return fmt.Errorf("user namespace (hostUsers: false): %w", err)
+	}
+	ids := []*runtimeapi.IDMapping{{HostId: mp.HostID, ContainerId: 0, Length: mp.Length}}
+	ns.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: ids, Gids: ids}
+	return nil
+}

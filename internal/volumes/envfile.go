@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"errors"
@@ -17,15 +17,15 @@ import (
 // refuses a larger file rather than reading part of it.
 const maxEnvFileBytes = 64 << 10
 
-// fileKeyValue resolves a fileKeyRef (KEP-3721, environment from files):
+// FileKeyValue resolves a fileKeyRef (KEP-3721, environment from files):
 // the value of ref.Key in the env file ref.Path of the pod's emptyDir
 // volume ref.VolumeName, typically written by an init container. found is
 // false when the file or the key is absent and ref.Optional is true; when
 // it is not optional that is an error, and the container does not start
 // (CreateContainerConfigError), as with the kubelet.
-func (b *Builder) fileKeyValue(pod *v1.Pod, ref *v1.FileKeySelector) (value string, found bool, err error) {
+func (h *Host) FileKeyValue(pod *v1.Pod, ref *v1.FileKeySelector) (value string, found bool, err error) {
 	optional := ref.Optional != nil && *ref.Optional
-	dir, err := b.emptyDirPath(pod.UID, ref.VolumeName)
+	dir, err := h.emptyDirPath(pod.UID, ref.VolumeName)
 	if err != nil {
 		return "", false, fmt.Errorf("fileKeyRef volume %q: %w", ref.VolumeName, err)
 	}

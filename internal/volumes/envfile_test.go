@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"os"
@@ -86,7 +86,7 @@ func FuzzEnvFileValue(f *testing.F) {
 
 func TestFileKeyValue(t *testing.T) {
 	root := t.TempDir()
-	m := New(nil, Options{RootDir: root})
+	m := newHost(t, Options{RootDir: root})
 	pod := &v1.Pod{}
 	pod.UID = types.UID("uid-1")
 	dir, err := m.emptyDirPath(pod.UID, "cfg")
@@ -146,7 +146,7 @@ func TestFileKeyValue(t *testing.T) {
 			if tt.optional {
 				ref.Optional = &yes
 			}
-			got, found, err := m.fileKeyValue(pod, ref)
+			got, found, err := m.FileKeyValue(pod, ref)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

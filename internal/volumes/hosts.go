@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"bytes"
@@ -12,9 +12,6 @@ import (
 	"github.com/berth-agent/berth/internal/podpath"
 	"github.com/berth-agent/berth/internal/statefile"
 )
-
-// etcHostsPath is where a container's /etc/hosts is mounted from.
-const etcHostsPath = "/etc/hosts"
 
 // hostHostsFile is the host's hosts file, the base of a host-network pod's
 // /etc/hosts when it has hostAliases.
@@ -67,28 +64,25 @@ func hostsFileContent(pod *v1.Pod, podIPs []string, hostname, domain string) (co
 	return b.Bytes(), true, nil
 }
 
-// ensureHostsFile writes the pod's managed hosts file and returns its path,
+// EnsureHostsFile writes the pod's managed hosts file, with the pod's
+// hostname and domain, and returns its path,
 // or "" when the pod keeps the runtime's /etc/hosts. Every container of the
 // pod mounts the same file. It is checked at each container start and
 // replaced when it differs, so it follows the pod's IP when the sandbox is
 // recreated (which restarts every container, so none keeps a stale copy).
-func (b *Builder) ensureHostsFile(pod *v1.Pod, podIPs []string) (string, error) {
-	hostname, domain, err := b.podHostnameAndDomain(pod)
-	if err != nil {
-		return "", err
-	}
+func (h *Host) EnsureHostsFile(pod *v1.Pod, podIPs []string, hostname, domain string) (string, error) {
 	content, ok, err := hostsFileContent(pod, podIPs, hostname, domain)
 	if err != nil || !ok {
 		return "", err
 	}
-	path, err := b.podSubdir(pod.UID, "etc-hosts")
+	path, err := h.podSubdir(pod.UID, "etc-hosts")
 	if err != nil {
 		return "", err
 	}
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
 		return path, nil
 	}
-	if err := podpath.MkdirAll(b.opts.RootDir, filepath.Dir(path), 0o750); err != nil {
+	if err := podpath.MkdirAll(h.opts.RootDir, filepath.Dir(path), 0o750); err != nil {
 		return "", fmt.Errorf("write the pod's hosts file: %w", err)
 	}
 	// Through a rename, so a container starting meanwhile never

@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"bytes"
@@ -116,12 +116,12 @@ func objectVolumePayload(vol *v1.Volume, objs podenv.PodObjects) (map[string]obj
 }
 
 // objectVolumePath is where a configMap or secret volume of the pod lives.
-func (b *Builder) objectVolumePath(uid types.UID, vol *v1.Volume) (string, error) {
+func (h *Host) objectVolumePath(uid types.UID, vol *v1.Volume) (string, error) {
 	plugin := configMapPluginDir
 	if vol.Secret != nil {
 		plugin = secretPluginDir
 	}
-	return b.podSubdir(uid, "volumes", plugin, vol.Name)
+	return h.podSubdir(uid, "volumes", plugin, vol.Name)
 }
 
 // ensureObjectVolume sets up a configMap or secret volume, or brings its
@@ -129,22 +129,22 @@ func (b *Builder) objectVolumePath(uid types.UID, vol *v1.Volume) (string, error
 // every such volume on every sync, so an edit of a ConfigMap reaches the
 // containers without a restart, as the kubelet's periodic remount does.
 // A secret volume lives on a tmpfs, so its data never touches a disk.
-func (b *Builder) ensureObjectVolume(pod *v1.Pod, vol *v1.Volume) (string, error) {
+func (h *Host) ensureObjectVolume(pod *v1.Pod, vol *v1.Volume) (string, error) {
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("volume %q: %w", vol.Name, err)
 	}
-	dir, err := b.objectVolumePath(pod.UID, vol)
+	dir, err := h.objectVolumePath(pod.UID, vol)
 	if err != nil {
 		return fail(err)
 	}
-	payload, err := objectVolumePayload(vol, b.Objects(pod.UID))
+	payload, err := objectVolumePayload(vol, h.Objects(pod.UID))
 	if err != nil {
 		return "", err
 	}
-	if err := podpath.MkdirAll(b.opts.RootDir, filepath.Dir(dir), 0o750); err != nil {
+	if err := podpath.MkdirAll(h.opts.RootDir, filepath.Dir(dir), 0o750); err != nil {
 		return fail(err)
 	}
-	if err := podpath.MkdirAll(b.opts.RootDir, dir, 0o755); err != nil {
+	if err := podpath.MkdirAll(h.opts.RootDir, dir, 0o755); err != nil {
 		return fail(err)
 	}
 	if vol.Secret != nil {
@@ -153,7 +153,7 @@ func (b *Builder) ensureObjectVolume(pod *v1.Pod, vol *v1.Volume) (string, error
 			return fail(err)
 		}
 		if !mounted {
-			size, err := b.memoryVolumeSize(pod, &v1.EmptyDirVolumeSource{})
+			size, err := h.memoryVolumeSize(pod, &v1.EmptyDirVolumeSource{})
 			if err != nil {
 				return fail(err)
 			}
@@ -167,31 +167,31 @@ func (b *Builder) ensureObjectVolume(pod *v1.Pod, vol *v1.Volume) (string, error
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		fsGroup = sc.FSGroup
 	}
-	if err := writeObjectFiles(dir, payload, fsGroup, b.clock.Now().UTC().Format(tsDirLayout)); err != nil {
+	if err := writeObjectFiles(dir, payload, fsGroup, h.clock.Now().UTC().Format(tsDirLayout)); err != nil {
 		return fail(err)
 	}
 	return dir, nil
 }
 
 // Objects are the pod's ConfigMaps and Secrets, from Options.Objects.
-func (b *Builder) Objects(uid types.UID) podenv.PodObjects {
-	if b.opts.Objects == nil {
+func (h *Host) Objects(uid types.UID) podenv.PodObjects {
+	if h.opts.Objects == nil {
 		return podenv.PodObjects{}
 	}
-	return b.opts.Objects(uid)
+	return h.opts.Objects(uid)
 }
 
 // RefreshObjectVolumes updates the files of every configMap and secret
 // volume the pod has already set up; volumes not set up yet are left to
 // the container start that mounts them.
-func (b *Builder) RefreshObjectVolumes(pod *v1.Pod) error {
+func (h *Host) RefreshObjectVolumes(pod *v1.Pod) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if vol.ConfigMap == nil && vol.Secret == nil {
 			continue
 		}
-		dir, err := b.objectVolumePath(pod.UID, vol)
+		dir, err := h.objectVolumePath(pod.UID, vol)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -199,7 +199,7 @@ func (b *Builder) RefreshObjectVolumes(pod *v1.Pod) error {
 		if _, err := os.Lstat(filepath.Join(dir, dataDirName)); err != nil {
 			continue
 		}
-		if _, err := b.ensureObjectVolume(pod, vol); err != nil {
+		if _, err := h.ensureObjectVolume(pod, vol); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"os"

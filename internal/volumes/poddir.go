@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"bufio"
@@ -27,8 +27,8 @@ const (
 // PodDir is the pod's state directory under RootDir. The UID comes from a
 // manifest or from a runtime's label: one that is not a single safe path
 // element is an error, so the directory can never be outside RootDir/pods.
-func (b *Builder) PodDir(uid types.UID) (string, error) {
-	dir, err := podpath.Within(b.opts.RootDir, "pods", string(uid))
+func (h *Host) PodDir(uid types.UID) (string, error) {
+	dir, err := podpath.Within(h.opts.RootDir, "pods", string(uid))
 	if err != nil {
 		return "", fmt.Errorf("pod directory of uid %q: %w", uid, err)
 	}
@@ -38,8 +38,8 @@ func (b *Builder) PodDir(uid types.UID) (string, error) {
 // podSubdir is a path inside the pod's state directory, each of elem
 // checked to be a single path element (container and volume names come
 // from the manifest).
-func (b *Builder) podSubdir(uid types.UID, elem ...string) (string, error) {
-	dir, err := b.PodDir(uid)
+func (h *Host) podSubdir(uid types.UID, elem ...string) (string, error) {
+	dir, err := h.PodDir(uid)
 	if err != nil {
 		return "", err
 	}
@@ -51,18 +51,18 @@ func (b *Builder) podSubdir(uid types.UID, elem ...string) (string, error) {
 }
 
 // emptyDirPath is where an emptyDir volume of the pod lives on the host.
-func (b *Builder) emptyDirPath(uid types.UID, volume string) (string, error) {
-	return b.podSubdir(uid, "volumes", emptyDirPluginDir, volume)
+func (h *Host) emptyDirPath(uid types.UID, volume string) (string, error) {
+	return h.podSubdir(uid, "volumes", emptyDirPluginDir, volume)
 }
 
 // EnsurePodDirs creates the pod's state directory and its log directory
 // before its sandbox is created, so the runtime can write container logs
 // and berth can lay out volumes. Neither goes through a symbolic link.
-func (b *Builder) EnsurePodDirs(podDir, logDir string) error {
-	if err := podpath.MkdirAll(b.opts.RootDir, podDir, 0o750); err != nil {
+func (h *Host) EnsurePodDirs(podDir, logDir string) error {
+	if err := podpath.MkdirAll(h.opts.RootDir, podDir, 0o750); err != nil {
 		return fmt.Errorf("create the pod directory: %w", err)
 	}
-	if err := podpath.MkdirAll(b.opts.PodLogsDir, logDir, 0o755); err != nil {
+	if err := podpath.MkdirAll(h.opts.PodLogsDir, logDir, 0o755); err != nil {
 		return fmt.Errorf("create the pod log directory: %w", err)
 	}
 	return nil
@@ -74,11 +74,11 @@ func (b *Builder) EnsurePodDirs(podDir, logDir string) error {
 // tmpfs emptyDirs), so RemoveAll never descends into a live mount, then
 // removes the tree. A missing directory is success, so the agent may call
 // it again after a crash. Logs under PodLogsDir are left to container GC.
-func (b *Builder) CleanupPodDir(uid types.UID) error {
+func (h *Host) CleanupPodDir(uid types.UID) error {
 	if uid == "" {
 		return errors.New("cleanup pod directory: empty pod UID")
 	}
-	dir, err := b.PodDir(uid)
+	dir, err := h.PodDir(uid)
 	if err != nil {
 		return fmt.Errorf("cleanup pod directory: %w", err)
 	}

@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"errors"
@@ -258,20 +258,20 @@ func makeChild(dirfd int, name, rel string, perm uint32) (int, error) {
 
 // subPathTarget is the mount point of a container's volumeMount with a
 // subPath, under the pod's directory.
-func (b *Builder) subPathTarget(uid types.UID, volume, container string, index int) (string, error) {
-	return b.podSubdir(uid, volumeSubpathsDir, volume, container, strconv.Itoa(index))
+func (h *Host) subPathTarget(uid types.UID, volume, container string, index int) (string, error) {
+	return h.podSubdir(uid, volumeSubpathsDir, volume, container, strconv.Itoa(index))
 }
 
-// prepareSubPath opens the subPath inside the volume at volumePath and
+// PrepareSubPath opens the subPath inside the volume at volumePath and
 // bind-mounts it on the volumeMount's mount point, which it returns for
 // the runtime. A mount point left from an earlier start is unmounted
 // first, so a refused subPath leaves nothing mounted for it.
-func (b *Builder) prepareSubPath(uid types.UID, volume, container string, index int, volumePath, subPath string) (string, error) {
-	target, err := b.subPathTarget(uid, volume, container, index)
+func (h *Host) PrepareSubPath(uid types.UID, volume, container string, index int, volumePath, subPath string) (string, error) {
+	target, err := h.subPathTarget(uid, volume, container, index)
 	if err != nil {
 		return "", err
 	}
-	if err := podpath.MkdirAll(b.opts.RootDir, filepath.Dir(target), 0o750); err != nil {
+	if err := podpath.MkdirAll(h.opts.RootDir, filepath.Dir(target), 0o750); err != nil {
 		return "", fmt.Errorf("create the subPath mount point: %w", err)
 	}
 	if err := unmountAll(target); err != nil {

@@ -1,7 +1,6 @@
-package criconfig
+package volumes
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -41,8 +40,8 @@ func openModes(t *testing.T, f func(t *testing.T)) {
 
 // TestSubPathStaysInVolume plays a container that planted symbolic links in
 // its emptyDir before a restart, and manifests whose subPath names a path
-// outside the volume: each start is refused with the volumeMount named,
-// and nothing is created or changed outside the volume.
+// outside the volume: each subPath is refused, and nothing is created or
+// changed outside the volume.
 func TestSubPathStaysInVolume(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -131,29 +130,23 @@ func TestSubPathStaysInVolume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			openModes(t, func(t *testing.T) {
 				bed := podpathtest.NewVictimBed(t)
-				m, _ := newCfgBuilder(t, Options{RootDir: bed.Root, PodLogsDir: bed.Logs})
-				pod := ccPod()
-				pod.Spec.Containers[0].TerminationMessagePath = ""
+				m := newHost(t, Options{RootDir: bed.Root, PodLogsDir: bed.Logs})
+				pod := testPod()
 				t.Cleanup(func() {
 					if err := m.CleanupPodDir(pod.UID); err != nil {
 						t.Error(err)
 					}
 				})
-				ed := &v1.EmptyDirVolumeSource{}
-				vol, err := m.ensureEmptyDir(pod, "data", ed)
+				vol, _, err := m.VolumePath(pod, &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if tt.plant != nil {
 					tt.plant(t, vol, bed.Victim)
 				}
-				withMount(pod, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: ed}}, v1.VolumeMount{MountPath: "/data", SubPath: tt.subPath(bed.Victim)})
-				_, err = m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 1, nil, "busybox:1.36")
-				if err == nil {
-					t.Fatalf("err = nil, want one containing %q", tt.wantErr)
-				}
-				if want := `container "app" volumeMount "data" at /data subPath `; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("err = %q, want it to contain %q and %q", err, want, tt.wantErr)
+				_, err = m.PrepareSubPath(pod.UID, "data", "app", 0, vol, tt.subPath(bed.Victim))
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 				}
 				bed.Check(t)
 			})
@@ -383,15 +376,22 @@ func TestSubPathBindIsWhatWasOpened(t *testing.T) {
 // point that cannot be removed stops the removal of the pod directory.
 func TestSubPathMountsCleanup(t *testing.T) {
 	needRoot(t)
-	m, _ := newCfgBuilder(t, Options{})
-	pod := ccPod()
-	pod.Spec.Containers[0].TerminationMessagePath = ""
+	m := newHost(t, Options{})
+	pod := testPod()
 	host := t.TempDir()
 	if err := os.WriteFile(filepath.Join(host, "f"), []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	withMount(pod, hostPathVol("host", host, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/d", SubPath: "d"})
-	withMount(pod, hostPathVol("file", host, v1.HostPathDirectory), v1.VolumeMount{MountPath: "/f", SubPath: "f"})
+	// Two volumes of the same host directory, as a container's first and
+	// second volumeMount.
+	bind := func(volume string, index int, subPath string) string {
+		t.Helper()
+		target, err := m.PrepareSubPath(pod.UID, volume, "app", index, host, subPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return target
+	}
 	podDir := mustPath(t)(m.PodDir(pod.UID))
 	t.Cleanup(func() {
 		for _, mp := range mustMounts(t, podDir) {
@@ -399,12 +399,8 @@ func TestSubPathMountsCleanup(t *testing.T) {
 		}
 	})
 	for range 3 {
-		cfg, err := m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, nil, "busybox:1.36")
-		if err != nil {
-			t.Fatal(err)
-		}
-		expectBind(t, mountAt(cfg, "/d").HostPath, "volume-subpaths/host/app/0", filepath.Join(host, "d"))
-		expectBind(t, mountAt(cfg, "/f").HostPath, "volume-subpaths/file/app/1", filepath.Join(host, "f"))
+		expectBind(t, bind("host", 0, "d"), "volume-subpaths/host/app/0", filepath.Join(host, "d"))
+		expectBind(t, bind("file", 1, "f"), "volume-subpaths/file/app/1", filepath.Join(host, "f"))
 	}
 	want := []string{
 		filepath.Join(podDir, "volume-subpaths/file/app/1"),
@@ -414,12 +410,7 @@ func TestSubPathMountsCleanup(t *testing.T) {
 		t.Fatalf("mounts after three starts = %v, want one each: %v", got, want)
 	}
 	// The subPath turns from a directory into a file between two starts.
-	pod.Spec.Containers[0].VolumeMounts[0].SubPath = "f"
-	cfg, err := m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, nil, "busybox:1.36")
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectBind(t, mountAt(cfg, "/d").HostPath, "volume-subpaths/host/app/0", filepath.Join(host, "f"))
+	expectBind(t, bind("host", 0, "f"), "volume-subpaths/host/app/0", filepath.Join(host, "f"))
 
 	// A mount point that is no longer empty (never berth's doing) cannot
 	// be removed: the cleanup stops before removing the pod directory.

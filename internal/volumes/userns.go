@@ -1,4 +1,4 @@
-package criconfig
+package volumes
 
 import (
 	"bufio"
@@ -13,9 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/podpath"
 	"github.com/berth-agent/berth/internal/statefile"
@@ -47,9 +45,9 @@ const usernsFile = "userns"
 // object.
 const maxUsernsRecordBytes = 4096
 
-// usernsMapping is a pod's mapping as recorded: container ID 0 is host ID
+// UsernsMapping is a pod's mapping as recorded: container ID 0 is host ID
 // HostID, for Length IDs, the same for UIDs and GIDs.
-type usernsMapping struct {
+type UsernsMapping struct {
 	HostID uint32 `json:"hostID"`
 	Length uint32 `json:"length"`
 }
@@ -61,7 +59,7 @@ type usernsMapping struct {
 type usernsAllocator struct {
 	mu            sync.Mutex
 	first, length uint32
-	// subIDFiles are /etc/subuid and /etc/subgid; tests replace them.
+	// subIDFiles are Options.SubIDFiles, /etc/subuid and /etc/subgid.
 	subIDFiles [2]string
 	// loaded tells whether first and length were read yet (lazily, on the
 	// first pod that needs them: most nodes never do).
@@ -135,48 +133,48 @@ func readSubID(path, user string) (first, length uint64, ok bool, err error) {
 	return 0, 0, false, sc.Err()
 }
 
-// podUserns is the pod's mapping: the one recorded in its pod directory,
+// PodUserns is the pod's mapping: the one recorded in its pod directory,
 // or a new free block, recorded (written, synced, renamed) before it is
 // used, so a SIGKILL or a power cut at any point leaves either no record
 // (nothing was started with it) or the one the sandbox has.
-func (b *Builder) podUserns(uid types.UID) (usernsMapping, error) {
-	a := &b.userns
+func (h *Host) PodUserns(uid types.UID) (UsernsMapping, error) {
+	a := &h.userns
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.load(); err != nil {
-		return usernsMapping{}, err
+		return UsernsMapping{}, err
 	}
-	podDir, err := b.PodDir(uid)
+	podDir, err := h.PodDir(uid)
 	if err != nil {
-		return usernsMapping{}, err
+		return UsernsMapping{}, err
 	}
 	if mp, ok, err := readUserns(filepath.Join(podDir, usernsFile)); err != nil || ok {
 		return mp, err
 	}
-	used, err := b.usedUsernsBlocks()
+	used, err := h.usedUsernsBlocks()
 	if err != nil {
-		return usernsMapping{}, err
+		return UsernsMapping{}, err
 	}
 	for host := uint64(a.first); host+usernsBlock <= uint64(a.first)+uint64(a.length); host += usernsBlock {
 		if used[uint32(host)] {
 			continue
 		}
-		mp := usernsMapping{HostID: uint32(host), Length: usernsBlock}
-		if err := podpath.MkdirAll(b.opts.RootDir, podDir, 0o750); err != nil {
-			return usernsMapping{}, fmt.Errorf("create the pod directory: %w", err)
+		mp := UsernsMapping{HostID: uint32(host), Length: usernsBlock}
+		if err := podpath.MkdirAll(h.opts.RootDir, podDir, 0o750); err != nil {
+			return UsernsMapping{}, fmt.Errorf("create the pod directory: %w", err)
 		}
 		if err := writeUserns(filepath.Join(podDir, usernsFile), mp); err != nil {
-			return usernsMapping{}, fmt.Errorf("record the user namespace of the pod: %w", err)
+			return UsernsMapping{}, fmt.Errorf("record the user namespace of the pod: %w", err)
 		}
 		return mp, nil
 	}
-	return usernsMapping{}, fmt.Errorf("no free range of 65536 IDs left for a user namespace (%d pods use one)", len(used))
+	return UsernsMapping{}, fmt.Errorf("no free range of 65536 IDs left for a user namespace (%d pods use one)", len(used))
 }
 
 // usedUsernsBlocks reads every pod directory's record.
-func (b *Builder) usedUsernsBlocks() (map[uint32]bool, error) {
+func (h *Host) usedUsernsBlocks() (map[uint32]bool, error) {
 	used := map[uint32]bool{}
-	pods := filepath.Join(b.opts.RootDir, "pods")
+	pods := filepath.Join(h.opts.RootDir, "pods")
 	entries, err := os.ReadDir(pods)
 	if errors.Is(err, fs.ErrNotExist) {
 		return used, nil
@@ -198,43 +196,27 @@ func (b *Builder) usedUsernsBlocks() (map[uint32]bool, error) {
 
 // readUserns reads a record; ok is false when there is none. A record is
 // berth's own state file: one it did not write is refused, not trusted.
-func readUserns(path string) (usernsMapping, bool, error) {
+func readUserns(path string) (UsernsMapping, bool, error) {
 	data, err := statefile.ReadOwned(path, maxUsernsRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return usernsMapping{}, false, nil
+		return UsernsMapping{}, false, nil
 	}
 	if err != nil {
-		return usernsMapping{}, false, fmt.Errorf("%s: %w", path, err)
+		return UsernsMapping{}, false, fmt.Errorf("%s: %w", path, err)
 	}
-	var mp usernsMapping
+	var mp UsernsMapping
 	if err := json.Unmarshal(data, &mp); err != nil || mp.Length != usernsBlock || mp.HostID%usernsBlock != 0 || mp.HostID == 0 {
-		return usernsMapping{}, false, fmt.Errorf("%s: not a user-namespace record of berth: %q", path, data)
+		return UsernsMapping{}, false, fmt.Errorf("%s: not a user-namespace record of berth: %q", path, data)
 	}
 	return mp, true, nil
 }
 
 // writeUserns writes a record durably: temporary file, fsync, rename,
 // fsync of the directory.
-func writeUserns(path string, mp usernsMapping) error {
+func writeUserns(path string, mp UsernsMapping) error {
 	data, err := json.Marshal(mp)
 	if err != nil {
 		return err
 	}
 	return statefile.WriteAtomic(filepath.Dir(path), filepath.Base(path), data, 0o600)
-}
-
-// applyUserns gives ns the pod's user namespace when the pod asks for one
-// (hostUsers: false): the sandbox and every container get the same
-// mapping. Pods on the host's user namespace are left as they always were.
-func (b *Builder) applyUserns(pod *v1.Pod, ns *runtimeapi.NamespaceOption) error {
-	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
-		return nil
-	}
-	mp, err := b.podUserns(pod.UID)
-	if err != nil {
-		return fmt.Errorf("user namespace (hostUsers: false): %w", err)
-	}
-	ids := []*runtimeapi.IDMapping{{HostId: mp.HostID, ContainerId: 0, Length: mp.Length}}
-	ns.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: ids, Gids: ids}
-	return nil
 }

@@ -1,19 +1,16 @@
-package criconfig
+package volumes
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-func usernsBuilder(t *testing.T, root, subuid, subgid string) *Builder {
+func usernsHost(t *testing.T, root, subuid, subgid string) *Host {
 	t.Helper()
-	m, _ := newCfgBuilder(t, Options{RootDir: root})
 	dir := t.TempDir()
 	files := [2]string{filepath.Join(dir, "subuid"), filepath.Join(dir, "subgid")}
 	for i, content := range []string{subuid, subgid} {
@@ -24,16 +21,15 @@ func usernsBuilder(t *testing.T, root, subuid, subgid string) *Builder {
 			t.Fatal(err)
 		}
 	}
-	m.userns.subIDFiles = files
-	return m
+	return newHost(t, Options{RootDir: root, SubIDFiles: files})
 }
 
 func TestUsernsAllocation(t *testing.T) {
 	root := t.TempDir()
-	m := usernsBuilder(t, root, "alice:100000:65536\nberth:196608:196608\n", "berth:196608:196608\n")
+	m := usernsHost(t, root, "alice:100000:65536\nberth:196608:196608\n", "berth:196608:196608\n")
 	got := map[types.UID]uint32{}
 	for _, uid := range []types.UID{"a", "b", "c"} {
-		mp, err := m.podUserns(uid)
+		mp, err := m.PodUserns(uid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,14 +38,14 @@ func TestUsernsAllocation(t *testing.T) {
 	if got["a"] != 196608 || got["b"] != 262144 || got["c"] != 327680 {
 		t.Errorf("blocks = %v, want 196608, 262144, 327680", got)
 	}
-	if _, err := m.podUserns("d"); err == nil || !strings.Contains(err.Error(), "no free range") {
+	if _, err := m.PodUserns("d"); err == nil || !strings.Contains(err.Error(), "no free range") {
 		t.Errorf("fourth pod: err = %v, want no free range", err)
 	}
 	// Asking again gives the same block, and so does a restarted berth
 	// (a new Builder over the same root directory) for an adopted pod.
-	again := usernsBuilder(t, root, "berth:196608:196608\n", "berth:196608:196608\n")
+	again := usernsHost(t, root, "berth:196608:196608\n", "berth:196608:196608\n")
 	for uid, want := range got {
-		if mp, err := again.podUserns(uid); err != nil || mp.HostID != want {
+		if mp, err := again.PodUserns(uid); err != nil || mp.HostID != want {
 			t.Errorf("pod %s after restart: %v, %v; want %d", uid, mp, err, want)
 		}
 	}
@@ -57,7 +53,7 @@ func TestUsernsAllocation(t *testing.T) {
 	if err := again.CleanupPodDir("b"); err != nil {
 		t.Fatal(err)
 	}
-	if mp, err := again.podUserns("e"); err != nil || mp.HostID != 262144 {
+	if mp, err := again.PodUserns("e"); err != nil || mp.HostID != 262144 {
 		t.Errorf("pod e: %v, %v; want the freed block 262144", mp, err)
 	}
 }
@@ -78,8 +74,8 @@ func TestUsernsRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := usernsBuilder(t, t.TempDir(), tt.subuid, tt.subgid)
-			mp, err := m.podUserns("a")
+			m := usernsHost(t, t.TempDir(), tt.subuid, tt.subgid)
+			mp, err := m.PodUserns("a")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -128,16 +124,16 @@ func TestUsernsBrokenRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			m := usernsBuilder(t, root, "", "")
+			m := usernsHost(t, root, "", "")
 			dir := filepath.Join(root, "pods", "a")
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				t.Fatal(err)
 			}
 			tt.plant(t, filepath.Join(dir, usernsFile))
-			if _, err := m.podUserns("a"); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			if _, err := m.PodUserns("a"); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want the record refused: %q", err, tt.wantErr)
 			}
-			if _, err := m.podUserns("b"); err == nil {
+			if _, err := m.PodUserns("b"); err == nil {
 				t.Fatal("allocation past an unreadable record")
 			}
 		})
@@ -152,39 +148,5 @@ func writeRecord(t *testing.T, p, content string, perm os.FileMode) {
 	}
 	if err := os.Chmod(p, perm); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestUsernsConfigs(t *testing.T) {
-	m := usernsBuilder(t, t.TempDir(), "", "")
-	pod := sbPod()
-	no := false
-	pod.Spec.HostUsers = &no
-	sb, err := m.SandboxConfig(pod, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD,
-		Uids: []*runtimeapi.IDMapping{{HostId: defaultUsernsFirst, Length: 65536}},
-		Gids: []*runtimeapi.IDMapping{{HostId: defaultUsernsFirst, Length: 65536}}}
-	if got := sb.Linux.SecurityContext.NamespaceOptions.UsernsOptions; got.String() != want.String() {
-		t.Errorf("sandbox userns = %v, want %v", got, want)
-	}
-	cc, err := m.ContainerConfig(context.Background(), pod, &pod.Spec.Containers[0], 0, nil, "busybox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cc.Linux.SecurityContext.NamespaceOptions.UsernsOptions; got.String() != want.String() {
-		t.Errorf("container userns = %v, want %v", got, want)
-	}
-	// The host's user namespace: no options, as before.
-	plain := sbPod()
-	plain.UID = "other"
-	sb, err = m.SandboxConfig(plain, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := sb.Linux.SecurityContext.NamespaceOptions.UsernsOptions; got != nil {
-		t.Errorf("userns of a hostUsers pod = %v, want none", got)
 	}
 }
