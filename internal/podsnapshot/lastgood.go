@@ -1,10 +1,12 @@
-package podspec
+package podsnapshot
 
 import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // ReasonDuplicateName and ReasonDuplicateUID reject a pod whose full name or
@@ -22,14 +24,14 @@ const (
 // kept. Only pods the manifest no longer mentions at all are dropped.
 // First, the pods of an earlier berth's unkeyed UIDs keep them
 // (keepLegacyUIDs).
-func KeepLastGood(prev, cur Result) Result {
+func KeepLastGood(prev, cur podspec.Result) podspec.Result {
 	keepLegacyUIDs(prev, cur)
 	if len(prev.Pods) == 0 && len(prev.Objects) == 0 || len(cur.Problems) == 0 {
 		return cur
 	}
 	fresh := sets.New[string]()
 	for _, p := range cur.Pods {
-		fresh.Insert(FullName(p))
+		fresh.Insert(podspec.FullName(p))
 	}
 	rejected := sets.New[string]()
 	keepAll := false
@@ -37,32 +39,30 @@ func KeepLastGood(prev, cur Result) Result {
 		if p.Name == "" {
 			keepAll = true
 		}
-		rejected.Insert(JoinFullName(p.Name, p.Namespace))
+		rejected.Insert(podspec.JoinFullName(p.Name, p.Namespace))
 	}
-	out := Result{Pods: cur.Pods, Lines: cur.Lines, Objects: cur.Objects}
+	out := podspec.Result{Objects: cur.Objects}
 	for i := range cur.Pods {
-		out.extra = append(out.extra, cur.extraOf(i))
+		out.AddPodOf(cur, i)
 	}
 	kept := sets.New[string]()
 	for i, p := range prev.Pods {
-		name := FullName(p)
+		name := podspec.FullName(p)
 		if fresh.Has(name) || !(keepAll || rejected.Has(name)) {
 			continue
 		}
-		out.Pods = append(out.Pods, p)
-		out.Lines = append(out.Lines, prev.Lines[i])
-		out.extra = append(out.extra, prev.extraOf(i))
+		out.AddPodOf(prev, i)
 		kept.Insert(name)
 	}
 	// Objects have no pod name to tie a rejection to: a manifest with
 	// any problem keeps those of its objects it no longer yields, so a
 	// broken edit of a ConfigMap never takes it from the pods using it.
-	freshObjects := map[objectKey]bool{}
+	freshObjects := map[podspec.ObjectKey]bool{}
 	for _, o := range cur.Objects {
-		freshObjects[o.key()] = true
+		freshObjects[o.Key()] = true
 	}
 	for _, o := range prev.Objects {
-		if !freshObjects[o.key()] {
+		if !freshObjects[o.Key()] {
 			out.Objects = append(out.Objects, o)
 		}
 	}
@@ -70,7 +70,7 @@ func KeepLastGood(prev, cur Result) Result {
 	// take effect and what is running instead.
 	for _, p := range cur.Problems {
 		switch {
-		case p.Name != "" && kept.Has(JoinFullName(p.Name, p.Namespace)):
+		case p.Name != "" && kept.Has(podspec.JoinFullName(p.Name, p.Namespace)):
 			p.Message += " (the last good version of this pod keeps running)"
 		case p.Name == "" && kept.Len() > 0:
 			p.Message += " (the pods this manifest defined before keep running)"
@@ -81,7 +81,7 @@ func KeepLastGood(prev, cur Result) Result {
 }
 
 // keepLegacyUIDs gives each pod of cur the UID a berth before the node's
-// UID key derived for it (podExtra.legacyUID) in place of its keyed UID
+// UID key derived for it (Result.LegacyUID) in place of its keyed UID
 // when prev, the manifest's previous version, has a pod of that UID: the
 // very content that runs under it. After an upgrade prev is the version
 // the last good state kept (written before the earlier berth ran any of
@@ -92,10 +92,10 @@ func KeepLastGood(prev, cur Result) Result {
 // one: prev then has the keyed UID, and the unkeyed one is gone for good.
 // The pods of cur are the manifest's fresh parse, not yet shared; their
 // UIDs are set in place.
-func keepLegacyUIDs(prev, cur Result) {
+func keepLegacyUIDs(prev, cur podspec.Result) {
 	var had sets.Set[types.UID]
 	for i, p := range cur.Pods {
-		legacy := cur.extraOf(i).legacyUID
+		legacy := cur.LegacyUID(i)
 		if legacy == "" {
 			continue
 		}
@@ -107,7 +107,7 @@ func keepLegacyUIDs(prev, cur Result) {
 		}
 		if had.Has(legacy) {
 			p.UID = legacy
-			p.Annotations[AnnotationHash] = string(legacy)
+			p.Annotations[podspec.AnnotationHash] = string(legacy)
 		}
 	}
 }
@@ -115,8 +115,8 @@ func keepLegacyUIDs(prev, cur Result) {
 // Merged is one manifest's result with where it came from, in the order
 // duplicates are decided: files in lexical order, documents in file order.
 type Merged struct {
-	Origin Origin
-	Result Result
+	Origin podspec.Origin
+	Result podspec.Result
 }
 
 // Assemble builds a source's snapshot from its manifests. Within a source a
@@ -127,15 +127,15 @@ type Merged struct {
 // The pods' references to ConfigMaps and Secrets are then resolved across
 // the whole source by r (see Resolver), which keeps the last good
 // resolution of each pod between calls.
-func Assemble(source string, results []Merged, failed bool, extra []Problem, r *Resolver) Snapshot {
+func Assemble(source string, results []Merged, failed bool, extra []podspec.Problem, r *Resolver) Snapshot {
 	snap := Snapshot{Source: source, Failed: failed}
 	owner := map[string]string{}
 	uids := map[types.UID]string{}
 	for _, m := range results {
 		snap.Problems = append(snap.Problems, m.Result.Problems...)
 		for i, p := range m.Result.Pods {
-			name := FullName(p)
-			problem := Problem{Source: source, Origin: m.Origin.Path, Line: m.Result.Lines[i], Field: "metadata.name",
+			name := podspec.FullName(p)
+			problem := podspec.Problem{Source: source, Origin: m.Origin.Path, Line: m.Result.Lines[i], Field: "metadata.name",
 				Name: p.Name, Namespace: p.Namespace}
 			if first, dup := owner[name]; dup {
 				problem.Reason = ReasonDuplicateName

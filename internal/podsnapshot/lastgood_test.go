@@ -1,17 +1,19 @@
-package podspec
+package podsnapshot
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/podspec/podspectest"
 )
 
 func TestKeepLastGood(t *testing.T) {
 	two := "---\n" + podspectest.Manifest("a", "img:1") + "---\n" + podspectest.Manifest("b", "img:1")
-	prev := Parse([]byte(two), webOrigin, podspectest.Node)
+	prev := podspec.Parse([]byte(two), webOrigin, podspectest.Node)
 	tests := []struct {
 		name string
 		in   string
@@ -27,7 +29,7 @@ func TestKeepLastGood(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := KeepLastGood(prev, Parse([]byte(tt.in), webOrigin, podspectest.Node))
+			res := KeepLastGood(prev, podspec.Parse([]byte(tt.in), webOrigin, podspectest.Node))
 			var got []string
 			for i, p := range res.Pods {
 				got = append(got, strings.TrimSuffix(p.Name, "-"+podspectest.Node)+":"+p.Spec.Containers[0].Image)
@@ -48,14 +50,16 @@ func TestKeepLastGood(t *testing.T) {
 }
 
 func TestAssembleDuplicates(t *testing.T) {
-	origin := func(name string) Origin { return Origin{Source: SourceFile, Path: "/m/" + name} }
+	origin := func(name string) podspec.Origin {
+		return podspec.Origin{Source: podspec.SourceFile, Path: "/m/" + name}
+	}
 	parse := func(name, in string) Merged {
-		return Merged{Origin: origin(name), Result: Parse([]byte(in), origin(name), podspectest.Node)}
+		return Merged{Origin: origin(name), Result: podspec.Parse([]byte(in), origin(name), podspectest.Node)}
 	}
 	withUID := func(name, uid string) string {
 		return strings.Replace(podspectest.Manifest(name, "img:1"), "  name: "+name+"\n", "  name: "+name+"\n  uid: "+uid+"\n", 1)
 	}
-	snap := Assemble(SourceFile, []Merged{
+	snap := Assemble(podspec.SourceFile, []Merged{
 		parse("a.yaml", podspectest.Manifest("web", "img:1")+"---\n"+podspectest.Manifest("web", "img:2")),
 		parse("b.yaml", podspectest.Manifest("web", "img:3")),
 		parse("c.yaml", withUID("x", "same")),
@@ -89,27 +93,29 @@ func TestAssembleDuplicates(t *testing.T) {
 // parsed without a key, is left as parsed.
 func TestKeepLegacyUIDs(t *testing.T) {
 	key := []byte(strings.Repeat("k", 32))
-	parseKeyed := func(in string) Result { return parse([]byte(in), webOrigin, podspectest.Node, 0, key) }
-	plain := func(in string) types.UID { return Parse([]byte(in), webOrigin, podspectest.Node).Pods[0].UID }
+	parseKeyed := func(in string) podspec.Result {
+		return podspec.ParseKeyed([]byte(in), webOrigin, podspectest.Node, 0, key)
+	}
+	plain := func(in string) types.UID { return podspec.Parse([]byte(in), webOrigin, podspectest.Node).Pods[0].UID }
 	a, b := podspectest.Manifest("web", "nginx:1"), podspectest.Manifest("web", "nginx:2")
 	explicit := strings.Replace(a, "  name: web\n", "  name: web\n  uid: fixed\n", 1)
 	tests := []struct {
 		name      string
-		prev, cur Result
+		prev, cur podspec.Result
 		want      types.UID
 	}{
-		{name: "previous version has the plain UID", prev: Parse([]byte(a), webOrigin, podspectest.Node), cur: parseKeyed(a), want: plain(a)},
+		{name: "previous version has the plain UID", prev: podspec.Parse([]byte(a), webOrigin, podspectest.Node), cur: parseKeyed(a), want: plain(a)},
 		{name: "previous version is keyed", prev: parseKeyed(a), cur: parseKeyed(a), want: parseKeyed(a).Pods[0].UID},
-		{name: "edited", prev: Parse([]byte(a), webOrigin, podspectest.Node), cur: parseKeyed(b), want: parseKeyed(b).Pods[0].UID},
+		{name: "edited", prev: podspec.Parse([]byte(a), webOrigin, podspectest.Node), cur: parseKeyed(b), want: parseKeyed(b).Pods[0].UID},
 		{name: "no previous version", cur: parseKeyed(a), want: parseKeyed(a).Pods[0].UID},
-		{name: "explicit UID", prev: Parse([]byte(explicit), webOrigin, podspectest.Node), cur: parseKeyed(explicit), want: "fixed"},
-		{name: "no key", prev: parseKeyed(a), cur: Parse([]byte(a), webOrigin, podspectest.Node), want: plain(a)},
+		{name: "explicit UID", prev: podspec.Parse([]byte(explicit), webOrigin, podspectest.Node), cur: parseKeyed(explicit), want: "fixed"},
+		{name: "no key", prev: parseKeyed(a), cur: podspec.Parse([]byte(a), webOrigin, podspectest.Node), want: plain(a)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := KeepLastGood(tt.prev, tt.cur).Pods[0]
-			if got.UID != tt.want || got.Annotations[AnnotationHash] != string(tt.want) {
-				t.Errorf("UID %s (%s %s), want %s", got.UID, AnnotationHash, got.Annotations[AnnotationHash], tt.want)
+			if got.UID != tt.want || got.Annotations[podspec.AnnotationHash] != string(tt.want) {
+				t.Errorf("UID %s (%s %s), want %s", got.UID, podspec.AnnotationHash, got.Annotations[podspec.AnnotationHash], tt.want)
 			}
 		})
 	}

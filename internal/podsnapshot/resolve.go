@@ -1,4 +1,4 @@
-package podspec
+package podsnapshot
 
 import (
 	"crypto/hmac"
@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // ReasonMissingObject rejects a pod that references a ConfigMap, a Secret
@@ -37,122 +39,25 @@ func EqualObjects(a, b *PodObjects) bool {
 	return equality.Semantic.DeepEqual(a.ConfigMaps, b.ConfigMaps) && equality.Semantic.DeepEqual(a.Secrets, b.Secrets)
 }
 
-// objectRef is one reference of a pod to a ConfigMap or Secret, as the
-// API defines each: a volume, an env var's key, an envFrom, a pull secret.
-type objectRef struct {
-	kind, name string
-	field      string // the path of the name, for problems
-	optional   bool
-	keys       []keyRef // keys that must exist unless optional
-	// env: the values become environment, and so part of the pod's UID:
-	// one key (keys[0]) or, for envFrom, all of them.
-	env, envAll bool
-	pull        bool // an imagePullSecrets entry
-}
-
-type keyRef struct{ key, field string }
-
-// podObjectRefs lists a pod's references to ConfigMaps and Secrets, in
-// spec order.
-func podObjectRefs(pod *v1.Pod) []objectRef {
-	var refs []objectRef
-	isTrue := func(b *bool) bool { return b != nil && *b }
-	vols := field.NewPath("spec", "volumes")
-	for i, vol := range pod.Spec.Volumes {
-		vp := vols.Index(i)
-		add := func(kind, name string, namePath *field.Path, optional *bool, items []v1.KeyToPath, itemsPath *field.Path) {
-			r := objectRef{kind: kind, name: name, field: namePath.String(), optional: isTrue(optional)}
-			for j, it := range items {
-				r.keys = append(r.keys, keyRef{key: it.Key, field: itemsPath.Index(j).Child("key").String()})
-			}
-			refs = append(refs, r)
-		}
-		if cm := vol.ConfigMap; cm != nil {
-			add(KindConfigMap, cm.Name, vp.Child("configMap", "name"), cm.Optional, cm.Items, vp.Child("configMap", "items"))
-		}
-		if s := vol.Secret; s != nil {
-			add(KindSecret, s.SecretName, vp.Child("secret", "secretName"), s.Optional, s.Items, vp.Child("secret", "items"))
-		}
-	}
-	for _, list := range []struct {
-		name string
-		cs   []v1.Container
-	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
-		for i := range list.cs {
-			c := &list.cs[i]
-			cp := field.NewPath("spec", list.name).Index(i)
-			for j, ev := range c.Env {
-				if ev.ValueFrom == nil {
-					continue
-				}
-				vp := cp.Child("env").Index(j).Child("valueFrom")
-				if r := ev.ValueFrom.ConfigMapKeyRef; r != nil {
-					p := vp.Child("configMapKeyRef")
-					refs = append(refs, objectRef{kind: KindConfigMap, name: r.Name, field: p.Child("name").String(),
-						optional: isTrue(r.Optional), env: true, keys: []keyRef{{r.Key, p.Child("key").String()}}})
-				}
-				if r := ev.ValueFrom.SecretKeyRef; r != nil {
-					p := vp.Child("secretKeyRef")
-					refs = append(refs, objectRef{kind: KindSecret, name: r.Name, field: p.Child("name").String(),
-						optional: isTrue(r.Optional), env: true, keys: []keyRef{{r.Key, p.Child("key").String()}}})
-				}
-			}
-			for j, src := range c.EnvFrom {
-				sp := cp.Child("envFrom").Index(j)
-				if r := src.ConfigMapRef; r != nil {
-					refs = append(refs, objectRef{kind: KindConfigMap, name: r.Name, field: sp.Child("configMapRef", "name").String(),
-						optional: isTrue(r.Optional), env: true, envAll: true})
-				}
-				if r := src.SecretRef; r != nil {
-					refs = append(refs, objectRef{kind: KindSecret, name: r.Name, field: sp.Child("secretRef", "name").String(),
-						optional: isTrue(r.Optional), env: true, envAll: true})
-				}
-			}
-		}
-	}
-	for i, ps := range pod.Spec.ImagePullSecrets {
-		refs = append(refs, objectRef{kind: KindSecret, name: ps.Name, pull: true,
-			field: field.NewPath("spec", "imagePullSecrets").Index(i).Child("name").String()})
-	}
-	return refs
-}
-
-// refLines finds the lines of a pod's references in its manifest, while
-// the YAML is at hand: resolution happens later, across the source.
-func refLines(pod *v1.Pod, d decoded) map[string]int {
-	refs := podObjectRefs(pod)
-	if len(refs) == 0 {
-		return nil
-	}
-	lines := map[string]int{}
-	for _, r := range refs {
-		lines[r.field] = lineOf(d.node, r.field)
-		for _, k := range r.keys {
-			lines[k.field] = lineOf(d.node, k.field)
-		}
-	}
-	return lines
-}
-
 // objectIndex is the ConfigMaps and Secrets of one source: the first of a
 // kind, namespace and name in manifest order counts.
-type objectIndex map[objectKey]Object
+type objectIndex map[podspec.ObjectKey]podspec.Object
 
 // indexObjects collects a source's objects, in the order of its manifests,
 // with a DuplicateName problem for each later copy.
-func indexObjects(source string, results []Merged) (objectIndex, []Problem) {
+func indexObjects(source string, results []Merged) (objectIndex, []podspec.Problem) {
 	idx := objectIndex{}
-	where := map[objectKey]string{}
-	var problems []Problem
+	where := map[podspec.ObjectKey]string{}
+	var problems []podspec.Problem
 	for _, m := range results {
 		for _, o := range m.Result.Objects {
-			k := o.key()
+			k := o.Key()
 			here := m.Origin.Path
 			if o.Line > 0 {
 				here += ":" + strconv.Itoa(o.Line)
 			}
 			if first, dup := where[k]; dup {
-				problems = append(problems, Problem{Source: source, Origin: m.Origin.Path, Line: o.Line, Field: "metadata.name",
+				problems = append(problems, podspec.Problem{Source: source, Origin: m.Origin.Path, Line: o.Line, Field: "metadata.name",
 					Reason: ReasonDuplicateName, Message: fmt.Sprintf("%s is already defined by %s; this one is ignored until that one is removed", k, first)})
 				continue
 			}
@@ -175,7 +80,7 @@ type resolution struct {
 // environment variable is unset. A pull secret must hold registry
 // credentials.
 func resolvePod(pod *v1.Pod, idx objectIndex) (resolution, field.ErrorList) {
-	refs := podObjectRefs(pod)
+	refs := podspec.ObjectRefs(pod)
 	if len(refs) == 0 {
 		return resolution{}, nil
 	}
@@ -184,57 +89,57 @@ func resolvePod(pod *v1.Pod, idx objectIndex) (resolution, field.ErrorList) {
 	env := sha256.New()
 	usesEnv := false
 	for _, r := range refs {
-		o, ok := idx[objectKey{kind: r.kind, namespace: pod.Namespace, name: r.name}]
+		o, ok := idx[podspec.ObjectKey{Kind: r.Kind, Namespace: pod.Namespace, Name: r.Name}]
 		if !ok {
-			if !r.optional {
-				errs = append(errs, field.Invalid(field.NewPath(r.field), r.name, fmt.Sprintf(
+			if !r.Optional {
+				errs = append(errs, field.Invalid(field.NewPath(r.Field), r.Name, fmt.Sprintf(
 					"no %s of that name in namespace %q of this source: define it in the same manifest file, directory or URL as the pod (or mark the reference optional)",
-					r.kind, pod.Namespace)))
+					r.Kind, pod.Namespace)))
 			}
-			if r.env {
+			if r.Env {
 				// Its absence is part of the environment too: adding
 				// it later changes the values.
 				usesEnv = true
-				fmt.Fprintf(env, "%s\x00%s\x00absent\x00", r.kind, r.name)
+				fmt.Fprintf(env, "%s\x00%s\x00absent\x00", r.Kind, r.Name)
 			}
 			continue
 		}
-		for _, k := range r.keys {
-			get := o.value
-			if r.env {
-				get = o.envValue
+		for _, k := range r.Keys {
+			get := o.Value
+			if r.Env {
+				get = o.EnvValue
 			}
-			if _, has := get(k.key); !has && !r.optional {
-				errs = append(errs, field.Invalid(field.NewPath(k.field), k.key, fmt.Sprintf("%s %q has no key %q", r.kind, r.name, k.key)))
+			if _, has := get(k.Key); !has && !r.Optional {
+				errs = append(errs, field.Invalid(field.NewPath(k.Field), k.Key, fmt.Sprintf("%s %q has no key %q", r.Kind, r.Name, k.Key)))
 			}
 		}
-		if r.pull {
-			if err := checkPullSecret(o.Secret); err != nil {
-				errs = append(errs, field.Invalid(field.NewPath(r.field), r.name, fmt.Sprintf("Secret %q: %v", r.name, err)))
+		if r.Pull {
+			if err := podspec.CheckPullSecret(o.Secret); err != nil {
+				errs = append(errs, field.Invalid(field.NewPath(r.Field), r.Name, fmt.Sprintf("Secret %q: %v", r.Name, err)))
 			}
 		}
 		if o.ConfigMap != nil {
 			if objs.ConfigMaps == nil {
 				objs.ConfigMaps = map[string]*v1.ConfigMap{}
 			}
-			objs.ConfigMaps[r.name] = o.ConfigMap
+			objs.ConfigMaps[r.Name] = o.ConfigMap
 		} else {
 			if objs.Secrets == nil {
 				objs.Secrets = map[string]*v1.Secret{}
 			}
-			objs.Secrets[r.name] = o.Secret
+			objs.Secrets[r.Name] = o.Secret
 		}
-		if !r.env {
+		if !r.Env {
 			continue
 		}
 		usesEnv = true
-		keys := envKeys(o)
-		if !r.envAll {
-			keys = []string{r.keys[0].key}
+		keys := o.EnvKeys()
+		if !r.EnvAll {
+			keys = []string{r.Keys[0].Key}
 		}
-		fmt.Fprintf(env, "%s\x00%s\x00", r.kind, r.name)
+		fmt.Fprintf(env, "%s\x00%s\x00", r.Kind, r.Name)
 		for _, k := range keys {
-			v, has := o.envValue(k)
+			v, has := o.EnvValue(k)
 			fmt.Fprintf(env, "%s\x00%t\x00%d\x00", k, has, len(v))
 			env.Write(v)
 		}
@@ -264,7 +169,7 @@ func withEnvUID(pod *v1.Pod, envSum string, key []byte) *v1.Pod {
 	h.Write([]byte(envSum))
 	out := pod.DeepCopy()
 	out.UID = types.UID(hex.EncodeToString(h.Sum(nil))[:32])
-	out.Annotations[AnnotationHash] = string(out.UID)
+	out.Annotations[podspec.AnnotationHash] = string(out.UID)
 	return out
 }
 
@@ -297,37 +202,40 @@ func NewResolver(key []byte) *Resolver { return &Resolver{key: key} }
 func (r *Resolver) resolve(snap *Snapshot, results []Merged) {
 	idx, problems := indexObjects(snap.Source, results)
 	snap.Problems = append(snap.Problems, problems...)
+	// from is where a pod came from: its manifest's origin and result,
+	// and its index there.
 	type from struct {
-		origin Origin
-		extra  podExtra
+		origin podspec.Origin
+		result podspec.Result
+		i      int
 	}
 	origins := map[*v1.Pod]from{}
 	for _, m := range results {
 		for i, p := range m.Result.Pods {
-			origins[p] = from{m.Origin, m.Result.extraOf(i)}
+			origins[p] = from{m.Origin, m.Result, i}
 		}
 	}
 	next := make(map[string]resolvedPod, len(snap.Pods))
 	pods := snap.Pods[:0]
 	for _, p := range snap.Pods {
-		name := FullName(p)
+		name := podspec.FullName(p)
 		prev, hadPrev := r.last[name]
 		f := origins[p]
 		res, errs := resolvePod(p, idx)
 		if len(errs) > 0 {
-			keep := hadPrev && prev.in.Annotations[AnnotationOrigin] == p.Annotations[AnnotationOrigin]
+			keep := hadPrev && prev.in.Annotations[podspec.AnnotationOrigin] == p.Annotations[podspec.AnnotationOrigin]
 			// In the order of the manifest's lines, as the pod's other
 			// problems are.
 			sort.SliceStable(errs, func(i, j int) bool {
-				return f.extra.refLines[errs[i].Field] < f.extra.refLines[errs[j].Field]
+				return f.result.RefLine(f.i, errs[i].Field) < f.result.RefLine(f.i, errs[j].Field)
 			})
 			for _, e := range errs {
-				line, fieldPath := problemAt(f.extra, e.Field)
+				line, fieldPath := f.result.RefLine(f.i, e.Field), f.result.FieldPath(f.i, e.Field)
 				msg := e.ErrorBody()
 				if keep {
 					msg += " (the last good version of this pod keeps running)"
 				}
-				snap.Problems = append(snap.Problems, Problem{Source: snap.Source, Origin: f.origin.Path, Line: line,
+				snap.Problems = append(snap.Problems, podspec.Problem{Source: snap.Source, Origin: f.origin.Path, Line: line,
 					Field: fieldPath, Reason: ReasonMissingObject, Message: msg, Name: p.Name, Namespace: p.Namespace})
 			}
 			if keep {
@@ -340,7 +248,7 @@ func (r *Resolver) resolve(snap *Snapshot, results []Merged) {
 		switch {
 		case hadPrev && prev.in == p && prev.envSum == res.envSum:
 			out = prev.out // unchanged: the same object, which the store compares by pointer first
-		case res.envSum != "" && f.extra.derivedUID:
+		case res.envSum != "" && f.result.DerivedUID(f.i):
 			out = withEnvUID(p, res.envSum, r.key)
 		}
 		next[name] = resolvedPod{in: p, out: out, envSum: res.envSum, objects: res.objects}
@@ -354,10 +262,4 @@ func (r *Resolver) resolve(snap *Snapshot, results []Merged) {
 			snap.Objects[rp.out.UID] = rp.objects
 		}
 	}
-}
-
-// problemAt is the line and full field path of a resolution error of a pod
-// whose manifest lines are in extra.
-func problemAt(extra podExtra, fieldPath string) (int, string) {
-	return extra.refLines[fieldPath], extra.prefix + fieldPath
 }

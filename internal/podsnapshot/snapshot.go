@@ -1,8 +1,10 @@
-package podspec
+package podsnapshot
 
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // Snapshot is the full state of one source at one moment. Sources send a
@@ -15,7 +17,7 @@ type Snapshot struct {
 	Pods []*v1.Pod
 	// Problems are all the current problems of the source; they replace the
 	// previous ones.
-	Problems []Problem
+	Problems []podspec.Problem
 	// Objects are the ConfigMaps and Secrets each pod references, by the
 	// pod's UID; pods without references have none.
 	Objects map[types.UID]*PodObjects

@@ -3,19 +3,19 @@
 // line and field of every error, withholds Secret values from messages,
 // gives each pod its static-pod identity (name, namespace, UID and the
 // config annotations), applies the API defaults and validation of package
-// podrules, holds the ConfigMaps and Secrets a manifest defines and resolves
-// the pods' references to them, and keeps the last good version of a pod
-// whose manifest broke (KeepLastGood, Assemble). Its Snapshot is what a
-// source hands to the store.
+// podrules, decodes and checks the ConfigMaps and Secrets a manifest
+// defines and lists the pods' references to them (ObjectRefs). Its Result
+// is one manifest's pods, objects and problems.
 //
 // The flow through the desired-state packages: Parse turns one manifest
 // into a Result; the sources (package source) read files and URLs, keep
-// every manifest's last good Result and Assemble them into a Snapshot for
-// the store (package store), which diffs snapshots into pod updates.
+// every manifest's last good Result and have package podsnapshot assemble
+// them into a Snapshot for the store (package store), which diffs
+// snapshots into pod updates.
 //
-// It must never import the sources, the store, the agent or the runtime: it
-// reads no file and knows nothing of CRI.
+// It must never import podsnapshot (which imports it), the sources, the
+// store, the agent or the runtime: it reads no file and knows nothing of
+// CRI.
 //
-// It has no mutable state of its own: a Resolver belongs to the goroutine
-// of the one source that made it, and every other value is built per call.
+// It has no mutable state of its own: every value is built per call.
 package podspec

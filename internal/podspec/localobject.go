@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/berth-agent/berth/internal/podrules"
 	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/berth-agent/berth/internal/podrules"
 )
 
 // Kinds of the objects a manifest may hold beside its pods. The kubelet
@@ -65,16 +66,17 @@ func (o Object) Meta() *metav1.ObjectMeta {
 	return &o.ConfigMap.ObjectMeta
 }
 
-// key identifies an object within a source: kind, namespace and name.
-func (o Object) key() objectKey {
+// Key identifies an object within a source: kind, namespace and name.
+func (o Object) Key() ObjectKey {
 	m := o.Meta()
-	return objectKey{kind: o.Kind(), namespace: m.Namespace, name: m.Name}
+	return ObjectKey{Kind: o.Kind(), Namespace: m.Namespace, Name: m.Name}
 }
 
-type objectKey struct{ kind, namespace, name string }
+// ObjectKey identifies an object within a source.
+type ObjectKey struct{ Kind, Namespace, Name string }
 
-func (k objectKey) String() string {
-	return fmt.Sprintf("%s %q in namespace %q", k.kind, k.name, k.namespace)
+func (k ObjectKey) String() string {
+	return fmt.Sprintf("%s %q in namespace %q", k.Kind, k.Name, k.Namespace)
 }
 
 // decodeObject turns a ConfigMap or Secret document into an Object,
@@ -287,29 +289,29 @@ func redactJSONError(err error) string {
 	return "not an object"
 }
 
-// envKeys are the keys of an object that envFrom turns into variables,
+// EnvKeys are the keys of an object that envFrom turns into variables,
 // sorted: a ConfigMap's data (never its binaryData), a Secret's data.
-func envKeys(o Object) []string {
+func (o Object) EnvKeys() []string {
 	if o.ConfigMap != nil {
 		return sets.List(sets.KeySet(o.ConfigMap.Data))
 	}
 	return sets.List(sets.KeySet(o.Secret.Data))
 }
 
-// value is the bytes of one key of an object as a volume sees it, and
+// Value is the bytes of one key of an object as a volume sees it, and
 // whether it has it.
-func (o Object) value(k string) ([]byte, bool) {
+func (o Object) Value(k string) ([]byte, bool) {
 	if o.ConfigMap != nil {
 		if v, ok := o.ConfigMap.BinaryData[k]; ok {
 			return v, true
 		}
 	}
-	return o.envValue(k)
+	return o.EnvValue(k)
 }
 
-// envValue is the value of one key as environment takes it: a
+// EnvValue is the value of one key as environment takes it: a
 // ConfigMap's binaryData is not environment.
-func (o Object) envValue(k string) ([]byte, bool) {
+func (o Object) EnvValue(k string) ([]byte, bool) {
 	if o.ConfigMap != nil {
 		v, ok := o.ConfigMap.Data[k]
 		return []byte(v), ok
@@ -331,8 +333,8 @@ func objectProblems(errs field.ErrorList, reason string, d decoded, origin Origi
 
 // Identity is the object's kind, name and namespace.
 func (o Object) Identity() (kind, name, namespace string) {
-	k := o.key()
-	return k.kind, k.name, k.namespace
+	k := o.Key()
+	return k.Kind, k.Name, k.Namespace
 }
 
 // CheckObject validates an object restored from persisted state as a

@@ -159,6 +159,19 @@ func fieldProblems(errs field.ErrorList, reason string, d decoded, origin Origin
 // or may: its file must then be as private as a Secret's.
 func (r Result) HoldsSecret() bool { return r.secret }
 
+// LegacyUID is the plain-hash UID an earlier berth gave Pods[i], which
+// it keeps while that pod runs under it; "" when there is none.
+func (r Result) LegacyUID(i int) types.UID { return r.extraOf(i).legacyUID }
+
+// RefLine is the line of the field path fieldPath, a reference of Pods[i]
+// to a ConfigMap or Secret (see ObjectRefs), in its manifest; 0 when
+// unknown.
+func (r Result) RefLine(i int, fieldPath string) int { return r.extraOf(i).refLines[fieldPath] }
+
+// FieldPath is fieldPath of Pods[i] as its manifest locates it: with the
+// "items[N]." of a PodList.
+func (r Result) FieldPath(i int, fieldPath string) string { return r.extraOf(i).prefix + fieldPath }
+
 // DerivedUID reports whether the UID of Pods[i] is berth's hash of its
 // manifest rather than its metadata.uid.
 func (r Result) DerivedUID(i int) bool { return r.extraOf(i).derivedUID }

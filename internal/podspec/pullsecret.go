@@ -9,13 +9,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// checkPullSecret reads the registry credentials of a Secret named in
+// CheckPullSecret reads the registry credentials of a Secret named in
 // imagePullSecrets as the runtime manager will at pull time (the pullauth
 // package), so a malformed one is a problem at its reference's line
 // rather than a failed pull. The API server checks only that the file is
 // a JSON object; a pod referencing a Secret for pulls asks for more.
 // Errors name registries and fields, never a credential.
-func checkPullSecret(s *v1.Secret) error {
+func CheckPullSecret(s *v1.Secret) error {
 	var auths map[string]json.RawMessage
 	switch s.Type {
 	case v1.SecretTypeDockerConfigJson:

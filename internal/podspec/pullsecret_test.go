@@ -31,7 +31,7 @@ func TestCheckPullSecret(t *testing.T) {
 			if tt.typ == v1.SecretTypeDockercfg {
 				key = v1.DockerConfigKey
 			}
-			err := checkPullSecret(&v1.Secret{Type: tt.typ, Data: map[string][]byte{key: []byte(tt.data)}})
+			err := CheckPullSecret(&v1.Secret{Type: tt.typ, Data: map[string][]byte{key: []byte(tt.data)}})
 			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.HasPrefix(err.Error(), tt.wantErr)) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
@@ -53,7 +53,7 @@ func FuzzCheckPullSecret(f *testing.F) {
 		if legacy {
 			s = &v1.Secret{Type: v1.SecretTypeDockercfg, Data: map[string][]byte{v1.DockerConfigKey: data}}
 		}
-		err := checkPullSecret(s)
+		err := CheckPullSecret(s)
 		if err == nil {
 			return
 		}
