@@ -19,8 +19,8 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseAllowedSigners:./internal/source/signature/ FuzzVerifySignature:./internal/source/signature/ FuzzDecodeSerial:./internal/source/signature/ \
 	FuzzParseLine:./internal/podlogs/ FuzzEachLineBackward:./internal/podlogs/ FuzzCopy:./internal/podlogs/ \
 	FuzzParseLogOptions:./internal/api/ FuzzDecodeRollbackState:./internal/rollback/ FuzzConfigFile:./internal/config/ \
-	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/criconfig/ FuzzEnvFileValue:./internal/criconfig/ FuzzParseDockerConfig:./internal/pullauth/ \
-	FuzzOpenSubPath:./internal/criconfig/ FuzzParseCNIConfig:./internal/doctor/ FuzzAgentCommand:./internal/doctor/
+	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/volumes/ FuzzEnvFileValue:./internal/volumes/ FuzzParseDockerConfig:./internal/pullauth/ \
+	FuzzOpenSubPath:./internal/volumes/ FuzzParseCNIConfig:./internal/doctor/ FuzzAgentCommand:./internal/doctor/
 
 .PHONY: all build man test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -18,7 +18,7 @@ const maxEnvFileKeyLength = 128
 // files, beta in 1.35): volumeName names an emptyDir volume of the pod,
 // path is relative and stays inside it, key is a non-empty printable name
 // without '=' of at most 128 characters. Reading the file is the runtime
-// side's business, when the container starts (internal/criconfig/envfile.go).
+// side's business, when the container starts (internal/volumes/envfile.go).
 func validateFileKeyRefs(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 	emptyDirs := map[string]bool{}
 	for _, v := range spec.Volumes {

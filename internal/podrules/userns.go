@@ -8,7 +8,7 @@ import (
 // validateHostUsers checks hostUsers: false (user namespaces, KEP-127, GA
 // in 1.36) as the API server does: a pod in its own user namespace shares
 // none of the host's network, PID or IPC namespaces. Whether the runtime
-// and kernel can give it one is only known at run time (internal/criconfig/userns.go).
+// and kernel can give it one is only known at run time (internal/volumes/userns.go).
 func validateHostUsers(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 	if spec.HostUsers == nil || *spec.HostUsers {
 		return nil

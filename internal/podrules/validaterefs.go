@@ -12,7 +12,7 @@ import (
 // validateObjectRefs checks the fields of a pod that reference ConfigMaps
 // and Secrets as the API server does (validateConfigMapVolumeSource,
 // validateSecretVolumeSource, validateEnvFrom, the key selectors): whether
-// the objects exist is resolution's business (podspec's resolve.go).
+// the objects exist is resolution's business (podsnapshot's resolve.go).
 func validateObjectRefs(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, vol := range spec.Volumes {

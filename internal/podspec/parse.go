@@ -25,7 +25,7 @@ type Result struct {
 	// duplicate-name problems.
 	Lines []int
 	// Objects are the ConfigMaps and Secrets the manifest holds, for the
-	// pods of its source to reference (see resolve.go).
+	// pods of its source to reference (see package podsnapshot).
 	Objects []Object
 	// Problems are sorted by line.
 	Problems []Problem

@@ -61,7 +61,7 @@ func signedSum(data, sig []byte) [sha256.Size]byte {
 
 // verifySignedFile verifies a manifest file read from p against its
 // signature. It returns the verified body, or the result to record instead
-// of parsing the file: a refusal, which podspec.KeepLastGood turns into "the pods
+// of parsing the file: a refusal, which podsnapshot.KeepLastGood turns into "the pods
 // it defined before keep running".
 func (s *fileSource) verifySignedFile(p string, data, sig []byte, sigErr error) (signature.Verified, *podspec.Result) {
 	if sigErr != nil {

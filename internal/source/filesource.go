@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
@@ -69,7 +70,7 @@ type fileSource struct {
 	uidKey []byte
 	// resolver resolves the pods' references to the ConfigMaps and
 	// Secrets of all the files, keeping the last good resolution.
-	resolver *podspec.Resolver
+	resolver *podsnapshot.Resolver
 	// warned holds, per path and rule, the ownership or mode problem
 	// last logged under --manifest-permissions=warn, to log each once.
 	warned map[warnKey]string
@@ -90,7 +91,7 @@ type fileSource struct {
 type fileState struct {
 	info os.FileInfo       // to skip unchanged files on event-driven rescans; nil after a failed read
 	sum  [sha256.Size]byte // of the bytes read, to skip parsing them again
-	res  podspec.Result    // after podspec.KeepLastGood
+	res  podspec.Result    // after podsnapshot.KeepLastGood
 	// serials are, when signatures are required, the serial of the body
 	// each pod and object of res (by serialKey) came from; one restored
 	// from the state has its file's last accepted serial, an upper
@@ -119,7 +120,7 @@ func newFileSource(cfg Config, store Sink) *fileSource {
 		state:    newLastGoodState(cfg, podspec.SourceFile, log),
 		signed:   newSignedOrigin(cfg.FileSigners, cfg, podspec.SourceFile, log),
 		uidKey:   cfg.uidKey,
-		resolver: podspec.NewResolver(cfg.uidKey),
+		resolver: podsnapshot.NewResolver(cfg.uidKey),
 		metrics:  cfg.Metrics,
 	}
 }
@@ -600,7 +601,7 @@ func (s *fileSource) judge(p string, f openedFile, prev *fileState, ahead *prepa
 // fails), accepts its signed body, and logs its problems when they
 // changed.
 func (s *fileSource) record(p string, v verdict, prev *fileState) {
-	res := podspec.KeepLastGood(prev.res, v.res)
+	res := podsnapshot.KeepLastGood(prev.res, v.res)
 	serials := prev.serials
 	if v.body != nil {
 		s.signed.Accept(p, *v.body, signature.RaisedKeys(v.fresh, prev.res, res))
@@ -630,9 +631,9 @@ func (s *fileSource) send(ctx context.Context) error {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	results := make([]podspec.Merged, 0, len(paths))
+	results := make([]podsnapshot.Merged, 0, len(paths))
 	for _, p := range paths {
-		results = append(results, podspec.Merged{Origin: podspec.Origin{Source: podspec.SourceFile, Path: p}, Result: s.files[p].res})
+		results = append(results, podsnapshot.Merged{Origin: podspec.Origin{Source: podspec.SourceFile, Path: p}, Result: s.files[p].res})
 	}
 	// Every send follows a read of the path: its success is the path's.
 	s.metrics.Read(podspec.SourceFile, s.path, s.clock.Now(), s.failed == nil)
@@ -642,7 +643,7 @@ func (s *fileSource) send(ctx context.Context) error {
 	} else {
 		s.saveLastGood()
 	}
-	err := s.store.Apply(ctx, podspec.Assemble(podspec.SourceFile, results, s.failed != nil, extra, s.resolver))
+	err := s.store.Apply(ctx, podsnapshot.Assemble(podspec.SourceFile, results, s.failed != nil, extra, s.resolver))
 	// Durable while the agent starts the pods, not before (Stage).
 	s.state.Sync()
 	return err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/store"
@@ -191,7 +192,7 @@ func signal() {
 // once each snapshot is merged.
 type signalledStore struct{ *store.Store }
 
-func (s signalledStore) Apply(ctx context.Context, snap podspec.Snapshot) error {
+func (s signalledStore) Apply(ctx context.Context, snap podsnapshot.Snapshot) error {
 	defer signal()
 	return s.Store.Apply(ctx, snap)
 }

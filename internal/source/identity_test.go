@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/source/laststate"
@@ -198,16 +199,16 @@ func TestLegacyUIDMigration(t *testing.T) {
 	files := map[string]string{pin: pinPod("env", "1234"), objs: podspectest.ConfigMap + "---\n" + podspectest.Secret, ref: podspectest.RefPod}
 	// What the earlier berth parsed, ran and kept: plain content UIDs,
 	// the env UID an HMAC of the plain one.
-	var results []podspec.Merged
+	var results []podsnapshot.Merged
 	entries := map[string]podspec.Result{}
 	for _, p := range []string{objs, pin, ref} {
 		write(t, p, files[p])
 		o := podspec.Origin{Source: podspec.SourceFile, Path: p}
 		res := podspec.Parse([]byte(files[p]), o, podspectest.Node)
-		results = append(results, podspec.Merged{Origin: o, Result: res})
+		results = append(results, podsnapshot.Merged{Origin: o, Result: res})
 		entries[p] = res
 	}
-	old := podspec.Assemble(podspec.SourceFile, results, false, nil, podspec.NewResolver(key))
+	old := podsnapshot.Assemble(podspec.SourceFile, results, false, nil, podsnapshot.NewResolver(key))
 	if len(old.Pods) != 2 {
 		t.Fatalf("the earlier berth's pods: %v %v", old.Pods, old.Problems)
 	}

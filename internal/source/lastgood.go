@@ -18,7 +18,7 @@ func newLastGoodState(cfg Config, source string, log *slog.Logger) *laststate.St
 
 // restoreLastGood seeds the file source with the persisted entries, as if
 // read just before the restart: a file still broken keeps its last good
-// pods (podspec.KeepLastGood), one fixed or changed while berth was down is read
+// pods (podsnapshot.KeepLastGood), one fixed or changed while berth was down is read
 // as usual, and one gone drops out with its state on the first rescan.
 // Should the path be unreadable at start, the restored pods are what the
 // source delivers (in a Failed snapshot, as the HTTP source does).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 )
@@ -97,7 +98,7 @@ func TestFileSourceSpecialFiles(t *testing.T) {
 func TestReadPathsSpecialFiles(t *testing.T) {
 	dir := t.TempDir()
 	specialFiles(t, dir)
-	done := make(chan podspec.Snapshot, 1)
+	done := make(chan podsnapshot.Snapshot, 1)
 	go func() {
 		done <- ReadPaths(ReadOptions{NodeName: podspectest.Node}, dir, filepath.Join(dir, "fifo.yaml"))
 	}()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -47,13 +48,13 @@ type ReadOptions struct {
 // never blocking, with the files taken in the order given and each
 // directory in lexical order), for `berth validate`. A path that cannot be
 // read is a Problem, not an error.
-func ReadPaths(opts ReadOptions, paths ...string) podspec.Snapshot {
+func ReadPaths(opts ReadOptions, paths ...string) podsnapshot.Snapshot {
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = podspec.DefaultMaxBytes
 	}
 	strict := opts.Permissions == PermissionsStrict
-	var results []podspec.Merged
+	var results []podsnapshot.Merged
 	var extra []podspec.Problem
 	unreadable := func(path string, err error) {
 		extra = append(extra, fileProblem(path, err))
@@ -102,7 +103,7 @@ func ReadPaths(opts ReadOptions, paths ...string) podspec.Snapshot {
 			unreadable(f, err)
 			continue
 		}
-		results = append(results, podspec.Merged{Origin: podspec.Origin{Source: podspec.SourceFile, Path: f}, Result: res})
+		results = append(results, podsnapshot.Merged{Origin: podspec.Origin{Source: podspec.SourceFile, Path: f}, Result: res})
 	}
-	return podspec.Assemble(podspec.SourceFile, results, false, extra, podspec.NewResolver(nil))
+	return podsnapshot.Assemble(podspec.SourceFile, results, false, extra, podsnapshot.NewResolver(nil))
 }

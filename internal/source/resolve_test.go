@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/source/laststate"
@@ -70,12 +71,12 @@ func TestUIDKey(t *testing.T) {
 		t.Errorf("the key changed on the second load")
 	}
 	files := [][2]string{{"a.yaml", podspectest.ConfigMap + "---\n" + podspectest.Secret}, {"b.yaml", podspectest.RefPod}}
-	keyed := resolveFiles(podspec.NewResolver(key), files...).Pods[0].UID
-	plain := resolveFiles(podspec.NewResolver(nil), files...).Pods[0].UID
+	keyed := resolveFiles(podsnapshot.NewResolver(key), files...).Pods[0].UID
+	plain := resolveFiles(podsnapshot.NewResolver(nil), files...).Pods[0].UID
 	if keyed == plain {
 		t.Errorf("the keyed UID is the unkeyed hash")
 	}
-	if again := resolveFiles(podspec.NewResolver(laststate.LoadUIDKey(dir, log)), files...).Pods[0].UID; again != keyed {
+	if again := resolveFiles(podsnapshot.NewResolver(laststate.LoadUIDKey(dir, log)), files...).Pods[0].UID; again != keyed {
 		t.Errorf("the UID changed across a restart: %s -> %s", keyed, again)
 	}
 	if err := os.Chmod(filepath.Join(dir, uidKeyName), 0o644); err != nil {
@@ -105,11 +106,11 @@ func TestHTTPSourceObjects(t *testing.T) {
 
 // resolveFiles assembles the snapshot of a file source holding files
 // (name, content), resolved by r.
-func resolveFiles(r *podspec.Resolver, files ...[2]string) podspec.Snapshot {
-	var results []podspec.Merged
+func resolveFiles(r *podsnapshot.Resolver, files ...[2]string) podsnapshot.Snapshot {
+	var results []podsnapshot.Merged
 	for _, f := range files {
 		o := podspec.Origin{Source: podspec.SourceFile, Path: "/m/" + f[0]}
-		results = append(results, podspec.Merged{Origin: o, Result: podspec.Parse([]byte(f[1]), o, podspectest.Node)})
+		results = append(results, podsnapshot.Merged{Origin: o, Result: podspec.Parse([]byte(f[1]), o, podspectest.Node)})
 	}
-	return podspec.Assemble(podspec.SourceFile, results, false, nil, r)
+	return podsnapshot.Assemble(podspec.SourceFile, results, false, nil, r)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/httpsource"
 	"github.com/berth-agent/berth/internal/source/laststate"
@@ -82,7 +83,7 @@ type Config struct {
 // Sink takes the sources' snapshots: the merge store (*store.Store), or in
 // tests a wrapper that also says when one arrived.
 type Sink interface {
-	Apply(ctx context.Context, snap podspec.Snapshot) error
+	Apply(ctx context.Context, snap podsnapshot.Snapshot) error
 }
 
 // SourceNames lists the sources cfg enables, for New: the agent may

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 )
 
 func TestStoreUpdatesOnObjectEdit(t *testing.T) {
 	s := New(podspec.SourceFile)
-	r := podspec.NewResolver(nil)
+	r := podsnapshot.NewResolver(nil)
 	apply := func(files ...[2]string) []string {
 		t.Helper()
 		if err := s.Apply(context.Background(), resolveFiles(r, files...)); err != nil {
@@ -45,11 +46,11 @@ func TestStoreUpdatesOnObjectEdit(t *testing.T) {
 
 // resolveFiles assembles the snapshot of a file source holding files
 // (name, content), resolved by r.
-func resolveFiles(r *podspec.Resolver, files ...[2]string) podspec.Snapshot {
-	var results []podspec.Merged
+func resolveFiles(r *podsnapshot.Resolver, files ...[2]string) podsnapshot.Snapshot {
+	var results []podsnapshot.Merged
 	for _, f := range files {
 		o := podspec.Origin{Source: podspec.SourceFile, Path: "/m/" + f[0]}
-		results = append(results, podspec.Merged{Origin: o, Result: podspec.Parse([]byte(f[1]), o, podspectest.Node)})
+		results = append(results, podsnapshot.Merged{Origin: o, Result: podspec.Parse([]byte(f[1]), o, podspectest.Node)})
 	}
-	return podspec.Assemble(podspec.SourceFile, results, false, nil, r)
+	return podsnapshot.Assemble(podspec.SourceFile, results, false, nil, r)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -49,10 +50,10 @@ type Store struct {
 	// offeredObjects holds every source's last snapshot of objects, and
 	// objects those of the pods accepted, by UID: an edit of a ConfigMap
 	// is an update of the pods that use it.
-	offeredObjects map[string]map[types.UID]*podspec.PodObjects
-	objects        map[types.UID]*podspec.PodObjects
+	offeredObjects map[string]map[types.UID]*podsnapshot.PodObjects
+	objects        map[types.UID]*podsnapshot.PodObjects
 	problems       map[string][]podspec.Problem // source -> its current problems
-	versions       map[string]string            // source -> podspec.Snapshot.Version
+	versions       map[string]string            // source -> podsnapshot.Snapshot.Version
 	// conflicts are the DuplicateUID problems across sources, recomputed
 	// on every merge.
 	conflicts []podspec.Problem
@@ -82,8 +83,8 @@ func NewWithClock(c clock.PassiveClock, sources ...string) *Store {
 		pods:           make(map[string]map[types.UID]*v1.Pod),
 		inputs:         make(map[string]map[types.UID]*v1.Pod),
 		offered:        make(map[string][]*v1.Pod),
-		offeredObjects: make(map[string]map[types.UID]*podspec.PodObjects),
-		objects:        make(map[types.UID]*podspec.PodObjects),
+		offeredObjects: make(map[string]map[types.UID]*podsnapshot.PodObjects),
+		objects:        make(map[types.UID]*podsnapshot.PodObjects),
 		problems:       make(map[string][]podspec.Problem),
 		versions:       make(map[string]string),
 	}
@@ -126,7 +127,7 @@ func (s *Store) Problems() []podspec.Problem {
 	return out
 }
 
-// Versions returns each source's podspec.Snapshot.Version, for sources that have
+// Versions returns each source's podsnapshot.Snapshot.Version, for sources that have
 // one.
 func (s *Store) Versions() map[string]string {
 	s.mu.Lock()
@@ -158,7 +159,7 @@ func (s *Store) Pods() []*v1.Pod {
 // PodObjects returns the ConfigMaps and Secrets the pod with uid
 // references, as of the last update the store queued for it; nil when it
 // has none or is unknown. The caller must not modify them.
-func (s *Store) PodObjects(uid types.UID) *podspec.PodObjects {
+func (s *Store) PodObjects(uid types.UID) *podsnapshot.PodObjects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.objects[uid]
@@ -167,7 +168,7 @@ func (s *Store) PodObjects(uid types.UID) *podspec.PodObjects {
 // Apply merges one snapshot and hands the resulting updates to Updates(),
 // waiting for room in the channel. It returns ctx.Err() if ctx ends first;
 // the unsent updates stay queued for the next Apply.
-func (s *Store) Apply(ctx context.Context, snap podspec.Snapshot) error {
+func (s *Store) Apply(ctx context.Context, snap podsnapshot.Snapshot) error {
 	defer s.applied.Add(1)
 	s.mu.Lock()
 	s.merge(snap)
@@ -184,12 +185,12 @@ func (s *Store) Apply(ctx context.Context, snap podspec.Snapshot) error {
 // source's pod is refused with a DuplicateUID problem. When the owner
 // changes, the pod moves over as an update, without a stop. s.mu must be
 // held.
-func (s *Store) merge(snap podspec.Snapshot) {
+func (s *Store) merge(snap podsnapshot.Snapshot) {
 	sources := s.takeSnapshot(snap)
 	owner, accepted := s.assignOwners(sources)
 	before := s.emitted()
 	q := updateQueue{}
-	objects := make(map[types.UID]*podspec.PodObjects, len(s.objects))
+	objects := make(map[types.UID]*podsnapshot.PodObjects, len(s.objects))
 	for _, src := range sources {
 		s.diffSource(src, accepted[src], before, q, objects)
 	}
@@ -211,7 +212,7 @@ func (s *Store) merge(snap podspec.Snapshot) {
 
 // takeSnapshot records what snap offers and returns every source that
 // offered anything, in name order. s.mu must be held.
-func (s *Store) takeSnapshot(snap podspec.Snapshot) []string {
+func (s *Store) takeSnapshot(snap podsnapshot.Snapshot) []string {
 	s.problems[snap.Source] = append([]podspec.Problem(nil), snap.Problems...)
 	s.versions[snap.Source] = snap.Version
 	if !snap.Failed {
@@ -289,14 +290,14 @@ func (q updateQueue) add(op Op, src string, p *v1.Pod) {
 // before, queues their adds, updates and reconciles into q, collects
 // their objects into objects, and keeps them as src's emitted pods.
 // s.mu must be held.
-func (s *Store) diffSource(src string, pods []*v1.Pod, before map[types.UID]emittedPod, q updateQueue, objects map[types.UID]*podspec.PodObjects) {
+func (s *Store) diffSource(src string, pods []*v1.Pod, before map[types.UID]emittedPod, q updateQueue, objects map[types.UID]*podsnapshot.PodObjects) {
 	cur := make(map[types.UID]*v1.Pod, len(pods))
 	inputs := make(map[types.UID]*v1.Pod, len(pods))
 	for _, p := range pods {
 		inputs[p.UID] = p
 		prev, ok := before[p.UID]
 		objs := s.offeredObjects[src][p.UID]
-		sameObjects := podspec.EqualObjects(s.objects[p.UID], objs)
+		sameObjects := podsnapshot.EqualObjects(s.objects[p.UID], objs)
 		if objs != nil {
 			objects[p.UID] = objs
 		}
@@ -324,7 +325,7 @@ func (s *Store) diffSource(src string, pods []*v1.Pod, before map[types.UID]emit
 // pod first of source owner has its UID.
 func duplicateUID(src string, p *v1.Pod, owner string, first *v1.Pod) podspec.Problem {
 	return podspec.Problem{Source: src, Origin: p.Annotations[podspec.AnnotationOrigin], Field: "metadata.uid",
-		Reason: podspec.ReasonDuplicateUID, Name: p.Name, Namespace: p.Namespace,
+		Reason: podsnapshot.ReasonDuplicateUID, Name: p.Name, Namespace: p.Namespace,
 		Message: fmt.Sprintf("uid %q is also used by pod %q of the %s source (%s), which takes precedence; "+
 			"this one is ignored until that one is removed", p.UID, first.Name, owner, first.Annotations[podspec.AnnotationOrigin])}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,7 +75,7 @@ func TestStoreOps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(podspec.SourceFile)
 			for i, pods := range tt.steps {
-				if err := s.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: pods}); err != nil {
+				if err := s.Apply(context.Background(), podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: pods}); err != nil {
 					t.Fatal(err)
 				}
 				got := drain(s)
@@ -90,7 +91,7 @@ func TestStoreSeenIsStableAcrossRereads(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))
 	s := NewWithClock(clk, podspec.SourceFile)
 	ctx := context.Background()
-	if err := s.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{testPod("a", "ua", "img:1", "o")}}); err != nil {
+	if err := s.Apply(ctx, podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{testPod("a", "ua", "img:1", "o")}}); err != nil {
 		t.Fatal(err)
 	}
 	u := <-s.Updates()
@@ -100,7 +101,7 @@ func TestStoreSeenIsStableAcrossRereads(t *testing.T) {
 	}
 	clk.SetTime(clk.Now().Add(time.Hour))
 	for _, p := range []*v1.Pod{testPod("a", "ua", "img:1", "o"), testPod("a", "ua", "img:2", "o")} {
-		if err := s.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{p}}); err != nil {
+		if err := s.Apply(ctx, podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{p}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,18 +118,18 @@ func TestStoreSourcesReady(t *testing.T) {
 	tests := []struct {
 		name      string
 		required  []string
-		snapshots []podspec.Snapshot
+		snapshots []podsnapshot.Snapshot
 		want      bool
 	}{
 		{"no sources", nil, nil, true},
 		{"nothing delivered", []string{podspec.SourceFile}, nil, false},
-		{"file delivered", []string{podspec.SourceFile}, []podspec.Snapshot{{Source: podspec.SourceFile}}, true},
+		{"file delivered", []string{podspec.SourceFile}, []podsnapshot.Snapshot{{Source: podspec.SourceFile}}, true},
 		{"http only failed", []string{podspec.SourceFile, podspec.SourceHTTP},
-			[]podspec.Snapshot{{Source: podspec.SourceFile}, {Source: podspec.SourceHTTP, Failed: true}}, false},
+			[]podsnapshot.Snapshot{{Source: podspec.SourceFile}, {Source: podspec.SourceHTTP, Failed: true}}, false},
 		{"http failed then answered", []string{podspec.SourceHTTP},
-			[]podspec.Snapshot{{Source: podspec.SourceHTTP, Failed: true}, {Source: podspec.SourceHTTP}}, true},
+			[]podsnapshot.Snapshot{{Source: podspec.SourceHTTP, Failed: true}, {Source: podspec.SourceHTTP}}, true},
 		{"answered then failed stays ready", []string{podspec.SourceHTTP},
-			[]podspec.Snapshot{{Source: podspec.SourceHTTP}, {Source: podspec.SourceHTTP, Failed: true}}, true},
+			[]podsnapshot.Snapshot{{Source: podspec.SourceHTTP}, {Source: podspec.SourceHTTP, Failed: true}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +152,7 @@ func TestStoreProblemsPerSource(t *testing.T) {
 	p1 := podspec.Problem{Source: podspec.SourceFile, Origin: "/m/b.yaml", Line: 3, Reason: "Invalid", Message: "x"}
 	p2 := podspec.Problem{Source: podspec.SourceFile, Origin: "/m/a.yaml", Line: 9, Reason: "Invalid", Message: "y"}
 	h := podspec.Problem{Source: podspec.SourceHTTP, Origin: "http://x", Reason: "Unreachable", Message: "down"}
-	for _, snap := range []podspec.Snapshot{
+	for _, snap := range []podsnapshot.Snapshot{
 		{Source: podspec.SourceFile, Problems: []podspec.Problem{p1, p2}},
 		{Source: podspec.SourceHTTP, Problems: []podspec.Problem{h}, Failed: true},
 	} {
@@ -164,7 +165,7 @@ func TestStoreProblemsPerSource(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Problems() = %v, want %v", got, want)
 	}
-	if err := s.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile}); err != nil {
+	if err := s.Apply(ctx, podsnapshot.Snapshot{Source: podspec.SourceFile}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Problems(); len(got) != 1 || got[0] != h {
@@ -182,20 +183,20 @@ func TestStoreApplyHonoursContext(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := range updatesBuffer {
-		if err := s.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile, Pods: pods[:i+1]}); err != nil {
+		if err := s.Apply(ctx, podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: pods[:i+1]}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.Apply(cctx, podspec.Snapshot{Source: podspec.SourceFile, Pods: pods}); err != context.Canceled {
+	if err := s.Apply(cctx, podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: pods}); err != context.Canceled {
 		t.Fatalf("Apply on a full channel with a done context = %v, want context.Canceled", err)
 	}
 	if n := len(s.Pods()); n != len(pods) {
 		t.Errorf("Pods() has %d pods while blocked, want %d", n, len(pods))
 	}
 	got := drain(s)
-	if err := s.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile, Pods: pods}); err != nil {
+	if err := s.Apply(ctx, podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: pods}); err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, drain(s)...)
@@ -221,11 +222,11 @@ func TestStoreDuplicateUIDAcrossSources(t *testing.T) {
 	const refused = "http DuplicateUID web-a /m/a.yaml"
 	tests := []struct {
 		name     string
-		steps    []podspec.Snapshot
+		steps    []podsnapshot.Snapshot
 		want     [][]string
 		problems []string // after each step
 	}{
-		{"file first", []podspec.Snapshot{
+		{"file first", []podsnapshot.Snapshot{
 			{Source: podspec.SourceFile, Pods: []*v1.Pod{file}},
 			{Source: podspec.SourceHTTP, Pods: []*v1.Pod{web, other}},
 			{Source: podspec.SourceFile},
@@ -234,7 +235,7 @@ func TestStoreDuplicateUIDAcrossSources(t *testing.T) {
 			{"ADD http b/u2"},
 			{"UPDATE http web-a/u1"},
 		}, []string{"", refused, ""}},
-		{"http first", []podspec.Snapshot{
+		{"http first", []podsnapshot.Snapshot{
 			{Source: podspec.SourceHTTP, Pods: []*v1.Pod{web, other}},
 			{Source: podspec.SourceFile, Pods: []*v1.Pod{file}},
 			{Source: podspec.SourceFile},
@@ -243,7 +244,7 @@ func TestStoreDuplicateUIDAcrossSources(t *testing.T) {
 			{"UPDATE file a/u1"},
 			{"UPDATE http web-a/u1"},
 		}, []string{"", refused, ""}},
-		{"both go", []podspec.Snapshot{
+		{"both go", []podsnapshot.Snapshot{
 			{Source: podspec.SourceFile, Pods: []*v1.Pod{file}},
 			{Source: podspec.SourceHTTP, Pods: []*v1.Pod{web}},
 			{Source: podspec.SourceHTTP},

@@ -28,6 +28,7 @@ import (
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podevents"
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podtest"
 	"github.com/berth-agent/berth/internal/rollback"
@@ -137,7 +138,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // apply delivers a snapshot of the given source.
 func (h *harness) apply(source string, pods ...*v1.Pod) {
 	h.t.Helper()
-	if err := h.store.Apply(context.Background(), podspec.Snapshot{Source: source, Pods: pods}); err != nil {
+	if err := h.store.Apply(context.Background(), podsnapshot.Snapshot{Source: source, Pods: pods}); err != nil {
 		h.t.Fatal(err)
 	}
 }

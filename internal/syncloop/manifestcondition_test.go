@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/podtest"
@@ -43,7 +44,7 @@ spec:
 `)
 	syntaxError := file("/m/web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: web\n")
 	duplicate := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/other.yaml", Line: 3, Field: "metadata.name",
-		Reason: podspec.ReasonDuplicateName, Message: "already defined", Name: "web-node1", Namespace: "default"}}
+		Reason: podsnapshot.ReasonDuplicateName, Message: "already defined", Name: "web-node1", Namespace: "default"}}
 	unreachable := []podspec.Problem{{Source: podspec.SourceFile, Origin: "/m/web.yaml", Reason: httpsource.ReasonUnreachable, Message: "down"}}
 	if len(invalidEdit) != 1 || invalidEdit[0].Name != "web-node1" || len(syntaxError) != 1 || syntaxError[0].Name != "" {
 		t.Fatalf("fixtures: invalid edit %+v, syntax error %+v", invalidEdit, syntaxError)
@@ -78,7 +79,7 @@ spec:
 					probs[i].Message += " (the last good version of this pod keeps running)"
 				}
 			}
-			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
+			if err := store.Apply(context.Background(), podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}, Problems: probs}); err != nil {
 				t.Fatal(err)
 			}
 			a := newAgent(Config{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeName: podtest.Node}, store, nil, nil)
@@ -103,7 +104,7 @@ spec:
 			}
 
 			// Fixing the file (here: the problems go) clears it at once.
-			if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
+			if err := store.Apply(context.Background(), podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{web, other}}); err != nil {
 				t.Fatal(err)
 			}
 			if c := condition(a.Pod("default", "web-node1"), podstatus.ConditionManifestValid); c == nil || c.Status != v1.ConditionTrue || c.Message != "" {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -26,7 +27,7 @@ func podsAgent(t testing.TB) *Loop {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(podsT0)
 	store := store.NewWithClock(clk, podspec.SourceFile)
-	if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
+	if err := store.Apply(context.Background(), podsnapshot.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
 		Source: podspec.SourceFile, Origin: "/etc/kubernetes/manifests/bad.yaml", Line: 7, Field: "spec.containers[0].image",
 		Reason: podspec.ReasonInvalid, Message: "Required value", Name: "bad-node1", Namespace: "default",
 	}}}); err != nil {

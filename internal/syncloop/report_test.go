@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/store"
@@ -20,7 +21,7 @@ import (
 // carry an environment value, a command or a problem's message.
 func TestStatusReportContent(t *testing.T) {
 	store := store.New(podspec.SourceFile)
-	if err := store.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
+	if err := store.Apply(context.Background(), podsnapshot.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{
 		Source: podspec.SourceFile, Origin: "/etc/kubernetes/manifests/db.yaml", Line: 7, Field: "spec.containers[0].env[0].value",
 		Reason: podspec.ReasonInvalid, Message: `Invalid value: "s3cret"`, Name: "db-edge-1", Namespace: "default",
 	}}}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
@@ -72,7 +73,7 @@ type Config struct {
 // Sink takes the source's snapshots: the merge store (*store.Store), or
 // in tests a wrapper that also says when one arrived.
 type Sink interface {
-	Apply(ctx context.Context, snap podspec.Snapshot) error
+	Apply(ctx context.Context, snap podsnapshot.Snapshot) error
 }
 
 // Source is the HTTP source, built whole by New; Run runs it.
@@ -115,7 +116,7 @@ func newSignedOrigin(signers *signature.Signers, cfg Config, source string, log 
 }
 
 // restoreLastGood seeds the HTTP source with the last good body's pods. A
-// broken body at start then keeps them (podspec.KeepLastGood), as a broken body
+// broken body at start then keeps them (podsnapshot.KeepLastGood), as a broken body
 // does while berth runs.
 //
 // They are delivered even while the URL does not answer at start (after a

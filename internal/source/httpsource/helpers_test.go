@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podspec/podspectest"
 	"github.com/berth-agent/berth/internal/source/laststate"
@@ -42,7 +43,7 @@ func signal() {
 // once each snapshot is merged.
 type signalledStore struct{ *store.Store }
 
-func (s signalledStore) Apply(ctx context.Context, snap podspec.Snapshot) error {
+func (s signalledStore) Apply(ctx context.Context, snap podsnapshot.Snapshot) error {
 	defer signal()
 	return s.Store.Apply(ctx, snap)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source/laststate"
 	"github.com/berth-agent/berth/internal/source/signature"
@@ -46,7 +47,7 @@ type httpSource struct {
 	respHeader http.Header // of the last poll's response, for the schedule; nil when none came
 
 	etag, lastModified string         // validators of the last good answer
-	last               podspec.Result // last good answer, after podspec.KeepLastGood
+	last               podspec.Result // last good answer, after podsnapshot.KeepLastGood
 	answered           bool           // the server has answered with manifests at least once
 	problem            *podspec.Problem
 	state              *laststate.State       // last good body's pods across restarts
@@ -55,7 +56,7 @@ type httpSource struct {
 	metrics            *sourcemetrics.Metrics // nil counts nothing
 	// resolver resolves the pods' references to the body's ConfigMaps
 	// and Secrets, keeping the last good resolution.
-	resolver *podspec.Resolver
+	resolver *podsnapshot.Resolver
 }
 
 func newHTTPSource(cfg Config, u *url.URL, client *http.Client, store Sink) *httpSource {
@@ -76,7 +77,7 @@ func newHTTPSource(cfg Config, u *url.URL, client *http.Client, store Sink) *htt
 		state:    newLastGoodState(cfg, podspec.SourceHTTP, log),
 		signed:   newSignedOrigin(cfg.URLSigners, cfg, podspec.SourceHTTP, log),
 		uidKey:   cfg.UIDKey,
-		resolver: podspec.NewResolver(cfg.UIDKey),
+		resolver: podsnapshot.NewResolver(cfg.UIDKey),
 		metrics:  cfg.Metrics,
 	}
 }
@@ -122,7 +123,7 @@ func (s *httpSource) poll(ctx context.Context) {
 		return
 	}
 	fresh := res
-	res = podspec.KeepLastGood(s.last, res)
+	res = podsnapshot.KeepLastGood(s.last, res)
 	if body != nil {
 		s.signed.Accept(s.origin.Path, *body, signature.RaisedKeys(fresh, s.last, res))
 		n, _ := s.signed.Serials.OriginSerial(s.origin.Path)
@@ -268,8 +269,8 @@ func (s *httpSource) send(ctx context.Context) error {
 	if s.answered {
 		s.state.Save(map[string]podspec.Result{s.origin.Path: s.last})
 	}
-	results := []podspec.Merged{{Origin: s.origin, Result: s.last}}
-	snap := podspec.Assemble(podspec.SourceHTTP, results, !s.answered || s.problem != nil, extra, s.resolver)
+	results := []podsnapshot.Merged{{Origin: s.origin, Result: s.last}}
+	snap := podsnapshot.Assemble(podspec.SourceHTTP, results, !s.answered || s.problem != nil, extra, s.resolver)
 	if snap.Version = s.etag; snap.Version == "" {
 		snap.Version = s.lastModified
 	}

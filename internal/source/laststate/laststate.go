@@ -33,7 +33,7 @@ const stateSuffix = ".json"
 
 // State persists each entry of one source (a manifest file of the
 // file source, the URL body of the HTTP source) with the pods it currently
-// yields after podspec.KeepLastGood, so that a restart or a reboot while a manifest
+// yields after podsnapshot.KeepLastGood, so that a restart or a reboot while a manifest
 // is broken runs the last good version instead of removing a running pod as
 // an orphan. One file per entry, <dir>/<sha256 of the origin>.json, holding
 // the origin, the decoded pods (identity, defaults and all: the same UID and

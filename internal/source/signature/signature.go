@@ -424,7 +424,7 @@ func (o *Origin) Accept(origin string, b Verified, raised []string) {
 
 // RaisedKeys are the keys a body accepted from an origin raises: those of
 // fresh (the parsed body), and those of prev (what the origin held) that
-// cur (the origin's result after podspec.KeepLastGood) no longer holds.
+// cur (the origin's result after podsnapshot.KeepLastGood) no longer holds.
 func RaisedKeys(fresh, prev, cur podspec.Result) []string {
 	keys := Keys(fresh)
 	held := sets.New(Keys(cur)...)
@@ -436,7 +436,7 @@ func RaisedKeys(fresh, prev, cur podspec.Result) []string {
 	return keys
 }
 
-// ItemSerials are the serials of what cur (after podspec.KeepLastGood) holds: n for
+// ItemSerials are the serials of what cur (after podsnapshot.KeepLastGood) holds: n for
 // what fresh (the accepted body) defines, the serial in prevSerials for
 // what is kept from before; unknown (absent) otherwise.
 func ItemSerials(fresh, cur podspec.Result, n uint64, prevSerials map[string]uint64) map[string]uint64 {
