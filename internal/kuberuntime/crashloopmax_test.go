@@ -65,17 +65,17 @@ func TestSyncPodCrashLoopCeiling(t *testing.T) {
 	pod.Annotations = map[string]string{AnnotationCrashLoopBackoffMax: "15s"}
 	sb := f.runningSandbox(pod)
 	ctx := context.Background()
-	if err := f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{}).Error(); err != nil {
+	if err := syncPlanned(ctx, f.m, pod, exitedStatus(pod, sb, 0, f.clock.Now())).Error(); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []time.Duration{10 * time.Second, 15 * time.Second, 15 * time.Second} {
 		f.clock.Step(time.Second)
 		exit := exitedStatus(pod, sb, i+1, f.clock.Now())
-		if got := f.m.SyncPod(ctx, pod, exit, SyncOptions{}).RetryAfter(); got != want {
+		if got := syncPlanned(ctx, f.m, pod, exit).RetryAfter(); got != want {
 			t.Errorf("exit %d: retry after %v, want %v", i+2, got, want)
 		}
 		f.clock.Step(want)
-		if err := f.m.SyncPod(ctx, pod, exit, SyncOptions{}).Error(); err != nil {
+		if err := syncPlanned(ctx, f.m, pod, exit).Error(); err != nil {
 			t.Fatalf("exit %d, after its back-off: %v", i+2, err)
 		}
 	}

@@ -68,7 +68,7 @@ func TestPostStartFailureKillsTheContainer(t *testing.T) {
 	f.m.runtime = ex
 	pod := syncPod("app")
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}}}
-	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, nil)
 	se := res.Waiting("app")
 	if se == nil || se.Reason != ReasonPostStartHookError {
 		t.Fatalf("waiting = %+v, want %s", se, ReasonPostStartHookError)

@@ -52,7 +52,7 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 			{ID: "b1", SandboxID: sb.ID, Name: "b", State: podplan.ContainerStateRunning, Hash: criconfig.HashContainer(&pod.Spec.Containers[1]), Labels: managed},
 		}}
 	}
-	res := f.m.SyncPod(context.Background(), pod, status(f.clock.Now()), SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, status(f.clock.Now()))
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 
 	// The pod comes back, and its container asks again at once: back-off.
 	f.clock.Step(time.Second)
-	res = f.m.SyncPod(context.Background(), pod, status(f.clock.Now()), SyncOptions{})
+	res = syncPlanned(context.Background(), f.m, pod, status(f.clock.Now()))
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("CRI calls during the back-off = %v, want none", got)
 	}

@@ -99,7 +99,7 @@ func TestSyncPodRefusesImageVolumeOnOldRuntime(t *testing.T) {
 	m.runtime = versionedRuntime{RuntimeService: rt, name: "containerd", version: "1.6.20~ds1"}
 	pod := sbPod()
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "data:1", PullPolicy: v1.PullIfNotPresent}}}}
-	res := m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+	res := syncPlanned(context.Background(), m, pod, nil)
 	err := res.Error()
 	if err == nil || !strings.Contains(err.Error(), "CreatePodSandboxError: spec.volumes[0].image: image volumes need containerd >= 2.1") {
 		t.Fatalf("SyncPod error = %v", err)

@@ -22,7 +22,7 @@ func TestSyncPodSandboxNameReserved(t *testing.T) {
 	var got []time.Duration
 	for range 7 {
 		f.rt.InjectError("RunPodSandbox", reserved)
-		res := f.m.SyncPod(ctx, pod, nil, SyncOptions{})
+		res := syncPlanned(ctx, f.m, pod, nil)
 		if res.Error() == nil {
 			t.Fatal("SyncPod succeeded while the name was reserved")
 		}
@@ -36,12 +36,12 @@ func TestSyncPodSandboxNameReserved(t *testing.T) {
 	}
 
 	// The old request ended: the next sync goes through.
-	if err := f.m.SyncPod(ctx, pod, nil, SyncOptions{}).Error(); err != nil {
+	if err := syncPlanned(ctx, f.m, pod, nil).Error(); err != nil {
 		t.Fatalf("once the name is free: %v", err)
 	}
 
 	f.rt.InjectError("RunPodSandbox", errors.New("cni plugin failed"))
-	if d := f.m.SyncPod(ctx, syncPod("other"), nil, SyncOptions{}).RetryAfter(); d != 0 {
+	if d := syncPlanned(ctx, f.m, syncPod("other"), nil).RetryAfter(); d != 0 {
 		t.Errorf("another sandbox failure asks for a retry after %v; want the caller's usual retry (0)", d)
 	}
 }

@@ -15,14 +15,9 @@ import (
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
-// SyncOptions are what the caller of one SyncPod hands it beside the pod
-// and its status.
+// SyncOptions are what the caller of one SyncPod may hand it beside the
+// pod, its status and its plan.
 type SyncOptions struct {
-	// Actions are what this sync does: PlanPod of the same pod and status,
-	// which the caller computed to decide whether the pod may act now (a
-	// sandbox start waits for a start slot), so one sync plans once. nil
-	// plans them here, without probe verdicts.
-	Actions *podplan.PodActions
 	// BeforePostStart is called when a started container runs and its
 	// postStart hook is about to run: the caller's start limit counts a
 	// start up to running, and a hook may take as long as it likes (it has
@@ -35,17 +30,20 @@ type SyncOptions struct {
 // status (nil: a pod the runtime knows nothing about) and the probes'
 // verdicts (nil: no probes): podplan.ComputePodActions, behind the runtime
 // manager, so its caller decides on the plan (whether it starts a sandbox)
-// and hands that same plan to SyncPod.
+// and hands that same plan to SyncPod, which never plans itself.
 func (m *Manager) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions {
 	return podplan.ComputePodActions(pod, status, health)
 }
 
 // SyncPod brings the pod's runtime state one step closer to its spec, in the
-// kubelet's order: take the actions planned from the observed status
-// (opts.Actions, else planned here); kill the pod, or the containers to
-// kill; create the sandbox; start the next init container; restart
-// sidecars; start the app containers. status is what the runtime reported
-// for the pod (nil or empty for a new pod).
+// kubelet's order: take the actions PlanPod planned from the observed
+// status; kill the pod, or the containers to kill; create the sandbox;
+// start the next init container; restart sidecars; start the app
+// containers. status is what the runtime reported for the pod (nil or
+// empty for a new pod), the one actions were planned from. One sync plans
+// once, where its caller decides whether the pod may act now (a sandbox
+// start waits for a start slot): a nil plan is the caller's bug, answered
+// with ErrNoPlan and no runtime call, never planned here.
 //
 // It never waits: a container in crash-loop back-off is reported as
 // CrashLoopBackOff with the time left (SyncResult.RetryAfter), without a
@@ -53,7 +51,10 @@ func (m *Manager) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan
 // when the pod's state changes. It stops at the first failure of a step the
 // later ones depend on (a kill, the sandbox, an init container); app
 // container starts are independent of each other.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, opts SyncOptions) SyncResult {
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, plan *podplan.PodActions, opts SyncOptions) SyncResult {
+	if plan == nil {
+		return SyncResult{Results: []ActionResult{{Action: ActionSyncPod, Target: pod.Name, Err: fmt.Errorf("sync pod %s: %w", podRef(pod), ErrNoPlan)}}}
+	}
 	if status == nil {
 		status = &podplan.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
@@ -61,12 +62,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodS
 		// The containers keep the files they had; the next sync retries.
 		m.event(pod, EventWarning, "FailedMount", "Updating configMap or secret volumes failed: "+err.Error())
 	}
-	var actions podplan.PodActions
-	if opts.Actions != nil {
-		actions = *opts.Actions
-	} else {
-		actions = podplan.ComputePodActions(pod, status, nil)
-	}
+	actions := *plan
 	// Containers start from the history of those that ran: one that never
 	// started is no restart (podplan.PodActions.ContainersToRemove).
 	started, _ := podplan.SplitNeverStarted(status)
@@ -98,6 +94,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodS
 	m.startContainers(ctx, pod, actions, started, target, &result)
 	return result
 }
+
+// ErrNoPlan is SyncPod's answer to a call without a plan.
+var ErrNoPlan = errors.New("no plan: SyncPod takes the actions PlanPod computed")
 
 // killFirst takes the plan's first steps: it kills the pod, or removes
 // the containers that never started and kills the containers to kill. It

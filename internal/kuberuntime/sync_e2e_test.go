@@ -83,7 +83,7 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, what 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not reached after 60s; status %+v; last results %+v", what, st, results[max(len(results)-3, 0):])
 		}
-		res := m.SyncPod(ctx, pod, st, SyncOptions{})
+		res := syncPlanned(ctx, m, pod, st)
 		results = append(results, res)
 		wait := 50 * time.Millisecond
 		if d := res.RetryAfter(); d > 0 {
@@ -290,7 +290,7 @@ func TestE2ESyncPodRunAsNonRootRefused(t *testing.T) {
 	ctx := context.Background()
 	pod := syncE2EPod(t, m, "nonroot", "exec sleep 3600")
 	pod.Spec.Containers[0].SecurityContext = &v1.SecurityContext{RunAsNonRoot: new(true)}
-	res := m.SyncPod(ctx, pod, nil, SyncOptions{})
+	res := syncPlanned(ctx, m, pod, nil)
 	w := res.Waiting("app")
 	if w == nil || w.Reason != ReasonCreateContainerConfigError {
 		t.Fatalf("waiting = %v, want CreateContainerConfigError", w)
@@ -328,7 +328,7 @@ func TestE2ESyncPodStartupFigures(t *testing.T) {
 		pod := syncE2EPod(t, m, fmt.Sprintf("figure%d", i), "exec sleep 3600")
 		before := totalOps(t, reg)
 		start := time.Now()
-		res := m.SyncPod(ctx, pod, nil, SyncOptions{})
+		res := syncPlanned(ctx, m, pod, nil)
 		took = append(took, time.Since(start))
 		if err := res.Error(); err != nil {
 			t.Fatal(err)

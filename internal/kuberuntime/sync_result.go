@@ -13,6 +13,8 @@ const (
 	ActionRemoveContainer  = "RemoveContainer"
 	ActionInitContainer    = "InitContainer"
 	ActionStartContainer   = "StartContainer"
+	// ActionSyncPod is a sync refused as a whole (ErrNoPlan).
+	ActionSyncPod = "SyncPod"
 )
 
 // ActionResult is the outcome of one step of SyncPod.

@@ -112,11 +112,48 @@ func exitedStatus(pod *v1.Pod, sb *podplan.SandboxStatus, restarts int, finished
 	}}}
 }
 
+// syncPlanned is one sync as a pod worker without probes makes it: the
+// plan PlanPod computes from the status, handed to SyncPod.
+func syncPlanned(ctx context.Context, m *Manager, pod *v1.Pod, status *podplan.PodStatus) SyncResult {
+	plan := m.PlanPod(pod, status, nil)
+	return m.SyncPod(ctx, pod, status, &plan, SyncOptions{})
+}
+
+// TestSyncPodWithoutPlan: a sync without a plan is refused, with no
+// runtime call, rather than planned behind its caller's back.
+func TestSyncPodWithoutPlan(t *testing.T) {
+	f := newSyncFixture(t)
+	res := f.m.SyncPod(context.Background(), syncPod("app"), nil, nil, SyncOptions{})
+	if err := res.Error(); !errors.Is(err, ErrNoPlan) {
+		t.Fatalf("SyncPod without a plan: error %v, want ErrNoPlan", err)
+	}
+	if len(res.Results) != 1 || res.Results[0].Action != ActionSyncPod || res.Results[0].Target != "web-node1" {
+		t.Errorf("results = %+v, want one SyncPod result for web-node1", res.Results)
+	}
+	if got := f.calls(); len(got) != 0 {
+		t.Errorf("CRI calls = %v, want none", got)
+	}
+}
+
+// TestSyncPodTakesThePlanItIsGiven: SyncPod carries out the plan it is
+// handed, not one of its own: an empty plan for a pod with no sandbox
+// does nothing.
+func TestSyncPodTakesThePlanItIsGiven(t *testing.T) {
+	f := newSyncFixture(t)
+	res := f.m.SyncPod(context.Background(), syncPod("app"), nil, &podplan.PodActions{}, SyncOptions{})
+	if err := res.Error(); err != nil || len(res.Results) != 0 {
+		t.Fatalf("SyncPod of an empty plan = %+v, %v; want nothing done", res.Results, err)
+	}
+	if got := f.calls(); len(got) != 0 {
+		t.Errorf("CRI calls = %v, want none", got)
+	}
+}
+
 func TestSyncPodNewPodCallsTheMinimum(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("app")
 	pod.Spec.RuntimeClassName = new("runc")
-	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, nil)
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +216,7 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 	ctx := context.Background()
 
 	// First exit: restarted at once, and the back-off starts at 10s.
-	res := f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
+	res := syncPlanned(ctx, f.m, pod, exitedStatus(pod, sb, 0, f.clock.Now()))
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +228,7 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 	// It exits again right away: back-off 10s, no runtime call.
 	f.clock.Step(time.Second)
 	st := exitedStatus(pod, sb, 1, f.clock.Now())
-	res = f.m.SyncPod(ctx, pod, st, SyncOptions{})
+	res = syncPlanned(ctx, f.m, pod, st)
 	w := res.Waiting("app")
 	if w == nil || w.Reason != ReasonCrashLoopBackOff {
 		t.Fatalf("waiting = %v, want CrashLoopBackOff", w)
@@ -210,14 +247,14 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 	}
 
 	f.clock.Step(4 * time.Second)
-	if got := f.m.SyncPod(ctx, pod, st, SyncOptions{}).RetryAfter(); got != 6*time.Second {
+	if got := syncPlanned(ctx, f.m, pod, st).RetryAfter(); got != 6*time.Second {
 		t.Errorf("4s later: retry after %v, want 6s", got)
 	}
 
 	// Back-off over: restarted with the next attempt, and the back-off doubles.
 	f.clock.Step(6 * time.Second)
 	f.calls()
-	res = f.m.SyncPod(ctx, pod, st, SyncOptions{})
+	res = syncPlanned(ctx, f.m, pod, st)
 	if err := res.Error(); err != nil {
 		t.Fatalf("after the back-off: %v", err)
 	}
@@ -230,7 +267,7 @@ func TestSyncPodCrashLoopBackoff(t *testing.T) {
 		t.Errorf("attempts created = %v, want [1 2]", attempts)
 	}
 	f.clock.Step(time.Second)
-	res = f.m.SyncPod(ctx, pod, exitedStatus(pod, sb, 2, f.clock.Now()), SyncOptions{})
+	res = syncPlanned(ctx, f.m, pod, exitedStatus(pod, sb, 2, f.clock.Now()))
 	if w := res.Waiting("app"); w == nil || !strings.HasPrefix(w.Message, "back-off 20s ") || res.RetryAfter() != 20*time.Second {
 		t.Errorf("third exit: waiting %v, retry %v; want a 20s back-off", w, res.RetryAfter())
 	}
@@ -240,7 +277,7 @@ func TestSyncPodInitContainerFirst(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("app")
 	pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox:1.36", Command: []string{"true"}}}
-	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, nil)
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +373,7 @@ func TestSyncPodFailures(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(f)
 			}
-			res := f.m.SyncPod(context.Background(), tt.pod(), nil, SyncOptions{})
+			res := syncPlanned(context.Background(), f.m, tt.pod(), nil)
 			last := res.Results[len(res.Results)-1]
 			var se *SyncError
 			if last.Action != tt.wantAction || last.Target != tt.wantTarget || !errors.As(last.Err, &se) || se.Reason != tt.wantReason {
@@ -364,7 +401,7 @@ func TestSyncPodAppContainersAreIndependent(t *testing.T) {
 	f := newSyncFixture(t)
 	pod := syncPod("bad", "good")
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: field("spec.nope")}}
-	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, nil)
 	if w := res.Waiting("bad"); w == nil || w.Reason != ReasonCreateContainerConfigError {
 		t.Errorf("bad: %v", w)
 	}
@@ -387,7 +424,7 @@ func TestSyncPodKillsChangedContainerThenStarts(t *testing.T) {
 		ID: "old", SandboxID: "sb1", Name: "app", State: podplan.ContainerStateRunning, Hash: 12345, RestartCount: 2, Labels: managed,
 	}}}
 	f.calls()
-	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, st)
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +451,7 @@ func TestSyncPodTerminal(t *testing.T) {
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	sb := f.runningSandbox(pod)
 	f.calls()
-	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, exitedStatus(pod, sb, 0, f.clock.Now()))
 	if !res.Terminal || !res.Failed || res.Error() != nil {
 		t.Errorf("terminal %v failed %v err %v, want a failed terminal pod", res.Terminal, res.Failed, res.Error())
 	}
@@ -429,7 +466,7 @@ func TestSyncPodReplacesDeadSandbox(t *testing.T) {
 	sb := f.runningSandbox(pod)
 	sb.State, sb.Attempt = podplan.SandboxStateNotReady, 2
 	f.calls()
-	res := f.m.SyncPod(context.Background(), pod, exitedStatus(pod, sb, 0, f.clock.Now()), SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, exitedStatus(pod, sb, 0, f.clock.Now()))
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +531,7 @@ func TestSyncPodSandboxThatCannotBeStopped(t *testing.T) {
 				f.rt.InjectError("StopContainer", status.Error(codes.DeadlineExceeded, "stop timed out"))
 			}
 			f.calls()
-			res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
+			res := syncPlanned(context.Background(), f.m, pod, st)
 			if err := res.Error(); err == nil || !strings.Contains(err.Error(), ReasonKillPodSandboxError+": stop sandbox \"sb1\"") {
 				t.Fatalf("Error() = %v, want the failed stop as %s", err, ReasonKillPodSandboxError)
 			}
@@ -521,7 +558,7 @@ func TestSyncPodImagePullBackoffRetryAfter(t *testing.T) {
 	pod := syncPod("app")
 	pod.Spec.Containers[0].ImagePullPolicy = v1.PullAlways
 	f.img.InjectError("PullImage", errors.New("registry down"))
-	res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, nil)
 	if w := res.Waiting("app"); w == nil || w.Reason != ReasonErrImagePull {
 		t.Fatalf("waiting = %v, want ErrImagePull", w)
 	}
@@ -569,7 +606,7 @@ func TestSyncPodRestartsSidecarBesideApps(t *testing.T) {
 		{ID: "a", SandboxID: "sb1", Name: "app", State: podplan.ContainerStateExited, ExitCode: 2, FinishedAt: f.clock.Now(),
 			Hash: criconfig.HashContainer(&pod.Spec.Containers[0]), Labels: managed},
 	}}
-	res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
+	res := syncPlanned(context.Background(), f.m, pod, st)
 	if err := res.Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +645,7 @@ func TestSyncPodNeverStartedIsNoRestart(t *testing.T) {
 			if tc.removeErr != nil {
 				f.rt.InjectError("RemoveContainer", tc.removeErr)
 			}
-			res := f.m.SyncPod(context.Background(), pod, st, SyncOptions{})
+			res := syncPlanned(context.Background(), f.m, pod, st)
 			calls := f.calls()
 			if tc.removeErr != nil {
 				if err := res.Error(); err == nil || !strings.Contains(err.Error(), "starting state") {

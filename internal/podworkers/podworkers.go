@@ -619,7 +619,7 @@ func (p *Workers) sync(w *podWorker, pod *v1.Pod, obs *podplan.PodStatus, obsAt 
 	if !p.takeStartSlot(w, pod, status, start) {
 		return
 	}
-	res := p.rt.SyncPod(p.ctx, pod, status, kuberuntime.SyncOptions{Actions: &actions, BeforePostStart: func() { p.StartDone(w.uid) }})
+	res := p.rt.SyncPod(p.ctx, pod, status, &actions, kuberuntime.SyncOptions{BeforePostStart: func() { p.StartDone(w.uid) }})
 	if w.startup != nil {
 		w.startup.pulling += res.Pulling()
 	}

@@ -43,7 +43,10 @@ func (s *stubRuntime) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health pod
 	return podplan.ComputePodActions(pod, status, health)
 }
 
-func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podplan.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+func (s *stubRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podplan.PodStatus, plan *podplan.PodActions, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+	if plan == nil { // as the runtime manager answers it
+		return kuberuntime.SyncResult{Results: []kuberuntime.ActionResult{{Action: kuberuntime.ActionSyncPod, Target: pod.Name, Err: kuberuntime.ErrNoPlan}}}
+	}
 	s.mu.Lock()
 	s.synced = append(s.synced, pod.ResourceVersion)
 	s.live[pod.UID] = true
@@ -422,7 +425,7 @@ func (r *exitRuntime) PlanPod(pod *v1.Pod, status *podplan.PodStatus, health pod
 	return podplan.ComputePodActions(pod, status, health)
 }
 
-func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *podplan.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+func (r *exitRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *podplan.PodStatus, _ *podplan.PodActions, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, st.Containers[0].State)

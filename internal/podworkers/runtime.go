@@ -18,7 +18,7 @@ type Runtime interface {
 	// workers ask it whether a sync starts a sandbox (which waits for a
 	// start slot), then hand the same plan to SyncPod.
 	PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions
-	SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult
+	SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, plan *podplan.PodActions, opts kuberuntime.SyncOptions) kuberuntime.SyncResult
 	KillPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, gracePeriodOverride *int64) error
 	RemovePod(ctx context.Context, status *podplan.PodStatus) error
 	PodStatus(ctx context.Context, uid types.UID) (*podplan.PodStatus, error)

@@ -66,7 +66,7 @@ func (g *gatedRuntime) PodStatus(_ context.Context, uid types.UID) (*podplan.Pod
 	return &podplan.PodStatus{UID: uid, IPs: []string{"10.0.0.2"}, Sandboxes: []*podplan.SandboxStatus{{ID: "sb-" + string(uid), State: podplan.SandboxStateReady, IP: "10.0.0.2"}}}, nil
 }
 
-func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *podplan.PodStatus, opts kuberuntime.SyncOptions) kuberuntime.SyncResult {
+func (g *gatedRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *podplan.PodStatus, _ *podplan.PodActions, opts kuberuntime.SyncOptions) kuberuntime.SyncResult {
 	if len(status.Sandboxes) > 0 && status.Sandboxes[0].State == podplan.SandboxStateReady {
 		return kuberuntime.SyncResult{}
 	}
