@@ -1,4 +1,4 @@
-package kuberuntime
+package images
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/pullauth"
 	"github.com/berth-agent/berth/internal/statefile"
 )
@@ -18,14 +19,17 @@ import (
 // server bounds a Secret.
 const maxDockerConfigBytes = 1 << 20
 
-// pullCredentials are the credentials to try for the pod's image, in the
+// Credentials are the credentials to try for the pod's image, in the
 // kubelet's order: those of the pod's imagePullSecrets (in order), then
 // those of the node-wide credentials file. None means an anonymous pull.
 // The error names what could not be read, never a credential.
-func (m *Manager) pullCredentials(pod *v1.Pod, image string) ([]*runtimeapi.AuthConfig, error) {
+func (p *Puller) Credentials(pod *v1.Pod, image string) ([]*runtimeapi.AuthConfig, error) {
 	repo := criconfig.Repository(image)
 	var podRing pullauth.Keyring
-	objs := m.config.Objects(pod.UID)
+	var objs podenv.PodObjects
+	if p.opts.Objects != nil {
+		objs = p.opts.Objects(pod.UID)
+	}
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s := objs.Secrets[ref.Name]
 		if s == nil {
@@ -38,7 +42,7 @@ func (m *Manager) pullCredentials(pod *v1.Pod, image string) ([]*runtimeapi.Auth
 		podRing.Add(cfg)
 	}
 	entries := podRing.Lookup(repo)
-	if node := m.nodeKeyring(); node != nil {
+	if node := p.nodeKeyring(); node != nil {
 		entries = append(entries, node.Lookup(repo)...)
 	}
 	out := make([]*runtimeapi.AuthConfig, 0, len(entries))
@@ -53,15 +57,15 @@ func (m *Manager) pullCredentials(pod *v1.Pod, image string) ([]*runtimeapi.Auth
 // is read at every pull, so an edit needs no restart; pulls are rare. A
 // file that others than root may write is skipped with a warning: whoever
 // writes it chooses the account berth pulls with.
-func (m *Manager) nodeKeyring() *pullauth.Keyring {
+func (p *Puller) nodeKeyring() *pullauth.Keyring {
 	for _, f := range []struct {
 		name  string
 		parse func([]byte) (pullauth.Config, error)
 		home  string
 	}{{"config.json", pullauth.ParseDockerConfigJSON, ".docker"}, {".dockercfg", pullauth.ParseDockercfg, ""}} {
-		for _, dir := range m.credentialDirs(f.home) {
-			p := filepath.Join(dir, f.name)
-			data, err := readCredentialFile(p)
+		for _, dir := range p.credentialDirs(f.home) {
+			path := filepath.Join(dir, f.name)
+			data, err := readCredentialFile(path)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -73,7 +77,7 @@ func (m *Manager) nodeKeyring() *pullauth.Keyring {
 					return &k
 				}
 			}
-			m.log.Warn("ignoring a registry credentials file", "path", p, "err", err)
+			p.log.Warn("ignoring a registry credentials file", "path", path, "err", err)
 		}
 	}
 	return nil
@@ -83,11 +87,11 @@ func (m *Manager) nodeKeyring() *pullauth.Keyring {
 // kubelet's order with berth's root dir first: --root-dir, the kubelet's
 // root dir, the working directory, the home directory (its .docker for
 // config.json), and "/". Options.CredentialDirs replaces them.
-func (m *Manager) credentialDirs(homeSub string) []string {
-	if m.opts.CredentialDirs != nil {
-		return m.opts.CredentialDirs
+func (p *Puller) credentialDirs(homeSub string) []string {
+	if p.opts.CredentialDirs != nil {
+		return p.opts.CredentialDirs
 	}
-	dirs := []string{m.opts.RootDir, "/var/lib/kubelet"}
+	dirs := []string{p.opts.RootDir, "/var/lib/kubelet"}
 	if wd, err := os.Getwd(); err == nil {
 		dirs = append(dirs, wd)
 	}

@@ -1,9 +1,7 @@
-package kuberuntime
+package images
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,8 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	fakeri "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/berth-agent/berth/internal/podenv"
 )
@@ -30,7 +26,7 @@ func TestPullCredentials(t *testing.T) {
 		"a": secret("a", "reg.example.com", "pod-a"), "b": secret("b", "reg.example.com", "pod-b"),
 		"opaque": {Type: v1.SecretTypeOpaque},
 	}}
-	m := NewManager(nil, nil, Options{RootDir: root, CredentialDirs: []string{filepath.Join(root, "none"), root},
+	puller := New(nil, Options{RootDir: root, CredentialDirs: []string{filepath.Join(root, "none"), root},
 		Objects: func(types.UID) podenv.PodObjects { return objs }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	pod := func(secrets ...string) *v1.Pod {
 		p := &v1.Pod{}
@@ -41,7 +37,7 @@ func TestPullCredentials(t *testing.T) {
 	}
 	users := func(p *v1.Pod, image string) string {
 		t.Helper()
-		creds, err := m.pullCredentials(p, image)
+		creds, err := puller.Credentials(p, image)
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -82,74 +78,5 @@ func TestPullCredentials(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "pw-") {
 		t.Errorf("a password was logged: %s", logs.String())
-	}
-}
-
-// authImages is a fake image service whose pulls succeed only with the
-// password "right", and which records the users it was asked with.
-type authImages struct {
-	*fakeri.FakeImageService
-	users []string
-}
-
-func (a *authImages) PullImage(_ context.Context, spec *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
-	if auth == nil {
-		a.users = append(a.users, "<anonymous>")
-		return "", errors.New("401 Unauthorized")
-	}
-	a.users = append(a.users, auth.Username)
-	if auth.Password != "right" {
-		return "", errors.New("401 Unauthorized for " + auth.Username)
-	}
-	return spec.Image, nil
-}
-
-// TestPullTriesEachCredential: the first credential that works pulls; the
-// error of a pull that fails with all of them names each failure.
-func TestPullTriesEachCredential(t *testing.T) {
-	tests := []struct {
-		name      string
-		creds     []*runtimeapi.AuthConfig
-		wantUsers string
-		wantErr   string
-	}{
-		{"anonymous", nil, "<anonymous>", "401 Unauthorized"},
-		{"the second works", []*runtimeapi.AuthConfig{{Username: "a", Password: "wrong"}, {Username: "b", Password: "right"}, {Username: "c", Password: "right"}}, "a b", ""},
-		{"none works", []*runtimeapi.AuthConfig{{Username: "a", Password: "x"}, {Username: "b", Password: "y"}}, "a b",
-			"with each of 2 credentials: 401 Unauthorized for a; 401 Unauthorized for b"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			is := &authImages{FakeImageService: fakeri.NewFakeImageService()}
-			m := NewManager(nil, is, Options{})
-			_, err := m.pull(context.Background(), &runtimeapi.ImageSpec{Image: "r/app:1"}, tt.creds, nil)
-			if got := strings.Join(is.users, " "); got != tt.wantUsers {
-				t.Errorf("tried %q, want %q", got, tt.wantUsers)
-			}
-			if (err == nil) != (tt.wantErr == "") || (err != nil && err.Error() != tt.wantErr) {
-				t.Errorf("err = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
-func TestPullBackoffKey(t *testing.T) {
-	a := []*runtimeapi.AuthConfig{{Username: "u", Password: "secret-a"}}
-	b := []*runtimeapi.AuthConfig{{Username: "u", Password: "secret-b"}}
-	keys := map[string]bool{}
-	for _, k := range []string{pullBackoffKey("img:1", nil), pullBackoffKey("img:1", a), pullBackoffKey("img:1", b), pullBackoffKey("img:2", a)} {
-		if keys[k] {
-			t.Errorf("key %q shared by different images or credentials", k)
-		}
-		keys[k] = true
-		if strings.Contains(k, "secret") {
-			t.Errorf("key %q holds a password", k)
-		}
-	}
-	if pullBackoffKey("img:1", a) != pullBackoffKey("img:1", []*runtimeapi.AuthConfig{{Username: "u", Password: "secret-a"}}) {
-		t.Errorf("the same credentials give different keys")
-	}
-	if pullBackoffKey("img:1", nil) != "img:1" {
-		t.Errorf("an anonymous pull is keyed by more than its image")
 	}
 }

@@ -37,29 +37,6 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Con
 	return 0, pulling, nil
 }
 
-// resolveImageMounts replaces each image mount's reference with the
-// runtime's ID of the image, as the kubelet passes the pull's image_ref:
-// the container then mounts exactly the image that was pulled, even if
-// the tag moves meanwhile. ensureImageVolumes pulled them already; one
-// gone since (image garbage collection) is an error and the next sync
-// pulls it again.
-func (m *Manager) resolveImageMounts(ctx context.Context, mounts []*runtimeapi.Mount) error {
-	for _, mnt := range mounts {
-		if mnt.Image == nil {
-			continue
-		}
-		id, err := m.imageRef(ctx, mnt.Image)
-		if err != nil {
-			return fmt.Errorf("image volume at %s: inspect image %q: %w", mnt.ContainerPath, mnt.Image.Image, err)
-		}
-		if id == "" {
-			return fmt.Errorf("image volume at %s: image %q is not present", mnt.ContainerPath, mnt.Image.Image)
-		}
-		mnt.Image = &runtimeapi.ImageSpec{Image: id, UserSpecifiedImage: mnt.Image.UserSpecifiedImage}
-	}
-	return nil
-}
-
 // podVolume is the pod's volume of that name, or nil.
 func podVolume(pod *v1.Pod, name string) *v1.Volume {
 	i := slices.IndexFunc(pod.Spec.Volumes, func(v v1.Volume) bool { return v.Name == name })

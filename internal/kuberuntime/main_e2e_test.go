@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	internalapi "k8s.io/cri-api/pkg/apis"
+
 	"github.com/berth-agent/berth/e2e/testbed"
 	"github.com/berth-agent/berth/internal/criclient"
 )
@@ -28,6 +30,15 @@ func newE2EManager(t *testing.T) *Manager {
 // RootDir and PodLogsDir.
 func newE2EManagerWith(t *testing.T, opts Options) *Manager {
 	t.Helper()
+	rs, is := dialTestBed(t)
+	opts.NodeName, opts.RootDir, opts.PodLogsDir = "e2e", t.TempDir(), t.TempDir()
+	return NewManager(rs, is, opts)
+}
+
+// dialTestBed connects to the test bed's runtime and image services; the
+// connection closes when t ends.
+func dialTestBed(t *testing.T) (internalapi.RuntimeService, internalapi.ImageManagerService) {
+	t.Helper()
 	rs, is, err := criclient.Dial(testBed.Endpoint, "", 30*time.Second)
 	if err != nil {
 		t.Fatalf("dial the test bed: %v", err)
@@ -37,6 +48,5 @@ func newE2EManagerWith(t *testing.T, opts Options) *Manager {
 			t.Errorf("close runtime connection: %v", err)
 		}
 	})
-	opts.NodeName, opts.RootDir, opts.PodLogsDir = "e2e", t.TempDir(), t.TempDir()
-	return NewManager(rs, is, opts)
+	return rs, is
 }

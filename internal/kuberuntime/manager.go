@@ -10,8 +10,10 @@ import (
 
 	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podresources"
+	"github.com/berth-agent/berth/internal/runtimewatch"
 )
 
 // Options are the runtime manager's settings, from berth's flags.
@@ -46,7 +48,7 @@ type Options struct {
 	Objects func(uid types.UID) podenv.PodObjects
 	// CredentialDirs are where the node-wide registry credentials file
 	// (config.json, else .dockercfg) is searched; nil means the kubelet's
-	// search path with RootDir first (see credentialDirs).
+	// search path with RootDir first (images.Options.CredentialDirs).
 	CredentialDirs []string
 	// Recorder receives what the kubelet would record as events; nil drops
 	// them.
@@ -83,12 +85,13 @@ func (discardRecorder) Event(types.UID, string, string, EventType, string, strin
 // different pod UID.
 type Manager struct {
 	runtime internalapi.RuntimeService
-	images  internalapi.ImageManagerService
-	opts    Options
-	clock   clock.Clock
-	log     *slog.Logger
+	// images finds, pulls and reads images; it guards itself.
+	images *images.Puller
+	opts   Options
+	clock  clock.Clock
+	log    *slog.Logger
 
-	// pullBackoff is keyed by image and credentials (pullBackoffKey),
+	// pullBackoff is keyed by image and credentials (images.BackoffKey),
 	// crashBackoff by pod UID and container name; both guard themselves.
 	pullBackoff  *backoff.Keyed
 	crashBackoff *backoff.Keyed
@@ -97,20 +100,14 @@ type Manager struct {
 	// (sandbox_name.go). It guards itself.
 	sandboxNameBackoff *backoff.Keyed
 
-	// Observation and killing (relist.go, kill.go).
-	// statusCache holds the status details the CRI lists lack, per object;
-	// it guards itself.
-	statusCache statusCache
-	// lastSandboxes lets Relist skip the sandbox listing while nothing
-	// changed; it guards itself.
-	lastSandboxes sandboxListing
+	// Watcher reads the pods back from the runtime (Relist, PodStatus,
+	// WatchEvents); its status cache is what kills and removals keep
+	// current (Forget, RememberSandbox). It guards itself.
+	*runtimewatch.Watcher
+
 	// preStop runs a container's preStop hook before it is stopped
 	// (runPreStop in hooks.go; tests replace it). See KillContainer.
 	preStop preStopFunc
-	// name is the runtime's name, the scheme of podplan.ContainerStatus.Runtime;
-	// it guards itself.
-	name runtimeName
-
 	// config translates pods into CRI configs and prepares their host
 	// side (pod directories, volumes, /etc/hosts); it guards itself.
 	config *criconfig.Builder
@@ -118,7 +115,7 @@ type Manager struct {
 
 // NewManager wires a Manager over the given services, filling defaults the
 // kubelet would use for any Options left zero.
-func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageManagerService, opts Options) *Manager {
+func NewManager(runtime internalapi.RuntimeService, imageService internalapi.ImageManagerService, opts Options) *Manager {
 	if opts.Recorder == nil {
 		opts.Recorder = discardRecorder{}
 	}
@@ -144,8 +141,11 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		opts.PodLogsDir = "/var/log/pods"
 	}
 	m := &Manager{
-		runtime:      runtime,
-		images:       images,
+		runtime: runtime,
+		images: images.New(imageService, images.Options{
+			RootDir: opts.RootDir, CredentialDirs: opts.CredentialDirs, Objects: opts.Objects, Logger: opts.Logger,
+		}),
+		Watcher:      runtimewatch.New(runtime, runtimewatch.Options{PodLogsDir: opts.PodLogsDir, RootDir: opts.RootDir, Clock: opts.Clock}),
 		opts:         opts,
 		clock:        opts.Clock,
 		log:          opts.Logger,
@@ -155,7 +155,7 @@ func NewManager(runtime internalapi.RuntimeService, images internalapi.ImageMana
 		sandboxNameBackoff: backoff.New(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
 	}
 	m.preStop = m.runPreStop
-	m.config = criconfig.New(images, m.configOptions(nil))
+	m.config = criconfig.New(imageService, m.configOptions(nil))
 	return m
 }
 
@@ -170,7 +170,7 @@ func (m *Manager) configOptions(probe func() (podresources.NodeFacts, error)) cr
 		ClusterDomain:      m.opts.ClusterDomain,
 		HostIP:             m.opts.HostIP,
 		Objects:            m.opts.Objects,
-		ResolveImageMounts: m.resolveImageMounts,
+		ResolveImageMounts: m.images.ResolveMounts,
 		ProbeNode:          probe,
 		Clock:              m.clock,
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,7 +25,7 @@ func isNotFound(err error) bool {
 // the crash-loop and garbage-collection paths. A container already gone is
 // success; one without berth's ownership label is refused.
 func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
-	logPath, known := m.statusCache.containerLogPath(id)
+	logPath, _, known := m.ContainerFiles(id)
 	if !known {
 		// Not seen by a relist yet: ask the runtime whose it is.
 		resp, err := m.runtime.ContainerStatus(ctx, id, false)
@@ -39,12 +38,12 @@ func (m *Manager) RemoveContainer(ctx context.Context, id string) error {
 		if !podplan.Owned(resp.Status.Labels) {
 			return fmt.Errorf("refusing to remove container %q: it is not managed by berth", id)
 		}
-		logPath = m.ownedLogPath(resp.Status.LogPath)
+		logPath = m.OwnedLogPath(resp.Status.LogPath)
 	}
 	if err := m.runtime.RemoveContainer(ctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove container %q: %w", id, err)
 	}
-	m.statusCache.forget([]string{id}, nil)
+	m.Forget([]string{id}, nil)
 	// The runtime leaves the log file behind; a crash-looping container
 	// would otherwise fill the disk one attempt at a time.
 	if logPath != "" {
@@ -78,7 +77,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *podplan.PodStatus) erro
 		}
 		removed = append(removed, s.ID)
 	}
-	m.statusCache.forget(nil, removed)
+	m.Forget(nil, removed)
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -104,48 +103,4 @@ func (m *Manager) PodLogDir(status *podplan.PodStatus) string {
 		return ""
 	}
 	return dir
-}
-
-// ownedLogPath is path, cleaned, when it lies below PodLogsDir, else "".
-// berth removes and rotates the file a runtime reports as a container's
-// log: a hostile or confused runtime must not make it remove /etc/shadow.
-func (m *Manager) ownedLogPath(path string) string {
-	if !podpath.Under(m.opts.PodLogsDir, path) {
-		return ""
-	}
-	return filepath.Clean(path)
-}
-
-// ownedTermPath is path, cleaned, when it lies below RootDir/pods, else "":
-// the same for the termination-message file berth removes with a container.
-func (m *Manager) ownedTermPath(path string) string {
-	if !podpath.Under(filepath.Join(m.opts.RootDir, "pods"), path) {
-		return ""
-	}
-	return filepath.Clean(path)
-}
-
-// ContainerFiles are the log and termination-message files of a container
-// the latest relist saw, for container GC (cri/gc), which removes them with
-// the container: each is "" unless it lies under berth's own roots. known
-// is false once the container was removed since the relist.
-func (m *Manager) ContainerFiles(id string) (logPath, termPath string, known bool) {
-	logPath, known = m.statusCache.containerLogPath(id)
-	if !known {
-		return "", "", false
-	}
-	return logPath, m.ownedTermPath(m.statusCache.containerTermPath(id)), true
-}
-
-// KnowsSandbox reports whether the latest relist saw the sandbox and
-// nothing removed it since, so container GC (cri/gc) skips, without a
-// runtime call, a sandbox a pod worker already removed.
-func (m *Manager) KnowsSandbox(id string) bool {
-	return m.statusCache.knowsSandbox(id)
-}
-
-// Forget drops objects container GC (cri/gc) removed from the status cache,
-// so the next pass over the same snapshot does not try them again.
-func (m *Manager) Forget(containerIDs, sandboxIDs []string) {
-	m.statusCache.forget(containerIDs, sandboxIDs)
 }

@@ -50,12 +50,8 @@ func TestRemovePod(t *testing.T) {
 	if _, err := os.Stat(logDir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("pod log directory left behind: %v", err)
 	}
-	c := &env.m.statusCache
-	c.mu.Lock()
-	_, cachedC := c.containers["c-uid-0"]
-	_, cachedS := c.sandboxes["s-uid-0"]
-	c.mu.Unlock()
-	if cachedC || cachedS {
+	_, _, cachedC := env.m.ContainerFiles("c-uid-0")
+	if cachedC || env.m.KnowsSandbox("s-uid-0") {
 		t.Error("removed objects are still cached")
 	}
 	pods, err := env.m.Relist(ctx)

@@ -63,6 +63,6 @@ func (m *Manager) removeKeepingLog(ctx context.Context, cs *podplan.ContainerSta
 	if err := m.runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
 		return &SyncError{Reason: ReasonKillContainerError, Message: fmt.Sprintf("remove container %q (%s): %v", cs.Name, cs.ID, err), Err: err}
 	}
-	m.statusCache.forget([]string{cs.ID}, nil)
+	m.Forget([]string{cs.ID}, nil)
 	return nil
 }

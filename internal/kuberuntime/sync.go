@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
+	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
@@ -218,7 +219,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 	if err != nil {
 		return fail("read the status of new sandbox %s: %w", id, err)
 	}
-	m.rememberSandbox(id, resp.GetStatus())
+	m.RememberSandbox(id, resp.GetStatus())
 	if pod.Spec.HostNetwork {
 		return id, nil, nil
 	}
@@ -331,11 +332,11 @@ func (m *Manager) pullRetryAfter(pod *v1.Pod, c *v1.Container, err error) time.D
 	if terr != nil {
 		return 0
 	}
-	creds, cerr := m.pullCredentials(pod, image)
+	creds, cerr := m.images.Credentials(pod, image)
 	if cerr != nil {
 		return 0
 	}
-	return m.pullBackoff.RemainingSinceLast(pullBackoffKey(image, creds))
+	return m.pullBackoff.RemainingSinceLast(images.BackoffKey(image, creds))
 }
 
 // asSyncError gives err the reason unless it already carries one.

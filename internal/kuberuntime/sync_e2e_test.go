@@ -317,10 +317,10 @@ func TestE2ESyncPodRunAsNonRootRefused(t *testing.T) {
 // when it returns), and logs the median and worst. Only the call count is
 // asserted; the times are figures for the report.
 func TestE2ESyncPodStartupFigures(t *testing.T) {
-	base := newE2EManager(t)
+	bedRuntime, bedImages := dialTestBed(t)
 	reg := prometheus.NewRegistry()
-	rs, is := criclient.Instrument(base.runtime, base.images, reg)
-	m := NewManager(rs, is, base.opts)
+	rs, is := criclient.Instrument(bedRuntime, bedImages, reg)
+	m := NewManager(rs, is, Options{NodeName: "e2e", RootDir: t.TempDir(), PodLogsDir: t.TempDir()})
 	ctx := context.Background()
 	const pods = 20
 	var took []time.Duration

@@ -1,4 +1,4 @@
-package kuberuntime
+package runtimewatch
 
 import (
 	"context"
@@ -45,14 +45,14 @@ const eventBuffer = 64
 // the first read), so the caller should wait for a first event or a quiet
 // moment before relying on it. The returned error is ErrEventsUnsupported,
 // ctx's error, or why the stream broke.
-func (m *Manager) WatchEvents(ctx context.Context, opened func(), fn func(ContainerEvent)) error {
+func (w *Watcher) WatchEvents(ctx context.Context, opened func(), fn func(ContainerEvent)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := make(chan *runtimeapi.ContainerEventResponse, eventBuffer)
 	established := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- m.runtime.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
+		done <- w.runtime.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
 			close(established)
 			if opened != nil {
 				opened()
@@ -66,7 +66,7 @@ func (m *Manager) WatchEvents(ctx context.Context, opened func(), fn func(Contai
 		// A sandbox can change with no container changing (its pause
 		// process died): the relist this event leads to must list
 		// sandboxes afresh instead of reusing its last listing.
-		m.lastSandboxes.stale.Store(true)
+		w.lastSandboxes.stale.Store(true)
 		fn(ContainerEvent{
 			ContainerID: ev.GetContainerId(),
 			SandboxID:   ev.GetPodSandboxStatus().GetId(),

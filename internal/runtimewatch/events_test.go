@@ -1,4 +1,4 @@
-package kuberuntime
+package runtimewatch
 
 import (
 	"context"
@@ -89,10 +89,10 @@ func TestWatchEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.rt.FakeRuntimeService = fakeapi.NewFakeRuntimeService()
-			m := NewManager(&tt.rt, fakeapi.NewFakeImageService(), Options{Clock: clocktesting.NewFakeClock(baseTime), PodLogsDir: t.TempDir()})
+			w := New(&tt.rt, Options{Clock: clocktesting.NewFakeClock(baseTime), PodLogsDir: t.TempDir()})
 			var got []string
 			opened := false
-			err := m.WatchEvents(context.Background(), func() { opened = true }, func(ev ContainerEvent) {
+			err := w.WatchEvents(context.Background(), func() { opened = true }, func(ev ContainerEvent) {
 				got = append(got, ev.ContainerID)
 				if !ev.At.Equal(at) {
 					t.Errorf("event at %v, want %v", ev.At, at)
@@ -124,24 +124,24 @@ func TestEventMakesRelistListSandboxes(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(2)
 	ctx := context.Background()
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.calls()
 	rt := &streamingRuntime{FakeRuntimeService: env.rs, open: true, err: errors.New("eof"),
 		events: []*runtimeapi.ContainerEventResponse{eventFor("s-uid-0", podLabels("uid-0", "web-node"), baseTime)}}
-	env.m.runtime = rt
-	if err := env.m.WatchEvents(ctx, nil, func(ContainerEvent) {}); err == nil {
+	env.w.runtime = rt
+	if err := env.w.WatchEvents(ctx, nil, func(ContainerEvent) {}); err == nil {
 		t.Fatal("stream ended without an error")
 	}
 	env.calls()
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := env.calls(), []string{"ListContainers", "ListPodSandbox"}; !slices.Equal(got, want) {
 		t.Errorf("relist after an event: calls = %v, want %v", got, want)
 	}
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := env.calls(), []string{"ListContainers"}; !slices.Equal(got, want) {

@@ -1,4 +1,4 @@
-package kuberuntime
+package runtimewatch
 
 import (
 	"cmp"
@@ -170,20 +170,20 @@ type sandboxListing struct {
 // however many pods run. The agent's PLEG calls it every second and
 // compares. The returned statuses are the caller's; their Labels and
 // Annotations maps are shared and must not be modified.
-func (m *Manager) Relist(ctx context.Context) (map[types.UID]*podplan.PodStatus, error) {
-	m.lastSandboxes.mu.Lock()
-	defer m.lastSandboxes.mu.Unlock()
-	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector("")})
+func (w *Watcher) Relist(ctx context.Context) (map[types.UID]*podplan.PodStatus, error) {
+	w.lastSandboxes.mu.Lock()
+	defer w.lastSandboxes.mu.Unlock()
+	containers, err := w.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector("")})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	last := &m.lastSandboxes
+	last := &w.lastSandboxes
 	fp := containerListingFingerprint(containers)
 	sandboxes := last.sandboxes
 	stale := last.stale.Swap(false)
-	if sandboxes == nil || stale || fp != last.containers || m.clock.Since(last.listedAt) >= sandboxRelistPeriod {
-		listedAt := m.clock.Now()
-		sandboxes, err = m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector("")})
+	if sandboxes == nil || stale || fp != last.containers || w.clock.Since(last.listedAt) >= sandboxRelistPeriod {
+		listedAt := w.clock.Now()
+		sandboxes, err = w.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector("")})
 		if err != nil {
 			if stale {
 				last.stale.Store(true)
@@ -192,11 +192,11 @@ func (m *Manager) Relist(ctx context.Context) (map[types.UID]*podplan.PodStatus,
 		}
 		last.containers, last.sandboxes, last.listedAt = fp, sandboxes, listedAt
 	}
-	pods, err := m.podStatuses(ctx, sandboxes, containers)
+	pods, err := w.podStatuses(ctx, sandboxes, containers)
 	if err != nil {
 		return nil, err
 	}
-	m.statusCache.retain(sandboxes, containers)
+	w.statusCache.retain(sandboxes, containers)
 	return pods, nil
 }
 
@@ -211,15 +211,15 @@ func containerListingFingerprint(containers []*runtimeapi.Container) string {
 	return strings.Join(parts, ",")
 }
 
-// podplan.PodStatus returns the status of one pod, read fresh from the runtime: a
+// PodStatus returns the status of one pod, read fresh from the runtime: a
 // pod worker calls it right after acting on the pod. A UID without objects
 // gives an empty status, not an error.
-func (m *Manager) PodStatus(ctx context.Context, uid types.UID) (*podplan.PodStatus, error) {
-	sandboxes, containers, err := m.list(ctx, uid)
+func (w *Watcher) PodStatus(ctx context.Context, uid types.UID) (*podplan.PodStatus, error) {
+	sandboxes, containers, err := w.list(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
-	pods, err := m.podStatuses(ctx, sandboxes, containers)
+	pods, err := w.podStatuses(ctx, sandboxes, containers)
 	if err != nil {
 		return nil, err
 	}
@@ -230,12 +230,12 @@ func (m *Manager) PodStatus(ctx context.Context, uid types.UID) (*podplan.PodSta
 }
 
 // list lists berth's sandboxes and containers, of one pod if uid is set.
-func (m *Manager) list(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
-	sandboxes, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(uid)})
+func (w *Watcher) list(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+	sandboxes, err := w.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(uid)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector(uid)})
+	containers, err := w.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector(uid)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -247,8 +247,8 @@ func (m *Manager) list(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSan
 // a runtime ignored the label filter. Any failed status call fails the whole
 // result: a status missing its exit code would make the caller decide wrong
 // (restart a container that succeeded), while the next relist will retry.
-func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) (map[types.UID]*podplan.PodStatus, error) {
-	sbs, cts, err := m.objectStatuses(ctx, sandboxes, containers)
+func (w *Watcher) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) (map[types.UID]*podplan.PodStatus, error) {
+	sbs, cts, err := w.objectStatuses(ctx, sandboxes, containers)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func (m *Manager) podStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSa
 	}
 	for i, cs := range cts {
 		if cs != nil {
-			if cs.Runtime, err = m.name.get(ctx, m); err != nil {
+			if cs.Runtime, err = w.name.get(ctx, w); err != nil {
 				return nil, err
 			}
 			p := pod(containers[i].Labels)
@@ -300,7 +300,7 @@ const statusReadsInFlight = 8
 // for an object not berth's or removed since the listing. Cached entries
 // are taken as they are; the others are read statusReadsInFlight at a
 // time. The first failed read fails the result and cancels the others.
-func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) ([]*podplan.SandboxStatus, []*podplan.ContainerStatus, error) {
+func (w *Watcher) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) ([]*podplan.SandboxStatus, []*podplan.ContainerStatus, error) {
 	sbs := make([]*podplan.SandboxStatus, len(sandboxes))
 	cts := make([]*podplan.ContainerStatus, len(containers))
 	var reads []func(context.Context) error
@@ -308,12 +308,12 @@ func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.Po
 		if !podplan.Owned(s.Labels) || s.Labels[criconfig.LabelPodUID] == "" {
 			continue
 		}
-		if cached, ok := m.statusCache.sandbox(s.Id, s.State); ok {
+		if cached, ok := w.statusCache.sandbox(s.Id, s.State); ok {
 			sbs[i] = cached
 			continue
 		}
 		reads = append(reads, func(ctx context.Context) (err error) {
-			sbs[i], err = m.sandboxStatus(ctx, s)
+			sbs[i], err = w.sandboxStatus(ctx, s)
 			return err
 		})
 	}
@@ -321,12 +321,12 @@ func (m *Manager) objectStatuses(ctx context.Context, sandboxes []*runtimeapi.Po
 		if !podplan.Owned(c.Labels) || c.Labels[criconfig.LabelPodUID] == "" {
 			continue
 		}
-		if cached, ok := m.statusCache.container(c.Id, c.State); ok {
+		if cached, ok := w.statusCache.container(c.Id, c.State); ok {
 			cts[i] = cached
 			continue
 		}
 		reads = append(reads, func(ctx context.Context) (err error) {
-			cts[i], err = m.containerStatus(ctx, c)
+			cts[i], err = w.containerStatus(ctx, c)
 			return err
 		})
 	}
@@ -390,21 +390,21 @@ func podIPs(sandboxes []*podplan.SandboxStatus) []string {
 // sandboxStatus reads a listed sandbox's status from the runtime and
 // caches it (objectStatuses looks in the cache first). A sandbox removed
 // since the listing gives nil, nil.
-func (m *Manager) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*podplan.SandboxStatus, error) {
-	resp, err := m.runtime.PodSandboxStatus(ctx, s.Id, false)
+func (w *Watcher) sandboxStatus(ctx context.Context, s *runtimeapi.PodSandbox) (*podplan.SandboxStatus, error) {
+	resp, err := w.runtime.PodSandboxStatus(ctx, s.Id, false)
 	if isNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("status of sandbox %q: %w", s.Id, err)
 	}
-	return m.rememberSandbox(s.Id, resp.Status), nil
+	return w.RememberSandbox(s.Id, resp.Status), nil
 }
 
-// rememberSandbox converts a sandbox status from the runtime and caches it
+// RememberSandbox converts a sandbox status from the runtime and caches it
 // under the state it was read in, so whoever read it (a relist, or SyncPod
 // right after creating the sandbox) spares the next relist the call.
-func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *podplan.SandboxStatus {
+func (w *Watcher) RememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *podplan.SandboxStatus {
 	ss := &podplan.SandboxStatus{
 		ID:          id,
 		State:       sandboxState(st.GetState()),
@@ -418,15 +418,15 @@ func (m *Manager) rememberSandbox(id string, st *runtimeapi.PodSandboxStatus) *p
 	for _, ip := range st.GetNetwork().GetAdditionalIps() {
 		ss.AdditionalIPs = append(ss.AdditionalIPs, ip.GetIp())
 	}
-	m.statusCache.putSandbox(id, st.GetState(), ss)
+	w.statusCache.putSandbox(id, st.GetState(), ss)
 	return ss
 }
 
 // containerStatus reads a listed container's status from the runtime and
 // caches it (objectStatuses looks in the cache first). A container removed
 // since the listing gives nil, nil.
-func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*podplan.ContainerStatus, error) {
-	resp, err := m.runtime.ContainerStatus(ctx, c.Id, false)
+func (w *Watcher) containerStatus(ctx context.Context, c *runtimeapi.Container) (*podplan.ContainerStatus, error) {
+	resp, err := w.runtime.ContainerStatus(ctx, c.Id, false)
 	if isNotFound(err) {
 		return nil, nil
 	}
@@ -455,7 +455,7 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	if cs.Name == "" {
 		cs.Name = st.Labels[criconfig.LabelContainerName]
 	}
-	m.statusCache.putContainer(c.Id, st.State, cs, m.ownedLogPath(st.LogPath), m.ownedTermPath(terminationMessageHostPath(st)))
+	w.statusCache.putContainer(c.Id, st.State, cs, w.OwnedLogPath(st.LogPath), w.ownedTermPath(terminationMessageHostPath(st)))
 	return cs, nil
 }
 

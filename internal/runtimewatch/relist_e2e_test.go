@@ -1,6 +1,6 @@
 //go:build e2e
 
-package kuberuntime
+package runtimewatch
 
 import (
 	"context"
@@ -35,11 +35,12 @@ type e2ePod struct {
 }
 
 // startE2EPod runs a sandbox with the given containers on the test bed via
-// m's runtime, with its logs in m's PodLogsDir; it is removed when t ends.
-func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hostNetwork bool, containers ...e2eContainer) *e2ePod {
+// env's runtime, with its logs in env's log directory; it is removed when
+// t ends.
+func startE2EPod(ctx context.Context, t *testing.T, env *e2eEnv, name string, hostNetwork bool, containers ...e2eContainer) *e2ePod {
 	t.Helper()
 	p := &e2ePod{uid: types.UID(fmt.Sprintf("%s-%d", name, time.Now().UnixNano())), name: name, containers: map[string]string{}}
-	p.logDir = filepath.Join(m.opts.PodLogsDir, "default_"+name+"_"+string(p.uid))
+	p.logDir = filepath.Join(env.podLogsDir, "default_"+name+"_"+string(p.uid))
 	labels := map[string]string{criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelPodUID: string(p.uid), criconfig.LabelManaged: "true"}
 	netMode := runtimeapi.NamespaceMode_POD
 	hostname := name
@@ -56,20 +57,20 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 		}},
 	}
 	var err error
-	if p.sandboxID, err = m.runtime.RunPodSandbox(ctx, cfg, ""); err != nil {
+	if p.sandboxID, err = env.rs.RunPodSandbox(ctx, cfg, ""); err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = m.runtime.StopPodSandbox(ctx, p.sandboxID)
-		_ = m.runtime.RemovePodSandbox(ctx, p.sandboxID)
+		_ = env.rs.StopPodSandbox(ctx, p.sandboxID)
+		_ = env.rs.RemovePodSandbox(ctx, p.sandboxID)
 	})
 	for _, c := range containers {
 		cl := map[string]string{criconfig.LabelContainerName: c.name}
 		for k, v := range labels {
 			cl[k] = v
 		}
-		id, err := m.runtime.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
+		id, err := env.rs.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: c.name},
 			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage, UserSpecifiedImage: testBed.BusyboxImage},
 			// The sandbox's namespaces, as the kubelet passes them: CRI-O
@@ -87,7 +88,7 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 		if err != nil {
 			t.Fatalf("CreateContainer %s: %v", c.name, err)
 		}
-		if err := m.runtime.StartContainer(ctx, id); err != nil {
+		if err := env.rs.StartContainer(ctx, id); err != nil {
 			t.Fatalf("StartContainer %s: %v", c.name, err)
 		}
 		p.containers[c.name] = id
@@ -95,8 +96,8 @@ func startE2EPod(ctx context.Context, t *testing.T, m *Manager, name string, hos
 	return p
 }
 
-// waitPodStatus polls podplan.PodStatus until ok accepts it.
-func waitPodStatus(ctx context.Context, t *testing.T, m *Manager, uid types.UID, what string, ok func(*podplan.PodStatus) bool) *podplan.PodStatus {
+// waitPodStatus polls PodStatus until ok accepts it.
+func waitPodStatus(ctx context.Context, t *testing.T, m *Watcher, uid types.UID, what string, ok func(*podplan.PodStatus) bool) *podplan.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -133,22 +134,20 @@ func totalOps(t *testing.T, reg *prometheus.Registry) float64 {
 }
 
 func TestE2ERelistAndPodStatus(t *testing.T) {
-	base := newE2EManager(t)
+	env := newE2EEnv(t)
 	reg := prometheus.NewRegistry()
-	rs, is := criclient.Instrument(base.runtime, base.images, reg)
-	opts := base.opts
-	opts.Clock = frozenClock()
-	m := NewManager(rs, is, opts)
+	rs, _ := criclient.Instrument(env.rs, env.is, reg)
+	m := New(rs, Options{PodLogsDir: env.podLogsDir, Clock: frozenClock()})
 	ctx := context.Background()
 	_, subnet, err := net.ParseCIDR(testBed.Subnet)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	p := startE2EPod(ctx, t, m, "observed", false,
+	p := startE2EPod(ctx, t, env, "observed", false,
 		e2eContainer{"runs", "exec sleep 3600"},
 		e2eContainer{"exits", "echo bye; sleep 0.5; exit 3"})
-	hp := startE2EPod(ctx, t, m, "hostnet", true, e2eContainer{"runs", "exec sleep 3600"})
+	hp := startE2EPod(ctx, t, env, "hostnet", true, e2eContainer{"runs", "exec sleep 3600"})
 
 	st := waitPodStatus(ctx, t, m, p.uid, "exits exited", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("exits")
@@ -219,19 +218,17 @@ func TestE2ERelistAndPodStatus(t *testing.T) {
 // one call whatever the number of pods.
 func TestE2ERelistFiftyPods(t *testing.T) {
 	const n = 50
-	setup := newE2EManager(t)
+	env := newE2EEnv(t)
 	ctx := context.Background()
 	created := time.Now()
 	for i := range n {
-		startE2EPod(ctx, t, setup, fmt.Sprintf("many-%02d", i), false, e2eContainer{"runs", "exec sleep 3600"})
+		startE2EPod(ctx, t, env, fmt.Sprintf("many-%02d", i), false, e2eContainer{"runs", "exec sleep 3600"})
 	}
 	t.Logf("created %d pods in %v", n, time.Since(created))
 
 	reg := prometheus.NewRegistry()
-	rs, is := criclient.Instrument(setup.runtime, setup.images, reg)
-	opts := setup.opts
-	opts.Clock = frozenClock()
-	m := NewManager(rs, is, opts)
+	rs, _ := criclient.Instrument(env.rs, env.is, reg)
+	m := New(rs, Options{PodLogsDir: env.podLogsDir, Clock: frozenClock()})
 	start := time.Now()
 	pods, err := m.Relist(ctx)
 	cold := time.Since(start)
@@ -245,7 +242,7 @@ func TestE2ERelistFiftyPods(t *testing.T) {
 	if len(pods) < n {
 		t.Fatalf("relist found %d pods, want at least %d", len(pods), n)
 	}
-	// The manager's first relist also asks the runtime its name once
+	// The watcher's first relist also asks the runtime its name once
 	// (runtimename.go): the scheme of the container IDs it reports.
 	if calls := totalOps(t, reg); calls != float64(3+objects) {
 		t.Errorf("cold relist made %v calls, want 2 lists, 1 version and %d status calls", calls, objects)
@@ -266,7 +263,7 @@ func TestE2ERelistFiftyPods(t *testing.T) {
 	t.Logf("%d pods: cold relist %v (%d calls), idle relist %v (1 call)", len(pods), cold, 3+objects, idle)
 }
 
-// frozenClock stops time for a manager, so the idle call counts do not
+// frozenClock stops time for a watcher, so the idle call counts do not
 // depend on how fast the machine runs the relists (sandboxRelistPeriod).
 func frozenClock() *clocktesting.FakeClock {
 	return clocktesting.NewFakeClock(time.Now())
@@ -278,20 +275,20 @@ func frozenClock() *clocktesting.FakeClock {
 // EXITED with its code). The time of that read, beside the same statuses
 // read one after the other, is logged as a figure, not asserted.
 func TestE2ERelistReadsManyNewObjects(t *testing.T) {
-	base := newE2EManager(t)
+	env := newE2EEnv(t)
 	ctx := context.Background()
 	const n = 12
 	pods := make([]*e2ePod, n)
 	for i := range pods {
-		pods[i] = startE2EPod(ctx, t, base, fmt.Sprintf("many-%d", i), false, e2eContainer{"app", "sleep 600"})
+		pods[i] = startE2EPod(ctx, t, env, fmt.Sprintf("many-%d", i), false, e2eContainer{"app", "sleep 600"})
 	}
 	for _, p := range pods {
-		if err := base.runtime.StopPodSandbox(ctx, p.sandboxID); err != nil {
+		if err := env.rs.StopPodSandbox(ctx, p.sandboxID); err != nil {
 			t.Fatalf("stop sandbox of %s: %v", p.name, err)
 		}
 	}
-	// A fresh manager, as after a restart: nothing cached.
-	m := NewManager(base.runtime, base.images, base.opts)
+	// A fresh watcher, as after a restart: nothing cached.
+	m := New(env.rs, Options{PodLogsDir: env.podLogsDir})
 	began := time.Now()
 	all, err := m.Relist(ctx)
 	if err != nil {
@@ -312,10 +309,10 @@ func TestE2ERelistReadsManyNewObjects(t *testing.T) {
 	}
 	began = time.Now()
 	for _, p := range pods {
-		if _, err := base.runtime.PodSandboxStatus(ctx, p.sandboxID, false); err != nil {
+		if _, err := env.rs.PodSandboxStatus(ctx, p.sandboxID, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := base.runtime.ContainerStatus(ctx, p.containers["app"], false); err != nil {
+		if _, err := env.rs.ContainerStatus(ctx, p.containers["app"], false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package kuberuntime
+package runtimewatch
 
 import (
 	"context"
@@ -24,26 +24,20 @@ import (
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
-// criTestEnv is a Manager over the cri-api fakes, a fake clock and a
-// recorder that keeps events, for the observation, image and kill tests.
+// criTestEnv is a Watcher over the cri-api fake runtime and a fake clock.
 type criTestEnv struct {
-	m      *Manager
-	rs     *fakeapi.FakeRuntimeService
-	is     *fakeapi.FakeImageService
-	clock  *clocktesting.FakeClock
-	events *eventLog
+	w     *Watcher
+	rs    *fakeapi.FakeRuntimeService
+	clock *clocktesting.FakeClock
 }
 
 func newCRITestEnv(t *testing.T) *criTestEnv {
 	t.Helper()
 	env := &criTestEnv{
-		rs:     fakeapi.NewFakeRuntimeService(),
-		is:     fakeapi.NewFakeImageService(),
-		clock:  clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),
-		events: &eventLog{},
+		rs:    fakeapi.NewFakeRuntimeService(),
+		clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),
 	}
-	env.is.SetFakeImageSize(1234)
-	env.m = NewManager(env.rs, env.is, Options{Clock: env.clock, Recorder: env.events, PodLogsDir: t.TempDir()})
+	env.w = New(env.rs, Options{Clock: env.clock, PodLogsDir: t.TempDir()})
 	return env
 }
 
@@ -54,27 +48,6 @@ func (e *criTestEnv) calls() []string {
 	c := e.rs.Called
 	e.rs.Called = nil
 	return c
-}
-
-// eventLog is a Recorder keeping "Type Reason: message" lines.
-type eventLog struct {
-	mu     sync.Mutex // guards events
-	events []string
-}
-
-func (l *eventLog) Event(_ types.UID, _, _ string, typ EventType, reason, message string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, fmt.Sprintf("%s %s: %s", typ, reason, message))
-}
-
-// take returns the events recorded since the last take.
-func (l *eventLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.events
-	l.events = nil
-	return e
 }
 
 var baseTime = time.Unix(1_700_000_000, 0)
@@ -154,7 +127,7 @@ func TestRelistIsOneCallAtIdle(t *testing.T) {
 	env.setPods(50)
 	ctx := context.Background()
 
-	pods, err := env.m.Relist(ctx)
+	pods, err := env.w.Relist(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +142,7 @@ func TestRelistIsOneCallAtIdle(t *testing.T) {
 
 	for range 4 {
 		env.clock.Step(time.Second)
-		if _, err := env.m.Relist(ctx); err != nil {
+		if _, err := env.w.Relist(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := env.calls(), []string{"ListContainers"}; !slices.Equal(got, want) {
@@ -177,7 +150,7 @@ func TestRelistIsOneCallAtIdle(t *testing.T) {
 		}
 	}
 	env.clock.Step(time.Second)
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := env.calls(), []string{"ListContainers", "ListPodSandbox"}; !slices.Equal(got, want) {
@@ -189,7 +162,7 @@ func TestRelistListsSandboxesWhenContainersChange(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(2)
 	ctx := context.Background()
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.calls()
@@ -198,7 +171,7 @@ func TestRelistListsSandboxesWhenContainersChange(t *testing.T) {
 	delete(env.rs.Containers, "c-uid-0")
 	delete(env.rs.Sandboxes, "s-uid-0")
 	env.rs.Unlock()
-	pods, err := env.m.Relist(ctx)
+	pods, err := env.w.Relist(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +187,7 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(3)
 	ctx := context.Background()
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.calls()
@@ -229,7 +202,7 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	c.Message = "disk full"
 	env.rs.Unlock()
 
-	pods, err := env.m.Relist(ctx)
+	pods, err := env.w.Relist(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +217,7 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	}
 
 	// An exited container never changes: no more status calls.
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if calls := env.calls(); !slices.Equal(calls, []string{"ListContainers"}) {
@@ -256,21 +229,21 @@ func TestRelistDropsVanishedObjectsFromCache(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(2)
 	ctx := context.Background()
-	if _, err := env.m.Relist(ctx); err != nil {
+	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.rs.Lock()
 	delete(env.rs.Containers, "c-uid-0")
 	delete(env.rs.Sandboxes, "s-uid-0")
 	env.rs.Unlock()
-	pods, err := env.m.Relist(ctx)
+	pods, err := env.w.Relist(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := pods["uid-0"]; ok || len(pods) != 1 {
 		t.Errorf("removed pod still listed: %v", pods)
 	}
-	c := &env.m.statusCache
+	c := &env.w.statusCache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.containers) != 1 || len(c.sandboxes) != 1 {
@@ -293,7 +266,7 @@ func TestRelistIgnoresForeignObjects(t *testing.T) {
 	env.rs.Containers["c-foreign"] = foreignC
 	env.rs.Unlock()
 
-	pods, err := env.m.Relist(context.Background())
+	pods, err := env.w.Relist(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +292,7 @@ func TestRelistStatusErrors(t *testing.T) {
 			env := newCRITestEnv(t)
 			env.setPods(1)
 			env.rs.InjectError("ContainerStatus", tt.err)
-			pods, err := env.m.Relist(context.Background())
+			pods, err := env.w.Relist(context.Background())
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -341,7 +314,7 @@ func TestRelistListErrors(t *testing.T) {
 		t.Run(call, func(t *testing.T) {
 			env := newCRITestEnv(t)
 			env.rs.InjectError(call, status.Error(codes.Unavailable, "down"))
-			if _, err := env.m.Relist(context.Background()); err == nil {
+			if _, err := env.w.Relist(context.Background()); err == nil {
 				t.Fatal("Relist succeeded with a failing list")
 			}
 		})
@@ -369,7 +342,7 @@ func TestPodStatusFields(t *testing.T) {
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{old, cur, other})
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{exited, running})
 
-	got, err := env.m.PodStatus(context.Background(), uid)
+	got, err := env.w.PodStatus(context.Background(), uid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +383,7 @@ func TestPodStatusFields(t *testing.T) {
 		t.Errorf("calls = %v, want 2 lists filtered to the pod, 4 status calls and one Version for the runtime's name", calls)
 	}
 	// The runtime's name is asked once and kept.
-	if _, err := env.m.PodStatus(context.Background(), uid); err != nil {
+	if _, err := env.w.PodStatus(context.Background(), uid); err != nil {
 		t.Fatal(err)
 	}
 	if calls := env.calls(); slices.Contains(calls, "Version") {
@@ -426,14 +399,14 @@ func TestPodStatusHostNetworkAndUnknownPod(t *testing.T) {
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{s})
 	ctx := context.Background()
 
-	got, err := env.m.PodStatus(ctx, "uid-h")
+	got, err := env.w.PodStatus(ctx, "uid-h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !got.Sandboxes[0].HostNetwork || len(got.IPs) != 0 {
 		t.Errorf("host network pod: HostNetwork %v, IPs %v; want true and none", got.Sandboxes[0].HostNetwork, got.IPs)
 	}
-	none, err := env.m.PodStatus(ctx, "uid-none")
+	none, err := env.w.PodStatus(ctx, "uid-none")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,13 +466,13 @@ func TestSpecImage(t *testing.T) {
 func TestObservationConcurrentUse(t *testing.T) {
 	env := newCRITestEnv(t)
 	env.setPods(10)
-	env.m.runtime = grpcNotFound{env.rs}
+	env.w.runtime = grpcNotFound{env.rs}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
 			for range 20 {
-				if _, err := env.m.Relist(ctx); err != nil {
+				if _, err := env.w.Relist(ctx); err != nil {
 					t.Error(err)
 				}
 			}
@@ -508,20 +481,31 @@ func TestObservationConcurrentUse(t *testing.T) {
 	for i := range 10 {
 		wg.Go(func() {
 			uid := types.UID(fmt.Sprintf("uid-%d", i))
-			st, err := env.m.PodStatus(ctx, uid)
+			st, err := env.w.PodStatus(ctx, uid)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if i%2 == 0 {
-				if err := env.m.RemovePod(ctx, st); err != nil {
-					t.Error(err)
+			if i%2 == 0 { // removed, as the runtime manager removes a pod
+				var containers, sandboxes []string
+				for _, c := range st.Containers {
+					if err := env.rs.RemoveContainer(ctx, c.ID); err != nil {
+						t.Error(err)
+					}
+					containers = append(containers, c.ID)
 				}
+				for _, s := range st.Sandboxes {
+					if err := env.rs.RemovePodSandbox(ctx, s.ID); err != nil {
+						t.Error(err)
+					}
+					sandboxes = append(sandboxes, s.ID)
+				}
+				env.w.Forget(containers, sandboxes)
 			}
 		})
 	}
 	wg.Wait()
-	pods, err := env.m.Relist(ctx)
+	pods, err := env.w.Relist(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package kuberuntime
+package runtimewatch
 
 import (
 	"context"
@@ -17,13 +17,13 @@ type runtimeName struct {
 }
 
 // get returns the runtime's name, asking the runtime until it answers once.
-func (r *runtimeName) get(ctx context.Context, m *Manager) (string, error) {
+func (r *runtimeName) get(ctx context.Context, w *Watcher) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.name != "" {
 		return r.name, nil
 	}
-	v, err := m.runtime.Version(ctx, "")
+	v, err := w.runtime.Version(ctx, "")
 	if err != nil {
 		return "", fmt.Errorf("runtime version: %w", err)
 	}

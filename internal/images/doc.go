@@ -1,0 +1,16 @@
+// Package images is how berth gets a container's image on the CRI image
+// service: the pull policy and whether an image must be pulled, the
+// credentials to pull it with (the pod's image pull Secrets, then the
+// node's credentials file, matched by pullauth's keyring), the pull itself
+// with each credential in turn, the runtime's ID of an image, and image
+// volume mounts pinned to that ID.
+//
+// It must never import the runtime manager, the desired-state packages
+// (manifests, sources, the merge store) nor the agent: the pod arrives as
+// a *v1.Pod, its Secrets through Options.Objects. What a failed pull means
+// for a pod (its events, its waiting reason, the pull back-off) is the
+// runtime manager's.
+//
+// A Puller owns no mutable state: it reads the node's credentials file at
+// every pull, and the image service guards itself.
+package images
