@@ -10,12 +10,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/runtimewatch"
 )
 
 // runtimeEvents is a runtime that streams container events. *kuberuntime.Manager
-// implements it; runtimes without the call answer kuberuntime.ErrEventsUnsupported.
+// implements it; runtimes without the call answer runtimewatch.ErrEventsUnsupported.
 type runtimeEvents interface {
-	WatchEvents(ctx context.Context, opened func(), fn func(kuberuntime.ContainerEvent)) error
+	WatchEvents(ctx context.Context, opened func(), fn func(runtimewatch.ContainerEvent)) error
 }
 
 var _ runtimeEvents = (*kuberuntime.Manager)(nil)
@@ -85,7 +86,7 @@ func (w *runtimeWatch) run(ctx context.Context) {
 		}
 		wait := retry
 		switch {
-		case errors.Is(err, kuberuntime.ErrEventsUnsupported):
+		case errors.Is(err, runtimewatch.ErrEventsUnsupported):
 			if !unsupportedLogged {
 				w.log.Info("the container runtime streams no container events; relisting it every period")
 				unsupportedLogged = true
@@ -138,7 +139,7 @@ func (w *runtimeWatch) trust(session uint64) {
 }
 
 // event records one event; the first proves the stream works.
-func (w *runtimeWatch) event(ev kuberuntime.ContainerEvent) {
+func (w *runtimeWatch) event(ev runtimewatch.ContainerEvent) {
 	w.log.Debug("container event", "containerID", ev.ContainerID, "sandboxID", ev.SandboxID, "type", ev.Type.String(), "at", ev.At)
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podworkers"
+	"github.com/berth-agent/berth/internal/runtimewatch"
 )
 
 // fakeEvents is a runtime event stream the test drives: every WatchEvents
@@ -30,12 +30,12 @@ type fakeEvents struct {
 // it with an error.
 type fakeStream struct {
 	opened func()
-	events chan kuberuntime.ContainerEvent
+	events chan runtimewatch.ContainerEvent
 	end    chan error
 }
 
-func (f *fakeEvents) WatchEvents(ctx context.Context, opened func(), fn func(kuberuntime.ContainerEvent)) error {
-	s := &fakeStream{opened: opened, events: make(chan kuberuntime.ContainerEvent), end: make(chan error)}
+func (f *fakeEvents) WatchEvents(ctx context.Context, opened func(), fn func(runtimewatch.ContainerEvent)) error {
+	s := &fakeStream{opened: opened, events: make(chan runtimewatch.ContainerEvent), end: make(chan error)}
 	select {
 	case f.streams <- s:
 	case <-ctx.Done():
@@ -161,7 +161,7 @@ func (e *plegEnv) waiters(n int) {
 func (e *plegEnv) event(s *fakeStream, at time.Time) {
 	e.t.Helper()
 	select {
-	case s.events <- kuberuntime.ContainerEvent{ContainerID: "c", At: at}:
+	case s.events <- runtimewatch.ContainerEvent{ContainerID: "c", At: at}:
 	case <-time.After(10 * time.Second):
 		e.t.Fatal("event not taken")
 	}
@@ -237,7 +237,7 @@ func TestPLEGUnsupportedRelistsEveryPeriod(t *testing.T) {
 		first := e.relist()
 		s := e.stream()
 		s.opened() // 1.6 accepts the call and fails the first read
-		s.end <- kuberuntime.ErrEventsUnsupported
+		s.end <- runtimewatch.ErrEventsUnsupported
 		e.waiters(3) // the ticker, the grace of the failed stream, the retry's timer
 		for i := 1; i <= 3; i++ {
 			e.clock.Step(testPeriod)
