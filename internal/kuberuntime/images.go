@@ -14,22 +14,14 @@ import (
 
 // EnsureImage makes the container's image present according to its
 // imagePullPolicy and returns the image reference to create the container
-// from. Failures are *SyncError with the kubelet's reasons: InvalidImageName,
+// from (ImageResult.Ref). Failures are *SyncError with the kubelet's reasons: InvalidImageName,
 // ImageInspectError, ErrImageNeverPull (policy Never and the image absent),
 // ErrImagePull (the pull failed; the image's back-off starts or grows) and
 // ImagePullBackOff (a pull failed recently: no pull is attempted until the
 // back-off has passed). Back-off is per image, so pods sharing a broken image
-// do not hammer the registry in turn. It records Pulling, Pulled, Failed and
-// BackOff events for the pod.
-func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	ref, _, err := m.ensureImage(ctx, pod, c, sandboxConfig)
-	return ref, err
-}
-
-// ensureImage is EnsureImage, also saying how long it spent pulling: the
-// pull's time, failed or not, without inspecting the image or waiting out
-// a back-off (the image pull time the pod start SLI leaves out).
-func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (ref string, pulling time.Duration, err error) {
+// do not hammer the registry in turn. It records Pulling, Pulled, Failed
+// and BackOff events for the pod.
+func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (ImageResult, error) {
 	event := func(typ EventType, reason, message string) {
 		m.opts.Recorder.Event(pod.UID, pod.Name, pod.Namespace, typ, reason, message)
 	}
@@ -37,40 +29,40 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err)
 		event(EventWarning, "InspectFailed", msg)
-		return "", 0, &SyncError{Reason: ReasonInvalidImageName, Message: msg, Err: err}
+		return ImageResult{}, &SyncError{Reason: ReasonInvalidImageName, Message: msg, Err: err}
 	}
 	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
-	ref, err = m.images.Ref(ctx, spec)
+	ref, err := m.images.Ref(ctx, spec)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
 		event(EventWarning, "InspectFailed", msg)
-		return "", 0, &SyncError{Reason: ReasonImageInspectError, Message: msg, Err: err}
+		return ImageResult{}, &SyncError{Reason: ReasonImageInspectError, Message: msg, Err: err}
 	}
 	if !images.ShouldPull(images.PullPolicy(c.ImagePullPolicy, tag, digest), ref != "") {
 		if ref != "" {
 			event(EventNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
-			return ref, 0, nil
+			return ImageResult{Ref: ref}, nil
 		}
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 		event(EventWarning, ReasonErrImageNeverPull, msg)
-		return "", 0, &SyncError{Reason: ReasonErrImageNeverPull, Message: msg}
+		return ImageResult{}, &SyncError{Reason: ReasonErrImageNeverPull, Message: msg}
 	}
 	creds, err := m.images.Credentials(pod, image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		event(EventWarning, "Failed", msg)
-		return "", 0, &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+		return ImageResult{}, &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
 	backoffKey := images.BackoffKey(image, creds)
-	if m.pullBackoff.RemainingSinceLast(backoffKey) > 0 {
+	if remaining := m.pullBackoff.RemainingSinceLast(backoffKey); remaining > 0 {
 		msg := fmt.Sprintf("Back-off pulling image %q", image)
 		event(EventNormal, "BackOff", msg)
-		return "", 0, &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
+		return ImageResult{RetryAfter: remaining}, &SyncError{Reason: ReasonImagePullBackOff, Message: msg}
 	}
 	event(EventNormal, "Pulling", fmt.Sprintf("Pulling image %q", image))
 	start := m.clock.Now()
 	ref, err = m.images.Pull(ctx, spec, creds, sandboxConfig)
-	pulling = m.clock.Since(start)
+	pulling := m.clock.Since(start)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v%s", image, err, images.NoCredentialsHint(image, creds, err))
 		// A pull cut short because the pod went away or berth is stopping
@@ -79,9 +71,22 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			m.pullBackoff.Next(backoffKey)
 			event(EventWarning, "Failed", msg)
 		}
-		return "", pulling, &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
+		return ImageResult{RetryAfter: m.pullBackoff.RemainingSinceLast(backoffKey), Pulling: pulling}, &SyncError{Reason: ReasonErrImagePull, Message: msg, Err: err}
 	}
 	m.pullBackoff.Reset(backoffKey)
 	event(EventNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", image, pulling.Round(time.Millisecond)))
-	return ref, pulling, nil
+	return ImageResult{Ref: ref, Pulling: pulling}, nil
+}
+
+// ImageResult is what EnsureImage found and did.
+type ImageResult struct {
+	// Ref is the runtime's ID of the image, "" on failure.
+	Ref string
+	// RetryAfter is how long the image's pull back-off still runs after
+	// an ErrImagePull or ImagePullBackOff; 0 after any other outcome.
+	RetryAfter time.Duration
+	// Pulling is how long the pull took, failed or not, without
+	// inspecting the image or waiting out a back-off: the image pull time
+	// the pod start SLI leaves out.
+	Pulling time.Duration
 }

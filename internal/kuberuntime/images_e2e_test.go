@@ -19,7 +19,8 @@ func TestE2EEnsureImage(t *testing.T) {
 
 	t.Run("Always pulls from the registry", func(t *testing.T) {
 		pod, c := imagePod(testBed.RegistryBusyboxImage, v1.PullAlways)
-		ref, err := m.EnsureImage(ctx, pod, c, nil)
+		img, err := m.EnsureImage(ctx, pod, c, nil)
+		ref := img.Ref
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,8 @@ func TestE2EEnsureImage(t *testing.T) {
 
 	t.Run("short name finds the imported image without pulling", func(t *testing.T) {
 		pod, c := imagePod("busybox:1.36", v1.PullNever)
-		ref, err := m.EnsureImage(ctx, pod, c, nil)
+		img, err := m.EnsureImage(ctx, pod, c, nil)
+		ref := img.Ref
 		if err != nil {
 			t.Fatalf("busybox:1.36 not resolved to %s: %v", testBed.BusyboxImage, err)
 		}

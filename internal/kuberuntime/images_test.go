@@ -60,7 +60,8 @@ func TestEnsureImagePolicies(t *testing.T) {
 			env := newCRITestEnv(t)
 			env.is.SetFakeImages(tt.present)
 			pod, c := imagePod(tt.image, tt.policy)
-			ref, err := env.m.EnsureImage(context.Background(), pod, c, nil)
+			img, err := env.m.EnsureImage(context.Background(), pod, c, nil)
+			ref := img.Ref
 			if got := syncReason(err); got != tt.wantErr || (err != nil && tt.wantErr == "") {
 				t.Fatalf("err = %v, want reason %q", err, tt.wantErr)
 			}
@@ -88,19 +89,20 @@ func TestEnsureImagePullBackoff(t *testing.T) {
 	pullErr := status.Error(codes.NotFound, "manifest unknown")
 
 	steps := []struct {
-		advance  time.Duration
-		fail     bool
-		wantErr  string
-		wantPull bool
+		advance   time.Duration
+		fail      bool
+		wantErr   string
+		wantPull  bool
+		wantRetry time.Duration
 	}{
-		{0, true, ReasonErrImagePull, true},       // first failure: back-off 10s
-		{0, false, ReasonImagePullBackOff, false}, // at once: backing off, no pull
-		{9 * time.Second, false, ReasonImagePullBackOff, false},
-		{time.Second, true, ReasonErrImagePull, true}, // 10s passed: pull, fail again: 20s
-		{10 * time.Second, false, ReasonImagePullBackOff, false},
-		{10 * time.Second, false, "", true}, // 20s passed: pull succeeds
-		{0, true, ReasonErrImagePull, true}, // success reset the back-off...
-		{10 * time.Second, false, "", true}, // ...so 10s suffice again
+		{0, true, ReasonErrImagePull, true, 10 * time.Second},       // first failure: back-off 10s
+		{0, false, ReasonImagePullBackOff, false, 10 * time.Second}, // at once: backing off, no pull
+		{9 * time.Second, false, ReasonImagePullBackOff, false, time.Second},
+		{time.Second, true, ReasonErrImagePull, true, 20 * time.Second}, // 10s passed: pull, fail again: 20s
+		{10 * time.Second, false, ReasonImagePullBackOff, false, 10 * time.Second},
+		{10 * time.Second, false, "", true, 0},                // 20s passed: pull succeeds
+		{0, true, ReasonErrImagePull, true, 10 * time.Second}, // success reset the back-off...
+		{10 * time.Second, false, "", true, 0},                // ...so 10s suffice again
 	}
 	for i, s := range steps {
 		env.clock.Step(s.advance)
@@ -108,9 +110,13 @@ func TestEnsureImagePullBackoff(t *testing.T) {
 			env.is.InjectError("PullImage", pullErr)
 		}
 		env.is.Called = nil
-		_, err := env.m.EnsureImage(ctx, pod, c, nil)
+		img, err := env.m.EnsureImage(ctx, pod, c, nil)
+		retry := img.RetryAfter
 		if got := syncReason(err); got != s.wantErr {
 			t.Fatalf("step %d: err = %v, want reason %q", i, err, s.wantErr)
+		}
+		if retry != s.wantRetry {
+			t.Errorf("step %d: retry after %v, want %v", i, retry, s.wantRetry)
 		}
 		if pulled := slices.Contains(env.is.Called, "PullImage"); pulled != s.wantPull {
 			t.Fatalf("step %d: pulled = %v, want %v", i, pulled, s.wantPull)

@@ -14,7 +14,8 @@ import (
 // ensureImageVolumes pulls, per their pullPolicy, the images of the image
 // volumes container c mounts, the way EnsureImage pulls c's own image:
 // same events, same errors (ErrImagePull, ImagePullBackOff, ...), same
-// per-image back-off. retryAfter is the back-off left after a failed pull.
+// per-image back-off. retryAfter is the back-off left after a failed pull;
+// pulling is the time the pulls took.
 func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxConfig *runtimeapi.PodSandboxConfig) (retryAfter, pulling time.Duration, err error) {
 	for _, vm := range c.VolumeMounts {
 		vol := podVolume(pod, vm.Name)
@@ -24,14 +25,13 @@ func (m *Manager) ensureImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Con
 		// The volume's image as a container of its own: EnsureImage's
 		// events then name the image, and its back-off is the image's.
 		puller := &v1.Container{Name: c.Name, Image: vol.Image.Reference, ImagePullPolicy: vol.Image.PullPolicy}
-		_, pulled, err := m.ensureImage(ctx, pod, puller, sandboxConfig)
-		pulling += pulled
+		r, err := m.EnsureImage(ctx, pod, puller, sandboxConfig)
+		pulling += r.Pulling
 		if err != nil {
-			retry := m.pullRetryAfter(pod, puller, err)
 			if se, ok := errors.AsType[*SyncError](err); ok {
-				return retry, pulling, &SyncError{Reason: se.Reason, Message: fmt.Sprintf("image volume %q: %s", vm.Name, se.Message), Err: se.Err}
+				return r.RetryAfter, pulling, &SyncError{Reason: se.Reason, Message: fmt.Sprintf("image volume %q: %s", vm.Name, se.Message), Err: se.Err}
 			}
-			return retry, pulling, fmt.Errorf("image volume %q: %w", vm.Name, err)
+			return r.RetryAfter, pulling, fmt.Errorf("image volume %q: %w", vm.Name, err)
 		}
 	}
 	return 0, pulling, nil

@@ -12,7 +12,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
-	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/podplan"
 )
 
@@ -258,20 +257,20 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		res.RetryAfter = remaining
 		return res
 	}
-	imageRef, pulling, err := m.ensureImage(ctx, pod, c, t.sandboxConfig)
-	res.Pulling = pulling
+	img, err := m.EnsureImage(ctx, pod, c, t.sandboxConfig)
+	res.Pulling = img.Pulling
 	if err != nil {
-		res.Err, res.RetryAfter = err, m.pullRetryAfter(pod, c, err)
+		res.Err, res.RetryAfter = err, img.RetryAfter
 		return res
 	}
-	res.RetryAfter, pulling, err = m.ensureImageVolumes(ctx, pod, c, t.sandboxConfig)
+	retryAfter, pulling, err := m.ensureImageVolumes(ctx, pod, c, t.sandboxConfig)
 	res.Pulling += pulling
 	if err != nil {
-		res.Err = err
+		res.Err, res.RetryAfter = err, retryAfter
 		return res
 	}
 	restartCount := m.nextRestartCount(pod, c.Name, status)
-	cfg, err := m.containerConfig(ctx, pod, c, restartCount, t.podIPs, imageRef)
+	cfg, err := m.containerConfig(ctx, pod, c, restartCount, t.podIPs, img.Ref)
 	if err != nil {
 		res.Err = err
 		m.event(pod, EventWarning, "Failed", "Error: "+syncMessage(err))
@@ -319,24 +318,6 @@ func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *podplan
 // crashKey is the crash-loop back-off key of a container of a pod.
 func crashKey(uid types.UID, container string) string {
 	return string(uid) + "/" + container
-}
-
-// pullRetryAfter is how long the image's pull back-off still runs after a
-// failed or backed-off pull, 0 for other failures.
-func (m *Manager) pullRetryAfter(pod *v1.Pod, c *v1.Container, err error) time.Duration {
-	var se *SyncError
-	if !errors.As(err, &se) || (se.Reason != ReasonErrImagePull && se.Reason != ReasonImagePullBackOff) {
-		return 0
-	}
-	image, _, _, terr := criconfig.ApplyDefaultTag(c.Image)
-	if terr != nil {
-		return 0
-	}
-	creds, cerr := m.images.Credentials(pod, image)
-	if cerr != nil {
-		return 0
-	}
-	return m.pullBackoff.RemainingSinceLast(images.BackoffKey(image, creds))
 }
 
 // asSyncError gives err the reason unless it already carries one.

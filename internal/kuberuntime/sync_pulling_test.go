@@ -10,6 +10,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/internal/images"
 )
 
 // slowPulls is an image service whose every pull takes took on the fake
@@ -43,7 +45,7 @@ func TestSyncPodPulling(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newSyncFixture(t)
-			f.m.images = slowPulls{ImageManagerService: f.img, clock: f.clock, took: 3 * time.Second}
+			f.m.images = images.New(slowPulls{ImageManagerService: f.img, clock: f.clock, took: 3 * time.Second}, images.Options{RootDir: t.TempDir()})
 			if _, err := f.img.PullImage(context.Background(), &runtimeapi.ImageSpec{Image: "busybox:1.36"}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +56,7 @@ func TestSyncPodPulling(t *testing.T) {
 			for i := range pod.Spec.Containers {
 				pod.Spec.Containers[i].ImagePullPolicy = tt.policy
 			}
-			res := f.m.SyncPod(context.Background(), pod, nil, SyncOptions{})
+			res := syncPlanned(context.Background(), f.m, pod, nil)
 			starts, total := 0, time.Duration(0)
 			for _, r := range res.Results {
 				if r.Action != ActionStartContainer {
