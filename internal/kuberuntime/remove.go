@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/internal/podpath"
 	"github.com/berth-agent/berth/internal/podplan"
@@ -103,4 +104,17 @@ func (m *Manager) PodLogDir(status *podplan.PodStatus) string {
 		return ""
 	}
 	return dir
+}
+
+// PodDir is the pod's state directory under RootDir; a UID that is not a
+// single safe path element is an error.
+func (m *Manager) PodDir(uid types.UID) (string, error) {
+	return m.config.PodDir(uid)
+}
+
+// CleanupPodDir removes the pod's state directory after the pod has
+// terminated, unmounting what berth mounted under it first; a missing
+// directory is success.
+func (m *Manager) CleanupPodDir(uid types.UID) error {
+	return m.config.CleanupPodDir(uid)
 }

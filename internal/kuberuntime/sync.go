@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-agent/berth/internal/criconfig"
@@ -203,7 +201,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 		err := fmt.Errorf(format, args...)
 		return "", nil, &SyncError{Reason: ReasonCreatePodSandboxError, Message: err.Error(), Err: errors.Unwrap(err)}
 	}
-	podDir, err := m.PodDir(pod.UID)
+	podDir, err := m.config.PodDir(pod.UID)
 	if err != nil {
 		return fail("%w", err)
 	}
@@ -298,26 +296,28 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	return res
 }
 
-// crashLoopBackoff decides whether a container that exited may be restarted
-// now, the kubelet's doBackOff: the back-off runs from the moment it
-// finished. When it may, the back-off is raised for the next exit and 0 is
-// returned; otherwise the time left and the kubelet's message.
-func (m *Manager) crashLoopBackoff(pod *v1.Pod, c *v1.Container, status *podplan.PodStatus) (time.Duration, string) {
-	cs := status.FindContainer(c.Name)
-	if cs == nil || cs.State != podplan.ContainerStateExited {
-		return 0, ""
+// containerConfig is the container's CRI config from the pod-to-CRI
+// translation (criconfig); every failure is a *SyncError with reason
+// CreateContainerConfigError and a message naming what in the manifest is
+// wrong.
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	cfg, err := m.config.ContainerConfig(ctx, pod, c, restartCount, podIPs, imageRef)
+	if err != nil {
+		return nil, &SyncError{Reason: ReasonCreateContainerConfigError, Message: err.Error(), Err: err}
 	}
-	key := crashKey(pod.UID, c.Name)
-	if remaining := m.crashBackoff.Remaining(key, cs.FinishedAt); remaining > 0 {
-		return remaining, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", m.crashBackoff.Delay(key), c.Name, podRef(pod))
-	}
-	m.crashBackoff.NextWithin(key, m.podCrashLoopCeiling(pod))
-	return 0, ""
+	return cfg, nil
 }
 
-// crashKey is the crash-loop back-off key of a container of a pod.
-func crashKey(uid types.UID, container string) string {
-	return string(uid) + "/" + container
+// nextRestartCount is the restart count of the container's next start: one
+// more than its newest status. Without any status (the runtime lost its
+// state, say after a reboot) it continues from the newest <n>.log in the
+// container's log directory, as the kubelet does, so a new start never
+// appends to or overwrites an old log.
+func (m *Manager) nextRestartCount(pod *v1.Pod, name string, status *podplan.PodStatus) int {
+	if cs := status.FindContainer(name); cs != nil {
+		return cs.RestartCount + 1
+	}
+	return m.config.NextLogIndex(pod, name)
 }
 
 // asSyncError gives err the reason unless it already carries one.
