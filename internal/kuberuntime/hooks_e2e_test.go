@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // TestE2EExecSync runs commands in a real container the way exec probes
@@ -20,12 +21,12 @@ import (
 func TestE2EExecSync(t *testing.T) {
 	m := newE2EManager(t)
 	ctx := context.Background()
-	p := startE2EPod(ctx, t, m, "exec", false, e2eContainer{"main", "trap 'exit 0' TERM; while true; do sleep 1; done"})
-	waitPodStatus(ctx, t, m, p.uid, "running", func(s *podplan.PodStatus) bool {
+	p := startE2EPod(ctx, t, m, "exec", false, runtimewatchtest.Container{Name: "main", Script: "trap 'exit 0' TERM; while true; do sleep 1; done"})
+	waitPodStatus(ctx, t, m, p.UID, "running", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("main")
 		return c != nil && c.State == podplan.ContainerStateRunning
 	})
-	id := p.containers["main"]
+	id := p.Containers["main"]
 
 	res, err := handlers.NewExecer(m.runtime).ExecSync(ctx, id, []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, 5*time.Second)
 	if err != nil || res.ExitCode != 3 || string(res.Output) != "out\nerr\n" {

@@ -25,6 +25,7 @@ import (
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // execRecorder is the fake runtime plus the exec calls it forgets, each
@@ -162,7 +163,7 @@ func TestPreStop(t *testing.T) {
 					*execRecorder
 					stopper
 				}{ex, stops}
-				fc := fakeContainer("c1", "s1", "uid-1", 0)
+				fc := runtimewatchtest.FakeContainer("c1", "s1", "uid-1", 0)
 				fc.Annotations[criconfig.AnnotationPodGracePeriod] = strconv.FormatInt(tt.grace, 10)
 				var pod *v1.Pod
 				if tt.orphan {
@@ -230,7 +231,7 @@ func TestKillContainerProbeGrace(t *testing.T) {
 	env := newCRITestEnv(t)
 	stops := newStopRecorder(env.rs, 0)
 	env.m.runtime = stops
-	fc := fakeContainer("c1", "s1", "uid-1", 0)
+	fc := runtimewatchtest.FakeContainer("c1", "s1", "uid-1", 0)
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{fc})
 	pod := hookPod(nil, 30)
 	g := int64(4)

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // TestE2EKillPodGracePeriod kills a pod whose one container handles TERM
@@ -28,9 +29,9 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	m.opts.Recorder = events
 	ctx := context.Background()
 	p := startE2EPod(ctx, t, m, "graceful", false,
-		e2eContainer{"trap", `trap "echo got TERM; sleep 2; exit 0" TERM; echo ready; while true; do sleep 0.1; done`},
-		e2eContainer{"ignore", `trap "" TERM; while true; do sleep 0.1; done`})
-	st := waitPodStatus(ctx, t, m, p.uid, "both running", func(s *podplan.PodStatus) bool {
+		runtimewatchtest.Container{Name: "trap", Script: `trap "echo got TERM; sleep 2; exit 0" TERM; echo ready; while true; do sleep 0.1; done`},
+		runtimewatchtest.Container{Name: "ignore", Script: `trap "" TERM; while true; do sleep 0.1; done`})
+	st := waitPodStatus(ctx, t, m, p.UID, "both running", func(s *podplan.PodStatus) bool {
 		for _, c := range s.Containers {
 			if c.State != podplan.ContainerStateRunning {
 				return false
@@ -40,7 +41,7 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	})
 	// sh installs its trap before echoing: wait for the echo so TERM does
 	// not arrive before the handler exists.
-	trapLog := filepath.Join(p.logDir, "trap", "0.log")
+	trapLog := filepath.Join(p.LogDir, "trap", "0.log")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if b, _ := os.ReadFile(trapLog); strings.Contains(string(b), "ready") {
 			break
@@ -52,7 +53,7 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 
 	const grace = 4
 	pod := &v1.Pod{}
-	pod.UID, pod.Name, pod.Namespace = p.uid, p.name, "default"
+	pod.UID, pod.Name, pod.Namespace = p.UID, p.Name, "default"
 	pod.Spec.TerminationGracePeriodSeconds = ptr[int64](grace)
 	start := time.Now()
 	if err := m.KillPod(ctx, pod, st, nil); err != nil {
@@ -60,7 +61,7 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	}
 	took := time.Since(start)
 
-	st, err := m.PodStatus(ctx, p.uid)
+	st, err := m.PodStatus(ctx, p.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +95,11 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := pods[p.uid]; ok {
+	if _, ok := pods[p.UID]; ok {
 		t.Error("pod still on the runtime after RemovePod")
 	}
-	if _, err := os.Stat(p.logDir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("pod log directory %s left behind: %v", p.logDir, err)
+	if _, err := os.Stat(p.LogDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pod log directory %s left behind: %v", p.LogDir, err)
 	}
 	if err := m.RemovePod(ctx, st); err != nil {
 		t.Errorf("RemovePod of a removed pod: %v", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // stopRecorder is the fake runtime plus what the fake forgets: the timeout
@@ -86,7 +87,7 @@ func TestKillContainerGracePeriod(t *testing.T) {
 			env := newCRITestEnv(t)
 			rec := newStopRecorder(env.rs, 0)
 			env.m.runtime = rec
-			fc := fakeContainer("c1", "s1", "uid-1", 0)
+			fc := runtimewatchtest.FakeContainer("c1", "s1", "uid-1", 0)
 			for k, v := range tt.annotations {
 				fc.Annotations[k] = v
 			}
@@ -135,7 +136,7 @@ func TestKillContainerOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newCRITestEnv(t)
-			fc := fakeContainer("c1", "s1", "uid-1", 0)
+			fc := runtimewatchtest.FakeContainer("c1", "s1", "uid-1", 0)
 			if !tt.managed {
 				delete(fc.Labels, criconfig.LabelManaged)
 			}
@@ -162,13 +163,13 @@ func TestKillContainerOutcomes(t *testing.T) {
 func TestKillPod(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the e2e build shares a test bed with its own goroutines
 	env := newCRITestEnv(t)
-	s1 := fakeSandbox("s1", "uid-1", 0)
-	s0 := fakeSandbox("s0", "uid-1", -time.Hour)
+	s1 := runtimewatchtest.FakeSandbox("s1", "uid-1", 0)
+	s0 := runtimewatchtest.FakeSandbox("s0", "uid-1", -time.Hour)
 	s0.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	a := fakeContainer("c-a", "s1", "uid-1", time.Second)
-	b := fakeContainer("c-b", "s1", "uid-1", 2*time.Second)
+	a := runtimewatchtest.FakeContainer("c-a", "s1", "uid-1", time.Second)
+	b := runtimewatchtest.FakeContainer("c-b", "s1", "uid-1", 2*time.Second)
 	b.Metadata.Name = "sidecar"
-	exited := fakeContainer("c-old", "s0", "uid-1", -time.Hour)
+	exited := runtimewatchtest.FakeContainer("c-old", "s0", "uid-1", -time.Hour)
 	exited.State = runtimeapi.ContainerState_CONTAINER_EXITED
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{s1, s0})
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{a, b, exited})
@@ -206,7 +207,7 @@ func TestKillPod(t *testing.T) {
 func TestKillPodJoinsErrors(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	env := newCRITestEnv(t)
-	env.setPods(1)
+	runtimewatchtest.SetPods(env.rs, 1)
 	ctx := context.Background()
 	st, err := env.m.PodStatus(ctx, "uid-0")
 	if err != nil {
@@ -225,7 +226,7 @@ func TestKillPodJoinsErrors(t *testing.T) {
 	if want := []string{ReasonKillContainerError, ReasonKillPodSandboxError}; !slices.Equal(reasons, want) {
 		t.Errorf("joined reasons = %v, want %v", reasons, want)
 	}
-	if calls := env.calls(); count(calls, "StopPodSandbox") != 1 {
+	if calls := env.calls(); runtimewatchtest.Count(calls, "StopPodSandbox") != 1 {
 		t.Errorf("calls %v: the sandbox must be stopped even though a container failed to stop", calls)
 	}
 }
@@ -246,8 +247,8 @@ func TestKillPodRemovesNeverStarted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newCRITestEnv(t)
-			s1 := fakeSandbox("s1", "uid-1", 0)
-			created := fakeContainer("c-new", "s1", "uid-1", time.Second)
+			s1 := runtimewatchtest.FakeSandbox("s1", "uid-1", 0)
+			created := runtimewatchtest.FakeContainer("c-new", "s1", "uid-1", time.Second)
 			created.State = runtimeapi.ContainerState_CONTAINER_CREATED
 			env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{s1})
 			env.rs.SetFakeContainers([]*fakeapi.FakeContainer{created})

@@ -15,11 +15,12 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 func TestRemovePod(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(2)
+	runtimewatchtest.SetPods(env.rs, 2)
 	logDir := filepath.Join(env.m.opts.PodLogsDir, "default_web-node_uid-0")
 	logFile := filepath.Join(logDir, "app", "0.log")
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
@@ -72,7 +73,7 @@ func TestRemovePod(t *testing.T) {
 
 func TestRemovePodLeavesForeignAndKeepsLogsOnFailure(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(1)
+	runtimewatchtest.SetPods(env.rs, 1)
 	logDir := filepath.Join(env.m.opts.PodLogsDir, "default_web-node_uid-0")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestRemoveContainer(t *testing.T) {
 			if err := os.WriteFile(logFile, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fc := fakeContainer("c1", "s1", "uid-1", 0)
+			fc := runtimewatchtest.FakeContainer("c1", "s1", "uid-1", 0)
 			fc.LogPath = reported
 			if !tt.managed {
 				delete(fc.Labels, criconfig.LabelManaged)

@@ -13,6 +13,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // streamingRuntime is the cri-api fake with a container event stream:
@@ -51,7 +53,7 @@ func eventFor(id string, labels map[string]string, at time.Time) *runtimeapi.Con
 }
 
 func TestWatchEvents(t *testing.T) {
-	at := baseTime.Add(time.Minute)
+	at := runtimewatchtest.BaseTime.Add(time.Minute)
 	foreign := map[string]string{"io.kubernetes.pod.uid": "x"}
 	tests := []struct {
 		name    string
@@ -63,7 +65,7 @@ func TestWatchEvents(t *testing.T) {
 	}{
 		{
 			name:    "berth's and sandbox-less events are passed on, foreign ones dropped",
-			rt:      streamingRuntime{open: true, err: errors.New("connection reset"), events: []*runtimeapi.ContainerEventResponse{eventFor("a", podLabels("u", "p"), at), eventFor("f", foreign, at), eventFor("gone", nil, at)}},
+			rt:      streamingRuntime{open: true, err: errors.New("connection reset"), events: []*runtimeapi.ContainerEventResponse{eventFor("a", runtimewatchtest.PodLabels("u", "p"), at), eventFor("f", foreign, at), eventFor("gone", nil, at)}},
 			want:    []string{"a", "gone"},
 			opened:  true,
 			errText: "connection reset",
@@ -89,7 +91,7 @@ func TestWatchEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.rt.FakeRuntimeService = fakeapi.NewFakeRuntimeService()
-			w := New(&tt.rt, Options{Clock: clocktesting.NewFakeClock(baseTime), PodLogsDir: t.TempDir()})
+			w := New(&tt.rt, Options{Clock: clocktesting.NewFakeClock(runtimewatchtest.BaseTime), PodLogsDir: t.TempDir()})
 			var got []string
 			opened := false
 			err := w.WatchEvents(context.Background(), func() { opened = true }, func(ev ContainerEvent) {
@@ -122,14 +124,14 @@ func TestWatchEvents(t *testing.T) {
 // death would wait for the safety net.
 func TestEventMakesRelistListSandboxes(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(2)
+	runtimewatchtest.SetPods(env.rs, 2)
 	ctx := context.Background()
 	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.calls()
 	rt := &streamingRuntime{FakeRuntimeService: env.rs, open: true, err: errors.New("eof"),
-		events: []*runtimeapi.ContainerEventResponse{eventFor("s-uid-0", podLabels("uid-0", "web-node"), baseTime)}}
+		events: []*runtimeapi.ContainerEventResponse{eventFor("s-uid-0", runtimewatchtest.PodLabels("uid-0", "web-node"), runtimewatchtest.BaseTime)}}
 	env.w.runtime = rt
 	if err := env.w.WatchEvents(ctx, nil, func(ContainerEvent) {}); err == nil {
 		t.Fatal("stream ended without an error")

@@ -25,13 +25,13 @@ func TestE2EImageNameEcho(t *testing.T) {
 	if err != nil || img.GetImage() == nil {
 		t.Fatalf("busybox image status: %v", err)
 	}
-	p := startE2EPod(ctx, t, env, "echo", true)
-	sb, err := env.rs.PodSandboxStatus(ctx, p.sandboxID, false)
+	p := env.startPod(ctx, t, "echo", true)
+	sb, err := env.rs.PodSandboxStatus(ctx, p.SandboxID, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := &runtimeapi.PodSandboxConfig{Metadata: sb.GetStatus().GetMetadata(), Labels: sb.GetStatus().GetLabels()}
-	id, err := env.rs.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
+	id, err := env.rs.CreateContainer(ctx, p.SandboxID, &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "echo"},
 		Image:    &runtimeapi.ImageSpec{Image: img.GetImage().GetId(), UserSpecifiedImage: "busybox:1.36"},
 		Command:  []string{"true"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-agent/berth/e2e/testbed"
 	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // testBed is the real containerd every e2e test of this package shares.
@@ -40,4 +41,11 @@ func newE2EEnv(t *testing.T) *e2eEnv {
 		}
 	})
 	return &e2eEnv{rs: rs, is: is, podLogsDir: t.TempDir()}
+}
+
+// startPod runs a sandbox with the given busybox containers on the test
+// bed, with its logs in env's log directory; it is removed when t ends.
+func (e *e2eEnv) startPod(ctx context.Context, t *testing.T, name string, hostNetwork bool, containers ...runtimewatchtest.Container) *runtimewatchtest.Pod {
+	t.Helper()
+	return runtimewatchtest.StartPod(ctx, t, e.rs, testBed.BusyboxImage, e.podLogsDir, name, hostNetwork, containers...)
 }

@@ -6,114 +6,16 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/criclient"
-	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
-
-// e2eContainer is one busybox container of an e2ePod, running script.
-type e2eContainer struct{ name, script string }
-
-// e2ePod is a pod created through CRI directly, labelled as berth labels
-// its pods, so observation and killing can be tested before the
-// pod-to-config translation exists.
-type e2ePod struct {
-	uid        types.UID
-	name       string
-	sandboxID  string
-	logDir     string
-	containers map[string]string // name -> ID
-}
-
-// startE2EPod runs a sandbox with the given containers on the test bed via
-// env's runtime, with its logs in env's log directory; it is removed when
-// t ends.
-func startE2EPod(ctx context.Context, t *testing.T, env *e2eEnv, name string, hostNetwork bool, containers ...e2eContainer) *e2ePod {
-	t.Helper()
-	p := &e2ePod{uid: types.UID(fmt.Sprintf("%s-%d", name, time.Now().UnixNano())), name: name, containers: map[string]string{}}
-	p.logDir = filepath.Join(env.podLogsDir, "default_"+name+"_"+string(p.uid))
-	labels := map[string]string{criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelPodUID: string(p.uid), criconfig.LabelManaged: "true"}
-	netMode := runtimeapi.NamespaceMode_POD
-	hostname := name
-	if hostNetwork {
-		netMode, hostname = runtimeapi.NamespaceMode_NODE, ""
-	}
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: string(p.uid)},
-		Hostname:     hostname,
-		LogDirectory: p.logDir,
-		Labels:       labels,
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
-		}},
-	}
-	var err error
-	if p.sandboxID, err = env.rs.RunPodSandbox(ctx, cfg, ""); err != nil {
-		t.Fatalf("RunPodSandbox %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = env.rs.StopPodSandbox(ctx, p.sandboxID)
-		_ = env.rs.RemovePodSandbox(ctx, p.sandboxID)
-	})
-	for _, c := range containers {
-		cl := map[string]string{criconfig.LabelContainerName: c.name}
-		for k, v := range labels {
-			cl[k] = v
-		}
-		id, err := env.rs.CreateContainer(ctx, p.sandboxID, &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: c.name},
-			Image:    &runtimeapi.ImageSpec{Image: testBed.BusyboxImage, UserSpecifiedImage: testBed.BusyboxImage},
-			// The sandbox's namespaces, as the kubelet passes them: CRI-O
-			// refuses a container whose PID namespace differs.
-			Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: cfg.Linux.SecurityContext.NamespaceOptions}},
-			Command: []string{"sh", "-c", c.script},
-			LogPath: c.name + "/0.log",
-			Labels:  cl,
-			Annotations: map[string]string{
-				criconfig.AnnotationContainerHash:         "abc123",
-				criconfig.AnnotationContainerRestartCount: "2",
-				criconfig.AnnotationContainerImage:        "busybox:1.36",
-			},
-		}, cfg)
-		if err != nil {
-			t.Fatalf("CreateContainer %s: %v", c.name, err)
-		}
-		if err := env.rs.StartContainer(ctx, id); err != nil {
-			t.Fatalf("StartContainer %s: %v", c.name, err)
-		}
-		p.containers[c.name] = id
-	}
-	return p
-}
-
-// waitPodStatus polls PodStatus until ok accepts it.
-func waitPodStatus(ctx context.Context, t *testing.T, m *Watcher, uid types.UID, what string, ok func(*podplan.PodStatus) bool) *podplan.PodStatus {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := m.PodStatus(ctx, uid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: pod status after 30s: %+v", what, st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // totalOps sums berth_runtime_operations_total over all operations.
 func totalOps(t *testing.T, reg *prometheus.Registry) float64 {
@@ -144,12 +46,12 @@ func TestE2ERelistAndPodStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := startE2EPod(ctx, t, env, "observed", false,
-		e2eContainer{"runs", "exec sleep 3600"},
-		e2eContainer{"exits", "echo bye; sleep 0.5; exit 3"})
-	hp := startE2EPod(ctx, t, env, "hostnet", true, e2eContainer{"runs", "exec sleep 3600"})
+	p := env.startPod(ctx, t, "observed", false,
+		runtimewatchtest.Container{Name: "runs", Script: "exec sleep 3600"},
+		runtimewatchtest.Container{Name: "exits", Script: "echo bye; sleep 0.5; exit 3"})
+	hp := env.startPod(ctx, t, "hostnet", true, runtimewatchtest.Container{Name: "runs", Script: "exec sleep 3600"})
 
-	st := waitPodStatus(ctx, t, m, p.uid, "exits exited", func(s *podplan.PodStatus) bool {
+	st := runtimewatchtest.WaitPodStatus(ctx, t, m.PodStatus, p.UID, "exits exited", func(s *podplan.PodStatus) bool {
 		c := s.FindContainer("exits")
 		return c != nil && c.State == podplan.ContainerStateExited
 	})
@@ -157,27 +59,27 @@ func TestE2ERelistAndPodStatus(t *testing.T) {
 		t.Fatalf("status = %+v", st)
 	}
 	sb := st.Sandboxes[0]
-	if sb.ID != p.sandboxID || sb.State != podplan.SandboxStateReady || sb.HostNetwork || sb.CreatedAt.IsZero() {
+	if sb.ID != p.SandboxID || sb.State != podplan.SandboxStateReady || sb.HostNetwork || sb.CreatedAt.IsZero() {
 		t.Errorf("sandbox = %+v", sb)
 	}
 	if len(st.IPs) != 1 || !subnet.Contains(net.ParseIP(st.IPs[0])) {
 		t.Errorf("pod IPs %v not in the bed's subnet %s", st.IPs, testBed.Subnet)
 	}
 	runs, exits := st.FindContainer("runs"), st.FindContainer("exits")
-	if runs.State != podplan.ContainerStateRunning || runs.StartedAt.IsZero() || !runs.FinishedAt.IsZero() || runs.ID != p.containers["runs"] {
+	if runs.State != podplan.ContainerStateRunning || runs.StartedAt.IsZero() || !runs.FinishedAt.IsZero() || runs.ID != p.Containers["runs"] {
 		t.Errorf("runs = %+v", runs)
 	}
 	if exits.ExitCode != 3 || exits.Reason != "Error" || exits.FinishedAt.Before(exits.StartedAt) || exits.StartedAt.IsZero() {
 		t.Errorf("exits = %+v, want exit code 3, reason Error, start before finish", exits)
 	}
 	for _, c := range st.Containers {
-		if c.SandboxID != p.sandboxID || c.Image != "busybox:1.36" || c.ImageRef == "" || c.Hash != 0xabc123 || c.RestartCount != 2 {
+		if c.SandboxID != p.SandboxID || c.Image != "busybox:1.36" || c.ImageRef == "" || c.Hash != 0xabc123 || c.RestartCount != 2 {
 			t.Errorf("container %s: sandbox %q image %q ref %q hash %x restarts %d", c.Name, c.SandboxID, c.Image, c.ImageRef, c.Hash, c.RestartCount)
 		}
 	}
 	t.Logf("exited container: code %d reason %q image ref %s", exits.ExitCode, exits.Reason, exits.ImageRef)
 
-	hst, err := m.PodStatus(ctx, hp.uid)
+	hst, err := m.PodStatus(ctx, hp.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +91,8 @@ func TestE2ERelistAndPodStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := pods[p.uid]
-	if got == nil || got.FindContainer("exits").ExitCode != 3 || len(got.IPs) != 1 || got.IPs[0] != st.IPs[0] || pods[hp.uid] == nil {
+	got := pods[p.UID]
+	if got == nil || got.FindContainer("exits").ExitCode != 3 || len(got.IPs) != 1 || got.IPs[0] != st.IPs[0] || pods[hp.UID] == nil {
 		t.Errorf("Relist disagrees with PodStatus: %+v", got)
 	}
 
@@ -222,7 +124,7 @@ func TestE2ERelistFiftyPods(t *testing.T) {
 	ctx := context.Background()
 	created := time.Now()
 	for i := range n {
-		startE2EPod(ctx, t, env, fmt.Sprintf("many-%02d", i), false, e2eContainer{"runs", "exec sleep 3600"})
+		env.startPod(ctx, t, fmt.Sprintf("many-%02d", i), false, runtimewatchtest.Container{Name: "runs", Script: "exec sleep 3600"})
 	}
 	t.Logf("created %d pods in %v", n, time.Since(created))
 
@@ -278,13 +180,13 @@ func TestE2ERelistReadsManyNewObjects(t *testing.T) {
 	env := newE2EEnv(t)
 	ctx := context.Background()
 	const n = 12
-	pods := make([]*e2ePod, n)
+	pods := make([]*runtimewatchtest.Pod, n)
 	for i := range pods {
-		pods[i] = startE2EPod(ctx, t, env, fmt.Sprintf("many-%d", i), false, e2eContainer{"app", "sleep 600"})
+		pods[i] = env.startPod(ctx, t, fmt.Sprintf("many-%d", i), false, runtimewatchtest.Container{Name: "app", Script: "sleep 600"})
 	}
 	for _, p := range pods {
-		if err := env.rs.StopPodSandbox(ctx, p.sandboxID); err != nil {
-			t.Fatalf("stop sandbox of %s: %v", p.name, err)
+		if err := env.rs.StopPodSandbox(ctx, p.SandboxID); err != nil {
+			t.Fatalf("stop sandbox of %s: %v", p.Name, err)
 		}
 	}
 	// A fresh watcher, as after a restart: nothing cached.
@@ -296,23 +198,23 @@ func TestE2ERelistReadsManyNewObjects(t *testing.T) {
 	}
 	concurrent := time.Since(began)
 	for _, p := range pods {
-		st := all[p.uid]
+		st := all[p.UID]
 		if st == nil || len(st.Sandboxes) != 1 || len(st.Containers) != 1 {
-			t.Fatalf("pod %s: status %+v, want its sandbox and its container", p.name, st)
+			t.Fatalf("pod %s: status %+v, want its sandbox and its container", p.Name, st)
 		}
-		if s := st.Sandboxes[0]; s.ID != p.sandboxID || s.State != podplan.SandboxStateNotReady {
-			t.Errorf("pod %s: sandbox %s in state %v, want %s NOTREADY", p.name, s.ID, s.State, p.sandboxID)
+		if s := st.Sandboxes[0]; s.ID != p.SandboxID || s.State != podplan.SandboxStateNotReady {
+			t.Errorf("pod %s: sandbox %s in state %v, want %s NOTREADY", p.Name, s.ID, s.State, p.SandboxID)
 		}
-		if c := st.Containers[0]; c.ID != p.containers["app"] || c.State != podplan.ContainerStateExited || c.FinishedAt.IsZero() || c.Name != "app" {
-			t.Errorf("pod %s: container %+v, want %s EXITED with its finish time", p.name, c, p.containers["app"])
+		if c := st.Containers[0]; c.ID != p.Containers["app"] || c.State != podplan.ContainerStateExited || c.FinishedAt.IsZero() || c.Name != "app" {
+			t.Errorf("pod %s: container %+v, want %s EXITED with its finish time", p.Name, c, p.Containers["app"])
 		}
 	}
 	began = time.Now()
 	for _, p := range pods {
-		if _, err := env.rs.PodSandboxStatus(ctx, p.sandboxID, false); err != nil {
+		if _, err := env.rs.PodSandboxStatus(ctx, p.SandboxID, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.rs.ContainerStatus(ctx, p.containers["app"], false); err != nil {
+		if _, err := env.rs.ContainerStatus(ctx, p.Containers["app"], false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/runtimewatch/runtimewatchtest"
 )
 
 // criTestEnv is a Watcher over the cri-api fake runtime and a fake clock.
@@ -50,81 +51,9 @@ func (e *criTestEnv) calls() []string {
 	return c
 }
 
-var baseTime = time.Unix(1_700_000_000, 0)
-
-// podLabels are the labels berth puts on a pod's objects.
-func podLabels(uid, name string) map[string]string {
-	return map[string]string{
-		criconfig.LabelPodUID: uid, criconfig.LabelPodName: name, criconfig.LabelPodNamespace: "default", criconfig.LabelManaged: "true",
-	}
-}
-
-// fakeSandbox is a ready sandbox of pod uid on the pod network.
-func fakeSandbox(id, uid string, created time.Duration) *fakeapi.FakePodSandbox {
-	return &fakeapi.FakePodSandbox{PodSandboxStatus: runtimeapi.PodSandboxStatus{
-		Id:        id,
-		Metadata:  &runtimeapi.PodSandboxMetadata{Name: "web-node", Namespace: "default", Uid: uid},
-		State:     runtimeapi.PodSandboxState_SANDBOX_READY,
-		CreatedAt: baseTime.Add(created).UnixNano(),
-		Network:   &runtimeapi.PodSandboxNetworkStatus{Ip: "10.88.0.2"},
-		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{
-			Network: runtimeapi.NamespaceMode_POD,
-		}}},
-		Labels: podLabels(uid, "web-node"),
-	}}
-}
-
-// fakeContainer is a running container "app" of pod uid in sandbox.
-func fakeContainer(id, sandbox, uid string, created time.Duration) *fakeapi.FakeContainer {
-	labels := podLabels(uid, "web-node")
-	labels[criconfig.LabelContainerName] = "app"
-	return &fakeapi.FakeContainer{
-		SandboxID: sandbox,
-		ContainerStatus: runtimeapi.ContainerStatus{
-			Id:        id,
-			Metadata:  &runtimeapi.ContainerMetadata{Name: "app"},
-			State:     runtimeapi.ContainerState_CONTAINER_RUNNING,
-			CreatedAt: baseTime.Add(created).UnixNano(),
-			StartedAt: baseTime.Add(created + time.Second).UnixNano(),
-			Image:     &runtimeapi.ImageSpec{Image: "docker.io/library/busybox:1.36"},
-			ImageRef:  "docker.io/library/busybox@sha256:abc",
-			Labels:    labels,
-			Annotations: map[string]string{
-				criconfig.AnnotationContainerHash:         "1f2e3d",
-				criconfig.AnnotationContainerRestartCount: "0",
-				criconfig.AnnotationContainerImage:        "busybox:1.36",
-			},
-		},
-	}
-}
-
-// setPods fills the fake runtime with n pods of one sandbox and one running
-// container each.
-func (e *criTestEnv) setPods(n int) {
-	var sandboxes []*fakeapi.FakePodSandbox
-	var containers []*fakeapi.FakeContainer
-	for i := range n {
-		uid := fmt.Sprintf("uid-%d", i)
-		sandboxes = append(sandboxes, fakeSandbox("s-"+uid, uid, 0))
-		containers = append(containers, fakeContainer("c-"+uid, "s-"+uid, uid, time.Second))
-	}
-	e.rs.SetFakeSandboxes(sandboxes)
-	e.rs.SetFakeContainers(containers)
-}
-
-func count(calls []string, name string) int {
-	n := 0
-	for _, c := range calls {
-		if c == name {
-			n++
-		}
-	}
-	return n
-}
-
 func TestRelistIsOneCallAtIdle(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(50)
+	runtimewatchtest.SetPods(env.rs, 50)
 	ctx := context.Background()
 
 	pods, err := env.w.Relist(ctx)
@@ -135,9 +64,9 @@ func TestRelistIsOneCallAtIdle(t *testing.T) {
 		t.Fatalf("first relist: %d pods, want 50", len(pods))
 	}
 	first := env.calls()
-	if count(first, "PodSandboxStatus") != 50 || count(first, "ContainerStatus") != 50 {
+	if runtimewatchtest.Count(first, "PodSandboxStatus") != 50 || runtimewatchtest.Count(first, "ContainerStatus") != 50 {
 		t.Errorf("first relist reads each new object once: %d sandbox and %d container status calls, want 50 and 50",
-			count(first, "PodSandboxStatus"), count(first, "ContainerStatus"))
+			runtimewatchtest.Count(first, "PodSandboxStatus"), runtimewatchtest.Count(first, "ContainerStatus"))
 	}
 
 	for range 4 {
@@ -160,7 +89,7 @@ func TestRelistIsOneCallAtIdle(t *testing.T) {
 
 func TestRelistListsSandboxesWhenContainersChange(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(2)
+	runtimewatchtest.SetPods(env.rs, 2)
 	ctx := context.Background()
 	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
@@ -185,7 +114,7 @@ func TestRelistListsSandboxesWhenContainersChange(t *testing.T) {
 
 func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(3)
+	runtimewatchtest.SetPods(env.rs, 3)
 	ctx := context.Background()
 	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
@@ -196,7 +125,7 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 	env.rs.Lock()
 	c := env.rs.Containers["c-uid-1"]
 	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
-	c.FinishedAt = baseTime.Add(time.Minute).UnixNano()
+	c.FinishedAt = runtimewatchtest.BaseTime.Add(time.Minute).UnixNano()
 	c.ExitCode = 3
 	c.Reason = "Error"
 	c.Message = "disk full"
@@ -207,12 +136,12 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := env.calls()
-	if count(calls, "ContainerStatus") != 1 || count(calls, "PodSandboxStatus") != 0 || len(calls) != 3 {
+	if runtimewatchtest.Count(calls, "ContainerStatus") != 1 || runtimewatchtest.Count(calls, "PodSandboxStatus") != 0 || len(calls) != 3 {
 		t.Errorf("relist after one exit made calls %v, want the 2 lists (the container listing changed) and 1 podplan.ContainerStatus", calls)
 	}
 	got := pods["uid-1"].FindContainer("app")
 	if got.State != podplan.ContainerStateExited || got.ExitCode != 3 || got.Reason != "Error" || got.Message != "disk full" ||
-		!got.FinishedAt.Equal(baseTime.Add(time.Minute)) {
+		!got.FinishedAt.Equal(runtimewatchtest.BaseTime.Add(time.Minute)) {
 		t.Errorf("exited container status = %+v", got)
 	}
 
@@ -227,7 +156,7 @@ func TestRelistFetchesStatusOnlyOnChange(t *testing.T) {
 
 func TestRelistDropsVanishedObjectsFromCache(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(2)
+	runtimewatchtest.SetPods(env.rs, 2)
 	ctx := context.Background()
 	if _, err := env.w.Relist(ctx); err != nil {
 		t.Fatal(err)
@@ -256,10 +185,10 @@ func TestRelistDropsVanishedObjectsFromCache(t *testing.T) {
 
 func TestRelistIgnoresForeignObjects(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(1)
-	foreignS := fakeSandbox("s-foreign", "uid-foreign", 0)
+	runtimewatchtest.SetPods(env.rs, 1)
+	foreignS := runtimewatchtest.FakeSandbox("s-foreign", "uid-foreign", 0)
 	delete(foreignS.Labels, criconfig.LabelManaged)
-	foreignC := fakeContainer("c-foreign", "s-foreign", "uid-foreign", 0)
+	foreignC := runtimewatchtest.FakeContainer("c-foreign", "s-foreign", "uid-foreign", 0)
 	foreignC.Labels[criconfig.LabelManaged] = "false"
 	env.rs.Lock()
 	env.rs.Sandboxes["s-foreign"] = foreignS
@@ -273,7 +202,7 @@ func TestRelistIgnoresForeignObjects(t *testing.T) {
 	if _, ok := pods["uid-foreign"]; ok {
 		t.Error("a pod without berth's label was listed")
 	}
-	if calls := env.calls(); count(calls, "ContainerStatus") != 1 || count(calls, "PodSandboxStatus") != 1 {
+	if calls := env.calls(); runtimewatchtest.Count(calls, "ContainerStatus") != 1 || runtimewatchtest.Count(calls, "PodSandboxStatus") != 1 {
 		t.Errorf("calls %v: foreign objects must not even be inspected", calls)
 	}
 }
@@ -290,7 +219,7 @@ func TestRelistStatusErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newCRITestEnv(t)
-			env.setPods(1)
+			runtimewatchtest.SetPods(env.rs, 1)
 			env.rs.InjectError("ContainerStatus", tt.err)
 			pods, err := env.w.Relist(context.Background())
 			if (err != nil) != tt.wantErr {
@@ -324,21 +253,21 @@ func TestRelistListErrors(t *testing.T) {
 func TestPodStatusFields(t *testing.T) {
 	env := newCRITestEnv(t)
 	const uid = "uid-1"
-	old := fakeSandbox("s-old", uid, 0)
+	old := runtimewatchtest.FakeSandbox("s-old", uid, 0)
 	old.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 	old.Network.Ip = "10.88.0.1"
-	cur := fakeSandbox("s-new", uid, time.Minute)
+	cur := runtimewatchtest.FakeSandbox("s-new", uid, time.Minute)
 	cur.Metadata.Attempt = 1
 	cur.Network.AdditionalIps = []*runtimeapi.PodIP{{Ip: "fd00::2"}}
-	exited := fakeContainer("c-old", "s-old", uid, time.Second)
+	exited := runtimewatchtest.FakeContainer("c-old", "s-old", uid, time.Second)
 	exited.State = runtimeapi.ContainerState_CONTAINER_EXITED
-	exited.FinishedAt = baseTime.Add(30 * time.Second).UnixNano()
+	exited.FinishedAt = runtimewatchtest.BaseTime.Add(30 * time.Second).UnixNano()
 	exited.ExitCode = 137
 	exited.Reason = "OOMKilled"
 	exited.Message = "last words"
-	running := fakeContainer("c-new", "s-new", uid, time.Minute+time.Second)
+	running := runtimewatchtest.FakeContainer("c-new", "s-new", uid, time.Minute+time.Second)
 	running.Annotations[criconfig.AnnotationContainerRestartCount] = "4"
-	other := fakeSandbox("s-other", "uid-2", 0)
+	other := runtimewatchtest.FakeSandbox("s-other", "uid-2", 0)
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{old, cur, other})
 	env.rs.SetFakeContainers([]*fakeapi.FakeContainer{exited, running})
 
@@ -356,7 +285,7 @@ func TestPodStatusFields(t *testing.T) {
 		t.Fatalf("sandboxes not newest first: %+v", got.Sandboxes)
 	}
 	s := got.Sandboxes[0]
-	if s.State != podplan.SandboxStateReady || s.Attempt != 1 || s.HostNetwork || !s.CreatedAt.Equal(baseTime.Add(time.Minute)) ||
+	if s.State != podplan.SandboxStateReady || s.Attempt != 1 || s.HostNetwork || !s.CreatedAt.Equal(runtimewatchtest.BaseTime.Add(time.Minute)) ||
 		s.IP != "10.88.0.2" || got.Sandboxes[1].State != podplan.SandboxStateNotReady {
 		t.Errorf("sandbox = %+v", s)
 	}
@@ -366,7 +295,7 @@ func TestPodStatusFields(t *testing.T) {
 	c := got.Containers[0]
 	want := podplan.ContainerStatus{
 		ID: "c-new", Runtime: "fakeRuntime", SandboxID: "s-new", Name: "app", State: podplan.ContainerStateRunning,
-		CreatedAt: baseTime.Add(time.Minute + time.Second), StartedAt: baseTime.Add(time.Minute + 2*time.Second),
+		CreatedAt: runtimewatchtest.BaseTime.Add(time.Minute + time.Second), StartedAt: runtimewatchtest.BaseTime.Add(time.Minute + 2*time.Second),
 		Image: "busybox:1.36", ImageRef: "docker.io/library/busybox@sha256:abc", Hash: 0x1f2e3d, RestartCount: 4,
 	}
 	c.Labels, c.Annotations = nil, nil
@@ -375,11 +304,11 @@ func TestPodStatusFields(t *testing.T) {
 	}
 	e := got.Containers[1]
 	if e.State != podplan.ContainerStateExited || e.ExitCode != 137 || e.Reason != "OOMKilled" || e.Message != "last words" ||
-		!e.FinishedAt.Equal(baseTime.Add(30*time.Second)) || e.SandboxID != "s-old" {
+		!e.FinishedAt.Equal(runtimewatchtest.BaseTime.Add(30*time.Second)) || e.SandboxID != "s-old" {
 		t.Errorf("exited container = %+v", e)
 	}
 	if calls := env.calls(); calls[0] != "ListPodSandbox" || calls[1] != "ListContainers" || len(calls) != 7 ||
-		countOf(calls, "Version") != 1 {
+		runtimewatchtest.Count(calls, "Version") != 1 {
 		t.Errorf("calls = %v, want 2 lists filtered to the pod, 4 status calls and one Version for the runtime's name", calls)
 	}
 	// The runtime's name is asked once and kept.
@@ -393,7 +322,7 @@ func TestPodStatusFields(t *testing.T) {
 
 func TestPodStatusHostNetworkAndUnknownPod(t *testing.T) {
 	env := newCRITestEnv(t)
-	s := fakeSandbox("s-host", "uid-h", 0)
+	s := runtimewatchtest.FakeSandbox("s-host", "uid-h", 0)
 	s.Network.Ip = ""
 	s.Linux.Namespaces.Options.Network = runtimeapi.NamespaceMode_NODE
 	env.rs.SetFakeSandboxes([]*fakeapi.FakePodSandbox{s})
@@ -465,7 +394,7 @@ func TestSpecImage(t *testing.T) {
 // at once, as the PLEG and pod workers do, for the race detector.
 func TestObservationConcurrentUse(t *testing.T) {
 	env := newCRITestEnv(t)
-	env.setPods(10)
+	runtimewatchtest.SetPods(env.rs, 10)
 	env.w.runtime = grpcNotFound{env.rs}
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -561,17 +490,6 @@ func TestTerminationMessageHostPath(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-}
-
-// countOf counts the calls named name.
-func countOf(calls []string, name string) int {
-	n := 0
-	for _, c := range calls {
-		if c == name {
-			n++
-		}
-	}
-	return n
 }
 
 // runBounded is how a listing reads the statuses of many new objects (a
