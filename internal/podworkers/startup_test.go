@@ -97,7 +97,10 @@ type startupRuntime struct {
 	started map[types.UID]time.Time
 }
 
-func (r *startupRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *podplan.PodStatus, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+func (r *startupRuntime) SyncPod(_ context.Context, pod *v1.Pod, status *podplan.PodStatus, plan *podplan.PodActions, _ kuberuntime.SyncOptions) kuberuntime.SyncResult {
+	if plan == nil { // as the runtime manager answers it
+		return kuberuntime.SyncResult{Results: []kuberuntime.ActionResult{{Action: kuberuntime.ActionSyncPod, Target: pod.Name, Err: kuberuntime.ErrNoPlan}}}
+	}
 	if len(status.Containers) > 0 {
 		return kuberuntime.SyncResult{}
 	}
