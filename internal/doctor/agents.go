@@ -291,8 +291,10 @@ func resolvePath(base, p string) string {
 }
 
 // checkOtherAgents: no kubelet and no other berth runs static pods from
-// the manifest directory.
-func checkOtherAgents(procRoot, manifestDir string) Result {
+// the manifest directory. serving is the PID of the berth that serves
+// --socket (0: none): that berth is the one doctor checks, not another,
+// so doctor run beside the installed service does not fail on it.
+func checkOtherAgents(procRoot, manifestDir string, serving int) Result {
 	r := Result{Check: "other-agents"}
 	if manifestDir == "" {
 		r.Status, r.Message = OK, "no --pod-manifest-path: no directory to share"
@@ -306,7 +308,12 @@ func checkOtherAgents(procRoot, manifestDir string) Result {
 	}
 	var same, unknown []string
 	kinds := map[string]bool{}
+	var this string
 	for _, a := range agents {
+		if a.Kind == "berth" && a.PID == serving {
+			this = fmt.Sprintf("berth (PID %d), the one serving the socket, runs the static pods of %s; ", a.PID, manifestDir)
+			continue
+		}
 		if a.ManifestPath == "" {
 			unknown = append(unknown, fmt.Sprintf("%s (PID %d): %s", a.Kind, a.PID, a.From))
 			continue
@@ -331,7 +338,7 @@ func checkOtherAgents(procRoot, manifestDir string) Result {
 		r.Message = "could not tell which directory these run static pods from: " + strings.Join(unknown, "; ")
 		r.Fix = "make sure none of them uses " + manifestDir
 	default:
-		r.Status, r.Message = OK, "no kubelet or other berth runs static pods from "+manifestDir
+		r.Status, r.Message = OK, this+"no kubelet or other berth runs static pods from "+manifestDir
 	}
 	return r
 }

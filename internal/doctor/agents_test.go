@@ -194,22 +194,28 @@ func TestCheckOtherAgents(t *testing.T) {
 		want   Status
 		wantIn []string
 		fixIn  string
+		// serving is the PID of the berth serving the socket.
+		serving int
 	}{
 		{"kubelet", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/m"}, "/srv/m", Fail,
-			[]string{"kubelet (PID 4242) runs the static pods of /srv/m (--pod-manifest-path)", "fight over their containers"}, "systemctl disable --now kubelet"},
+			[]string{"kubelet (PID 4242) runs the static pods of /srv/m (--pod-manifest-path)", "fight over their containers"}, "systemctl disable --now kubelet", 0},
 		{"berth", []string{"/usr/bin/berth", "run", "--pod-manifest-path=/srv/m"}, "/srv/m", Fail,
-			[]string{"berth (PID 4242)"}, "stop the other berth"},
+			[]string{"berth (PID 4242)"}, "stop the other berth", 0},
 		{"unreadable", []string{"/usr/bin/kubelet", "--config=/nonexistent/kubelet.yaml"}, "/srv/m", Warn,
-			[]string{"could not tell which directory", "kubelet (PID 4242): kubelet config /nonexistent/kubelet.yaml"}, "make sure none of them uses /srv/m"},
+			[]string{"could not tell which directory", "kubelet (PID 4242): kubelet config /nonexistent/kubelet.yaml"}, "make sure none of them uses /srv/m", 0},
 		{"elsewhere", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/other"}, "/srv/m", OK,
-			[]string{"no kubelet or other berth runs static pods from /srv/m"}, ""},
-		{"file source off", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/m"}, "", OK, []string{"no --pod-manifest-path"}, ""},
+			[]string{"no kubelet or other berth runs static pods from /srv/m"}, "", 0},
+		{"file source off", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/m"}, "", OK, []string{"no --pod-manifest-path"}, "", 0},
+		{"berth serving the socket", []string{"/usr/bin/berth", "run", "--pod-manifest-path=/srv/m"}, "/srv/m", OK,
+			[]string{"berth (PID 4242), the one serving the socket, runs the static pods of /srv/m; no kubelet or other berth"}, "", 4242},
+		{"kubelet with the PID of the socket's berth", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/m"}, "/srv/m", Fail,
+			[]string{"kubelet (PID 4242)"}, "systemctl disable --now kubelet", 4242},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newFakeProc(t)
 			p.add(4242, "/", tt.argv...)
-			r := checkOtherAgents(p.root, tt.dir)
+			r := checkOtherAgents(p.root, tt.dir, tt.serving)
 			checkResult(t, r, tt.want, tt.wantIn...)
 			if !strings.Contains(r.Fix, tt.fixIn) {
 				t.Errorf("fix %q lacks %q", r.Fix, tt.fixIn)

@@ -185,7 +185,7 @@ func (e *env) run(ctx context.Context) []Result {
 		e.checkPauseImage(ctx, ri),
 		e.checkCgroups(ctx, ri),
 		checkManifestDir(e.opts.ManifestDir),
-		checkOtherAgents(e.opts.ProcRoot, e.opts.ManifestDir),
+		checkOtherAgents(e.opts.ProcRoot, e.opts.ManifestDir, socketServer(e.opts.Socket)),
 		e.checkClock(ctx),
 		e.checkImageFs(ctx, ri),
 		e.checkFreeSpace("root-fs", "--root-dir", e.opts.RootDir),

@@ -111,6 +111,6 @@ func TestE2EFindOtherAgents(t *testing.T) {
 	if !found {
 		t.Errorf("PID %d not among %+v", cmd.Process.Pid, agents)
 	}
-	r := checkOtherAgents("/proc", dir)
+	r := checkOtherAgents("/proc", dir, 0)
 	checkResult(t, r, Fail, "kubelet (PID "+strconv.Itoa(cmd.Process.Pid)+") runs the static pods of link")
 }

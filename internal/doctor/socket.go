@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // checkSocket: the local API's socket is berth's and only root and its
@@ -103,4 +107,32 @@ func groupName(gid uint32) string {
 		return g.Name
 	}
 	return id
+}
+
+// socketServer is the PID of the process listening on the unix socket
+// path, as the kernel recorded it when that process called listen
+// (SO_PEERCRED of a connection to it); 0 when there is no socket, nobody
+// listens or it cannot be asked. The connection is closed at once.
+func socketServer(path string) int {
+	if path == "" {
+		return 0
+	}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close()
+	raw, err := conn.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	if err := raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	}); err != nil {
+		return 0
+	}
+	return pid
 }

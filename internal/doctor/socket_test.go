@@ -67,3 +67,23 @@ func listen(t *testing.T, path string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestSocketServer: the PID listening on a socket is this process's for a
+// socket it listens on; 0 with no socket, nobody listening, or none asked.
+func TestSocketServer(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "berth.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := socketServer(sock); got != os.Getpid() {
+		t.Errorf("socketServer of a socket this process listens on = %d, want %d", got, os.Getpid())
+	}
+	l.Close()
+	for _, path := range []string{sock, filepath.Join(dir, "none.sock"), ""} {
+		if got := socketServer(path); got != 0 {
+			t.Errorf("socketServer(%q) = %d, want 0", path, got)
+		}
+	}
+}
