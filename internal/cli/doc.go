@@ -1,6 +1,6 @@
 // Package cli is berth's command line on cobra and pflag, as kubectl's:
 // the command tree (run, pods alias ps, logs, describe, validate,
-// version, completion), one file per command with its tests beside it,
+// doctor, version, completion), one file per command with its tests beside it,
 // the flags the client commands share (--socket, -n/--namespace,
 // -A/--all-namespaces, -o/--output in flags.go), shell completion of pod,
 // namespace and container names from the daemon, the client of the
@@ -15,8 +15,8 @@
 // never import syncloop, podworkers, kuberuntime or api: it reads pods,
 // events, problems and logs over the socket only (podstatus, rollback and
 // podspec give it the names of conditions, reasons and annotations;
-// source reads manifests for validate), and starts the daemon through
-// internal/daemon. It keeps no state
-// between commands: each Execute builds its own tree, whose flag values
-// belong to the command that runs.
+// source reads manifests for validate), starts the daemon through
+// internal/daemon and runs the checks of doctor through internal/doctor.
+// It keeps no state between commands: each Execute builds its own tree,
+// whose flag values belong to the command that runs.
 package cli

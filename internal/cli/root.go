@@ -83,6 +83,7 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 		newLogsCmd(stdout, stderr),
 		newDescribeCmd(stdout, stderr),
 		newValidateCmd(stdout, stderr),
+		newDoctorCmd(stdout, stderr),
 		newVersionCmd(version, stdout, stderr),
 	)
 	// completion bash|zsh|fish|powershell is cobra's own; added here so

@@ -212,7 +212,8 @@ func Parse(args []string, stderr io.Writer) (Settings, error) {
 // with configPath the --config given): it reads defaults, then the
 // kubelet config file (--kubelet-config), then berth's config file, then
 // replays the flags given: flags win over the files, as with the kubelet,
-// and berth's file over the kubelet's. A repeatable flag given on the
+// and berth's file over the kubelet's. Flags of fs that BindFlags does not
+// bind are left out. A repeatable flag given on the
 // command line replaces the file's list instead of adding to it.
 func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error) {
 	if configPath == "" && s.KubeletConfig == "" {
@@ -260,6 +261,11 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	BindFlags(replay, &s, &configPath)
 	var err error
 	fs.Visit(func(f *pflag.Flag) {
+		// fs may hold a command's own flags beside the settings (berth
+		// doctor's --run and -o): they are no setting.
+		if replay.Lookup(f.Name) == nil {
+			return
+		}
 		values := []string{f.Value.String()}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
 			values = sv.GetSlice()

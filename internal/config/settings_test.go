@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -174,5 +176,29 @@ func TestListenPodsSetting(t *testing.T) {
 	s, err := Parse(nil, io.Discard)
 	if err != nil || s.ListenPods != "none" {
 		t.Errorf("default --listen-pods = %q %v, want none", s.ListenPods, err)
+	}
+}
+
+// TestResolveCommandFlags: a command that binds berth run's settings
+// beside flags of its own (berth doctor's --run, -o) resolves the
+// settings with a config file as run does; its own flags are no setting.
+func TestResolveCommandFlags(t *testing.T) {
+	cfg := writeConfig(t, "staticPodPath: /from/file\nsyncFrequency: 7s\n")
+	var configPath, output string
+	var smoke bool
+	s := Defaults()
+	fs := pflag.NewFlagSet("berth doctor", pflag.ContinueOnError)
+	fs.BoolVar(&smoke, "run", false, "")
+	fs.StringVarP(&output, "output", "o", "", "")
+	BindFlags(fs, &s, &configPath)
+	if err := fs.Parse([]string{"--run", "-o", "json", "--config", cfg, "--pod-manifest-path", "/from/flag"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Resolve(fs, s, configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PodManifestPath != "/from/flag" || got.SyncFrequency.Duration != 7*time.Second || !smoke || output != "json" {
+		t.Errorf("path %q, sync %s, --run %v, -o %q; want the flag's path, the file's 7s and the command's own flags", got.PodManifestPath, got.SyncFrequency.Duration, smoke, output)
 	}
 }
