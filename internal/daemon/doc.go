@@ -1,5 +1,7 @@
-// Package daemon is `berth run` once its settings are resolved: it builds
-// every component whole from config.Settings, in one order (the sources
+// Package daemon is `berth run` once its settings are resolved: it
+// refuses to start on a manifest directory a kubelet or another berth
+// runs (doctor.FindOtherAgents, at start only), then builds every
+// component whole from config.Settings, in one order (the sources
 // and their merge store, the CRI transport, the event log, the runtime
 // manager, the garbage collector, the sync loop, the local API), runs
 // them until SIGTERM or SIGINT or a fatal error, and starts without the

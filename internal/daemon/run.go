@@ -67,9 +67,10 @@ func Main(s config.Settings, o Options) int {
 	return 0
 }
 
-// run wires berth in one order, each piece from the ones before it: the
-// sources and their merge store (started at once, see there), the CRI
-// transport, the event log, the runtime manager (recording into the event
+// run wires berth in one order, each piece from the ones before it, once
+// no kubelet or other berth runs the same manifest directory
+// (refuseOtherAgents): the sources and their merge store (started at
+// once, see there), the CRI transport, the event log, the runtime manager (recording into the event
 // log), the agent (over the store, the event log, the runtime manager and
 // an exec handler on the same transport), and the local API. It returns
 // when ctx ends (leaving pods running) or something fatal happens.
@@ -77,6 +78,10 @@ func Main(s config.Settings, o Options) int {
 // started is called (in a goroutine of its own) once berth is first ready,
 // every pod handed over, or after startBound, whichever comes first.
 func run(ctx context.Context, s config.Settings, version string, log *slog.Logger, started func()) error {
+	// Before anything reads the manifests or touches the runtime.
+	if err := refuseOtherAgents("/proc", s.PodManifestPath, log); err != nil {
+		return err
+	}
 	nodeName, err := config.NodeName(s.HostnameOverride)
 	if err != nil {
 		return err
