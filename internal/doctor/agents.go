@@ -311,7 +311,7 @@ func checkOtherAgents(procRoot, manifestDir string, serving int) Result {
 	var this string
 	for _, a := range agents {
 		if a.Kind == "berth" && a.PID == serving {
-			this = fmt.Sprintf("berth (PID %d), the one serving the socket, runs the static pods of %s; ", a.PID, manifestDir)
+			this = fmt.Sprintf("berth (PID %d), the one serving the socket, runs the static pods of %s", a.PID, manifestDir)
 			continue
 		}
 		if a.ManifestPath == "" {
@@ -337,8 +337,10 @@ func checkOtherAgents(procRoot, manifestDir string, serving int) Result {
 		r.Status = Warn
 		r.Message = "could not tell which directory these run static pods from: " + strings.Join(unknown, "; ")
 		r.Fix = "make sure none of them uses " + manifestDir
+	case this != "":
+		r.Status, r.Message = OK, this+"; no kubelet or other berth does"
 	default:
-		r.Status, r.Message = OK, this+"no kubelet or other berth runs static pods from "+manifestDir
+		r.Status, r.Message = OK, "no kubelet or other berth runs static pods from "+manifestDir
 	}
 	return r
 }

@@ -207,7 +207,7 @@ func TestCheckOtherAgents(t *testing.T) {
 			[]string{"no kubelet or other berth runs static pods from /srv/m"}, "", 0},
 		{"file source off", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/m"}, "", OK, []string{"no --pod-manifest-path"}, "", 0},
 		{"berth serving the socket", []string{"/usr/bin/berth", "run", "--pod-manifest-path=/srv/m"}, "/srv/m", OK,
-			[]string{"berth (PID 4242), the one serving the socket, runs the static pods of /srv/m; no kubelet or other berth"}, "", 4242},
+			[]string{"berth (PID 4242), the one serving the socket, runs the static pods of /srv/m; no kubelet or other berth does"}, "", 4242},
 		{"kubelet with the PID of the socket's berth", []string{"/usr/bin/kubelet", "--pod-manifest-path=/srv/m"}, "/srv/m", Fail,
 			[]string{"kubelet (PID 4242)"}, "systemctl disable --now kubelet", 4242},
 	}
