@@ -9,12 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-)
 
-// CriticalPriority is system-cluster-critical's priority: pods at or
-// above it are stopped last, within Config.CriticalPods; the pod workers'
-// start queue treats them as critical too.
-const CriticalPriority = 2000000000
+	"github.com/berth-agent/berth/internal/podrules"
+)
 
 // Config is the kubelet's graceful node shutdown settings.
 type Config struct {
@@ -43,7 +40,7 @@ func shutdownPlan(pods []*v1.Pod) []shutdownGroup {
 	var groups []shutdownGroup
 	for prio, ps := range byPriority {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-		groups = append(groups, shutdownGroup{priority: prio, critical: prio >= CriticalPriority, pods: ps})
+		groups = append(groups, shutdownGroup{priority: prio, critical: prio >= podrules.CriticalPriority, pods: ps})
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].priority < groups[j].priority })
 	return groups

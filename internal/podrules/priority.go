@@ -9,6 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// CriticalPriority is system-cluster-critical's priority (the API
+// server's SystemCriticalPriority): pods at or above it start first and
+// briefly alone, and are stopped last at a node shutdown.
+const CriticalPriority = 2000000000
+
 // highestUserPriority is the largest priority a pod may have without one of
 // the system classes (the API server's HighestUserDefinablePriority): the
 // values above it are reserved for the pods a node cannot do without.

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/berth-agent/berth/internal/nodeshutdown"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podrules"
 )
 
 // startQueue bounds how many pods are being started at once (a sandbox
@@ -109,7 +109,7 @@ func newStartQueue(clk clock.PassiveClock, limit *startLimit) *startQueue {
 	return &startQueue{clock: clk, limit: limit, inflight: map[types.UID]inflightStart{}}
 }
 
-func (e *startEntry) critical() bool { return e.priority >= nodeshutdown.CriticalPriority }
+func (e *startEntry) critical() bool { return e.priority >= podrules.CriticalPriority }
 
 // before reports whether a ranks before b: higher priority, then seen
 // earlier.
