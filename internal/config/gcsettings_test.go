@@ -21,7 +21,8 @@ func TestGCSettings(t *testing.T) {
 		LogMonitorInterval: 10 * time.Second,
 		Images:             gc.ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute},
 	}
-	config := writeConfig(t, `kind: BerthConfiguration
+	config := writeConfig(t, `apiVersion: berth.io/v1alpha1
+kind: BerthConfiguration
 minimumContainerTTLDuration: 1m
 maximumDeadContainersPerContainer: 0
 maximumDeadContainers: 100

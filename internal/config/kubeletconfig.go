@@ -44,13 +44,6 @@ const (
 	maxContainerRestartPeriod = 300 * time.Second
 )
 
-// kubeletDocument is everything berth reads from a kubelet config.
-type kubeletDocument struct {
-	configHeader  `json:",inline"`
-	Settings      `json:",inline"`
-	kubeletFields `json:",inline"`
-}
-
 // validate checks the kubelet-only fields as the kubelet does; line finds
 // a field's line for the error.
 func (k *kubeletFields) validate(path string, line func(key string) int) error {
@@ -79,79 +72,67 @@ func (k *kubeletFields) apply(s *Settings) {
 }
 
 // loadKubeletConfig reads a KubeletConfiguration file into s.
-func loadKubeletConfig(path string, s *Settings) error {
+func loadKubeletConfig(path string, s *Settings) (fileLines, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("kubelet config file: %w", err)
+		return fileLines{}, fmt.Errorf("kubelet config file: %w", err)
 	}
-	return decodeKubeletConfig(path, data, s)
+	doc, err := parseDocument(path, data)
+	if err != nil {
+		return fileLines{}, err
+	}
+	if doc == nil {
+		return fileLines{}, fmt.Errorf("kubelet config file %s: empty", path)
+	}
+	return decodeKubeletConfig(path, doc, s)
 }
 
-// decodeKubeletConfig decodes the fields berth reads, one top-level field
-// at a time so an error can name its line, and warns about the others.
-func decodeKubeletConfig(path string, data []byte, s *Settings) error {
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(data, &root); err != nil {
-		return fmt.Errorf("kubelet config file %s: %w", path, err)
-	}
-	if len(root.Content) == 0 {
-		return fmt.Errorf("kubelet config file %s: empty", path)
-	}
-	doc := root.Content[0]
-	if doc.Kind != yamlv3.MappingNode {
-		return fmt.Errorf("kubelet config file %s:%d: must be a KubeletConfiguration object", path, doc.Line)
-	}
-	known := kubeletKeys()
-	lines := map[string]int{}
+// decodeKubeletConfig decodes the fields berth reads, each on its own so
+// every error names its line, and warns about the others in one line.
+func decodeKubeletConfig(path string, doc *yamlv3.Node, s *Settings) (fileLines, error) {
+	var kind string
 	var ignored []string
-	out := kubeletDocument{Settings: *s}
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		key, value := doc.Content[i], doc.Content[i+1]
-		lines[key.Value] = key.Line
-		if !known[key.Value] {
+	var own kubeletFields
+	out := *s
+	lines, errs := decodeFields(path, doc, &out, func(key, value *yamlv3.Node) error {
+		switch key.Value {
+		case "crashLoopBackOff":
+			var v any
+			if err := value.Decode(&v); err != nil {
+				return &FileError{Path: path, Line: key.Line, Field: key.Value, Msg: err.Error()}
+			}
+			field, err := json.Marshal(map[string]any{key.Value: v})
+			if err == nil {
+				err = yaml.UnmarshalStrict(field, &own)
+			}
+			if err != nil {
+				return &FileError{Path: path, Line: key.Line, Field: key.Value, Msg: unwrapYAML(err).Error()}
+			}
+		default:
 			ignored = append(ignored, fmt.Sprintf("%s (line %d)", key.Value, key.Line))
-			continue
 		}
-		var v any
-		if err := value.Decode(&v); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", path, key.Line, key.Value, err)
-		}
-		field, err := json.Marshal(map[string]any{key.Value: v})
-		if err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", path, key.Line, key.Value, err)
-		}
-		if err := yaml.UnmarshalStrict(field, &out); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", path, key.Line, key.Value, unwrapYAML(err))
+		return nil
+	})
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == "kind" {
+			kind = scalarOf(doc.Content[i+1])
 		}
 	}
-	if out.Kind != kubeletKind {
-		return fmt.Errorf("kubelet config file %s: kind %q, want %s", path, out.Kind, kubeletKind)
+	if kind != kubeletKind {
+		errs = append(errs, fmt.Errorf("kubelet config file %s: kind %q, want %s", path, kind, kubeletKind))
 	}
-	if err := out.kubeletFields.validate(path, func(k string) int { return lines[k] }); err != nil {
-		return err
+	if err := own.validate(path, func(k string) int { return lines[k] }); err != nil {
+		errs = append(errs, err)
 	}
-	*s = out.Settings
-	out.kubeletFields.apply(s)
+	if len(errs) > 0 {
+		return fileLines{}, errors.Join(errs...)
+	}
+	*s = out
+	own.apply(s)
 	if len(ignored) > 0 {
 		configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
 	}
-	return nil
-}
-
-// kubeletKeys are the top-level fields berth reads from a kubelet config:
-// the header, every settings field and the kubelet-only fields.
-func kubeletKeys() map[string]bool {
-	known := map[string]bool{"apiVersion": true, "kind": true}
-	full := kubeletDocument{Settings: fullSettingsForKeys(), kubeletFields: kubeletFields{
-		CrashLoopBackOff: &kubeletCrashLoopBackOff{MaxContainerRestartPeriod: &metav1.Duration{}},
-	}}
-	b, _ := json.Marshal(full)
-	var keys map[string]any
-	_ = json.Unmarshal(b, &keys)
-	for k := range keys {
-		known[k] = true
-	}
-	return known
+	return fileLines{path: path, lines: lines}, nil
 }
 
 // unwrapYAML drops sigs.k8s.io/yaml's "error unmarshaling JSON: while

@@ -36,9 +36,9 @@ func TestKubeletConfig(t *testing.T) {
 		{name: "other fields are reported with their lines", kubelet: header + "evictionHard:\n  memory.available: 100Mi\ncpuManagerPolicy: static\n",
 			initial: 10 * time.Second, max: 5 * time.Minute, warnings: "fields berth does not use: evictionHard (line 3), cpuManagerPolicy (line 5)"},
 		{name: "berth's file wins over the kubelet's", kubelet: header + "crashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
-			berth: "crashLoopBackoffMax: 1m\n", initial: 10 * time.Second, max: time.Minute},
+			berth: "apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\ncrashLoopBackOffMax: 1m\n", initial: 10 * time.Second, max: time.Minute},
 		{name: "flags win over both", kubelet: header + "crashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
-			berth: "crashLoopBackoffMax: 1m\n", args: []string{"--crashloop-backoff-max", "2m"}, initial: 10 * time.Second, max: 2 * time.Minute},
+			berth: "apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\ncrashLoopBackOffMax: 1m\n", args: []string{"--crashloop-backoff-max", "2m"}, initial: 10 * time.Second, max: 2 * time.Minute},
 		{name: "not a KubeletConfiguration", kubelet: "kind: BerthConfiguration\n", wantErr: `: kind "BerthConfiguration", want KubeletConfiguration`},
 	}
 	for _, tt := range tests {
@@ -81,7 +81,7 @@ func TestKubeletConfig(t *testing.T) {
 func TestKubeletConfigNamedByBerthConfig(t *testing.T) {
 	defer func() { configWarnings = nil }()
 	kubelet := writeConfig(t, "kind: KubeletConfiguration\nmaxPods: 12\ncrashLoopBackOff: {maxContainerRestartPeriod: 40s}\nevictionHard: {}\n")
-	berth := writeConfig(t, "kubeletConfig: "+kubelet+"\nmaxPods: 13\n")
+	berth := writeConfig(t, "apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\nkubeletConfig: "+kubelet+"\nmaxPods: 13\n")
 	s, err := Parse([]string{"--config", berth}, new(strings.Builder))
 	if err != nil {
 		t.Fatal(err)

@@ -7,20 +7,24 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
+	"os/user"
+	"reflect"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/logging"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/source/httpsource"
@@ -33,12 +37,12 @@ import (
 // file's static-pod fields carry over unchanged.
 type Settings struct {
 	PodManifestPath          string              `json:"staticPodPath,omitempty"`
-	PodManifestSigners       string              `json:"podManifestAllowedSigners,omitempty"`
+	PodManifestSigners       string              `json:"staticPodPathAllowedSigners,omitempty"`
 	ManifestURL              string              `json:"staticPodURL,omitempty"`
 	ManifestURLHeader        map[string][]string `json:"staticPodURLHeader,omitempty"`
-	ManifestURLCA            string              `json:"manifestURLCA,omitempty"`
-	ManifestURLSigners       string              `json:"manifestURLAllowedSigners,omitempty"`
-	ManifestPermissions      string              `json:"manifestPermissions,omitempty"`
+	ManifestURLCA            string              `json:"staticPodURLCA,omitempty"`
+	ManifestURLSigners       string              `json:"staticPodURLAllowedSigners,omitempty"`
+	ManifestPermissions      string              `json:"staticPodPathPermissions,omitempty"`
 	ContainerRuntimeEndpoint string              `json:"containerRuntimeEndpoint,omitempty"`
 	ImageServiceEndpoint     string              `json:"imageServiceEndpoint,omitempty"`
 	HostnameOverride         string              `json:"hostnameOverride,omitempty"`
@@ -47,21 +51,25 @@ type Settings struct {
 	PodLogsDir               string              `json:"podLogsDir,omitempty"`
 	FileCheckFrequency       metav1.Duration     `json:"fileCheckFrequency,omitempty"`
 	HTTPCheckFrequency       metav1.Duration     `json:"httpCheckFrequency,omitempty"`
-	HTTPCheckBackoffMax      metav1.Duration     `json:"httpCheckBackoffMax,omitempty"`
+	HTTPCheckBackoffMax      metav1.Duration     `json:"httpCheckBackOffMax,omitempty"`
 	SyncFrequency            metav1.Duration     `json:"syncFrequency,omitempty"`
 	RuntimeRequestTimeout    metav1.Duration     `json:"runtimeRequestTimeout,omitempty"`
 	Listen                   string              `json:"listen,omitempty"`
 	Socket                   string              `json:"socket,omitempty"`
-	ListenPods               string              `json:"listenPods,omitempty"`
-	MaxPods                  int                 `json:"maxPods,omitempty"`
-	MaxParallelPodStarts     int                 `json:"maxParallelPodStarts,omitempty"`
-	ClusterDNS               []string            `json:"clusterDNS,omitempty"`
-	ClusterDomain            string              `json:"clusterDomain,omitempty"`
-	ResolvConf               string              `json:"resolvConf,omitempty"`
-	CrashLoopBackoffInitial  metav1.Duration     `json:"crashLoopBackoffInitial,omitempty"`
-	CrashLoopBackoffMax      metav1.Duration     `json:"crashLoopBackoffMax,omitempty"`
-	LogLevel                 string              `json:"logLevel,omitempty"`
-	KubeletConfig            string              `json:"kubeletConfig,omitempty"`
+	// SocketGroup is the group (name or gid) whose members may use the
+	// socket beside root; "" is root only.
+	SocketGroup             string          `json:"socketGroup,omitempty"`
+	ListenPods              string          `json:"listenPods,omitempty"`
+	MaxPods                 int             `json:"maxPods,omitempty"`
+	MaxParallelPodStarts    int             `json:"maxParallelPodStarts,omitempty"`
+	ClusterDNS              []string        `json:"clusterDNS,omitempty"`
+	ClusterDomain           string          `json:"clusterDomain,omitempty"`
+	ResolvConf              string          `json:"resolvConf,omitempty"`
+	CrashLoopBackoffInitial metav1.Duration `json:"crashLoopBackOffInitial,omitempty"`
+	CrashLoopBackoffMax     metav1.Duration `json:"crashLoopBackOffMax,omitempty"`
+	LogLevel                string          `json:"logLevel,omitempty"`
+	LogFormat               string          `json:"logFormat,omitempty"`
+	KubeletConfig           string          `json:"kubeletConfig,omitempty"`
 	// Labels are this node's labels: config file only, for the {label.KEY}
 	// placeholders of --manifest-url.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -115,6 +123,7 @@ func Defaults() Settings {
 		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
 		CrashLoopBackoffMax:      metav1.Duration{Duration: 5 * time.Minute},
 		LogLevel:                 "info",
+		LogFormat:                "auto",
 		// Off for files: whoever edits one is at the machine to see the
 		// result, and control-plane manifests (kubeadm's) may take long
 		// to become Ready while their peers come up. On for the URL: a
@@ -159,6 +168,7 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	durationVar(fs, &s.RuntimeRequestTimeout, "runtime-request-timeout", "timeout of every CRI call")
 	fs.StringVar(&s.Listen, "listen", s.Listen, "TCP address of the local API (\"\" disables it)")
 	fs.StringVar(&s.Socket, "socket", s.Socket, "unix socket of the local API and the CLI (\"\" disables it)")
+	fs.StringVar(&s.SocketGroup, "socket-group", s.SocketGroup, "group (name or gid) whose members may use --socket as root does; \"\" is root only")
 	fs.StringVar(&s.ListenPods, "listen-pods", s.ListenPods, "pod data the --listen address serves to every local user: none, redacted (pods without env values, commands, annotation values, messages) or full (pods, events, problems)")
 	fs.IntVar(&s.MaxPods, "max-pods", s.MaxPods, "pods beyond this many are rejected")
 	fs.IntVar(&s.MaxParallelPodStarts, "max-parallel-pod-starts", s.MaxParallelPodStarts, "most pods started at once (sandbox and containers up to running), higher priority first; fewer while the runtime is slow; 0: two per CPU")
@@ -168,6 +178,7 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	durationVar(fs, &s.CrashLoopBackoffInitial, "crashloop-backoff-initial", "first restart delay of a crashing container")
 	durationVar(fs, &s.CrashLoopBackoffMax, "crashloop-backoff-max", "longest restart delay of a crashing container")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "auto (journald when stderr is the journal's stream, else text), text, json or journald")
 	fs.StringVar(&s.KubeletConfig, "kubelet-config", s.KubeletConfig, "a kubelet KubeletConfiguration file whose fields berth shares are read beneath --config and the flags (static-pod fields, crashLoopBackOff.maxContainerRestartPeriod)")
 	durationVar(fs, &s.FileRollbackAfter, "file-rollback-after", "a new version of a pod from --pod-manifest-path not Ready this long after it started (or crash-looping) is replaced by the last Ready version of the same manifest; 0 disables (annotation berth.io/rollback-after overrides)")
 	durationVar(fs, &s.HTTPRollbackAfter, "http-rollback-after", "the same for pods from --manifest-url; 0 disables")
@@ -226,23 +237,28 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 		// berth's config file may name the kubelet's: read it once to
 		// learn the name, since the kubelet's file goes beneath it.
 		scratch, warned := Defaults(), len(configWarnings)
-		if err := LoadConfigFile(configPath, &scratch); err != nil {
+		if _, err := loadConfigFile(configPath, &scratch); err != nil {
 			return Settings{}, err
 		}
 		configWarnings = configWarnings[:warned]
 		kubeletPath = scratch.KubeletConfig
 	}
 	s = Defaults()
+	var files []fileLines
 	if kubeletPath != "" {
-		if err := loadKubeletConfig(kubeletPath, &s); err != nil {
+		lines, err := loadKubeletConfig(kubeletPath, &s)
+		if err != nil {
 			return Settings{}, err
 		}
 		s.KubeletConfig = kubeletPath
+		files = append(files, lines)
 	}
 	if configPath != "" {
-		if err := LoadConfigFile(configPath, &s); err != nil {
+		lines, err := loadConfigFile(configPath, &s)
+		if err != nil {
 			return Settings{}, err
 		}
+		files = append(files, lines)
 	}
 	if given["manifest-url-header"] {
 		s.ManifestURLHeader = nil
@@ -279,11 +295,80 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	if err != nil {
 		return Settings{}, err
 	}
-	return s, s.Validate()
+	errs := s.validate()
+	for i, e := range errs {
+		errs[i] = inFile(e, given, files)
+	}
+	return s, errors.Join(errs...)
 }
 
+// leadingName is the setting a validation error begins with: a flag
+// (--max-pods must be positive) or a config file field (labels: ...).
+var leadingName = regexp.MustCompile(`^(--[a-z0-9-]+|[a-zA-Z]+)(: | |$)`)
+
+// inFile gives a validation error the file and line of the setting it is
+// about, FILE:LINE: field: message, when the last file read set it and no
+// flag overrode it; other errors are returned as they are.
+func inFile(err error, given map[string]bool, files []fileLines) error {
+	m := leadingName.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	key := m[1]
+	if flag, ok := strings.CutPrefix(key, "--"); ok {
+		if given[flag] {
+			return err
+		}
+		if key, ok = flagKeys()[flag]; !ok {
+			return err
+		}
+	}
+	for i := len(files) - 1; i >= 0; i-- {
+		line, ok := files[i].lines[key]
+		if !ok {
+			continue
+		}
+		msg := strings.TrimPrefix(err.Error(), m[0])
+		if m[2] == " " && (msg == "" || msg[0] < 'a' || msg[0] > 'z') {
+			msg = err.Error()
+		}
+		return &FileError{Path: files[i].path, Line: line, Field: key, Msg: msg}
+	}
+	return err
+}
+
+// flagKeys maps each flag of BindFlags to the config file field it sets,
+// found by the address each flag writes to.
+var flagKeys = sync.OnceValue(func() map[string]string {
+	var s Settings
+	var configPath string
+	fs := pflag.NewFlagSet("keys", pflag.ContinueOnError)
+	BindFlags(fs, &s, &configPath)
+	byAddr := map[uintptr]string{}
+	for key, f := range settingFields() {
+		byAddr[reflect.ValueOf(&s).Elem().FieldByIndex(f.index).Addr().Pointer()] = key
+	}
+	out := map[string]string{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		v := reflect.ValueOf(f.Value)
+		if v.Kind() == reflect.Struct {
+			v = v.Field(0)
+		}
+		if v.Kind() != reflect.Pointer {
+			return
+		}
+		if key, ok := byAddr[v.Pointer()]; ok {
+			out[f.Name] = key
+		}
+	})
+	return out
+})
+
 // Validate rejects settings berth cannot run with, naming the setting.
-func (s Settings) Validate() error {
+func (s Settings) Validate() error { return errors.Join(s.validate()...) }
+
+// validate is every problem of the settings, sorted.
+func (s Settings) validate() []error {
 	var errs []error
 	if s.PodManifestPath == "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
@@ -348,50 +433,38 @@ func (s Settings) Validate() error {
 	if err := s.validateShutdown(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := logging.ParseFormat(s.LogFormat); err != nil {
+		errs = append(errs, fmt.Errorf("--log-format: %w", err))
+	}
+	if _, err := s.SocketGroupID(); err != nil {
+		errs = append(errs, err)
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-	return errors.Join(errs...)
+	return errs
 }
 
-// configHeader tells berth's own config file from a kubelet's.
-type configHeader struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-}
-
-// kubeletKind is the kind of a kubelet config file, whose static-pod fields
-// berth reads.
-const kubeletKind = "KubeletConfiguration"
-
-// LoadConfigFile overlays the file's settings on s. A berth config is read
-// strictly (unknown fields are errors with their line); a kubelet
-// KubeletConfiguration is read as --kubelet-config reads one
-// (kubeletconfig.go).
-func LoadConfigFile(path string, s *Settings) error {
-	data, err := os.ReadFile(path)
+// SocketGroupID resolves --socket-group, a group name or a numeric gid,
+// with the system's group database: -1 for none (the socket is root's
+// only).
+func (s Settings) SocketGroupID() (int, error) {
+	if s.SocketGroup == "" {
+		return -1, nil
+	}
+	if gid, err := strconv.Atoi(s.SocketGroup); err == nil {
+		if gid < 0 {
+			return 0, fmt.Errorf("--socket-group: gid %d is negative", gid)
+		}
+		return gid, nil
+	}
+	g, err := user.LookupGroup(s.SocketGroup)
 	if err != nil {
-		return fmt.Errorf("config file: %w", err)
+		return 0, fmt.Errorf("--socket-group: %w", err)
 	}
-	var h configHeader
-	if err := yaml.Unmarshal(data, &h); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return 0, fmt.Errorf("--socket-group: group %s has gid %q", s.SocketGroup, g.Gid)
 	}
-	switch {
-	case h.Kind == kubeletKind:
-		return decodeKubeletConfig(path, data, s)
-	case h.Kind == "" || h.Kind == "BerthConfiguration":
-		var strict struct {
-			configHeader `json:",inline"`
-			Settings     `json:",inline"`
-		}
-		strict.Settings = *s
-		if err := yaml.UnmarshalStrict(data, &strict); err != nil {
-			return fmt.Errorf("config file %s: %w", path, err)
-		}
-		*s = strict.Settings
-	default:
-		return fmt.Errorf("config file %s: kind %q is neither BerthConfiguration nor KubeletConfiguration", path, h.Kind)
-	}
-	return nil
+	return gid, nil
 }
 
 // configWarnings collects what LoadConfigFile wants logged once the logger
@@ -403,7 +476,7 @@ func fullSettingsForKeys() Settings {
 	s := Defaults()
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
 	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners, s.KubeletConfig = "x", "x", "x", "x"
-	s.StatusURL, s.StatusURLCA = "x", "x"
+	s.StatusURL, s.StatusURLCA, s.SocketGroup = "x", "x", "x"
 	s.Labels = map[string]string{"x": "x"}
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.StatusURLHeader = map[string][]string{"x": {"x"}}

@@ -37,11 +37,12 @@ clusterDNS: [10.96.0.10]
 evictionHard:
   memory.available: 100Mi
 `)
-	berth := writeConfig(t, `kind: BerthConfiguration
+	berth := writeConfig(t, `apiVersion: berth.io/v1alpha1
+kind: BerthConfiguration
 staticPodPath: /opt/pods
 listen: ""
-crashLoopBackoffInitial: 1s
-crashLoopBackoffMax: 30s
+crashLoopBackOffInitial: 1s
+crashLoopBackOffMax: 30s
 `)
 	tests := []struct {
 		name  string
@@ -134,7 +135,7 @@ func TestParseSettingsErrors(t *testing.T) {
 		{"backoff order", []string{"--crashloop-backoff-initial", "1m", "--crashloop-backoff-max", "10s"}, "below --crashloop-backoff-initial"},
 		{"bad header", []string{"--manifest-url-header", "novalue"}, "want Key:Value"},
 		{"CR/LF in a header", []string{"--manifest-url", "http://h/p", "--manifest-url-header", "X-Key:abc\r\nX-Evil: 1"}, "--manifest-url-header: header X-Key: value has a CR, LF"},
-		{"CR/LF in a config header", []string{"--config", writeConfig(t, "staticPodURL: http://h/p\nstaticPodURLHeader: {X-Key: [\"a\\nb\"]}\n")}, "--manifest-url-header"},
+		{"CR/LF in a config header", []string{"--config", writeConfig(t, "staticPodURL: http://h/p\nstaticPodURLHeader: {X-Key: [\"a\\nb\"]}\n")}, "config.yaml:2: staticPodURLHeader: header X-Key"},
 		{"bad header name", []string{"--manifest-url", "http://h/p", "--manifest-url-header", "X Key:abc"}, `invalid header name "X Key"`},
 		{"manifest permissions", []string{"--manifest-permissions", "lax"}, "--manifest-permissions: want strict or warn"},
 		{"CA for plain http", []string{"--manifest-url", "http://h/p", "--manifest-url-ca", "/ca.pem"}, "--manifest-url-ca needs an https://"},
@@ -150,8 +151,8 @@ func TestParseSettingsErrors(t *testing.T) {
 		{"status period", []string{"--status-period", "1s"}, "--status-period must be at least 10s"},
 		{"poll back-off", []string{"--http-check-backoff-max", "0s"}, "--http-check-backoff-max must be positive"},
 		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},
-		{"unknown field in berth config", []string{"--config", writeConfig(t, "staticPodPath: /x\nstaticPodPaht: /y\n")}, `unknown field "staticPodPaht"`},
-		{"foreign kind", []string{"--config", writeConfig(t, "kind: Pod\n")}, `kind "Pod"`},
+		{"unknown field in berth config", []string{"--config", writeConfig(t, "staticPodPath: /x\nstaticPodPaht: /y\n")}, "config.yaml:2: staticPodPaht: unknown field (did you mean staticPodPath?)"},
+		{"foreign kind", []string{"--config", writeConfig(t, "kind: Pod\n")}, `config.yaml:1: kind: want BerthConfiguration (or a kubelet's KubeletConfiguration), got "Pod"`},
 		{"missing file", []string{"--config", "/nonexistent/berth.yaml"}, "/nonexistent/berth.yaml"},
 	}
 	for _, tt := range tests {
