@@ -14,6 +14,8 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/internal/podspec"
 )
 
 // berth's config file is a versioned document:
@@ -209,7 +211,7 @@ func parseDocument(path string, data []byte) (*yamlv3.Node, error) {
 		msg := err.Error()
 		if m := syntaxErrorLine.FindStringSubmatch(msg); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			return nil, &FileError{Path: path, Line: line, Msg: m[2]}
+			return nil, &FileError{Path: path, Line: podspec.SyntaxLine(data, line, m[2]), Msg: m[2]}
 		}
 		return nil, &FileError{Path: path, Msg: strings.TrimPrefix(msg, "yaml: ")}
 	}

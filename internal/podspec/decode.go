@@ -71,7 +71,7 @@ func decodeManifests(data []byte, origin Origin, limit int) (docs []decoded, pro
 		}
 		if err != nil {
 			line, msg := yamlErrorLine(err)
-			line = syntaxLine(data, line, strings.TrimPrefix(msg, yamlPrefix))
+			line = SyntaxLine(data, line, strings.TrimPrefix(msg, yamlPrefix))
 			if m := unknownAnchorRE.FindStringSubmatch(strings.TrimPrefix(msg, yamlPrefix)); m != nil {
 				line = max(aliasLine(data, m[1]), line)
 			}

@@ -14,7 +14,8 @@ import (
 // flow collection) still open at the end of the input.
 const problemEndOfStream = "found unexpected end of stream"
 
-// syntaxLine returns the line of the token a YAML syntax error is about.
+// SyntaxLine returns the line of the token a YAML syntax error is about
+// (the config file reader uses it too).
 // The decoder berth uses (go-yaml v3) names the line where the parser lost
 // context: for a mis-indented key on line 9, the line of the mapping it
 // was parsing, several lines up. go-yaml v2, under sigs.k8s.io/yaml and so
@@ -27,7 +28,7 @@ const problemEndOfStream = "found unexpected end of stream"
 //
 // v3line and problem are what v3 reported; data is the whole input (v2
 // reports lines of the whole stream, as v3 does).
-func syntaxLine(data []byte, v3line int, problem string) int {
+func SyntaxLine(data []byte, v3line int, problem string) int {
 	if problem == problemEndOfStream {
 		return v3line
 	}
