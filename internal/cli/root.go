@@ -83,6 +83,7 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 		newLogsCmd(stdout, stderr),
 		newDescribeCmd(stdout, stderr),
 		newValidateCmd(stdout, stderr),
+		newConfigCmd(stdout, stderr),
 		newDoctorCmd(stdout, stderr),
 		newVersionCmd(version, stdout, stderr),
 	)

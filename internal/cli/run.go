@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/config"
 	"github.com/berth-agent/berth/internal/daemon"
+	"github.com/berth-agent/berth/internal/logging"
 )
 
 // newRunCmd is the daemon. Its flags are config.BindFlags', named like
@@ -31,7 +32,7 @@ func newRunCmd(version string, stderr io.Writer) *cobra.Command {
 				fmt.Fprintf(stderr, "berth run: %v\n", err)
 				return exitError(2)
 			}
-			return exit(daemon.Main(resolved, daemon.Options{Version: version, Stderr: stderr}))
+			return exit(daemon.Main(resolved, daemon.Options{Version: version, Stderr: stderr, OnJournalStream: logging.StderrIsJournal}))
 		},
 	}
 	config.BindFlags(cmd.Flags(), &s, &configPath)

@@ -753,6 +753,11 @@ func (s Settings) GCConfig() *syncloop.GCConfig {
 	}
 }
 
-// Warnings are what the config files read so far want logged once the
-// daemon's logger exists.
-func Warnings() []string { return configWarnings }
+// Warnings takes what the config files read so far want logged once the
+// daemon's logger exists (or printed by berth config): each is returned
+// once.
+func Warnings() []string {
+	w := configWarnings
+	configWarnings = nil
+	return w
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/logging"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
@@ -37,6 +38,9 @@ type Options struct {
 	Version string
 	// Stderr receives the daemon's log.
 	Stderr io.Writer
+	// OnJournalStream reports whether Stderr is the journal's stream, for
+	// --log-format auto (logging.StderrIsJournal for the process's own).
+	OnJournalStream func() bool
 }
 
 // Main runs the daemon with settings s until SIGTERM or SIGINT, or until
@@ -53,8 +57,9 @@ func Main(s config.Settings, o Options) int {
 		started = holdGC(50)
 	}
 	defer started()
-	level, _ := config.ParseLogLevel(s.LogLevel) // validated
-	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: level}))
+	level, _ := config.ParseLogLevel(s.LogLevel)  // validated
+	format, _ := logging.ParseFormat(s.LogFormat) // validated
+	log := logging.New(logging.Options{Format: format, Level: level, Stderr: o.Stderr, OnJournalStream: o.OnJournalStream})
 	for _, w := range config.Warnings() {
 		log.Warn(w)
 	}
