@@ -46,7 +46,7 @@ func TestSignedFleetURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "berth.yaml")
-	if err := os.WriteFile(config, []byte("labels:\n  site: lyon\n  ring: canary\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte("apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\nlabels:\n  site: lyon\n  ring: canary\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

@@ -3,8 +3,10 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -26,6 +28,18 @@ const (
 // another default fails this test until the page is regenerated.
 func TestConfigReference(t *testing.T) {
 	checkGenerated(t, configurationPage, referenceBegin, referenceEnd, configReference(t), "TestConfigReference")
+}
+
+// TestRenamesReference keeps docs/configuration.md's table of renamed
+// config file fields equal to renamedKeys.
+func TestRenamesReference(t *testing.T) {
+	const begin = "<!-- BEGIN GENERATED: renamed fields. Edit renamedKeys in internal/config/file.go, then: UPDATE_GOLDEN=1 go test ./internal/config -run TestRenamesReference -->"
+	var b strings.Builder
+	b.WriteString("\n| older name | name |\n| --- | --- |\n")
+	for _, old := range slices.Sorted(maps.Keys(renamedKeys)) {
+		fmt.Fprintf(&b, "| `%s` | `%s` |\n", old, renamedKeys[old])
+	}
+	checkGenerated(t, configurationPage, begin, "<!-- END GENERATED: renamed fields -->", b.String(), "TestRenamesReference")
 }
 
 // checkGenerated fails when page's section between begin and end is not

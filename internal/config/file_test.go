@@ -3,8 +3,8 @@ package config
 import (
 	"io"
 	"maps"
-	"slices"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
