@@ -1,8 +1,12 @@
 // Package config is `berth run`'s settings: the Settings type and its
 // defaults (the kubelet's where berth shares a setting), the flags bound
-// with pflag under the kubelet's names, berth's own config file and a
-// kubelet KubeletConfiguration (read beneath the flags, each error naming
-// the file, line and field), validation with every problem named, and
+// with pflag under the kubelet's names, berth's own versioned config file
+// (apiVersion berth.io/v1alpha1, kind BerthConfiguration; file.go decodes
+// it field by field from the YAML node tree, so every problem is reported
+// at once as FILE:LINE: field: message, and reads older field names with
+// a warning) and a kubelet KubeletConfiguration (read beneath the flags),
+// validation with every problem named (with its file and line when a
+// file set it), the redacted versioned form berth config view prints, and
 // the conversion of the settings into each component's options
 // (source.Config, kuberuntime.Options, syncloop.Config, ...).
 //
@@ -10,7 +14,7 @@
 // internal/daemon or internal/cli, and never starts a component: it
 // builds options only. Its mutable state is the Settings a caller holds
 // (each call works on its own copy) and the warnings of the config files
-// read so far (configWarnings), written by the reads and taken by the
-// daemon's logger once it exists, both in the one goroutine that starts
-// berth.
+// read so far (configWarnings), written by the reads and taken (Warnings)
+// by the daemon's logger once it exists or by berth config, all in the
+// one goroutine that starts berth.
 package config

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -206,8 +208,20 @@ var syntaxErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // parseDocument parses the file's one document: nil for an empty file,
 // else a mapping node. A syntax error names its line.
 func parseDocument(path string, data []byte) (*yamlv3.Node, error) {
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(data, &root); err != nil {
+	var root, second yamlv3.Node
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	err := dec.Decode(&root)
+	if errors.Is(err, io.EOF) {
+		return nil, nil
+	}
+	if err == nil {
+		if err = dec.Decode(&second); errors.Is(err, io.EOF) {
+			err = nil
+		} else if err == nil && !(len(second.Content) == 1 && second.Content[0].Tag == "!!null") {
+			return nil, &FileError{Path: path, Line: second.Line, Msg: "a config file is one document: remove this second one"}
+		}
+	}
+	if err != nil {
 		msg := err.Error()
 		if m := syntaxErrorLine.FindStringSubmatch(msg); m != nil {
 			line, _ := strconv.Atoi(m[1])

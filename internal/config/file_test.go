@@ -37,6 +37,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"apiVersion without kind", "apiVersion: berth.io/v1alpha1\nmaxPods: 3\n", []string{":1: kind: missing: want BerthConfiguration"}},
 		{"foreign kind", "apiVersion: v1\nkind: Pod\n", []string{`:2: kind: want BerthConfiguration (or a kubelet's KubeletConfiguration), got "Pod"`}},
 		{"not a mapping", "- a\n", []string{":1: must be a mapping of settings (a BerthConfiguration), got a list"}},
+		{"two documents", versioned + "maxPods: 3\n---\nmaxPods: 4\n", []string{":4: a config file is one document: remove this second one"}},
+		{"an empty document after it is fine, a bad value is not", versioned + "maxPods: x\n---\n", []string{`:3: maxPods: must be an integer, got string "x"`}},
 		{"syntax", versioned + "maxPods: [1\n", []string{":3: did not find expected ',' or ']'"}},
 		{"every problem at once", versioned + "maxPods: many\nstaticPodPth: /x\nsyncFrequency: 1\n", []string{
 			`:3: maxPods: must be an integer, got string "many"`,
