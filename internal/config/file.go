@@ -127,6 +127,8 @@ var settingFields = sync.OnceValue(func() map[string]settingField {
 type fileLines struct {
 	path  string
 	lines map[string]int
+	// problems are the fields that could not be read; the others were.
+	problems []error
 }
 
 // LoadConfigFile overlays the file's settings on s. A berth config is read
@@ -135,8 +137,11 @@ type fileLines struct {
 // (kubeletconfig.go). Warnings (an unversioned file, an older field name)
 // are kept for Warnings.
 func LoadConfigFile(path string, s *Settings) error {
-	_, err := loadConfigFile(path, s)
-	return err
+	f, err := loadConfigFile(path, s)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.problems...)
 }
 
 func loadConfigFile(path string, s *Settings) (fileLines, error) {
@@ -148,7 +153,8 @@ func loadConfigFile(path string, s *Settings) (fileLines, error) {
 }
 
 // decodeConfigFile tells berth's own file from a kubelet's by its header
-// and decodes it into s; s is changed only when the whole file is good.
+// and decodes it into s. The error is a file berth cannot read at all;
+// fields it cannot read are the result's problems, the others are read.
 func decodeConfigFile(path string, data []byte, s *Settings) (fileLines, error) {
 	doc, err := parseDocument(path, data)
 	if err != nil || doc == nil {
@@ -184,13 +190,8 @@ func decodeConfigFile(path string, data []byte, s *Settings) (fileLines, error) 
 		return fileLines{}, &FileError{Path: path, Line: header["kind"].Line, Field: "kind",
 			Msg: fmt.Sprintf("want %s (or a kubelet's %s), got %q", Kind, kubeletKind, kind)}
 	}
-	out := *s
-	lines, errs := decodeFields(path, doc, &out, nil)
-	if len(errs) > 0 {
-		return fileLines{}, errors.Join(errs...)
-	}
-	*s = out
-	return fileLines{path: path, lines: lines}, nil
+	lines, problems := decodeFields(path, doc, s, nil)
+	return fileLines{path: path, lines: lines, problems: problems}, nil
 }
 
 // unversionedWarning asks for the versioned header.

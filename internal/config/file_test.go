@@ -45,6 +45,10 @@ func TestConfigFileErrors(t *testing.T) {
 			":4: staticPodPth: unknown field (did you mean staticPodPath?)",
 			`:5: syncFrequency: must be a duration such as 20s or 1m30s, got "1"`,
 		}},
+		{"decoding and validation problems at once", versioned + "maxPods: many\nlogFormat: xml\n", []string{
+			`:3: maxPods: must be an integer, got string "many"`,
+			`:4: logFormat: log format "xml": must be one of text, json, journald`,
+		}},
 		{"validation with the file's line", versioned + "staticPodPath: /x\nmaxPods: 0\n", []string{":4: maxPods: must be positive, got 0"}},
 		{"validation in words of the file", versioned + "containerLogMaxFiles: 1\nstaticPodURLCA: /ca.pem\n", []string{
 			":3: containerLogMaxFiles: must be at least 2, got 1",

@@ -91,10 +91,17 @@ func loadKubeletConfig(path string, s *Settings) (fileLines, error) {
 // every error names its line, and warns about the others in one line.
 func decodeKubeletConfig(path string, doc *yamlv3.Node, s *Settings) (fileLines, error) {
 	var kind string
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == "kind" {
+			kind = scalarOf(doc.Content[i+1])
+		}
+	}
+	if kind != kubeletKind {
+		return fileLines{}, fmt.Errorf("kubelet config file %s: kind %q, want %s", path, kind, kubeletKind)
+	}
 	var ignored []string
 	var own kubeletFields
-	out := *s
-	lines, errs := decodeFields(path, doc, &out, func(key, value *yamlv3.Node) error {
+	lines, problems := decodeFields(path, doc, s, func(key, value *yamlv3.Node) error {
 		switch key.Value {
 		case "crashLoopBackOff":
 			var v any
@@ -113,26 +120,15 @@ func decodeKubeletConfig(path string, doc *yamlv3.Node, s *Settings) (fileLines,
 		}
 		return nil
 	})
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		if doc.Content[i].Value == "kind" {
-			kind = scalarOf(doc.Content[i+1])
-		}
-	}
-	if kind != kubeletKind {
-		errs = append(errs, fmt.Errorf("kubelet config file %s: kind %q, want %s", path, kind, kubeletKind))
-	}
 	if err := own.validate(path, func(k string) int { return lines[k] }); err != nil {
-		errs = append(errs, err)
+		problems = append(problems, err)
+	} else {
+		own.apply(s)
 	}
-	if len(errs) > 0 {
-		return fileLines{}, errors.Join(errs...)
-	}
-	*s = out
-	own.apply(s)
 	if len(ignored) > 0 {
 		configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
 	}
-	return fileLines{path: path, lines: lines}, nil
+	return fileLines{path: path, lines: lines, problems: problems}, nil
 }
 
 // unwrapYAML drops sigs.k8s.io/yaml's "error unmarshaling JSON: while

@@ -245,20 +245,21 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	}
 	s = Defaults()
 	var files []fileLines
+	var problems []error
 	if kubeletPath != "" {
-		lines, err := loadKubeletConfig(kubeletPath, &s)
+		f, err := loadKubeletConfig(kubeletPath, &s)
 		if err != nil {
 			return Settings{}, err
 		}
 		s.KubeletConfig = kubeletPath
-		files = append(files, lines)
+		files, problems = append(files, f), append(problems, f.problems...)
 	}
 	if configPath != "" {
-		lines, err := loadConfigFile(configPath, &s)
+		f, err := loadConfigFile(configPath, &s)
 		if err != nil {
 			return Settings{}, err
 		}
-		files = append(files, lines)
+		files, problems = append(files, f), append(problems, f.problems...)
 	}
 	if given["manifest-url-header"] {
 		s.ManifestURLHeader = nil
@@ -295,11 +296,16 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	if err != nil {
 		return Settings{}, err
 	}
+	// Every problem at once: the fields the files could not give, then
+	// what validation finds in the others.
 	errs := s.validate()
 	for i, e := range errs {
 		errs[i] = inFile(e, given, files)
 	}
-	return s, errors.Join(errs...)
+	if err := errors.Join(append(problems, errs...)...); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
 }
 
 // leadingName is the setting a validation error begins with: a flag

@@ -6,17 +6,14 @@ import (
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
-// document is the config file's versioned form, as berth config view
-// prints it.
-type document struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Settings   `json:",inline"`
-}
-
-// Marshal writes s as a versioned config file that reads back to s.
+// Marshal writes s as a versioned config file that reads back to s: the
+// header first, then the fields in name order.
 func (s Settings) Marshal() ([]byte, error) {
-	return yaml.Marshal(document{APIVersion: APIVersion, Kind: Kind, Settings: s})
+	body, err := yaml.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("apiVersion: "+APIVersion+"\nkind: "+Kind+"\n"), body...), nil
 }
 
 // Redacted is s fit to print: header values (they carry tokens) replaced
