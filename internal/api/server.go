@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/podevents"
@@ -47,6 +48,8 @@ type Server struct {
 
 	listeners []net.Listener
 	socket    string // removed on exit
+
+	versionInfo version.Info // what /version serves
 }
 
 // Pods is what the API serves: the sync loop's view of berth's pods,
@@ -74,6 +77,13 @@ type Options struct {
 	Metrics prometheus.Gatherer
 	Clock   clock.PassiveClock
 	Logger  *slog.Logger
+	// Version is berth's version as `berth version` prints it (the
+	// Makefile stamps it from git describe); "" is "dev". /version serves
+	// it.
+	Version string
+	// Revision is the commit berth was built from; "" takes the one the
+	// Go toolchain recorded in the binary, if any.
+	Revision string
 }
 
 // Limits of the API. A connection costs a descriptor and a goroutine or
@@ -107,15 +117,17 @@ func New(pods Pods, opts Options) *Server {
 	}
 	api := &Server{
 		view: pods, podLogsDir: opts.PodLogsDir, exposure: opts.ListenPods, clock: opts.Clock, log: opts.Logger,
-		maxConns:   maxAPIConns,
-		connGrace:  apiConnGrace,
-		logStreams: make(chan struct{}, maxLogStreams),
-		podsBuilds: make(chan struct{}, maxPodsBuilds),
-		writeGrace: apiWriteTimeout,
+		maxConns:    maxAPIConns,
+		connGrace:   apiConnGrace,
+		logStreams:  make(chan struct{}, maxLogStreams),
+		podsBuilds:  make(chan struct{}, maxPodsBuilds),
+		writeGrace:  apiWriteTimeout,
+		versionInfo: versionInfo(opts.Version, opts.Revision),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.healthz)
 	mux.HandleFunc("GET /readyz", api.readyz)
+	mux.HandleFunc("GET /version", api.version)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Metrics, promhttp.HandlerOpts{
 		// Compression buys nothing on a local endpoint and costs a flate
 		// writer (about a megabyte) per scrape.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
@@ -115,7 +117,7 @@ func newAPIBed(t testing.TB, configure ...func(*Server)) *apiBed {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
 	b := &apiBed{pods: pods, clock: clk, logsDir: t.TempDir(), socket: filepath.Join(t.TempDir(), "run", "berth.sock")}
-	api := New(pods, Options{PodLogsDir: b.logsDir, Metrics: reg, Clock: clk, Logger: log})
+	api := New(pods, Options{PodLogsDir: b.logsDir, Metrics: reg, Clock: clk, Logger: log, Version: "v1.2.3-test", Revision: "0123abcd"})
 	b.api = api
 	for _, f := range configure {
 		f(api)
@@ -512,5 +514,29 @@ func TestAPIMetricsUncompressed(t *testing.T) {
 	defer resp.Body.Close()
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" {
 		t.Errorf("/metrics answered with Content-Encoding %q; a local endpoint must not pay for compression", enc)
+	}
+}
+
+// TestAPIVersion: /version serves the version and revision berth was built
+// with, as the API server's version.Info, on the socket and on TCP whatever
+// --listen-pods says: it is not secret.
+func TestAPIVersion(t *testing.T) {
+	for _, exposure := range []Exposure{ExposeNone, ExposeFull} {
+		b := newAPIBed(t, func(api *Server) { api.exposure = exposure })
+		for _, overTCP := range []bool{false, true} {
+			code, body := b.get(t, "/version", overTCP)
+			var info version.Info
+			if code != http.StatusOK || json.Unmarshal([]byte(body), &info) != nil {
+				t.Fatalf("%s, TCP %v: /version: %d %s", exposure, overTCP, code, body)
+			}
+			want := version.Info{GitVersion: "v1.2.3-test", GitCommit: "0123abcd", GoVersion: runtime.Version(), Compiler: runtime.Compiler,
+				Platform: runtime.GOOS + "/" + runtime.GOARCH, GitTreeState: info.GitTreeState}
+			if info != want {
+				t.Errorf("%s, TCP %v: /version = %+v, want %+v", exposure, overTCP, info, want)
+			}
+		}
+	}
+	if v := versionInfo("", ""); v.GitVersion != "dev" {
+		t.Errorf("no version given: gitVersion %q, want dev", v.GitVersion)
 	}
 }

@@ -139,7 +139,7 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	bound := time.AfterFunc(startBound, started)
 	defer bound.Stop()
 
-	srv := api.New(a, api.Options{PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), Metrics: reg, Logger: log})
+	srv := api.New(a, api.Options{PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), Metrics: reg, Logger: log, Version: version})
 	if err := srv.Listen(s.Listen, s.Socket); err != nil {
 		return c.abort(err)
 	}
