@@ -44,6 +44,7 @@ type Server struct {
 	listenAddr string        // --listen as given, for the Host check
 	logStreams chan struct{} // one token per log request being served
 	podsBuilds chan struct{} // one token per /pods answer being built
+	watches    chan struct{} // one token per watch being served
 	writeGrace time.Duration // how long a log stream may block on a client
 
 	listeners []net.Listener
@@ -63,6 +64,9 @@ type Pods interface {
 	Pod(namespace, name string) *v1.Pod
 	Events(uid types.UID) []podevents.Event
 	Problems() []podspec.Problem
+	// Changed returns a channel closed at the next change of what Pods
+	// shows; a watch takes it before it lists the pods.
+	Changed() <-chan struct{}
 }
 
 // Options are what the API is built with.
@@ -121,6 +125,7 @@ func New(pods Pods, opts Options) *Server {
 		connGrace:   apiConnGrace,
 		logStreams:  make(chan struct{}, maxLogStreams),
 		podsBuilds:  make(chan struct{}, maxPodsBuilds),
+		watches:     make(chan struct{}, maxWatches),
 		writeGrace:  apiWriteTimeout,
 		versionInfo: versionInfo(opts.Version, opts.Revision),
 	}
@@ -223,6 +228,12 @@ func (api *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // 10,000 pods, concurrent requests queue instead of multiplying berth's
 // memory.
 func (api *Server) pods(w http.ResponseWriter, r *http.Request) {
+	if watch, ok := wantsWatch(w, r); !ok {
+		return
+	} else if watch {
+		api.watch(w, r, api.view.Pods)
+		return
+	}
 	select {
 	case api.podsBuilds <- struct{}{}:
 		defer func() { <-api.podsBuilds }()
@@ -250,6 +261,18 @@ func (api *Server) pods(w http.ResponseWriter, r *http.Request) {
 }
 
 func (api *Server) pod(w http.ResponseWriter, r *http.Request) {
+	if watch, ok := wantsWatch(w, r); !ok {
+		return
+	} else if watch {
+		ns, name := r.PathValue("namespace"), r.PathValue("name")
+		api.watch(w, r, func() []*v1.Pod {
+			if p := api.view.Pod(ns, name); p != nil {
+				return []*v1.Pod{p}
+			}
+			return nil
+		})
+		return
+	}
 	p := api.view.Pod(r.PathValue("namespace"), r.PathValue("name"))
 	if p == nil {
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", r.PathValue("namespace"), r.PathValue("name")), http.StatusNotFound)

@@ -102,6 +102,8 @@ func (f *fakePods) Events(uid types.UID) []podevents.Event { return f.events.Lis
 
 func (f *fakePods) Problems() []podspec.Problem { return f.problems }
 
+func (f *fakePods) Changed() <-chan struct{} { return f.status.Changed() }
+
 func newAPIBed(t testing.TB, configure ...func(*Server)) *apiBed {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(apiT0)

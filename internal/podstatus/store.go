@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -25,6 +26,10 @@ type Store struct {
 	// changed, or a pod came or went: the sync loop then refreshes the
 	// STATUS= line at once instead of at its next housekeeping tick.
 	phases chan struct{}
+	// changed fires on every change a reader of the pods could see: a
+	// status that differs, a pod that came or went, a deletion stamped.
+	// The API's watches wait on it.
+	changed Signal
 }
 
 type deletion struct {
@@ -52,7 +57,18 @@ func (s *Store) Set(pod *v1.Pod, st v1.PodStatus) {
 	if !ok || old.Status.Phase != st.Phase {
 		s.phaseChanged()
 	}
+	// Workers set the same status on every resync: only a change wakes
+	// the watches, which would otherwise relist every pod for nothing.
+	// An edit of a static pod changes its UID, so the metadata and the
+	// status say everything a watch shows.
+	if !ok || !equality.Semantic.DeepEqual(old.Status, st) || !equality.Semantic.DeepEqual(old.ObjectMeta, cp.ObjectMeta) {
+		s.changed.Fire()
+	}
 }
+
+// Changed returns a channel closed at the next change of a pod, its status
+// or its deletion: take it before reading the pods, then wait on it.
+func (s *Store) Changed() <-chan struct{} { return s.changed.C() }
 
 // Phases has a signal when some pod's phase changed, or a pod came or
 // went, since the sync loop last received from it.
@@ -78,6 +94,7 @@ func (s *Store) MarkDeleting(uid types.UID, at time.Time, grace *int64) {
 		cp.DeletionTimestamp, cp.DeletionGracePeriodSeconds = &d.at, d.grace
 		s.pods[uid] = &cp
 	}
+	s.changed.Fire()
 }
 
 // Get returns the pod of uid, or nil.
@@ -96,6 +113,7 @@ func (s *Store) Delete(uid types.UID) {
 	s.mu.Unlock()
 	if ok {
 		s.phaseChanged()
+		s.changed.Fire()
 	}
 }
 

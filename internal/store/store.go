@@ -58,6 +58,10 @@ type Store struct {
 	// on every merge.
 	conflicts []podspec.Problem
 	pending   []PodUpdate // merged, not yet handed to the channel
+	// changed is closed, and replaced, after every merge: the problems
+	// (and so the refused manifests the API shows as pods) may have
+	// changed without any update. The API's watches wait on it.
+	changed chan struct{}
 
 	// applied counts the Apply calls that returned: a test waits on it to
 	// know a source's snapshot was merged and its updates queued, before
@@ -87,7 +91,16 @@ func NewWithClock(c clock.PassiveClock, sources ...string) *Store {
 		objects:        make(map[types.UID]*podsnapshot.PodObjects),
 		problems:       make(map[string][]podspec.Problem),
 		versions:       make(map[string]string),
+		changed:        make(chan struct{}),
 	}
+}
+
+// Changed returns a channel closed after the next merge of a snapshot:
+// take it before reading Problems, then wait on it.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // Updates is the ordered stream of changes. The agent must be its only
@@ -172,6 +185,8 @@ func (s *Store) Apply(ctx context.Context, snap podsnapshot.Snapshot) error {
 	defer s.applied.Add(1)
 	s.mu.Lock()
 	s.merge(snap)
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	return s.flush(ctx)
 }

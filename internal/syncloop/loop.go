@@ -137,6 +137,10 @@ type Loop struct {
 	reporter *statusreport.Reporter
 	// workers runs the pods' lanes and their probes.
 	workers *podworkers.Workers
+	// changed fires when what Pods shows may have changed: a status in
+	// the status store or a merge of the store (its problems). The
+	// goroutine of forwardChanges fires it.
+	changed podstatus.Signal
 
 	// Owned by the sync loop goroutine.
 	rejected   map[types.UID]bool // pods refused admission (max-pods)
@@ -270,6 +274,7 @@ func (a *Loop) Run(ctx context.Context) error {
 func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.pleg.run(ctx, relists) })
+	wg.Go(func() { a.forwardChanges(ctx) })
 	if a.gc != nil {
 		wg.Go(func() { a.gc.run(ctx) })
 	}
@@ -282,6 +287,28 @@ func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.Wa
 	}
 	return &wg
 }
+
+// forwardChanges fires Changed whenever the status store or the merge
+// store changed, until ctx ends. It takes the stores' next channels
+// before it fires: a change after that closes them, and one before it is
+// seen by every watcher, which reads the pods after the fire.
+func (a *Loop) forwardChanges(ctx context.Context) {
+	status, merged := a.status.Changed(), a.store.Changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-status:
+		case <-merged:
+		}
+		status, merged = a.status.Changed(), a.store.Changed()
+		a.changed.Fire()
+	}
+}
+
+// Changed returns a channel closed at the next change of what Pods shows:
+// take it before calling Pods, then wait on it.
+func (a *Loop) Changed() <-chan struct{} { return a.changed.C() }
 
 // stop ends the sync loop: the helpers, the lanes and the probes; the pods
 // are left running.
