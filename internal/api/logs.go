@@ -32,16 +32,21 @@ func badLogRequest(format string, args ...any) error {
 
 // logOptions are the query parameters of /pods/{ns}/{name}/log, named as in
 // the Kubernetes API's pod log subresource (container, follow, previous,
-// timestamps, tailLines).
+// timestamps, tailLines, sinceSeconds, sinceTime).
 type logOptions struct {
 	container  string
 	follow     bool
 	previous   bool
 	timestamps bool
-	tailLines  int // -1: all
+	tailLines  int       // -1: all
+	since      time.Time // zero: from the start
 }
 
-func parseLogOptions(r *http.Request) (logOptions, error) {
+// parseLogOptions reads a log request's parameters; now is what
+// sinceSeconds counts back from. As the API server's validation says,
+// sinceSeconds and sinceTime exclude each other and sinceSeconds is at
+// least 1.
+func parseLogOptions(r *http.Request, now time.Time) (logOptions, error) {
 	q := r.URL.Query()
 	o := logOptions{container: q.Get("container"), tailLines: -1}
 	for name, dst := range map[string]*bool{"follow": &o.follow, "previous": &o.previous, "timestamps": &o.timestamps} {
@@ -59,6 +64,25 @@ func parseLogOptions(r *http.Request) (logOptions, error) {
 			return o, badLogRequest("tailLines=%q: want a number of lines, 0 or more", v)
 		}
 		o.tailLines = n
+	}
+	secs, at := q.Get("sinceSeconds"), q.Get("sinceTime")
+	switch {
+	case secs != "" && at != "":
+		return o, badLogRequest("sinceSeconds=%q and sinceTime=%q: at most one of them may be given", secs, at)
+	case secs != "":
+		n, err := strconv.ParseInt(secs, 10, 64)
+		// Beyond a century back is all of any log; the bound keeps the
+		// subtraction from overflowing.
+		if err != nil || n < 1 || n > 100*365*24*3600 {
+			return o, badLogRequest("sinceSeconds=%q: want a number of seconds, 1 or more", secs)
+		}
+		o.since = now.Add(-time.Duration(n) * time.Second)
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return o, badLogRequest("sinceTime=%q: want an RFC 3339 time such as 2006-01-02T15:04:05Z", at)
+		}
+		o.since = t
 	}
 	return o, nil
 }
@@ -81,7 +105,7 @@ func (api *Server) podLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	opts, err := parseLogOptions(r)
+	opts, err := parseLogOptions(r, api.clock.Now())
 	if err != nil {
 		writeLogError(w, err)
 		return
@@ -121,6 +145,7 @@ func (api *Server) podLog(w http.ResponseWriter, r *http.Request) {
 	err = podlogs.Copy(r.Context(), path, out, podlogs.Options{
 		TailLines:  opts.tailLines,
 		Timestamps: opts.timestamps,
+		Since:      opts.since,
 		Follow:     opts.follow,
 		Done: func() bool {
 			p := api.view.Pod(ns, name)

@@ -353,6 +353,15 @@ func TestAPILogs(t *testing.T) {
 		{"bad tail", "/pods/default/web-node1/log?tailLines=-3", 400, "tailLines=\"-3\": want a number of lines, 0 or more\n"},
 		{"bad bool", "/pods/default/web-node1/log?follow=yes", 400, "follow=\"yes\": want true or false\n"},
 		{"missing pod", "/pods/default/nope/log", 404, "pod default/nope not found\n"},
+		{"sinceTime leaves out earlier records", "/pods/default/web-node1/log?sinceTime=2026-11-21T12:00:01Z&timestamps=true", 200, "2026-11-21T12:00:01Z current 2\n"},
+		{"sinceTime with an offset", "/pods/default/web-node1/log?sinceTime=2026-11-21T13:00:00%2B01:00", 200, "current 1\ncurrent 2\n"},
+		{"sinceSeconds counts back from now", "/pods/default/web-node1/log?previous=true&sinceSeconds=3600", 200, "previous\n"},
+		{"sinceSeconds past every record", "/pods/default/web-node1/log?previous=true&sinceSeconds=1", 200, ""},
+		{"since and tail", "/pods/default/web-node1/log?tailLines=1&sinceSeconds=10", 200, "current 2\n"},
+		{"sinceSeconds and sinceTime", "/pods/default/web-node1/log?sinceSeconds=5&sinceTime=2026-11-21T12:00:00Z", 400,
+			"sinceSeconds=\"5\" and sinceTime=\"2026-11-21T12:00:00Z\": at most one of them may be given\n"},
+		{"sinceSeconds 0", "/pods/default/web-node1/log?sinceSeconds=0", 400, "sinceSeconds=\"0\": want a number of seconds, 1 or more\n"},
+		{"sinceTime not RFC 3339", "/pods/default/web-node1/log?sinceTime=yesterday", 400, "sinceTime=\"yesterday\": want an RFC 3339 time such as 2006-01-02T15:04:05Z\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,12 @@ type Options struct {
 	// Timestamps prefixes each line with its RFC 3339 time, as kubectl
 	// logs --timestamps does.
 	Timestamps bool
+	// Since, when set, leaves out the records written before it, by the
+	// time the runtime stamped on each record (the kubelet's sinceSeconds
+	// and sinceTime, which also filter a line's partial pieces one by
+	// one), in the file and in those it is rotated to while followed. Lines that are not CRI records have no time and are
+	// written as they are.
+	Since time.Time
 	// Follow keeps writing what is appended until Done reports that the
 	// container writes no more (or the context ends).
 	Follow bool
@@ -147,7 +153,7 @@ func newCopier(f *os.File, path string, w io.Writer, opts Options) *copier {
 	return &copier{
 		f: f, path: path, poll: poll,
 		br:      bufio.NewReaderSize(f, maxLine),
-		out:     &lineWriter{dst: w, w: bufio.NewWriter(w), timestamps: opts.Timestamps},
+		out:     &lineWriter{dst: w, w: bufio.NewWriter(w), timestamps: opts.Timestamps, since: opts.Since},
 		pending: make([]byte, 0, 512),
 	}
 }
@@ -264,6 +270,7 @@ type lineWriter struct {
 	dst        io.Writer
 	w          *bufio.Writer
 	timestamps bool
+	since      time.Time // records before it are left out
 	// partial holds, per stream, the joined messages waiting for their F
 	// record and the time of the first piece.
 	partial map[string]*partialLine
@@ -290,6 +297,9 @@ func (l *lineWriter) record(line []byte) error {
 
 // entry writes or holds one record (or piece of an over-long one).
 func (l *lineWriter) entry(e Entry) error {
+	if e.Time.Before(l.since) {
+		return nil
+	}
 	p := l.partial[e.Stream]
 	if p == nil {
 		if !e.Partial {

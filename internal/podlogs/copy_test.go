@@ -59,6 +59,9 @@ func TestCopy(t *testing.T) {
 		{"tail ignores the unterminated line when counting", "2024-05-01T10:00:00Z stdout F a\n2024-05-01T10:00:01Z stdout F b\n2024-05-01T10:00:02Z stdout F c", Options{TailLines: 1}, "b\nc\n"},
 		{"empty file", "", Options{TailLines: 5}, ""},
 		{"no newline at all", "2024-05-01T10:00:00Z stdout F a", Options{TailLines: 5}, "a\n"},
+		{"since leaves out earlier records (pieces too, as the kubelet does), not malformed lines", sample, Options{TailLines: -1, Since: time.Date(2024, 5, 1, 10, 0, 2, 0, time.UTC)}, "o\ngarbage line\n\nlast\n"},
+		{"since after every record", sample, Options{TailLines: -1, Since: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}, "garbage line\n"},
+		{"since and tail", sample, Options{TailLines: 4, Since: time.Date(2024, 5, 1, 10, 0, 4, 0, time.UTC)}, "garbage line\nlast\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,17 +242,25 @@ func expect(t *testing.T, out *syncBuffer, want string) {
 // TestCopyFollowAcrossRotation follows a log while it is rotated the way
 // the kubelet and berth rotate: the file is renamed, the runtime writes a
 // last line to it, then reopens a new file at the same path.
+// With Since, the records before it are left out of both files.
 func TestCopyFollowAcrossRotation(t *testing.T) {
+	t.Run("all", func(t *testing.T) { followAcrossRotation(t, time.Time{}, "before\n") })
+	t.Run("since", func(t *testing.T) { followAcrossRotation(t, time.Date(2024, 5, 1, 10, 0, 1, 0, time.UTC), "") })
+}
+
+// followAcrossRotation rotates a followed log; first is what Copy writes
+// of the first line.
+func followAcrossRotation(t *testing.T, since time.Time, first string) {
 	synctest.Test(t, func(t *testing.T) {
 		path := writeLog(t, "2024-05-01T10:00:00Z stdout F before\n")
 		var done atomic.Bool
 		out := &syncBuffer{}
 		errc := make(chan error, 1)
 		go func() {
-			errc <- Copy(t.Context(), path, out, Options{TailLines: -1, Follow: true, Done: done.Load, Poll: testPoll})
+			errc <- Copy(t.Context(), path, out, Options{TailLines: -1, Follow: true, Done: done.Load, Poll: testPoll, Since: since})
 		}()
 		synctest.Wait()
-		expect(t, out, "before\n")
+		expect(t, out, first)
 		old, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -265,9 +276,9 @@ func TestCopyFollowAcrossRotation(t *testing.T) {
 		// The poll that sees the rotation reads the old file to its end;
 		// the next one reads it once more, then the new file.
 		poll()
-		expect(t, out, "before\nlate write to the old file\n")
+		expect(t, out, first+"late write to the old file\n")
 		poll()
-		expect(t, out, "before\nlate write to the old file\nafter\n")
+		expect(t, out, first+"late write to the old file\nafter\n")
 		done.Store(true)
 		poll()
 		select {
