@@ -35,15 +35,15 @@ func rawGet(t *testing.T, conn net.Conn, path, host string) (int, string) {
 // TestAPITCPExposure: what the TCP port, open to every local user, serves
 // under each --listen-pods; the socket serves everything whatever it says.
 func TestAPITCPExposure(t *testing.T) {
-	paths := []string{"/pods", "/pods/default/web-node1", "/pods/default/web-node1/events", "/problems"}
+	paths := []string{"/pods", "/pods/default/web-node1", "/pods/default/web-node1/events", "/problems", "/events"}
 	tests := []struct {
 		exposure Exposure
 		want     map[string]int // TCP status per path
 	}{
-		{"", map[string]int{"/pods": 403, "/pods/default/web-node1": 403, "/pods/default/web-node1/events": 403, "/problems": 403}},
-		{ExposeNone, map[string]int{"/pods": 403, "/pods/default/web-node1": 403, "/pods/default/web-node1/events": 403, "/problems": 403}},
-		{ExposeRedacted, map[string]int{"/pods": 200, "/pods/default/web-node1": 200, "/pods/default/web-node1/events": 403, "/problems": 403}},
-		{ExposeFull, map[string]int{"/pods": 200, "/pods/default/web-node1": 200, "/pods/default/web-node1/events": 200, "/problems": 200}},
+		{"", map[string]int{"/pods": 403, "/pods/default/web-node1": 403, "/pods/default/web-node1/events": 403, "/problems": 403, "/events": 403}},
+		{ExposeNone, map[string]int{"/pods": 403, "/pods/default/web-node1": 403, "/pods/default/web-node1/events": 403, "/problems": 403, "/events": 403}},
+		{ExposeRedacted, map[string]int{"/pods": 200, "/pods/default/web-node1": 200, "/pods/default/web-node1/events": 403, "/problems": 403, "/events": 403}},
+		{ExposeFull, map[string]int{"/pods": 200, "/pods/default/web-node1": 200, "/pods/default/web-node1/events": 200, "/problems": 200, "/events": 200}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.exposure), func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestAPITCPExposure(t *testing.T) {
 					t.Errorf("socket %s: %d %.200s", p, code, body)
 				}
 			}
-			for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			for _, p := range []string{"/healthz", "/readyz", "/metrics", "/version"} {
 				if code, _ := b.get(t, p, true); code == http.StatusForbidden {
 					t.Errorf("TCP %s refused", p)
 				}

@@ -67,6 +67,10 @@ type Pods interface {
 	// Changed returns a channel closed at the next change of what Pods
 	// shows; a watch takes it before it lists the pods.
 	Changed() <-chan struct{}
+	// AllEvents is every pod's recent events, oldest first.
+	AllEvents() []podevents.Record
+	// EventsChanged returns a channel closed at the next event recorded.
+	EventsChanged() <-chan struct{}
 }
 
 // Options are what the API is built with.
@@ -142,6 +146,7 @@ func New(pods Pods, opts Options) *Server {
 	mux.HandleFunc("GET /pods/{namespace}/{name}", api.exposed(ExposeRedacted, api.pod))
 	mux.HandleFunc("GET /pods/{namespace}/{name}/events", api.exposed(ExposeFull, api.podEvents))
 	mux.HandleFunc("GET /pods/{namespace}/{name}/log", api.podLog)
+	mux.HandleFunc("GET /events", api.exposed(ExposeFull, api.events))
 	mux.HandleFunc("GET /problems", api.exposed(ExposeFull, api.problems))
 	api.srv = &http.Server{
 		Handler:           api.guard(mux),

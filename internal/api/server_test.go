@@ -104,6 +104,10 @@ func (f *fakePods) Problems() []podspec.Problem { return f.problems }
 
 func (f *fakePods) Changed() <-chan struct{} { return f.status.Changed() }
 
+func (f *fakePods) AllEvents() []podevents.Record { return f.events.All() }
+
+func (f *fakePods) EventsChanged() <-chan struct{} { return f.events.Changed() }
+
 func newAPIBed(t testing.TB, configure ...func(*Server)) *apiBed {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(apiT0)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/kuberuntime"
 )
 
 // watchStream is one open watch, read event by event.
@@ -193,4 +195,82 @@ func TestAPIWatchDropsAClientThatDoesNotRead(t *testing.T) {
 	if _, err := bufio.NewReader(conn).Discard(1 << 30); err == nil {
 		t.Error("the dropped watcher's connection stays open")
 	}
+}
+
+// TestAPIAllEvents: /events lists every pod's events, oldest first, as a
+// v1.EventList, pod=NAMESPACE/NAME picks one pod's, a bad pod value is a
+// 400, and a watch sends the current events as ADDED, then a new event as
+// ADDED and a repeat (its count bumped) as MODIFIED; only the filtered
+// pod's. Over TCP it needs --listen-pods=full, as events do.
+func TestAPIAllEvents(t *testing.T) {
+	b := newAPIBed(t)
+	web, st := webPod()
+	b.pods.status.Set(web, st)
+	ev := b.pods.events
+	ev.Event(web.UID, web.Name, web.Namespace, kuberuntime.EventNormal, "Pulled", "pulled")
+	b.clock.Step(time.Second)
+	ev.Event("uid-gone", "gone-node1", "kube-system", kuberuntime.EventWarning, "BackOff", "back-off")
+
+	code, body := b.get(t, "/events", false)
+	var list v1.EventList
+	if code != 200 || json.Unmarshal([]byte(body), &list) != nil || list.Kind != "EventList" || len(list.Items) != 2 {
+		t.Fatalf("/events: %d %s", code, body)
+	}
+	if e := list.Items[0]; e.InvolvedObject.Name != "web-node1" || e.Reason != "Pulled" || e.Source.Host != "node1" || e.Kind != "Event" {
+		t.Errorf("first event %+v", e)
+	}
+	if e := list.Items[1]; e.InvolvedObject.Name != "gone-node1" || e.InvolvedObject.Namespace != "kube-system" || e.InvolvedObject.UID != "uid-gone" {
+		t.Errorf("event of a pod that is gone %+v", e)
+	}
+	code, body = b.get(t, "/events?pod=kube-system/gone-node1", false)
+	if code != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Items) != 1 || list.Items[0].Reason != "BackOff" {
+		t.Errorf("/events?pod=kube-system/gone-node1: %d %s", code, body)
+	}
+	if code, body := b.get(t, "/events?pod=nope", false); code != http.StatusBadRequest || !strings.Contains(body, "want NAMESPACE/NAME") {
+		t.Errorf("/events?pod=nope: %d %s", code, body)
+	}
+	if code, body := b.get(t, "/events?pod=default/nope", false); code != 200 || !strings.Contains(body, `"items": []`) {
+		t.Errorf("/events of a pod without events: %d %s", code, body)
+	}
+	if code, _ := b.get(t, "/events", true); code != http.StatusForbidden {
+		t.Errorf("TCP /events under none: %d", code)
+	}
+
+	all := b.openWatch(t, "/events?watch=true", false)
+	one := b.openWatch(t, "/events?watch=true&pod=default/web-node1", false)
+	for _, w := range []*watchStream{all, one} {
+		if typ, line := nextEvent(t, w); typ != watchAdded || !strings.Contains(line, `"reason":"Pulled"`) {
+			t.Fatalf("first: %s %s", typ, line)
+		}
+	}
+	if typ, line := nextEvent(t, all); typ != watchAdded || !strings.Contains(line, `"reason":"BackOff"`) {
+		t.Fatalf("second: %s %s", typ, line)
+	}
+	b.clock.Step(time.Second)
+	ev.Event("uid-gone", "gone-node1", "kube-system", kuberuntime.EventWarning, "BackOff", "back-off")
+	if typ, line := nextEvent(t, all); typ != watchModified || !strings.Contains(line, `"count":2`) {
+		t.Fatalf("repeat: %s %s", typ, line)
+	}
+	ev.Event(web.UID, web.Name, web.Namespace, kuberuntime.EventNormal, "Started", "started")
+	for _, w := range []*watchStream{all, one} {
+		if typ, line := nextEvent(t, w); typ != watchAdded || !strings.Contains(line, `"reason":"Started"`) {
+			t.Fatalf("new: %s %s", typ, line)
+		}
+	}
+}
+
+// nextEvent reads the next line of an events watch.
+func nextEvent(t *testing.T, w *watchStream) (string, string) {
+	t.Helper()
+	if !w.sc.Scan() {
+		t.Fatalf("watch ended: %v", w.sc.Err())
+	}
+	var ev struct {
+		Type   string   `json:"type"`
+		Object v1.Event `json:"object"`
+	}
+	if err := json.Unmarshal(w.sc.Bytes(), &ev); err != nil || ev.Object.Kind != "Event" {
+		t.Fatalf("watch event %q: %v", w.sc.Text(), err)
+	}
+	return ev.Type, w.sc.Text()
 }

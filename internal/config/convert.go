@@ -131,6 +131,15 @@ func (s *Settings) RollbackStateDir() string {
 	return filepath.Join(s.RootDir, "rollback")
 }
 
+// EventsStateDir is where the pods' recent events are kept across
+// restarts; with no root dir, in memory only.
+func (s *Settings) EventsStateDir() string {
+	if s.RootDir == "" {
+		return ""
+	}
+	return filepath.Join(s.RootDir, "events")
+}
+
 // ManifestStateDir is where the sources keep each manifest's last good
 // version across restarts; with no root dir they keep it in memory only
 // (a relative "manifests" would land wherever berth was started).

@@ -122,7 +122,7 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 		return c.abort(err)
 	}
 	clk := clock.RealClock{}
-	events := podevents.New(clk, log)
+	events := podevents.Open(podevents.Options{Clock: clk, Logger: log, StateDir: s.EventsStateDir()})
 	mgr := kuberuntime.NewManager(rs, is, s.RuntimeOptions(nodeName, hostIP, events, podObjects(store), log))
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})

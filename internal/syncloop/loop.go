@@ -275,6 +275,7 @@ func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.Wa
 	var wg sync.WaitGroup
 	wg.Go(func() { a.pleg.run(ctx, relists) })
 	wg.Go(func() { a.forwardChanges(ctx) })
+	wg.Go(func() { a.events.Run(ctx) })
 	if a.gc != nil {
 		wg.Go(func() { a.gc.run(ctx) })
 	}
@@ -305,6 +306,12 @@ func (a *Loop) forwardChanges(ctx context.Context) {
 		a.changed.Fire()
 	}
 }
+
+// AllEvents returns every pod's recent events, oldest first.
+func (a *Loop) AllEvents() []podevents.Record { return a.events.All() }
+
+// EventsChanged returns a channel closed at the next event recorded.
+func (a *Loop) EventsChanged() <-chan struct{} { return a.events.Changed() }
 
 // Changed returns a channel closed at the next change of what Pods shows:
 // take it before calling Pods, then wait on it.
