@@ -394,7 +394,7 @@ func TestListenUnixDirectory(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run", "berth")
 			tt.prepare(t, dir)
 			socket := filepath.Join(dir, "berth.sock")
-			l, err := listenUnix(socket)
+			l, err := listenUnix(socket, 0)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("listenUnix: %v, want an error with %q", err, tt.wantErr)
@@ -441,7 +441,7 @@ func TestListenUnixReplacesASymlink(t *testing.T) {
 	if err := os.Symlink(victim, socket); err != nil {
 		t.Fatal(err)
 	}
-	l, err := listenUnix(socket)
+	l, err := listenUnix(socket, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,7 @@ type Server struct {
 
 	listeners []net.Listener
 	socket    string // removed on exit
+	socketGID int    // the socket's group; 0 is root's
 
 	versionInfo version.Info // what /version serves
 }
@@ -92,6 +93,11 @@ type Options struct {
 	// Revision is the commit berth was built from; "" takes the one the
 	// Go toolchain recorded in the binary, if any.
 	Revision string
+	// SocketGroup is the group id of the admin group allowed to use the
+	// socket: it is created 0660 of that group, in a directory berth
+	// creates 0750 of that group. 0 (the zero value) is root's group:
+	// root alone.
+	SocketGroup int
 }
 
 // Limits of the API. A connection costs a descriptor and a goroutine or
@@ -132,6 +138,7 @@ func New(pods Pods, opts Options) *Server {
 		watches:     make(chan struct{}, maxWatches),
 		writeGrace:  apiWriteTimeout,
 		versionInfo: versionInfo(opts.Version, opts.Revision),
+		socketGID:   opts.SocketGroup,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.healthz)
@@ -174,7 +181,7 @@ func (api *Server) Listen(addr, socket string) error {
 		api.listenAddr = addr
 	}
 	if socket != "" {
-		l, err := listenUnix(socket)
+		l, err := listenUnix(socket, api.socketGID)
 		if err != nil {
 			for _, l := range api.listeners {
 				l.Close()

@@ -13,12 +13,18 @@ import (
 // the socket serves pod specs, events and logs, which may hold secrets.
 const socketMode = 0o660
 
-// listenUnix creates the API's unix socket at path with mode socketMode.
+// socketGroupDirMode is the mode of a socket directory berth creates for
+// an admin group: the group may enter it to reach the socket, others not.
+const socketGroupDirMode = 0o750
+
+// listenUnix creates the API's unix socket at path with mode socketMode,
+// owned by berth's user and group gid (0: berth's own group, root's).
 //
 // The directory must be berth's own: whoever can write to it can replace
 // the socket with theirs and impersonate berth to root's CLI. It is
-// created 0755 when missing, and refused when it exists with another owner
-// or writable by group or others.
+// created when missing (0755, or 0750 and of group gid when gid is set),
+// and refused when it exists with another owner or writable by group or
+// others, or, with gid set, when the group cannot enter it.
 //
 // The mode cannot be set on the listening descriptor (fchmod on a socket
 // changes the socket's inode, not the file a client connects through), and
@@ -26,9 +32,9 @@ const socketMode = 0o660
 // So the socket is bound inside a fresh 0700 directory nobody else can
 // enter, chmodded there, and renamed into place; rename replaces whatever
 // is at path (a stale socket of a crashed run) without following it.
-func listenUnix(path string) (net.Listener, error) {
+func listenUnix(path string, gid int) (net.Listener, error) {
 	dir := filepath.Dir(path)
-	if err := ensureSocketDir(dir); err != nil {
+	if err := ensureSocketDir(dir, gid); err != nil {
 		return nil, err
 	}
 	private, err := os.MkdirTemp(dir, ".berth-socket-")
@@ -44,6 +50,13 @@ func listenUnix(path string) (net.Listener, error) {
 	// The name the listener was bound to goes away with the rename; the
 	// socket at path is removed by Serve.
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	if gid != 0 {
+		// In the private directory nobody else can swap the name.
+		if err := os.Lchown(tmp, -1, gid); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("socket %s: give it group %d: %w", path, gid, err)
+		}
+	}
 	if err := os.Chmod(tmp, socketMode); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("socket %s: chmod: %w", path, err)
@@ -59,14 +72,34 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// ensureSocketDir creates dir 0755 when missing, and otherwise checks that
-// it is a directory owned by berth's user and not writable by group or
-// others, as sshd's StrictModes checks a user's files.
-func ensureSocketDir(dir string) error {
+// ensureSocketDir creates dir when missing (0755; with gid set, 0750 and
+// of group gid), and otherwise checks that it is a directory owned by
+// berth's user and not writable by group or others, as sshd's StrictModes
+// checks a user's files; with gid set, also that the group may enter it.
+// An existing directory is never changed: it may be /run itself.
+func ensureSocketDir(dir string, gid int) error {
 	info, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		mode := os.FileMode(0o755)
+		if gid != 0 {
+			mode = socketGroupDirMode
+		}
+		// Parents as before (0755); the socket's own directory with its
+		// mode, so that the group is kept out of nothing above it.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return fmt.Errorf("socket directory %s: %w", dir, err)
+		}
+		if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("socket directory %s: %w", dir, err)
+		}
+		if gid != 0 {
+			if err := os.Lchown(dir, -1, gid); err != nil {
+				return fmt.Errorf("socket directory %s: give it group %d: %w", dir, gid, err)
+			}
+			// MkdirAll's mode is cut by the umask.
+			if err := os.Chmod(dir, mode); err != nil {
+				return fmt.Errorf("socket directory %s: %w", dir, err)
+			}
 		}
 		info, err = os.Lstat(dir)
 	}
@@ -85,6 +118,11 @@ func ensureSocketDir(dir string) error {
 		return fmt.Errorf("socket directory %s is owned by uid %d with mode %04o: berth needs it owned by uid %d and not writable by group or others,"+
 			" or another user could replace the socket and impersonate berth (chown %d %s; chmod go-w %s; or choose another --socket)",
 			dir, st.Uid, info.Mode().Perm(), euid, euid, dir, dir)
+	}
+	perm := info.Mode().Perm()
+	if gid != 0 && perm&0o001 == 0 && (int(st.Gid) != gid || perm&0o010 == 0) {
+		return fmt.Errorf("socket directory %s (group %d, mode %04o) cannot be entered by the socket's group %d: its members could not reach the socket"+
+			" (chgrp %d %s; chmod 0750 %s; or let berth create the directory)", dir, st.Gid, perm, gid, gid, dir, dir)
 	}
 	return nil
 }
