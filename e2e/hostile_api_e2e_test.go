@@ -91,7 +91,13 @@ func TestHostileUserAPI(t *testing.T) {
 		{"tcp /pods/default/" + podName("before") + "/events", "403"},
 		{"tcp /pods/default/" + podName("before") + "/log?follow=true", "403"},
 		{"tcp /problems", "403"},
+		{"tcp /pods?watch=true", "403"},
+		{"tcp /pods/default/" + podName("before") + "?watch=true", "403"},
+		{"tcp /events", "403"},
+		{"tcp /events?watch=true", "403"},
+		{"tcp /version", "200"},
 		{"tcp /healthz with Host evil.example", "421"},
+		{"tcp /version with Host evil.example", "421"},
 		{"socket", "permission denied"},
 	} {
 		if got := results[probe.name]; !strings.Contains(got, probe.want) {
@@ -154,10 +160,12 @@ func attack(addr, socket string) int {
 		return resp.Status
 	}
 	pod := "before-" + nodeName
-	for _, p := range []string{"/pods", "/pods/default/" + pod, "/pods/default/" + pod + "/events", "/pods/default/" + pod + "/log?follow=true", "/problems"} {
+	for _, p := range []string{"/pods", "/pods/default/" + pod, "/pods/default/" + pod + "/events", "/pods/default/" + pod + "/log?follow=true", "/problems",
+		"/pods?watch=true", "/pods/default/" + pod + "?watch=true", "/events", "/events?watch=true", "/version"} {
 		fmt.Printf("tcp %s\t%s\n", p, probe(p, "localhost"))
 	}
 	fmt.Printf("tcp /healthz with Host evil.example\t%s\n", probe("/healthz", "evil.example"))
+	fmt.Printf("tcp /version with Host evil.example\t%s\n", probe("/version", "evil.example"))
 	if c, err := net.Dial("unix", socket); err != nil {
 		fmt.Printf("socket\t%v\n", err)
 	} else {
