@@ -281,3 +281,23 @@ func TestStoreDuplicateUIDAcrossSources(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreChanged: every merged snapshot closes the channel Changed
+// returned before it, problems alone included.
+func TestStoreChanged(t *testing.T) {
+	s := New(podspec.SourceFile)
+	c := s.Changed()
+	if err := s.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{Source: podspec.SourceFile, Reason: podspec.ReasonInvalid}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c:
+	default:
+		t.Fatal("a merge left Changed open")
+	}
+	select {
+	case <-s.Changed():
+		t.Fatal("Changed closed with no merge since")
+	default:
+	}
+}

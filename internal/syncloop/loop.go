@@ -139,8 +139,11 @@ type Loop struct {
 	workers *podworkers.Workers
 	// changed fires when what Pods shows may have changed: a status in
 	// the status store or a merge of the store (its problems). The
-	// goroutine of forwardChanges fires it.
-	changed podstatus.Signal
+	// goroutine of forwardChanges fires it, beginning with the stores'
+	// channels taken when the loop was built (firstChanges), so a change
+	// before Run is not lost.
+	changed      podstatus.Signal
+	firstChanges [2]<-chan struct{}
 
 	// Owned by the sync loop goroutine.
 	rejected   map[types.UID]bool // pods refused admission (max-pods)
@@ -184,6 +187,7 @@ func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober
 		pleg:     newPLEG(rt, cfg.Clock, cfg.RelistPeriod),
 		rejected: map[types.UID]bool{},
 	}
+	a.firstChanges = [2]<-chan struct{}{a.status.Changed(), store.Changed()}
 	if src, ok := rt.(runtimeEvents); ok && cfg.EventedRelistPeriod > 0 {
 		a.pleg.watchEvents(src, cfg.Clock, cfg.Logger, cfg.EventedRelistPeriod)
 	}
@@ -294,7 +298,7 @@ func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.Wa
 // before it fires: a change after that closes them, and one before it is
 // seen by every watcher, which reads the pods after the fire.
 func (a *Loop) forwardChanges(ctx context.Context) {
-	status, merged := a.status.Changed(), a.store.Changed()
+	status, merged := a.firstChanges[0], a.firstChanges[1]
 	for {
 		select {
 		case <-ctx.Done():

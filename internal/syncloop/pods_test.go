@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,4 +84,41 @@ func BenchmarkAgentPodOfMany(b *testing.B) {
 			b.Fatal("pod not found")
 		}
 	}
+}
+
+// TestChangedForwardsBothStores: Changed fires on a change of a pod's
+// status and on a merge of the store (a manifest refused or fixed, which
+// only the problems show).
+func TestChangedForwardsBothStores(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := podsAgent(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { a.forwardChanges(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		steps := []struct {
+			name string
+			do   func()
+		}{
+			{"status set", func() { a.status.Set(runningPod("web-node1", "uid-web")) }},
+			{"snapshot merged", func() {
+				if err := a.store.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"pod deleted", func() { a.status.Delete("uid-web") }},
+		}
+		for _, st := range steps {
+			// The forwarder waits on both stores before the change.
+			synctest.Wait()
+			c := a.Changed()
+			st.do()
+			synctest.Wait()
+			select {
+			case <-c:
+			default:
+				t.Errorf("%s: Changed not fired", st.name)
+			}
+		}
+	})
 }
