@@ -45,11 +45,14 @@ func TestLogPersists(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "events")
 		l := Open(Options{Logger: quietLog(), StateDir: dir})
+		l.Event("u1", "web", "default", kuberuntime.EventNormal, "Pulled", "pulled")
+		l.Event("u1", "web", "default", kuberuntime.EventWarning, "BackOff", "back-off")
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatal("written before Run")
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { l.Run(ctx); close(done) }()
-		l.Event("u1", "web", "default", kuberuntime.EventNormal, "Pulled", "pulled")
-		l.Event("u1", "web", "default", kuberuntime.EventWarning, "BackOff", "back-off")
 		synctest.Wait()
 		if st := readFile(t, dir); len(st.Events) != 2 {
 			t.Fatalf("after the first write: %d events, want 2", len(st.Events))
