@@ -139,7 +139,16 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	bound := time.AfterFunc(startBound, started)
 	defer bound.Stop()
 
-	srv := api.New(a, api.Options{PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), Metrics: reg, Logger: log, Version: version})
+	// Validate resolved the group already; -1 (none) leaves the socket
+	// root's alone, as gid 0 does.
+	gid, err := s.SocketGroupID()
+	if err != nil {
+		return c.abort(err)
+	}
+	srv := api.New(a, api.Options{
+		PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), SocketGroup: max(gid, 0),
+		Metrics: reg, Logger: log, Version: version,
+	})
 	if err := srv.Listen(s.Listen, s.Socket); err != nil {
 		return c.abort(err)
 	}

@@ -287,7 +287,7 @@ func TestStoreDuplicateUIDAcrossSources(t *testing.T) {
 func TestStoreChanged(t *testing.T) {
 	s := New(podspec.SourceFile)
 	c := s.Changed()
-	if err := s.Apply(context.Background(), podspec.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{Source: podspec.SourceFile, Reason: podspec.ReasonInvalid}}}); err != nil {
+	if err := s.Apply(context.Background(), podsnapshot.Snapshot{Source: podspec.SourceFile, Problems: []podspec.Problem{{Source: podspec.SourceFile, Reason: podspec.ReasonInvalid}}}); err != nil {
 		t.Fatal(err)
 	}
 	select {

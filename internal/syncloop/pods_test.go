@@ -102,7 +102,7 @@ func TestChangedForwardsBothStores(t *testing.T) {
 		}{
 			{"status set", func() { a.status.Set(runningPod("web-node1", "uid-web")) }},
 			{"snapshot merged", func() {
-				if err := a.store.Apply(ctx, podspec.Snapshot{Source: podspec.SourceFile}); err != nil {
+				if err := a.store.Apply(ctx, podsnapshot.Snapshot{Source: podspec.SourceFile}); err != nil {
 					t.Fatal(err)
 				}
 			}},
