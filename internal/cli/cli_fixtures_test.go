@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -201,25 +202,96 @@ func fixtureEvents() v1.EventList {
 	}}
 }
 
+// fixtureAllEvents are what the fake daemon's /events serves: crash-node1's,
+// one of etcd-node1 in kube-system, and one of a pod that is gone.
+func fixtureAllEvents() v1.EventList {
+	list := fixtureEvents()
+	for i := range list.Items {
+		e := &list.Items[i]
+		e.Name = fmt.Sprintf("crash-node1.%d", i)
+		e.Namespace = "default"
+		e.InvolvedObject = v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "crash-node1", UID: "uid-crash"}
+	}
+	list.Items = append(list.Items,
+		v1.Event{ObjectMeta: metav1.ObjectMeta{Name: "etcd-node1.1", Namespace: "kube-system"},
+			InvolvedObject: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "kube-system", Name: "etcd-node1", UID: "uid-etcd"},
+			Type:           "Normal", Reason: "Killing", Message: "Stopping container etcd", Count: 1,
+			FirstTimestamp: fixAt(59 * time.Minute), LastTimestamp: fixAt(59 * time.Minute)},
+		v1.Event{ObjectMeta: metav1.ObjectMeta{Name: "old-node1.1", Namespace: "default"},
+			InvolvedObject: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "old-node1", UID: "uid-old"},
+			Type:           "Warning", Reason: "Failed", Message: "Error: exit code 1", Count: 1,
+			FirstTimestamp: fixAt(5 * time.Second), LastTimestamp: fixAt(5 * time.Second)},
+	)
+	return list
+}
+
 // fakeDaemon serves the fixtures on a unix socket as `berth run` would,
-// and records the log requests it gets.
+// records the log requests it gets, and streams the watch events a test
+// sends on podWatch and eventWatch (after ADDED for what it lists, as the
+// Kubernetes API's watch opens) until the test closes them.
 type fakeDaemon struct {
-	socket string
-	mu     sync.Mutex
-	logReq []string // path?query of each log request
+	socket     string
+	podWatch   chan watchEvent
+	eventWatch chan watchEvent
+	mu         sync.Mutex
+	logReq     []string // path?query of each log request
 }
 
 func startFakeDaemon(t *testing.T) *fakeDaemon {
 	t.Helper()
-	d := &fakeDaemon{socket: filepath.Join(t.TempDir(), "berth.sock")}
+	d := &fakeDaemon{socket: filepath.Join(t.TempDir(), "berth.sock"), podWatch: make(chan watchEvent), eventWatch: make(chan watchEvent)}
 	mux := http.NewServeMux()
 	pods := fixturePods()
+	events := fixtureAllEvents()
 	writeJSON := func(w http.ResponseWriter, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(v)
 	}
+	stream := func(w http.ResponseWriter, r *http.Request, initial []any, ch chan watchEvent) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		for _, obj := range initial {
+			b, _ := json.Marshal(obj)
+			enc.Encode(watchEvent{Type: "ADDED", Object: b})
+		}
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case ev, ok := <-ch:
+				if !ok {
+					return
+				}
+				enc.Encode(ev)
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			var initial []any
+			for i := range pods {
+				initial = append(initial, &pods[i])
+			}
+			stream(w, r, initial, d.podWatch)
+			return
+		}
 		writeJSON(w, v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods})
+	})
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			var initial []any
+			for i := range events.Items {
+				initial = append(initial, &events.Items[i])
+			}
+			stream(w, r, initial, d.eventWatch)
+			return
+		}
+		writeJSON(w, events)
+	})
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]string{"gitVersion": "v0.9.0", "gitCommit": "0123abc", "goVersion": "go1.26.0", "platform": "linux/amd64"})
 	})
 	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, manifestProblems{Items: []manifestProblem{
@@ -244,7 +316,7 @@ func startFakeDaemon(t *testing.T) *fakeDaemon {
 			http.Error(w, "container missing is not valid for pod "+r.PathValue("name"), http.StatusBadRequest)
 			return
 		}
-		w.Write([]byte("line 1\nline 2\n"))
+		w.Write([]byte(r.URL.Query().Get("container") + " line 1\n" + r.URL.Query().Get("container") + " line 2\n"))
 	})
 	l, err := net.Listen("unix", d.socket)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,11 @@ func TestPodsGolden(t *testing.T) {
 		{"pods-by-manifest-name.txt", []string{"pods", "crash", "init-node1", "etcd"}},
 		{"pod-web.json", []string{"pods", "web", "-o", "json"}},
 		{"pods-kube-system.yaml", []string{"pods", "-o", "yaml", "-n", "kube-system"}},
+		{"pods-default.json", []string{"pods", "-o", "json", "-n", "default", "-l", "app=web"}},
+		{"pods-no-headers.txt", []string{"pods", "-A", "--no-headers", "-l", "tier in (edge),app"}},
+		{"events.txt", []string{"events"}},
+		{"events-crash.txt", []string{"events", "crash", "--no-headers"}},
+		{"events-kube-system.yaml", []string{"events", "-n", "kube-system", "-o", "yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -206,7 +212,8 @@ func TestLogsRequests(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, errb)
 			}
-			if out != "line 1\nline 2\n" {
+			q, _ := url.ParseQuery(tt.wantReq[strings.Index(tt.wantReq, "?")+1:])
+			if c := q.Get("container"); out != c+" line 1\n"+c+" line 2\n" {
 				t.Errorf("stdout %q", out)
 			}
 			reqs := d.logRequests()
@@ -233,8 +240,8 @@ func TestClientErrors(t *testing.T) {
 		{"daemon's own message", []string{"logs", "web", "-c", "missing"}, 1, "berth logs: container missing is not valid for pod web-node1"},
 		{"logs wants one pod", []string{"logs"}, 2, "berth logs: want exactly one POD"},
 		{"describe wants a pod", []string{"describe"}, 2, "berth describe: want at least one POD"},
-		{"bad output format", []string{"pods", "-o", "table"}, 2, `berth pods: -o "table": want wide, json or yaml`},
-		{"no pods in namespace", []string{"pods", "-n", "empty"}, 0, "No pods found in namespace empty."},
+		{"bad output format", []string{"pods", "-o", "table"}, 2, `berth pods: -o "table": want wide, json, yaml, name, jsonpath=TEMPLATE or jsonpath-file=FILE`},
+		{"no pods in namespace", []string{"pods", "-n", "empty"}, 0, "No resources found in empty namespace."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

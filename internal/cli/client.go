@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // defaultSocket is where `berth run` serves its API unless told otherwise;
@@ -161,6 +162,54 @@ func (c *client) dialError(err error) error {
 		return fmt.Errorf("berth daemon at %s did not answer within %s: is it stuck? (journalctl -u berth)", c.socket, requestTimeout)
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
+}
+
+// watchEvent is one line of a watch: the Kubernetes API's shape,
+// {"type":"ADDED|MODIFIED|DELETED","object":{...}}, or type ERROR with a
+// metav1.Status as object.
+type watchEvent struct {
+	Type   string          `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
+// watch streams path?watch=true (with query) and hands fn each event until
+// ctx ends (nil), fn fails, or the daemon ends the stream (an error: a
+// watch the operator did not stop ended under them).
+func (c *client) watch(ctx context.Context, path string, query url.Values, fn func(watchEvent) error) error {
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	q.Set("watch", "true")
+	resp, err := c.get(ctx, path, q)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev watchEvent
+		if err := dec.Decode(&ev); err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, io.EOF):
+				return fmt.Errorf("the daemon at %s ended the watch of %s (did berth stop?)", c.socket, path)
+			}
+			return fmt.Errorf("read the watch of %s from %s: %w", path, c.socket, err)
+		}
+		if ev.Type == "ERROR" {
+			var st metav1.Status
+			_ = json.Unmarshal(ev.Object, &st)
+			return fmt.Errorf("the daemon ended the watch of %s: %s", path, st.Message)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
 }
 
 // pods lists every pod the daemon knows, rejected manifests included.

@@ -83,3 +83,20 @@ func completeNamespaces(f *clientFlags) cobra.CompletionFunc {
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// completeLabels completes -l with the key=value labels of the daemon's
+// pods, sorted.
+func completeLabels(f *clientFlags) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var pairs []cobra.Completion
+		for _, p := range completionPods(f) {
+			for k, v := range p.Labels {
+				if kv := k + "=" + v; strings.HasPrefix(kv, toComplete) && !slices.Contains(pairs, kv) {
+					pairs = append(pairs, kv)
+				}
+			}
+		}
+		slices.Sort(pairs)
+		return pairs, cobra.ShellCompDirectiveNoFileComp
+	}
+}

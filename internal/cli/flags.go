@@ -36,18 +36,32 @@ func (f *clientFlags) ns() string {
 	return f.namespace
 }
 
-// outputFlag is -o/--output restricted to formats; "" is the table.
+// outputFlag is -o/--output restricted to formats; "" is the table. A
+// format ending in "=" takes an argument (jsonpath=TEMPLATE).
 type outputFlag struct {
 	value   string
 	formats []string
 }
+
+// documentFormats are the -o formats every listing command prints through
+// printer.
+var documentFormats = []string{"json", "yaml", "name", "jsonpath=", "jsonpath-file="}
 
 // bindOutput registers -o/--output on cmd with the formats it takes,
 // completed by the shell.
 func bindOutput(cmd *cobra.Command, usage string, formats ...string) *outputFlag {
 	o := &outputFlag{formats: formats}
 	cmd.Flags().StringVarP(&o.value, "output", "o", "", usage)
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		dir := cobra.ShellCompDirectiveNoFileComp
+		for _, f := range formats {
+			if strings.HasSuffix(f, "=") {
+				// jsonpath= wants its template right after the sign.
+				dir |= cobra.ShellCompDirectiveNoSpace
+			}
+		}
+		return formats, dir
+	})
 	return o
 }
 
@@ -57,10 +71,31 @@ func (o *outputFlag) check() string {
 	if o.value == "" || slices.Contains(o.formats, o.value) {
 		return ""
 	}
-	last := len(o.formats) - 1
-	want := o.formats[last]
+	for _, f := range o.formats {
+		if strings.HasSuffix(f, "=") && strings.HasPrefix(o.value, f) {
+			return ""
+		}
+	}
+	shown := make([]string, len(o.formats))
+	for i, f := range o.formats {
+		shown[i] = f
+		switch f {
+		case "jsonpath=":
+			shown[i] += "TEMPLATE"
+		case "jsonpath-file=":
+			shown[i] += "FILE"
+		}
+	}
+	last := len(shown) - 1
+	want := shown[last]
 	if last > 0 {
-		want = strings.Join(o.formats[:last], ", ") + " or " + want
+		want = strings.Join(shown[:last], ", ") + " or " + want
 	}
 	return fmt.Sprintf("-o %q: want %s", o.value, want)
 }
+
+// table tells whether the format is a table ("" or wide).
+func (o *outputFlag) table() bool { return o.value == "" || o.value == "wide" }
+
+// printer is the document printer of the format; call it when not table().
+func (o *outputFlag) printer() (*printer, error) { return newPrinter(o.value) }

@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -19,7 +24,10 @@ type logsOptions struct {
 	client                       clientFlags
 	container                    string
 	follow, previous, timestamps bool
+	allContainers, prefix        bool
 	tail                         int
+	since                        time.Duration
+	sinceTime                    string
 }
 
 func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -28,8 +36,9 @@ func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "logs POD",
 		Short: "Print a container's log",
 		Long: "Prints a container's log, read by the daemon from the CRI log files. POD is the\n" +
-			"pod's name (web-node1) or its manifest's (web).",
-		Example:           "  berth logs web\n  berth logs web -c sidecar -f\n  berth logs crasher --previous --tail 20",
+			"pod's name (web-node1) or its manifest's (web). --all-containers prints each\n" +
+			"container's log in turn (init containers first), or with -f their lines as they come.",
+		Example:           "  berth logs web\n  berth logs web -c sidecar -f\n  berth logs crasher --previous --tail 20\n  berth logs web --since 10m --timestamps\n  berth logs web --all-containers --prefix",
 		ValidArgsFunction: completePods(&o.client, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exit(o.run(args, stdout, stderr))
@@ -42,56 +51,189 @@ func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep printing new lines while the container runs")
 	fs.BoolVarP(&o.previous, "previous", "p", false, "the log of the container's previous run (after a crash)")
 	fs.BoolVar(&o.timestamps, "timestamps", false, "prefix each line with its RFC 3339 time")
+	fs.DurationVar(&o.since, "since", 0, "only lines newer than this (5s, 2m, 3h); not with --since-time")
+	fs.StringVar(&o.sinceTime, "since-time", "", "only lines since this RFC 3339 time (2026-11-21T12:00:00Z); not with --since")
+	fs.BoolVar(&o.allContainers, "all-containers", false, "the logs of every container of the pod, init containers first")
+	fs.BoolVar(&o.prefix, "prefix", false, "begin each line with [pod/NAME/CONTAINER]")
 	_ = cmd.RegisterFlagCompletionFunc("container", completeContainers(&o.client))
 	return cmd
 }
 
+// logStream is one container's log the command prints.
+type logStream struct {
+	container string
+	prefix    string // "" without --prefix
+}
+
+// query is the log request's parameters, named as the Kubernetes API's
+// pod log subresource names them; "" for an unset --since-time.
+func (o *logsOptions) query() (url.Values, error) {
+	q := url.Values{}
+	q.Set("follow", strconv.FormatBool(o.follow))
+	q.Set("previous", strconv.FormatBool(o.previous))
+	q.Set("timestamps", strconv.FormatBool(o.timestamps))
+	if o.tail >= 0 {
+		q.Set("tailLines", strconv.Itoa(o.tail))
+	}
+	switch {
+	case o.since != 0 && o.sinceTime != "":
+		return nil, errors.New("at most one of --since-time or --since may be given")
+	case o.since < 0:
+		return nil, fmt.Errorf("--since %s: want a duration greater than 0", o.since)
+	case o.since > 0:
+		// Whole seconds, rounded up as kubectl does: --since 1500ms
+		// keeps the lines of the last 2 seconds.
+		q.Set("sinceSeconds", strconv.FormatInt(int64(math.Ceil(o.since.Seconds())), 10))
+	case o.sinceTime != "":
+		t, err := time.Parse(time.RFC3339, o.sinceTime)
+		if err != nil {
+			return nil, fmt.Errorf("--since-time %q: want an RFC 3339 time such as 2026-11-21T12:00:00Z: %w", o.sinceTime, err)
+		}
+		q.Set("sinceTime", t.Format(time.RFC3339))
+	}
+	return q, nil
+}
+
 func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
-	cf, container, follow, previous, timestamps, tail := o.client, o.container, o.follow, o.previous, o.timestamps, &o.tail
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "berth logs: "+format+"\n", args...)
+		return code
+	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "berth logs: want exactly one POD (berth pods lists them)")
-		return 2
+		return fail(2, "want exactly one POD (berth pods lists them)")
+	}
+	if o.allContainers && o.container != "" {
+		return fail(2, "--all-containers and -c %s: give one or the other", o.container)
+	}
+	q, err := o.query()
+	if err != nil {
+		return fail(2, "%v", err)
 	}
 
 	// Ctrl-C ends a follow cleanly, without an error message.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c := newClient(cf.socket)
+	c := newClient(o.client.socket)
 	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	pod, err := c.findPod(lookup, podArg(pos[0]), cf.ns())
+	pod, err := c.findPod(lookup, podArg(pos[0]), o.client.ns())
 	if err != nil {
-		fmt.Fprintf(stderr, "berth logs: %v\n", err)
-		return 1
+		return fail(1, "%v", err)
 	}
-	if container == "" {
-		var note string
-		container, note = defaultContainer(pod)
+	var streams []logStream
+	switch {
+	case o.allContainers:
+		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for _, ctr := range cs {
+				streams = append(streams, logStream{container: ctr.Name})
+			}
+		}
+	case o.container != "":
+		streams = []logStream{{container: o.container}}
+	default:
+		name, note := defaultContainer(pod)
 		if note != "" {
 			fmt.Fprintln(stderr, note)
 		}
+		streams = []logStream{{container: name}}
 	}
-	q := url.Values{}
-	if container != "" {
-		q.Set("container", container)
+	if o.prefix {
+		for i := range streams {
+			streams[i].prefix = fmt.Sprintf("[pod/%s/%s] ", pod.Name, streams[i].container)
+		}
 	}
-	q.Set("follow", strconv.FormatBool(follow))
-	q.Set("previous", strconv.FormatBool(previous))
-	q.Set("timestamps", strconv.FormatBool(timestamps))
-	if *tail >= 0 {
-		q.Set("tailLines", strconv.Itoa(*tail))
+	out := &lineWriter{w: stdout}
+	path := "/pods/" + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name) + "/log"
+	stream := func(s logStream) error {
+		sq := url.Values{}
+		for k, v := range q {
+			sq[k] = v
+		}
+		if s.container != "" {
+			sq.Set("container", s.container)
+		}
+		resp, err := c.get(ctx, path, sq)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if err := out.copyLines(resp.Body, s.prefix); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("reading the log of container %q from the daemon: %w", s.container, err)
+		}
+		return nil
 	}
-	resp, err := c.get(ctx, "/pods/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name)+"/log", q)
-	if err != nil {
-		fmt.Fprintf(stderr, "berth logs: %v\n", err)
-		return 1
+	errs := make([]error, len(streams))
+	if o.follow && len(streams) > 1 {
+		// Every container's log at once, their lines interleaved as
+		// they come.
+		var wg sync.WaitGroup
+		for i, s := range streams {
+			wg.Go(func() { errs[i] = stream(s) })
+		}
+		wg.Wait()
+	} else {
+		for i, s := range streams {
+			errs[i] = stream(s)
+		}
 	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(stdout, resp.Body); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "berth logs: reading the log from the daemon: %v\n", err)
-		return 1
+	code := 0
+	for _, err := range errs {
+		if err != nil && ctx.Err() == nil {
+			code = fail(1, "%v", err)
+		}
 	}
-	return 0
+	return code
+}
+
+// lineWriter writes whole lines, each with its stream's prefix, so the
+// lines of logs followed at once never mix within a line. mu owns w while
+// the command streams.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// copyLines copies r to the writer a line at a time, prefix first; a last
+// line without a newline is written as it is. A line longer than the
+// buffer keeps the writer until its end, so no other stream's line lands
+// inside it.
+func (l *lineWriter) copyLines(r io.Reader, prefix string) (err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	locked := false
+	defer func() {
+		if locked {
+			l.mu.Unlock()
+		}
+	}()
+	for {
+		line, rerr := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if !locked {
+				l.mu.Lock()
+				locked = true
+				if _, err := io.WriteString(l.w, prefix); err != nil {
+					return err
+				}
+			}
+			if _, err := l.w.Write(line); err != nil {
+				return err
+			}
+		}
+		if errors.Is(rerr, bufio.ErrBufferFull) {
+			continue
+		}
+		if locked {
+			l.mu.Unlock()
+			locked = false
+		}
+		switch {
+		case rerr == nil:
+		case errors.Is(rerr, io.EOF):
+			return nil
+		default:
+			return rerr
+		}
+	}
 }
 
 // defaultContainer is the container kubectl logs picks when none is named:

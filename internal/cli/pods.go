@@ -1,20 +1,23 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
@@ -26,8 +29,12 @@ var now = time.Now
 
 // podsOptions are berth pods' flags.
 type podsOptions struct {
-	client clientFlags
-	output *outputFlag
+	client      clientFlags
+	output      *outputFlag
+	selector    string
+	noHeaders   bool
+	watch       bool
+	watchEvents bool
 }
 
 func newPodsCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -37,87 +44,198 @@ func newPodsCmd(stdout, stderr io.Writer) *cobra.Command {
 		Aliases: []string{"ps"},
 		Short:   "List pods and rejected manifests (alias ps)",
 		Long: "Lists the pods berth runs and the manifests it rejected, like kubectl get pods.\n" +
-			"NAME is a pod's name (web-node1) or its manifest's (web).",
-		Example:           "  berth pods\n  berth ps -n kube-system -o wide\n  berth pods web -o yaml",
+			"NAME is a pod's name (web-node1) or its manifest's (web). Every namespace is\n" +
+			"listed, with a NAMESPACE column, unless -n names one. Manifest problems that no\n" +
+			"row shows are warnings on stderr, and the \"problems\" list of -o json and yaml.\n" +
+			"-w prints the pods again as the daemon reports them changing.",
+		Example:           "  berth pods\n  berth ps -n kube-system -o wide\n  berth pods -l app=web -o name\n  berth pods web -o yaml\n  berth pods -o jsonpath='{.items[*].status.podIP}'\n  berth pods -w",
 		ValidArgsFunction: completePods(&o.client, true),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			return exit(o.run(names, stdout, stderr))
 		},
 	}
 	o.client.bind(cmd, true)
-	o.output = bindOutput(cmd, "output format: wide, json or yaml", "wide", "json", "yaml")
+	o.output = bindOutput(cmd, "output format: wide, json, yaml, name, jsonpath=TEMPLATE or jsonpath-file=FILE",
+		append([]string{"wide"}, documentFormats...)...)
+	fs := cmd.Flags()
+	fs.StringVarP(&o.selector, "selector", "l", "", "label selector (app=web, tier in (edge,db), !canary): only the pods it matches")
+	fs.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
+	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change the daemon reports, until interrupted")
+	fs.BoolVar(&o.watchEvents, "output-watch-events", false, "with -w, say what happened to each pod (ADDED, MODIFIED, DELETED)")
+	_ = cmd.RegisterFlagCompletionFunc("selector", completeLabels(&o.client))
 	return cmd
 }
 
+// podListDoc is what -o json and yaml print for a list: a v1 List, as
+// kubectl get prints, whose "problems" are the daemon's manifest problems
+// of the namespaces listed (.problems[].error is FILE:LINE: FIELD:
+// MESSAGE); a manifest berth refused also shows as an item.
+type podListDoc struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ListMeta   `json:"metadata"`
+	Items      []v1.Pod          `json:"items"`
+	Problems   []manifestProblem `json:"problems"`
+}
+
 func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "berth pods: "+format+"\n", args...)
+		return code
+	}
 	if msg := o.output.check(); msg != "" {
-		fmt.Fprintf(stderr, "berth pods: %s\n", msg)
-		return 2
+		return fail(2, "%s", msg)
 	}
-	cf := clientFlags{socket: o.client.socket, namespace: o.client.ns()}
-	output := &o.output.value
-	c := newClient(cf.socket)
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	all, err := c.pods(ctx)
+	sel, err := labels.Parse(o.selector)
 	if err != nil {
-		fmt.Fprintf(stderr, "berth pods: %v\n", err)
-		return 1
+		return fail(2, "-l %q: %v", o.selector, err)
 	}
-	pods := all[:0:0]
-	for i := range all {
-		if cf.namespace == "" || all[i].Namespace == cf.namespace {
-			pods = append(pods, all[i])
+	if len(names) > 0 && o.selector != "" {
+		return fail(2, "give pod names or -l, not both")
+	}
+	var pr *printer
+	if !o.output.table() {
+		if pr, err = o.output.printer(); err != nil {
+			return fail(2, "%v", err)
 		}
+	}
+	ns := o.client.ns()
+	// Ctrl-C ends a watch cleanly, without an error message.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c := newClient(o.client.socket)
+	listCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	all, err := c.pods(listCtx)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	// want tells the pods the command shows: of the namespace, matching
+	// the selector, or the ones named.
+	want := func(p *v1.Pod) bool {
+		return (ns == "" || p.Namespace == ns) && sel.Matches(labels.Set(p.Labels))
 	}
 	if len(names) > 0 {
-		pods = pods[:0]
+		named := map[string]bool{}
 		for _, name := range names {
-			p, err := resolvePod(all, name, cf.namespace)
+			p, err := resolvePod(all, podArg(name), ns)
 			if err != nil {
-				fmt.Fprintf(stderr, "berth pods: %v\n", err)
-				return 1
+				return fail(1, "%v", err)
 			}
-			pods = append(pods, *p)
+			named[p.Namespace+"/"+p.Name] = true
+		}
+		want = func(p *v1.Pod) bool { return named[p.Namespace+"/"+p.Name] }
+	}
+	var pods []v1.Pod
+	for i := range all {
+		if want(&all[i]) {
+			pods = append(pods, *withTypeMeta(&all[i]))
 		}
 	}
-
-	var obj any = &v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: pods}
-	if len(names) == 1 {
-		obj = &pods[0]
+	var list manifestProblems
+	if err := c.getJSON(listCtx, "/problems", &list); err != nil {
+		fmt.Fprintf(stderr, "berth pods: listing manifest problems: %v\n", err)
 	}
-	switch *output {
-	case "json":
-		b, _ := json.MarshalIndent(obj, "", "    ")
-		fmt.Fprintf(stdout, "%s\n", b)
-		return 0
-	case "yaml":
-		b, err := yaml.Marshal(obj)
-		if err != nil {
-			fmt.Fprintf(stderr, "berth pods: %v\n", err)
-			return 1
+	problems := problemsOf(list.Items, ns, pods, len(names) > 0 || !sel.Empty())
+	t := &podTable{w: stdout, wide: o.output.value == "wide", withNS: ns == "", noHeaders: o.noHeaders, events: o.watch && o.watchEvents, at: now()}
+	switch {
+	case pr != nil && o.watch:
+		// As kubectl get -w: each object on its own, the list's first.
+		for i := range pods {
+			if err := o.printEvent(pr, stdout, "ADDED", &pods[i]); err != nil {
+				return fail(1, "%v", err)
+			}
 		}
-		stdout.Write(b)
-		return 0
-	}
-	if len(pods) == 0 {
-		if cf.namespace != "" {
-			fmt.Fprintf(stderr, "No pods found in namespace %s.\n", cf.namespace)
+	case pr != nil:
+		var obj any = &podListDoc{APIVersion: "v1", Kind: "List", Items: orEmpty(pods), Problems: orEmpty(problems)}
+		var podNames []string
+		for i := range pods {
+			podNames = append(podNames, "pod/"+pods[i].Name)
+		}
+		if len(names) == 1 {
+			obj = &pods[0]
+		}
+		if err := pr.print(stdout, obj, podNames); err != nil {
+			return fail(1, "%v", err)
+		}
+	case len(pods) == 0 && !o.watch:
+		if ns != "" {
+			fmt.Fprintf(stderr, "No resources found in %s namespace.\n", ns)
 		} else {
-			fmt.Fprintln(stderr, "No pods found.")
+			fmt.Fprintln(stderr, "No resources found")
 		}
-	} else {
-		printPodTable(stdout, pods, *output == "wide", now())
+	default:
+		for i := range pods {
+			t.row("ADDED", &pods[i])
+		}
+		t.flush()
 	}
-	if len(names) == 0 {
-		var problems manifestProblems
-		if err := c.getJSON(ctx, "/problems", &problems); err != nil {
-			fmt.Fprintf(stderr, "berth pods: listing manifest problems: %v\n", err)
-			return 0
-		}
-		printHiddenProblems(stderr, problems.Items, pods, cf.namespace)
+	if o.output.value != "json" && o.output.value != "yaml" {
+		printHiddenProblems(stderr, problems, pods)
+	}
+	if !o.watch {
+		return 0
+	}
+	if err := o.watchPods(ctx, c, pods, want, pr, t, stdout); err != nil {
+		return fail(1, "%v", err)
 	}
 	return 0
+}
+
+// watchPods prints the pods' changes as the daemon streams them, until ctx
+// ends. The daemon's watch may open with an ADDED event for each pod it
+// has, as the Kubernetes API's does: those already listed, unchanged, are
+// not printed twice.
+func (o *podsOptions) watchPods(ctx context.Context, c *client, listed []v1.Pod, want func(*v1.Pod) bool, pr *printer, t *podTable, stdout io.Writer) error {
+	shown := map[string][]byte{}
+	for i := range listed {
+		b, _ := json.Marshal(&listed[i])
+		shown[listed[i].Namespace+"/"+listed[i].Name] = b
+	}
+	return c.watch(ctx, "/pods", nil, func(ev watchEvent) error {
+		var p v1.Pod
+		if err := json.Unmarshal(ev.Object, &p); err != nil {
+			return fmt.Errorf("decode a %s pod of the watch: %w", ev.Type, err)
+		}
+		if !want(&p) {
+			return nil
+		}
+		p = *withTypeMeta(&p)
+		key := p.Namespace + "/" + p.Name
+		b, _ := json.Marshal(&p)
+		if prev, ok := shown[key]; ok && ev.Type == "ADDED" && bytes.Equal(prev, b) {
+			delete(shown, key)
+			return nil
+		}
+		delete(shown, key)
+		if pr != nil {
+			return o.printEvent(pr, stdout, ev.Type, &p)
+		}
+		t.at = now()
+		t.row(ev.Type, &p)
+		t.flush()
+		return nil
+	})
+}
+
+// printEvent prints one pod of a watch in a document format: the pod, or
+// with --output-watch-events the watch event holding it.
+func (o *podsOptions) printEvent(pr *printer, w io.Writer, typ string, p *v1.Pod) error {
+	var obj any = p
+	if o.watchEvents {
+		obj = struct {
+			Type   string  `json:"type"`
+			Object *v1.Pod `json:"object"`
+		}{typ, p}
+	}
+	return printWatched(pr, w, obj, "pod/"+p.Name)
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // manifestProblems is the answer of the daemon's /problems.
@@ -125,77 +243,126 @@ type manifestProblems struct {
 	Items []manifestProblem `json:"items"`
 }
 
-// manifestProblem is what the CLI needs of one problem: which pod it
-// names, if any, and the whole message (FILE:LINE: FIELD: MESSAGE).
+// manifestProblem is one problem as the daemon's /problems serves it:
+// which manifest, line and field, which pod it names if any, and the whole
+// message (FILE:LINE: FIELD: MESSAGE) as error.
 type manifestProblem struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
+	Source    string `json:"source,omitempty"`
+	Origin    string `json:"origin,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Field     string `json:"field,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 	Error     string `json:"error"`
 }
 
-// printHiddenProblems lists, after the table, the manifest problems the
-// table does not show as a rejected pod of their own: manifests berth could
-// not read as far as a name, and broken edits whose pod keeps running its
-// last good version, which would otherwise look as if the edit had worked.
-func printHiddenProblems(w io.Writer, problems []manifestProblem, pods []v1.Pod, namespace string) {
+// problemsOf keeps the problems of the pods listed when they were picked
+// by name or label (onlyListed); else those of namespace ns ("" for all),
+// and those naming no pod, which no namespace can be told to hide.
+func problemsOf(problems []manifestProblem, ns string, listed []v1.Pod, onlyListed bool) []manifestProblem {
+	shown := map[string]bool{}
+	for i := range listed {
+		shown[listed[i].Namespace+"/"+listed[i].Name] = true
+	}
+	var out []manifestProblem
+	for _, p := range problems {
+		switch {
+		case onlyListed:
+			if shown[p.Namespace+"/"+p.Name] {
+				out = append(out, p)
+			}
+		case ns == "" || p.Namespace == "" || p.Namespace == ns:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// printHiddenProblems warns, on stderr as kubectl prints warnings, of the
+// manifest problems the table does not show as a rejected pod of their
+// own: manifests berth could not read as far as a name, and broken edits
+// whose pod keeps running its last good version, which would otherwise
+// look as if the edit had worked.
+func printHiddenProblems(w io.Writer, problems []manifestProblem, pods []v1.Pod) {
 	rejected := map[string]bool{}
 	for i := range pods {
 		if pods[i].UID == "" {
 			rejected[pods[i].Namespace+"/"+pods[i].Name] = true
 		}
 	}
-	var lines []string
 	for _, p := range problems {
-		if rejected[p.Namespace+"/"+p.Name] || (namespace != "" && p.Namespace != "" && p.Namespace != namespace) {
-			continue
+		switch {
+		case rejected[p.Namespace+"/"+p.Name]:
+		case p.Name != "":
+			fmt.Fprintf(w, "Warning: pod %s/%s runs its last good version, its manifest is broken: %s\n", p.Namespace, p.Name, p.Error)
+		default:
+			fmt.Fprintf(w, "Warning: manifest problem: %s\n", p.Error)
 		}
-		lines = append(lines, p.Error)
-	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\nManifest problems (a pod whose manifest broke keeps running its last good version):")
-	for _, l := range lines {
-		fmt.Fprintln(w, "  "+l)
 	}
 }
 
-// printPodTable prints pods the way kubectl get pods does, plus SOURCE
-// (file or http). A NAMESPACE column leads when a pod is outside
-// "default", since berth lists every namespace at once.
-func printPodTable(w io.Writer, pods []v1.Pod, wide bool, at time.Time) {
-	withNS := false
-	for i := range pods {
-		withNS = withNS || pods[i].Namespace != "default"
+// podTable prints pods the way kubectl get pods does, plus SOURCE (file
+// or http): a NAMESPACE column leads when every namespace is listed, an
+// EVENT column before it with --output-watch-events. The header comes
+// with the first row, so a watch that starts empty still gets one.
+type podTable struct {
+	w         io.Writer
+	wide      bool
+	withNS    bool
+	noHeaders bool
+	events    bool
+	at        time.Time
+
+	tw     *tabwriter.Writer
+	headed bool
+}
+
+func (t *podTable) row(event string, p *v1.Pod) {
+	if t.tw == nil {
+		t.tw = tabwriter.NewWriter(t.w, 0, 8, 3, ' ', 0)
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	var head []string
-	if withNS {
-		head = append(head, "NAMESPACE")
-	}
-	head = append(head, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "SOURCE")
-	if wide {
-		head = append(head, "IP", "NODE", "MANIFEST")
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for i := range pods {
-		p := &pods[i]
-		s := summarize(p)
-		restarts := strconv.Itoa(s.restarts)
-		if s.restarts != 0 && !s.lastRestart.IsZero() {
-			restarts = fmt.Sprintf("%d (%s ago)", s.restarts, since(s.lastRestart, at))
+	if !t.headed && !t.noHeaders {
+		var head []string
+		if t.events {
+			head = append(head, "EVENT")
 		}
-		var row []string
-		if withNS {
-			row = append(row, p.Namespace)
+		if t.withNS {
+			head = append(head, "NAMESPACE")
 		}
-		row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), at), orNone(p.Annotations[podspec.AnnotationSource]))
-		if wide {
-			row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations[podspec.AnnotationOrigin]))
+		head = append(head, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "SOURCE")
+		if t.wide {
+			head = append(head, "IP", "NODE", "MANIFEST")
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+		fmt.Fprintln(t.tw, strings.Join(head, "\t"))
 	}
-	tw.Flush()
+	t.headed = true
+	s := summarize(p)
+	restarts := strconv.Itoa(s.restarts)
+	if s.restarts != 0 && !s.lastRestart.IsZero() {
+		restarts = fmt.Sprintf("%d (%s ago)", s.restarts, since(s.lastRestart, t.at))
+	}
+	var row []string
+	if t.events {
+		row = append(row, event)
+	}
+	if t.withNS {
+		row = append(row, p.Namespace)
+	}
+	row = append(row, p.Name, fmt.Sprintf("%d/%d", s.ready, s.total), s.status, restarts, since(podCreated(p), t.at), orNone(p.Annotations[podspec.AnnotationSource]))
+	if t.wide {
+		row = append(row, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Annotations[podspec.AnnotationOrigin]))
+	}
+	fmt.Fprintln(t.tw, strings.Join(row, "\t"))
+}
+
+// flush writes the rows so far: a watch flushes each row as it comes,
+// so its columns line up only with the rows flushed together.
+func (t *podTable) flush() {
+	if t.tw != nil {
+		t.tw.Flush()
+	}
 }
 
 // podSummary is one row's computed columns.

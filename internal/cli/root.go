@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -75,13 +74,14 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 	// --version is berth's own flag, not cobra's Version: cobra prints
 	// its version through text/template, whose reflection would keep
 	// every method of every type in the binary alive.
-	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version, as berth version")
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print this berth's version, as berth version --client")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
 	root.AddCommand(
 		newRunCmd(version, stderr),
 		newPodsCmd(stdout, stderr),
 		newLogsCmd(stdout, stderr),
 		newDescribeCmd(stdout, stderr),
+		newEventsCmd(stdout, stderr),
 		newValidateCmd(stdout, stderr),
 		newConfigCmd(stdout, stderr),
 		newDoctorCmd(stdout, stderr),
@@ -91,11 +91,6 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 	// the man pages and docs/cli.md list it too.
 	root.InitDefaultCompletionCmd()
 	return root
-}
-
-// versionString is what `berth version` and `berth --version` print.
-func versionString(version string) string {
-	return fmt.Sprintf("berth %s (%s, %s/%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // singleDashRunFlags rewrites `berth run`'s long flags given with one dash

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+)
+
+// eventsOptions are berth events' flags.
+type eventsOptions struct {
+	client    clientFlags
+	output    *outputFlag
+	noHeaders bool
+	watch     bool
+}
+
+func newEventsCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &eventsOptions{}
+	cmd := &cobra.Command{
+		Use:   "events [POD]",
+		Short: "List the events of the pods, or of one pod",
+		Long: "Lists the events berth recorded, oldest first, like kubectl events: of every pod, or\n" +
+			"of POD (its name, web-node1, or its manifest's, web). The daemon keeps a bounded\n" +
+			"number of them across its restarts. -w prints new events as they happen.",
+		Example:           "  berth events\n  berth events crash -w\n  berth events -n kube-system -o yaml",
+		ValidArgsFunction: completePods(&o.client, false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exit(o.run(args, stdout, stderr))
+		},
+	}
+	o.client.bind(cmd, true)
+	o.output = bindOutput(cmd, "output format: json, yaml, name, jsonpath=TEMPLATE or jsonpath-file=FILE", documentFormats...)
+	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, print each new event, until interrupted")
+	return cmd
+}
+
+func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "berth events: "+format+"\n", a...)
+		return code
+	}
+	args = podArgs(args)
+	if len(args) > 1 {
+		return fail(2, "want at most one POD (berth pods lists them)")
+	}
+	if msg := o.output.check(); msg != "" {
+		return fail(2, "%s", msg)
+	}
+	var pr *printer
+	if !o.output.table() {
+		var err error
+		if pr, err = o.output.printer(); err != nil {
+			return fail(2, "%v", err)
+		}
+	}
+	ns := o.client.ns()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c := newClient(o.client.socket)
+	listCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	want := func(e *v1.Event) bool { return ns == "" || e.InvolvedObject.Namespace == ns }
+	if len(args) == 1 {
+		// A pod that is gone (its events outlive it) is named as given.
+		podNS, podName := ns, args[0]
+		pods, err := c.pods(listCtx)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		if p, err := resolvePod(pods, podName, ns); err == nil {
+			podNS, podName = p.Namespace, p.Name
+		}
+		want = func(e *v1.Event) bool {
+			return e.InvolvedObject.Name == podName && (podNS == "" || e.InvolvedObject.Namespace == podNS)
+		}
+	}
+	var list v1.EventList
+	if err := c.getJSON(listCtx, "/events", &list); err != nil {
+		return fail(1, "%v", err)
+	}
+	var events []v1.Event
+	for i := range list.Items {
+		if want(&list.Items[i]) {
+			events = append(events, *eventWithTypeMeta(&list.Items[i]))
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return lastSeen(&events[i]).Before(lastSeen(&events[j])) })
+	t := &eventTable{w: stdout, withNS: ns == "" && len(args) == 0, noHeaders: o.noHeaders}
+	switch {
+	case pr != nil && o.watch:
+		for i := range events {
+			if err := printWatched(pr, stdout, &events[i], "event/"+events[i].Name); err != nil {
+				return fail(1, "%v", err)
+			}
+		}
+	case pr != nil:
+		doc := v1.EventList{Items: orEmpty(events)}
+		doc.APIVersion, doc.Kind = "v1", "List"
+		var names []string
+		for i := range events {
+			names = append(names, "event/"+events[i].Name)
+		}
+		if err := pr.print(stdout, &doc, names); err != nil {
+			return fail(1, "%v", err)
+		}
+	case len(events) == 0 && !o.watch:
+		if ns != "" {
+			fmt.Fprintf(stderr, "No events found in %s namespace.\n", ns)
+		} else {
+			fmt.Fprintln(stderr, "No events found.")
+		}
+	default:
+		at := now()
+		for i := range events {
+			t.row(&events[i], at)
+		}
+		t.flush()
+	}
+	if !o.watch {
+		return 0
+	}
+	shown := map[string][]byte{}
+	for i := range events {
+		b, _ := json.Marshal(&events[i])
+		shown[events[i].Namespace+"/"+events[i].Name] = b
+	}
+	err := c.watch(ctx, "/events", nil, func(ev watchEvent) error {
+		var e v1.Event
+		if err := json.Unmarshal(ev.Object, &e); err != nil {
+			return fmt.Errorf("decode an event of the watch: %w", err)
+		}
+		if !want(&e) {
+			return nil
+		}
+		e = *eventWithTypeMeta(&e)
+		// The watch may open with the events already listed.
+		key := e.Namespace + "/" + e.Name
+		b, _ := json.Marshal(&e)
+		if prev, ok := shown[key]; ok && bytes.Equal(prev, b) {
+			return nil
+		}
+		shown[key] = b
+		if pr != nil {
+			return printWatched(pr, stdout, &e, "event/"+e.Name)
+		}
+		t.row(&e, now())
+		t.flush()
+		return nil
+	})
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	return 0
+}
+
+// printWatched prints one object of a watch in a document format; YAML
+// documents are separated as a stream.
+func printWatched(pr *printer, w io.Writer, obj any, name string) error {
+	if err := pr.print(w, obj, []string{name}); err != nil {
+		return err
+	}
+	if pr.format == "yaml" {
+		_, err := fmt.Fprintln(w, "---")
+		return err
+	}
+	return nil
+}
+
+func eventWithTypeMeta(e *v1.Event) *v1.Event {
+	c := e.DeepCopy()
+	c.APIVersion, c.Kind = "v1", "Event"
+	return c
+}
+
+// lastSeen is when the event last happened: its lastTimestamp, else its
+// eventTime, else its firstTimestamp, as kubectl events sorts them.
+func lastSeen(e *v1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
+}
+
+// eventTable prints events as kubectl events does: LAST SEEN (with the
+// count and span of a repeated event), TYPE, REASON, OBJECT, MESSAGE, and
+// NAMESPACE first when every namespace is listed.
+type eventTable struct {
+	w         io.Writer
+	withNS    bool
+	noHeaders bool
+
+	tw     *tabwriter.Writer
+	headed bool
+}
+
+func (t *eventTable) row(e *v1.Event, at time.Time) {
+	if t.tw == nil {
+		t.tw = tabwriter.NewWriter(t.w, 0, 8, 3, ' ', 0)
+	}
+	if !t.headed && !t.noHeaders {
+		head := []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}
+		if t.withNS {
+			head = append([]string{"NAMESPACE"}, head...)
+		}
+		fmt.Fprintln(t.tw, strings.Join(head, "\t"))
+	}
+	t.headed = true
+	seen := since(lastSeen(e), at)
+	if e.Count > 1 && !e.FirstTimestamp.IsZero() {
+		seen = fmt.Sprintf("%s (x%d over %s)", seen, e.Count, since(e.FirstTimestamp.Time, at))
+	}
+	row := []string{seen, e.Type, e.Reason, strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name, strings.TrimSpace(e.Message)}
+	if t.withNS {
+		row = append([]string{e.InvolvedObject.Namespace}, row...)
+	}
+	fmt.Fprintln(t.tw, strings.Join(row, "\t"))
+}
+
+func (t *eventTable) flush() {
+	if t.tw != nil {
+		t.tw.Flush()
+	}
+}

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/util/jsonpath"
+	"sigs.k8s.io/yaml"
+)
+
+// printer writes objects in one -o format: json (indented by two spaces,
+// as kubectl and berth's API do), yaml, name (KIND/NAME a line) or a
+// jsonpath template, which kubectl runs over the object as JSON sees it.
+// The table formats ("" and wide) are each command's own.
+type printer struct {
+	format string
+	jp     *jsonpath.JSONPath // for jsonpath= and jsonpath-file=
+}
+
+// newPrinter parses the -o value of a document format. A template that
+// does not parse is a usage error: its message says why.
+func newPrinter(value string) (*printer, error) {
+	p := &printer{format: value}
+	kind, arg, _ := strings.Cut(value, "=")
+	switch kind {
+	case "jsonpath-file":
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			return nil, fmt.Errorf("-o jsonpath-file: %w", err)
+		}
+		arg = string(b)
+		fallthrough
+	case "jsonpath":
+		if arg == "" {
+			return nil, fmt.Errorf("-o %s: want a template, as in -o 'jsonpath={.items[*].metadata.name}'", kind)
+		}
+		p.format = "jsonpath"
+		// kubectl's default: a key an object lacks prints nothing rather
+		// than failing the whole list.
+		p.jp = jsonpath.New("output").AllowMissingKeys(true)
+		if err := p.jp.Parse(relaxedJSONPath(arg)); err != nil {
+			return nil, fmt.Errorf("-o %s: parsing the template %q: %w", kind, arg, err)
+		}
+	}
+	return p, nil
+}
+
+// relaxedJSONPath accepts a template given without braces or leading dot
+// (.items[0].metadata.name, items[0]), as kubectl does.
+func relaxedJSONPath(t string) string {
+	if strings.Contains(t, "{") {
+		return t
+	}
+	t = strings.TrimSpace(t)
+	if !strings.HasPrefix(t, ".") {
+		t = "." + t
+	}
+	return "{" + t + "}"
+}
+
+// print writes obj; names are its objects' KIND/NAME for -o name.
+func (p *printer) print(w io.Writer, obj any, names []string) error {
+	switch p.format {
+	case "json":
+		b, err := json.MarshalIndent(obj, "", "  ")
+		if err != nil {
+			return fmt.Errorf("render JSON: %w", err)
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("render YAML: %w", err)
+		}
+		_, err = w.Write(b)
+		return err
+	case "name":
+		for _, n := range names {
+			if _, err := fmt.Fprintln(w, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "jsonpath":
+		// The template runs over the object as JSON decodes it, so
+		// field names are the JSON ones (metadata.name, not ObjectMeta).
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("render JSON: %w", err)
+		}
+		var data any
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		if err := d.Decode(&data); err != nil {
+			return fmt.Errorf("render JSON: %w", err)
+		}
+		var out bytes.Buffer
+		if err := p.jp.Execute(&out, data); err != nil {
+			return fmt.Errorf("-o jsonpath: %w", err)
+		}
+		_, err = w.Write(out.Bytes())
+		return err
+	}
+	return fmt.Errorf("-o %q: not a document format", p.format)
+}
