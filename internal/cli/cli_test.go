@@ -36,6 +36,7 @@ func TestPodsGolden(t *testing.T) {
 		args   []string
 	}{
 		{"pods.txt", []string{"pods"}},
+		{"pods-all.txt", []string{"pods", "-A"}},
 		{"pods-wide.txt", []string{"ps", "-o", "wide"}},
 		{"pods-default-namespace.txt", []string{"pods", "-n", "default"}},
 		{"pods-by-manifest-name.txt", []string{"pods", "crash", "init-node1", "etcd"}},
@@ -43,7 +44,8 @@ func TestPodsGolden(t *testing.T) {
 		{"pods-kube-system.yaml", []string{"pods", "-o", "yaml", "-n", "kube-system"}},
 		{"pods-default.json", []string{"pods", "-o", "json", "-n", "default", "-l", "app=web"}},
 		{"pods-no-headers.txt", []string{"pods", "-A", "--no-headers", "-l", "tier in (edge),app"}},
-		{"events.txt", []string{"events"}},
+		{"events.txt", []string{"events", "-A"}},
+		{"events-default.txt", []string{"events", "-n", "default"}},
 		{"events-crash.txt", []string{"events", "crash", "--no-headers"}},
 		{"events-kube-system.yaml", []string{"events", "-n", "kube-system", "-o", "yaml"}},
 	}
@@ -241,7 +243,7 @@ func TestClientErrors(t *testing.T) {
 		{"logs wants one pod", []string{"logs"}, 2, "berth logs: want exactly one POD"},
 		{"describe wants a pod", []string{"describe"}, 2, "berth describe: want at least one POD"},
 		{"bad output format", []string{"pods", "-o", "table"}, 2, `berth pods: -o "table": want wide, json, yaml, name, jsonpath=TEMPLATE or jsonpath-file=FILE`},
-		{"no pods in namespace", []string{"pods", "-n", "empty"}, 0, "No resources found in empty namespace."},
+		{"no pods in namespace", []string{"pods", "-n", "empty"}, 0, "No resources found in empty namespace (other namespaces hold some: berth pods -A).\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

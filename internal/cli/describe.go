@@ -35,7 +35,7 @@ func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
 			return exit(o.run(args, stdout, stderr))
 		},
 	}
-	o.client.bind(cmd, true)
+	o.client.bind(cmd, findsPodAll)
 	return cmd
 }
 

@@ -30,16 +30,17 @@ func newEventsCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events [POD]",
 		Short: "List the events of the pods, or of one pod",
-		Long: "Lists the events berth recorded, oldest first, like kubectl events: of every pod, or\n" +
-			"of POD (its name, web-node1, or its manifest's, web). The daemon keeps a bounded\n" +
-			"number of them across its restarts. -w prints new events as they happen.",
-		Example:           "  berth events\n  berth events crash -w\n  berth events -n kube-system -o yaml",
+		Long: "Lists the events berth recorded, oldest first, like kubectl events: of the pods of\n" +
+			"-n's namespace (default: default; -A every one), or of POD (its name, web-node1, or\n" +
+			"its manifest's, web, in any namespace unless -n is given). The daemon keeps a\n" +
+			"bounded number of them across its restarts. -w prints new events as they happen.",
+		Example:           "  berth events -A\n  berth events crash -w\n  berth events -n kube-system -o yaml",
 		ValidArgsFunction: completePods(&o.client, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exit(o.run(args, stdout, stderr))
 		},
 	}
-	o.client.bind(cmd, true)
+	o.client.bind(cmd, listsPods)
 	o.output = bindOutput(cmd, "output format: json, yaml, name, jsonpath=TEMPLATE or jsonpath-file=FILE", documentFormats...)
 	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, print each new event, until interrupted")
@@ -65,7 +66,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 			return fail(2, "%v", err)
 		}
 	}
-	ns := o.client.ns()
+	ns := o.client.listNS()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c := newClient(o.client.socket)
@@ -74,12 +75,12 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 	want := func(e *v1.Event) bool { return ns == "" || e.InvolvedObject.Namespace == ns }
 	if len(args) == 1 {
 		// A pod that is gone (its events outlive it) is named as given.
-		podNS, podName := ns, args[0]
+		podNS, podName := o.client.ns(), args[0]
 		pods, err := c.pods(listCtx)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
-		if p, err := resolvePod(pods, podName, ns); err == nil {
+		if p, err := resolvePod(pods, podName, podNS); err == nil {
 			podNS, podName = p.Namespace, p.Name
 		}
 		want = func(e *v1.Event) bool {
@@ -97,7 +98,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	sort.SliceStable(events, func(i, j int) bool { return lastSeen(&events[i]).Before(lastSeen(&events[j])) })
-	t := &eventTable{w: stdout, withNS: ns == "" && len(args) == 0, noHeaders: o.noHeaders}
+	t := &eventTable{w: stdout, withNS: o.client.allNamespaces && len(args) == 0, noHeaders: o.noHeaders}
 	switch {
 	case pr != nil && o.watch:
 		for i := range events {
@@ -116,11 +117,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 			return fail(1, "%v", err)
 		}
 	case len(events) == 0 && !o.watch:
-		if ns != "" {
-			fmt.Fprintf(stderr, "No events found in %s namespace.\n", ns)
-		} else {
-			fmt.Fprintln(stderr, "No events found.")
-		}
+		noneFound(stderr, ns, len(list.Items), "berth events -A")
 	default:
 		at := now()
 		for i := range events {

@@ -6,34 +6,71 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // clientFlags are the flags every command that asks the daemon shares:
-// --socket, -n/--namespace and, where a command lists pods, -A.
+// --socket, -n/--namespace and, where a command lists or finds pods, -A.
 type clientFlags struct {
 	socket        string
 	namespace     string
 	allNamespaces bool
+	lists         bool // -n and -A as kubectl get's: see bind
 }
 
-// bind registers the flags on cmd, with -A/--all-namespaces when
-// allNamespaces, and completes -n from the daemon's pods.
-func (f *clientFlags) bind(cmd *cobra.Command, allNamespaces bool) {
+// namespaceScope is what -n and -A mean to a command.
+type namespaceScope int
+
+const (
+	// findsPod: the command finds the pods it is given by name; -n
+	// narrows the search, which is over every namespace by default.
+	findsPod namespaceScope = iota
+	// findsPodAll: findsPod, with -A to undo a -n.
+	findsPodAll
+	// listsPods: as kubectl get, the command lists the namespace of -n,
+	// "default" when none is given, and every namespace with -A, which
+	// alone adds a NAMESPACE column. Pods it is given by name are still
+	// found in any namespace unless -n is given.
+	listsPods
+)
+
+// bind registers the flags on cmd for scope, and completes -n from the
+// daemon's pods.
+func (f *clientFlags) bind(cmd *cobra.Command, scope namespaceScope) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.socket, "socket", socketDefault(), "unix socket of the berth daemon (env BERTH_SOCKET)")
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the pod (default: any)")
-	if allNamespaces {
-		fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default; overrides -n)")
+	switch scope {
+	case listsPods:
+		f.lists = true
+		fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace to list (default \"default\", as kubectl; a pod named is looked for in any)")
+		fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "list every namespace, with a NAMESPACE column (overrides -n)")
+	case findsPodAll:
+		fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the pod (default: any)")
+		fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "look for the pod in every namespace (the default; overrides -n)")
+	default:
+		fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the pod (default: any)")
 	}
 	_ = cmd.RegisterFlagCompletionFunc("namespace", completeNamespaces(f))
 }
 
-// ns is the namespace the command looks in: "" for any.
+// ns is the namespace the command finds pods by name in: "" for any.
 func (f *clientFlags) ns() string {
 	if f.allNamespaces {
 		return ""
 	}
 	return f.namespace
+}
+
+// listNS is the namespace a listing shows: "" for every one (-A), else
+// -n's, else "default".
+func (f *clientFlags) listNS() string {
+	switch {
+	case f.allNamespaces:
+		return ""
+	case f.namespace != "":
+		return f.namespace
+	}
+	return metav1.NamespaceDefault
 }
 
 // outputFlag is -o/--output restricted to formats; "" is the table. A

@@ -66,7 +66,7 @@ func TestPodsKubectlFlags(t *testing.T) {
 // the manifest problems in it and nothing on stderr.
 func TestPodsJSONProblems(t *testing.T) {
 	d := startFakeDaemon(t)
-	code, out, errb := runCLI(t, d, "pods", "-o", "json")
+	code, out, errb := runCLI(t, d, "pods", "-A", "-o", "json")
 	if code != 0 || errb != "" {
 		t.Fatalf("exit %d stderr %q", code, errb)
 	}
@@ -200,8 +200,9 @@ func TestEvents(t *testing.T) {
 		{"a pod that is gone keeps its events", []string{"events", "old-node1", "-o", "name"}, 0, "event/old-node1.1\n", ""},
 		{"a namespace", []string{"events", "-n", "kube-system", "-o", "jsonpath={.items[*].reason}"}, 0, "Killing", ""},
 		{"by manifest name", []string{"events", "pod/crash", "-o", "jsonpath={.items[*].reason}"}, 0, "Pulled Created Started BackOff", ""},
-		{"kind of the list", []string{"events", "-o", "jsonpath={.kind} {.items[0].kind}"}, 0, "List Event", ""},
-		{"none", []string{"events", "-n", "empty"}, 0, "", "No events found in empty namespace."},
+		{"kind of the list", []string{"events", "-A", "-o", "jsonpath={.kind} {.items[0].kind}"}, 0, "List Event", ""},
+		{"none", []string{"events", "-n", "empty"}, 0, "", "No resources found in empty namespace (other namespaces hold some: berth events -A).\n"},
+		{"default namespace", []string{"events", "-o", "jsonpath={.items[*].involvedObject.name}"}, 0, "old-node1 crash-node1 crash-node1 crash-node1 crash-node1", ""},
 		{"one pod at most", []string{"events", "a", "b"}, 2, "", "berth events: want at most one POD"},
 		{"bad format", []string{"events", "-o", "wide"}, 2, "", `berth events: -o "wide": want json, yaml, name`},
 	}

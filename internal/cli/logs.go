@@ -44,7 +44,7 @@ func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 			return exit(o.run(args, stdout, stderr))
 		},
 	}
-	o.client.bind(cmd, false)
+	o.client.bind(cmd, findsPod)
 	fs := cmd.Flags()
 	fs.IntVar(&o.tail, "tail", -1, "lines of the end of the log to show; -1 shows all")
 	fs.StringVarP(&o.container, "container", "c", "", "container name (default: the pod's default container)")

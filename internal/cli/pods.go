@@ -44,17 +44,18 @@ func newPodsCmd(stdout, stderr io.Writer) *cobra.Command {
 		Aliases: []string{"ps"},
 		Short:   "List pods and rejected manifests (alias ps)",
 		Long: "Lists the pods berth runs and the manifests it rejected, like kubectl get pods.\n" +
-			"NAME is a pod's name (web-node1) or its manifest's (web). Every namespace is\n" +
-			"listed, with a NAMESPACE column, unless -n names one. Manifest problems that no\n" +
-			"row shows are warnings on stderr, and the \"problems\" list of -o json and yaml.\n" +
+			"NAME is a pod's name (web-node1) or its manifest's (web), found in any namespace\n" +
+			"unless -n is given. As kubectl get: the namespace listed is -n's, else default;\n" +
+			"-A lists every one, with a NAMESPACE column. Manifest problems that no row shows\n" +
+			"are warnings on stderr, and the \"problems\" list of -o json and yaml.\n" +
 			"-w prints the pods again as the daemon reports them changing.",
-		Example:           "  berth pods\n  berth ps -n kube-system -o wide\n  berth pods -l app=web -o name\n  berth pods web -o yaml\n  berth pods -o jsonpath='{.items[*].status.podIP}'\n  berth pods -w",
+		Example:           "  berth pods -A\n  berth ps -n kube-system -o wide\n  berth pods -l app=web -o name\n  berth pods web -o yaml\n  berth pods -o jsonpath='{.items[*].status.podIP}'\n  berth pods -w",
 		ValidArgsFunction: completePods(&o.client, true),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			return exit(o.run(names, stdout, stderr))
 		},
 	}
-	o.client.bind(cmd, true)
+	o.client.bind(cmd, listsPods)
 	o.output = bindOutput(cmd, "output format: wide, json, yaml, name, jsonpath=TEMPLATE or jsonpath-file=FILE",
 		append([]string{"wide"}, documentFormats...)...)
 	fs := cmd.Flags()
@@ -99,7 +100,7 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 			return fail(2, "%v", err)
 		}
 	}
-	ns := o.client.ns()
+	ns := o.client.listNS()
 	// Ctrl-C ends a watch cleanly, without an error message.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -118,7 +119,7 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 	if len(names) > 0 {
 		named := map[string]bool{}
 		for _, name := range names {
-			p, err := resolvePod(all, podArg(name), ns)
+			p, err := resolvePod(all, podArg(name), o.client.ns())
 			if err != nil {
 				return fail(1, "%v", err)
 			}
@@ -137,7 +138,7 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth pods: listing manifest problems: %v\n", err)
 	}
 	problems := problemsOf(list.Items, ns, pods, len(names) > 0 || !sel.Empty())
-	t := &podTable{w: stdout, wide: o.output.value == "wide", withNS: ns == "", noHeaders: o.noHeaders, events: o.watch && o.watchEvents, at: now()}
+	t := &podTable{w: stdout, wide: o.output.value == "wide", withNS: o.client.allNamespaces, noHeaders: o.noHeaders, events: o.watch && o.watchEvents, at: now()}
 	switch {
 	case pr != nil && o.watch:
 		// As kubectl get -w: each object on its own, the list's first.
@@ -159,11 +160,7 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 			return fail(1, "%v", err)
 		}
 	case len(pods) == 0 && !o.watch:
-		if ns != "" {
-			fmt.Fprintf(stderr, "No resources found in %s namespace.\n", ns)
-		} else {
-			fmt.Fprintln(stderr, "No resources found")
-		}
+		noneFound(stderr, ns, len(all), "berth pods -A")
 	default:
 		for i := range pods {
 			t.row("ADDED", &pods[i])
@@ -229,6 +226,19 @@ func (o *podsOptions) printEvent(pr *printer, w io.Writer, typ string, p *v1.Pod
 		}{typ, p}
 	}
 	return printWatched(pr, w, obj, "pod/"+p.Name)
+}
+
+// noneFound says, as kubectl does, that namespace ns ("" for all) holds
+// nothing, and how to list the others when they hold some of the total.
+func noneFound(w io.Writer, ns string, total int, listAll string) {
+	switch {
+	case ns == "":
+		fmt.Fprintln(w, "No resources found")
+	case total > 0:
+		fmt.Fprintf(w, "No resources found in %s namespace (other namespaces hold some: %s).\n", ns, listAll)
+	default:
+		fmt.Fprintf(w, "No resources found in %s namespace.\n", ns)
+	}
 }
 
 func orEmpty[T any](s []T) []T {
