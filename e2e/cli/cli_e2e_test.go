@@ -76,6 +76,7 @@ func run(m *testing.M) int {
 type daemon struct {
 	dir, manifests, socket, addr string
 	cmd                          *exec.Cmd
+	args                         []string // of berth run, for restart
 	log                          *bytes.Buffer
 	mu                           *sync.Mutex
 	// unpublish, when set, removes the pods of a source other than the
@@ -115,12 +116,8 @@ func startDaemonDashes(t *testing.T, dashes string, manifests map[string]string,
 		{"crashloop-backoff-max", "2s"}, {"log-level", "debug"}} {
 		args = append(args, dashes+f[0], f[1])
 	}
-	d.cmd = exec.Command(berthBin, append(args, extra...)...)
-	w := lockedWriter{d.mu, d.log}
-	d.cmd.Stdout, d.cmd.Stderr = w, w
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	d.args = append(args, extra...)
+	d.start(t)
 	t.Cleanup(func() {
 		defer func() {
 			d.cmd.Process.Signal(syscall.SIGTERM)
@@ -147,6 +144,30 @@ func startDaemonDashes(t *testing.T, dashes string, manifests map[string]string,
 		})
 	})
 	return d
+}
+
+// start runs berth with d's arguments.
+func (d *daemon) start(t *testing.T) {
+	t.Helper()
+	d.cmd = exec.Command(berthBin, d.args...)
+	w := lockedWriter{d.mu, d.log}
+	d.cmd.Stdout, d.cmd.Stderr = w, w
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart stops berth with SIGTERM, which leaves the pods running, and
+// starts it again on the same directories.
+func (d *daemon) restart(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("berth run after SIGTERM: %v", err)
+	}
+	d.start(t)
 }
 
 func (d *daemon) write(t *testing.T, name, content string) {

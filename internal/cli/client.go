@@ -116,7 +116,13 @@ func (c *client) get(ctx context.Context, path string, query url.Values) (*http.
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, &apiError{status: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+		text := strings.TrimSpace(string(msg))
+		if resp.StatusCode == http.StatusNotFound && text == "404 page not found" {
+			// net/http's own answer for a path nobody serves, not a
+			// pod the daemon did not find.
+			text = fmt.Sprintf("the daemon at %s does not serve %s: it is older than this berth", c.socket, path)
+		}
+		return nil, &apiError{status: resp.StatusCode, msg: text}
 	}
 	return resp, nil
 }
@@ -200,6 +206,11 @@ func (c *client) watch(ctx context.Context, path string, query url.Values, fn fu
 				return fmt.Errorf("the daemon at %s ended the watch of %s (did berth stop?)", c.socket, path)
 			}
 			return fmt.Errorf("read the watch of %s from %s: %w", path, c.socket, err)
+		}
+		if ev.Type == "" {
+			// An answer without a type is a list: the daemon does
+			// not know ?watch.
+			return fmt.Errorf("the daemon at %s does not serve a watch of %s: it is older than this berth", c.socket, path)
 		}
 		if ev.Type == "ERROR" {
 			var st metav1.Status

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -347,5 +350,41 @@ func TestVersion(t *testing.T) {
 	_, out, _ := runCLI(t, d, "version", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.ServerVersion == nil || doc.ServerVersion.GitCommit != "0123abc" || doc.ClientVersion.GitVersion != "dev" {
 		t.Errorf("version -o json: %v, %q", err, out)
+	}
+}
+
+// TestWatchOfAnOlderDaemon: a daemon that answers ?watch=true with its
+// list, as one without watches does, is told apart from a broken stream,
+// and a path it does not serve from a pod it did not find.
+func TestWatchOfAnOlderDaemon(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/pods":
+			w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}` + "\n"))
+		case "/problems":
+			w.Write([]byte(`{"items":[]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pods", "-w"}, "berth pods: the daemon at " + socket + " does not serve a watch of /pods: it is older than this berth\n"},
+		{[]string{"events"}, "berth events: the daemon at " + socket + " does not serve /events: it is older than this berth\n"},
+		{[]string{"version"}, "berth version: the daemon's version: the daemon at " + socket + " does not serve /version: it is older than this berth\n"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Execute("dev", append(tt.args, "--socket", socket), &out, &errb); code != 1 || errb.String() != tt.want {
+			t.Errorf("berth %s: exit %d stderr %q, want 1 and %q", strings.Join(tt.args, " "), code, errb.String(), tt.want)
+		}
 	}
 }
