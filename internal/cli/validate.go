@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -27,7 +26,7 @@ type validateOptions struct {
 // it accepts is exactly what `berth run` would start. Problems go to
 // stdout as FILE:LINE: FIELD: MESSAGE; with -o the defaulted pods go to
 // stdout and the problems to stderr, so the output stays a valid
-// document. Exit 0 when everything is valid, 1 otherwise, 2 on bad usage.
+// document (-o json's List also holds them, as berth pods -o json's). Exit 0 when everything is valid, 1 otherwise, 2 on bad usage.
 func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 	o := &validateOptions{}
 	cmd := &cobra.Command{
@@ -74,7 +73,7 @@ func (o *validateOptions) run(paths []string, stdout, stderr io.Writer) int {
 	problemsTo := stdout
 	if *output != "" {
 		problemsTo = stderr
-		if err := printPods(stdout, *output, snap.Pods); err != nil {
+		if err := printPods(stdout, *output, snap.Pods, snap.Problems); err != nil {
 			fmt.Fprintf(stderr, "berth validate: %v\n", err)
 			return 1
 		}
@@ -88,18 +87,19 @@ func (o *validateOptions) run(paths []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printPods writes the pods as berth would run them: a YAML stream, or a
-// JSON PodList.
-func printPods(w io.Writer, format string, pods []*v1.Pod) error {
+// printPods writes the pods as berth would run them: a YAML stream, or
+// the JSON List berth pods -o json prints, problems included.
+func printPods(w io.Writer, format string, pods []*v1.Pod, problems []podspec.Problem) error {
 	if format == "json" {
-		list := v1.PodList{}
-		list.APIVersion, list.Kind = "v1", "PodList"
+		doc := podListDoc{APIVersion: "v1", Kind: "List", Items: []v1.Pod{}, Problems: []manifestProblem{}}
 		for _, p := range pods {
-			list.Items = append(list.Items, *withTypeMeta(p))
+			doc.Items = append(doc.Items, *withTypeMeta(p))
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		for _, p := range problems {
+			doc.Problems = append(doc.Problems, manifestProblem{Source: p.Source, Origin: p.Origin, Line: p.Line, Field: p.Field,
+				Reason: p.Reason, Message: p.Message, Name: p.Name, Namespace: p.Namespace, Error: p.Error()})
+		}
+		return (&printer{format: "json"}).print(w, &doc, nil)
 	}
 	for _, p := range pods {
 		b, err := yaml.Marshal(withTypeMeta(p))
