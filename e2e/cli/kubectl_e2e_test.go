@@ -279,7 +279,7 @@ func TestVersionShowsDaemon(t *testing.T) {
 	}
 	out, _, _ = berth(t, d, "version", "-o", "json")
 	var doc struct {
-		Client struct{ GitVersion, Platform string } `json:"clientVersion"`
+		Client struct{ GitVersion, Platform string }  `json:"clientVersion"`
 		Server *struct{ GitVersion, Platform string } `json:"serverVersion"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Server == nil || doc.Server.GitVersion != doc.Client.GitVersion || doc.Server.Platform == "" {
