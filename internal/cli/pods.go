@@ -306,7 +306,7 @@ func printHiddenProblems(w io.Writer, problems []manifestProblem, pods []v1.Pod)
 		switch {
 		case rejected[p.Namespace+"/"+p.Name]:
 		case p.Name != "":
-			fmt.Fprintf(w, "Warning: pod %s/%s runs its last good version, its manifest is broken: %s\n", p.Namespace, p.Name, p.Error)
+			fmt.Fprintf(w, "Warning: pod %s/%s: %s\n", p.Namespace, p.Name, p.Error)
 		default:
 			fmt.Fprintf(w, "Warning: manifest problem: %s\n", p.Error)
 		}
