@@ -1,10 +1,13 @@
 // Package cli is berth's command line on cobra and pflag, as kubectl's:
-// the command tree (run, pods alias ps, logs, describe, validate,
-// doctor, version, completion), one file per command with its tests beside it,
+// the command tree (run, pods alias ps, logs, describe, events, validate,
+// config, doctor, version, completion), one file per command with its
+// tests beside it,
 // the flags the client commands share (--socket, -n/--namespace,
-// -A/--all-namespaces, -o/--output in flags.go), shell completion of pod,
-// namespace and container names from the daemon, the client of the
-// daemon's unix socket, and the kubectl-like table and describe printers.
+// -A/--all-namespaces, -o/--output in flags.go), the -o document formats
+// (json, yaml, name, jsonpath in printer.go), shell completion of pod,
+// namespace, container and label names from the daemon, the client of
+// the daemon's unix socket with its watches, and the kubectl-like table
+// and describe printers.
 //
 // Exit codes: 0 when all went well, 1 for a runtime, daemon or validation
 // failure, 2 for a usage error (unknown command or flag, bad arguments).
@@ -13,8 +16,8 @@
 //
 // It owns the command names, flags, output formats and messages. It must
 // never import syncloop, podworkers, kuberuntime or api: it reads pods,
-// events, problems and logs over the socket only (podstatus, rollback and
-// podspec give it the names of conditions, reasons and annotations;
+// events, problems, logs and the daemon's version over the socket only
+// (podstatus, rollback and podspec give it the names of conditions, reasons and annotations;
 // source reads manifests for validate), starts the daemon through
 // internal/daemon and runs the checks of doctor through internal/doctor.
 // It keeps no state between commands: each Execute builds its own tree,

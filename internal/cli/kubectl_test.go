@@ -287,6 +287,8 @@ func TestLogsKubectlFlags(t *testing.T) {
 			"/pods/default/sidecar-node1/log?container=log-shipper&follow=true&previous=false&timestamps=false",
 		}, true, "[pod/sidecar-node1/app] app line 1\n[pod/sidecar-node1/app] app line 2\n" +
 			"[pod/sidecar-node1/log-shipper] log-shipper line 1\n[pod/sidecar-node1/log-shipper] log-shipper line 2\n", ""},
+		{"all containers of a pod without any: the daemon says why", []string{"logs", "bad-node1", "--all-containers"}, 0,
+			[]string{"/pods/default/bad-node1/log?follow=false&previous=false&timestamps=false"}, false, " line 1\n line 2\n", ""},
 		{"prefix of one container", []string{"logs", "web", "--prefix"}, 0,
 			[]string{"/pods/default/web-node1/log?container=httpd" + q + "&timestamps=false"}, false, "[pod/web-node1/httpd] httpd line 1\n[pod/web-node1/httpd] httpd line 2\n", ""},
 		{"since and since-time", []string{"logs", "web", "--since", "1m", "--since-time", "2026-11-21T12:00:00Z"}, 2, nil, false, "", "at most one of --since-time or --since"},

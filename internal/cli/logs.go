@@ -137,6 +137,11 @@ func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
 		}
 		streams = []logStream{{container: name}}
 	}
+	if len(streams) == 0 {
+		// A pod without containers (a manifest berth refused): the
+		// daemon's answer says why it has no log.
+		streams = []logStream{{}}
+	}
 	if o.prefix {
 		for i := range streams {
 			streams[i].prefix = fmt.Sprintf("[pod/%s/%s] ", pod.Name, streams[i].container)
