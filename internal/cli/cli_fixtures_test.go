@@ -235,6 +235,7 @@ type fakeDaemon struct {
 	eventWatch chan watchEvent
 	mu         sync.Mutex
 	logReq     []string // path?query of each log request
+	podReplay  []v1.Pod // when set, what the pod watch opens with in place of the list
 }
 
 func startFakeDaemon(t *testing.T) *fakeDaemon {
@@ -270,9 +271,15 @@ func startFakeDaemon(t *testing.T) *fakeDaemon {
 	}
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("watch") == "true" {
+			d.mu.Lock()
+			replay := pods
+			if d.podReplay != nil {
+				replay = d.podReplay
+			}
+			d.mu.Unlock()
 			var initial []any
-			for i := range pods {
-				initial = append(initial, &pods[i])
+			for i := range replay {
+				initial = append(initial, &replay[i])
 			}
 			stream(w, r, initial, d.podWatch)
 			return

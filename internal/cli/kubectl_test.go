@@ -130,6 +130,13 @@ func TestPodsWatch(t *testing.T) {
 	added := fixturePod("new", "default", "app")
 	other := fixturePod("dns", "kube-system", "coredns")
 
+	// The watch opens with what the daemon has, job changed since the
+	// list: MODIFIED.
+	replay := fixturePods()
+	replay[6].Status.Phase = v1.PodFailed
+	d.mu.Lock()
+	d.podReplay = replay
+	d.mu.Unlock()
 	result := watchRun(t, d, "pods", "-w", "-n", "default", "--output-watch-events")
 	d.podWatch <- podEvent(t, "MODIFIED", crash)
 	d.podWatch <- podEvent(t, "ADDED", other)
@@ -150,10 +157,10 @@ func TestPodsWatch(t *testing.T) {
 		changes = append(changes, f[0]+" "+f[1]+" "+f[4])
 	}
 	want := len(fixturePods()) - 1 // every pod of default, listed once
-	if len(changes) != want+3 {
-		t.Fatalf("rows %q, want %d listed and 3 changes", changes, want)
+	if len(changes) != want+4 {
+		t.Fatalf("rows %q, want %d listed and 4 changes", changes, want)
 	}
-	if got := changes[want:]; !slices.Equal(got, []string{"MODIFIED crash-node1 6", "ADDED new-node1 0", "DELETED new-node1 0"}) {
+	if got := changes[want:]; !slices.Equal(got, []string{"MODIFIED job-node1 0", "MODIFIED crash-node1 6", "ADDED new-node1 0", "DELETED new-node1 0"}) {
 		t.Errorf("changes %q", got)
 	}
 }

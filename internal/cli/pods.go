@@ -181,8 +181,8 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 
 // watchPods prints the pods' changes as the daemon streams them, until ctx
 // ends. The daemon's watch may open with an ADDED event for each pod it
-// has, as the Kubernetes API's does: those already listed, unchanged, are
-// not printed twice.
+// has, as the Kubernetes API's does: those already listed are not printed
+// twice, or as MODIFIED when they changed in between.
 func (o *podsOptions) watchPods(ctx context.Context, c *client, listed []v1.Pod, want func(*v1.Pod) bool, pr *printer, t *podTable, stdout io.Writer) error {
 	shown := map[string][]byte{}
 	for i := range listed {
@@ -200,16 +200,21 @@ func (o *podsOptions) watchPods(ctx context.Context, c *client, listed []v1.Pod,
 		p = *withTypeMeta(&p)
 		key := p.Namespace + "/" + p.Name
 		b, _ := json.Marshal(&p)
-		if prev, ok := shown[key]; ok && ev.Type == "ADDED" && bytes.Equal(prev, b) {
-			delete(shown, key)
-			return nil
+		typ := ev.Type
+		if prev, ok := shown[key]; ok && typ == "ADDED" {
+			if bytes.Equal(prev, b) {
+				delete(shown, key)
+				return nil
+			}
+			// Listed, then changed before the watch began.
+			typ = "MODIFIED"
 		}
 		delete(shown, key)
 		if pr != nil {
-			return o.printEvent(pr, stdout, ev.Type, &p)
+			return o.printEvent(pr, stdout, typ, &p)
 		}
 		t.at = now()
-		t.row(ev.Type, &p)
+		t.row(typ, &p)
 		t.flush()
 		return nil
 	})
