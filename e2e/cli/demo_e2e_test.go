@@ -135,6 +135,8 @@ func TestDemo(t *testing.T) {
 		{[]string{"logs", "job-retry"}, []string{"attempt 3"}},
 		{[]string{"logs", "resources-demo"}, []string{"memory.max: 25165824"}},
 		{[]string{"describe", "resources-demo"}, []string{"QoS Class:", "Guaranteed"}},
+		{[]string{"describe", "init-demo"}, []string{"Conditions:", "Events:"}},
+		{[]string{"events", "init-demo"}, []string{"Started", "pod/init-demo-" + node}},
 	} {
 		out, errb, code := berth(t, d, c.args...)
 		for _, w := range c.want {
