@@ -126,6 +126,7 @@ func validateSpec(spec *v1.PodSpec, p *field.Path) field.ErrorList {
 	if sc := spec.SecurityContext; sc != nil {
 		errs = append(errs, validateIDs(sc.RunAsUser, sc.RunAsGroup, p.Child("securityContext"))...)
 	}
+	errs = append(errs, validateHostPorts(spec, p)...)
 	errs = append(errs, validateFileKeyRefs(spec, p)...)
 	errs = append(errs, validateHostUsers(spec, p)...)
 	return errs
