@@ -131,6 +131,7 @@ func Assemble(source string, results []Merged, failed bool, extra []podspec.Prob
 	snap := Snapshot{Source: source, Failed: failed}
 	owner := map[string]string{}
 	uids := map[types.UID]string{}
+	var accepted []placed
 	for _, m := range results {
 		snap.Problems = append(snap.Problems, m.Result.Problems...)
 		for i, p := range m.Result.Pods {
@@ -155,9 +156,12 @@ func Assemble(source string, results []Merged, failed bool, extra []podspec.Prob
 			}
 			owner[name], uids[p.UID] = where, where
 			snap.Pods = append(snap.Pods, p)
+			snap.Warnings = append(snap.Warnings, m.Result.PodWarnings(i)...)
+			accepted = append(accepted, placed{pod: p, origin: m.Origin.Path, res: m.Result, i: i})
 		}
 	}
 	r.resolve(&snap, results)
+	snap.Warnings = append(snap.Warnings, hostPortConflicts(source, running(accepted, snap.Pods))...)
 	snap.Problems = append(snap.Problems, extra...)
 	return snap
 }

@@ -18,6 +18,10 @@ type Snapshot struct {
 	// Problems are all the current problems of the source; they replace the
 	// previous ones.
 	Problems []podspec.Problem
+	// Warnings are about pods berth runs all the same: fields it ignores
+	// (podspec.ReasonIgnoredField) and host ports an earlier pod of the source
+	// claims too (podspec.ReasonHostPortConflict).
+	Warnings []podspec.Problem
 	// Objects are the ConfigMaps and Secrets each pod references, by the
 	// pod's UID; pods without references have none.
 	Objects map[types.UID]*PodObjects

@@ -98,6 +98,11 @@ func decodeManifests(data []byte, origin Origin, limit int) (docs []decoded, pro
 			problem(root.Line, "", "apiVersion and kind are required: a manifest starts with \"apiVersion: v1\" and \"kind: Pod\" (or PodList)", root)
 			continue
 		}
+		// The kind first: apiVersion is only wrong for a kind berth reads.
+		if !readKinds[kind] {
+			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("berth runs Pods (and PodLists, ConfigMaps, Secrets); %s is not run: use a Pod", kind), root)
+			continue
+		}
 		if apiVersion != "v1" {
 			problem(lineOf(root, "apiVersion"), "apiVersion", fmt.Sprintf("must be \"v1\", got %q", apiVersion), root)
 			continue
@@ -131,8 +136,6 @@ func decodeManifests(data []byte, origin Origin, limit int) (docs []decoded, pro
 			if obj != nil {
 				docs = append(docs, decoded{obj: obj, node: root})
 			}
-		default:
-			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("must be \"Pod\", \"PodList\", \"ConfigMap\" or \"Secret\", got %q", kind), root)
 		}
 	}
 	if !sawDocument && len(problems) == 0 {
@@ -141,6 +144,9 @@ func decodeManifests(data []byte, origin Origin, limit int) (docs []decoded, pro
 	}
 	return docs, problems, secret
 }
+
+// readKinds are the kinds of top-level document berth reads.
+var readKinds = map[string]bool{"Pod": true, "PodList": true, "List": true, KindConfigMap: true, KindSecret: true}
 
 // decodeList decodes the items of a PodList or List, each on its own: one
 // bad item does not reject its siblings.

@@ -52,6 +52,10 @@ type podExtra struct {
 	// for the pod ("" when the UID is explicit or unkeyed); see
 	// keepLegacyUIDs.
 	legacyUID types.UID
+	// warnings are the pod's warnings (podWarnings); hostPortLines the
+	// lines of its host-port claims (hostPortLines).
+	warnings      []Problem
+	hostPortLines map[string]int
 }
 
 // extraOf is the podExtra of Pods[i].
@@ -103,6 +107,7 @@ func parse(data []byte, origin Origin, nodeName string, limit int, key []byte) R
 		named := pod.Name != ""
 		derived := pod.UID == ""
 		legacy := applyIdentity(pod, nodeName, origin, key)
+		warnings := podWarnings(pod, d, origin)
 		podrules.Default(pod)
 		errs := podrules.Validate(pod)
 		if !named {
@@ -123,7 +128,11 @@ func parse(data []byte, origin Origin, nodeName string, limit int, key []byte) R
 		}
 		res.Pods = append(res.Pods, pod)
 		res.Lines = append(res.Lines, lineOf(d.node, "metadata.name"))
-		res.extra = append(res.extra, podExtra{derivedUID: derived, refLines: refLines(pod, d), prefix: d.prefix, legacyUID: legacy})
+		for i := range warnings {
+			warnings[i].Name, warnings[i].Namespace = pod.Name, pod.Namespace
+		}
+		res.extra = append(res.extra, podExtra{derivedUID: derived, refLines: refLines(pod, d), prefix: d.prefix, legacyUID: legacy,
+			warnings: warnings, hostPortLines: hostPortLines(pod, d)})
 	}
 	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Line < res.Problems[j].Line })
 	return res

@@ -161,9 +161,16 @@ spec:
 		wantMsg:   `invalid quantity "1Gb"`,
 	},
 	{
-		name:      "wrong kind",
+		name:      "a kind berth does not run",
 		in:        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n",
+		wantProbs: []string{"2 kind DecodeError"},
+		wantMsg:   "berth runs Pods (and PodLists, ConfigMaps, Secrets); Deployment is not run: use a Pod",
+	},
+	{
+		name:      "a kind berth reads in another version",
+		in:        "apiVersion: v2\nkind: Pod\nmetadata:\n  name: d\n",
 		wantProbs: []string{"1 apiVersion DecodeError"},
+		wantMsg:   `must be "v1", got "v2"`,
 	},
 	{
 		name:      "no kind",
