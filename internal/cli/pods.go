@@ -271,6 +271,9 @@ type manifestProblem struct {
 	Name      string `json:"name,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Error     string `json:"error"`
+	// Severity is "error" or "warning" where berth validate judged it;
+	// the daemon's problems are all errors and leave it out.
+	Severity string `json:"severity,omitempty"`
 }
 
 // problemsOf keeps the problems of the pods listed when they were picked

@@ -75,7 +75,7 @@ var podFields = map[string]fieldEntry{
 	"spec.containers[*].command":                  {Honoured, "`$(VAR)` expanded as the kubelet does"},
 	"spec.containers[*].args":                     {Honoured, "`$(VAR)` expanded as the kubelet does"},
 	"spec.containers[*].workingDir":               {Honoured, ""},
-	"spec.containers[*].ports":                    {Honoured, "`hostPort` through CNI portmap"},
+	"spec.containers[*].ports":                    {Honoured, "`hostPort` through CNI portmap; one host port twice in a pod refuses it, as the API server does; a host port another pod claims too is a warning on the later pod, and both run"},
 	"spec.containers[*].envFrom":                  {Honoured, "ConfigMaps and Secrets of the pod's own source and namespace"},
 	"spec.containers[*].env":                      {Honoured, "in order; `$(VAR)` refers to earlier variables, `$$` escapes, unknown references stay as written"},
 	"spec.containers[*].resources":                {Honoured, ""},

@@ -3,6 +3,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -41,7 +42,13 @@ type ReadOptions struct {
 	// those holding a Secret others may read, as the daemon does; "" and
 	// warn do not check.
 	Permissions Permissions
+	// Stdin is what the path "-" reads, shown as StdinName, within
+	// MaxBytes; nil: "-" is a file name like any other.
+	Stdin io.Reader
 }
+
+// StdinName is how problems name the manifest read from standard input.
+const StdinName = "<stdin>"
 
 // ReadPaths reads manifest files and directories once, as the file source
 // would (same ignore rules, limits and duplicate rule, only regular files,
@@ -49,6 +56,13 @@ type ReadOptions struct {
 // directory in lexical order), for `berth validate`. A path that cannot be
 // read is a Problem, not an error.
 func ReadPaths(opts ReadOptions, paths ...string) podsnapshot.Snapshot {
+	snap, _ := ReadManifests(opts, paths...)
+	return snap
+}
+
+// ReadManifests is ReadPaths that also returns the manifests it read
+// (files, and StdinName for "-"), in order, for berth validate's summary.
+func ReadManifests(opts ReadOptions, paths ...string) (podsnapshot.Snapshot, []string) {
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = podspec.DefaultMaxBytes
@@ -61,6 +75,10 @@ func ReadPaths(opts ReadOptions, paths ...string) podsnapshot.Snapshot {
 	}
 	var files []string
 	for _, p := range paths {
+		if p == "-" && opts.Stdin != nil {
+			files = append(files, p)
+			continue
+		}
 		info, err := os.Stat(p)
 		if err != nil {
 			unreadable(p, err)
@@ -87,6 +105,10 @@ func ReadPaths(opts ReadOptions, paths ...string) podsnapshot.Snapshot {
 		}
 	}
 	for _, f := range files {
+		if f == "-" && opts.Stdin != nil {
+			results = append(results, readStdin(opts, maxBytes))
+			continue
+		}
 		m, err := readManifestFile(f, maxBytes)
 		if err == nil && strict && m.perm != nil {
 			err = m.perm
@@ -105,5 +127,23 @@ func ReadPaths(opts ReadOptions, paths ...string) podsnapshot.Snapshot {
 		}
 		results = append(results, podsnapshot.Merged{Origin: podspec.Origin{Source: podspec.SourceFile, Path: f}, Result: res})
 	}
-	return podsnapshot.Assemble(podspec.SourceFile, results, false, extra, podsnapshot.NewResolver(nil))
+	read := make([]string, 0, len(results))
+	for _, m := range results {
+		read = append(read, m.Origin.Path)
+	}
+	return podsnapshot.Assemble(podspec.SourceFile, results, false, extra, podsnapshot.NewResolver(nil)), read
+}
+
+// readStdin reads the manifest on standard input as ReadPaths reads a
+// file: at most maxBytes, else refused as too large. No permissions apply.
+func readStdin(opts ReadOptions, maxBytes int64) podsnapshot.Merged {
+	origin := podspec.Origin{Source: podspec.SourceFile, Path: StdinName}
+	data, err := io.ReadAll(io.LimitReader(opts.Stdin, maxBytes+1))
+	switch {
+	case err != nil:
+		return podsnapshot.Merged{Origin: origin, Result: podspec.Result{Problems: []podspec.Problem{fileProblem(StdinName, fmt.Errorf("reading standard input: %w", err))}}}
+	case int64(len(data)) > maxBytes:
+		return podsnapshot.Merged{Origin: origin, Result: tooLarge(StdinName, maxBytes)}
+	}
+	return podsnapshot.Merged{Origin: origin, Result: podspec.ParseLimited(data, origin, opts.NodeName, opts.MaxPods)}
 }
