@@ -1,0 +1,88 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestHostPorts: a pod asking for one host port twice is refused as the
+// API server refuses it, its berth.io/ManifestValid condition False with
+// the file, line and field of the second claim; two pods of separate
+// files claiming one host port both run, and the later one's clash is
+// logged once as a pod warning naming the earlier pod's file and line,
+// as is a field berth ignores.
+func TestHostPorts(t *testing.T) {
+	port := freePort(t)
+	dup := sleeper("dup")
+	dup.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: int32(port)}}
+	side := shContainer("side", sleepForever)
+	side.Ports = []v1.ContainerPort{{ContainerPort: 81, HostPort: int32(port)}}
+	dup.Spec.Containers = append(dup.Spec.Containers, side)
+	// Host-network pods: their container ports are host ports. The
+	// sleepers bind nothing, so both start.
+	first, second := sleeper("net-a"), sleeper("net-b")
+	for _, p := range []*v1.Pod{first, second} {
+		p.Spec.HostNetwork = true
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: int32(port)}}
+	}
+	second.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+	b := newBerth(t, berthOptions{manifests: map[string]string{
+		"dup.yaml":   podManifest(dup),
+		"net-a.yaml": podManifest(first),
+		"net-b.yaml": podManifest(second),
+	}})
+	b.waitReady()
+
+	c := b.waitManifestValid(podName("dup"), v1.ConditionFalse, "Invalid")
+	want := fmt.Sprintf(`%s:%d: spec.containers[1].ports[0].hostPort: Duplicate value: "TCP//%d"`, b.manifestPath("dup.yaml"), lineOf(t, podManifest(dup), fmt.Sprintf("hostPort: %d", port), 2), port)
+	if c.Message != want {
+		t.Errorf("dup: ManifestValid message %q, want %q", c.Message, want)
+	}
+	if sbs, err := sandboxesOf(podName("dup")); err != nil || len(sbs) != 0 {
+		t.Errorf("dup got sandboxes (%v): %v", err, sbs)
+	}
+
+	b.waitRunning(podName("net-a"))
+	b.waitRunning(podName("net-b"))
+	clash := fmt.Sprintf(`hostPort TCP/0.0.0.0/%d clashes with TCP/0.0.0.0/%d of pod \"%s\" at %s:%d`, port, port, podName("net-a"),
+		b.manifestPath("net-a.yaml"), lineOf(t, podManifest(first), fmt.Sprintf("containerPort: %d", port), 1))
+	ignored := "field=spec.tolerations reason=IgnoredField pod=" + podName("net-b")
+	for _, w := range []string{clash, ignored} {
+		b.waitFor("the pod warning "+w, waitTimeout, func() (bool, string) { return b.logContains(w), "not logged" })
+	}
+	// A rescan later, each is still logged once.
+	b.writeManifest("other.yaml", podManifest(sleeper("other")))
+	b.waitRunning(podName("other"))
+	for _, w := range []string{clash, ignored} {
+		if n := b.logCount(w); n != 1 {
+			b.dumpLog()
+			t.Errorf("%q logged %d times, want once", w, n)
+		}
+	}
+}
+
+// lineOf is the 1-based line of the nth line of manifest containing s.
+func lineOf(t *testing.T, manifest, s string, nth int) int {
+	t.Helper()
+	for i, line := range strings.Split(manifest, "\n") {
+		if strings.Contains(line, s) {
+			if nth--; nth == 0 {
+				return i + 1
+			}
+		}
+	}
+	t.Fatalf("manifest has no %d of %q:\n%s", nth, s, manifest)
+	return 0
+}
+
+// logCount is how many times s occurs in berth's log.
+func (b *berth) logCount(s string) int {
+	data, _ := os.ReadFile(b.logFile)
+	return strings.Count(string(data), s)
+}
