@@ -66,12 +66,15 @@ func relaxedJSONPath(t string) string {
 func (p *printer) print(w io.Writer, obj any, names []string) error {
 	switch p.format {
 	case "json":
-		b, err := json.MarshalIndent(obj, "", "  ")
-		if err != nil {
+		// Names such as <stdin> and messages quoting a field stay as
+		// written: no \u003c escapes, which only HTML needs.
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(obj); err != nil {
 			return fmt.Errorf("render JSON: %w", err)
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return nil
 	case "yaml":
 		b, err := yaml.Marshal(obj)
 		if err != nil {

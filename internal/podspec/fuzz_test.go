@@ -21,6 +21,8 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(podspectest.ConfigMap + "---\n" + podspectest.Secret + "---\n" + podspectest.RefPod))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, type: kubernetes.io/dockerconfigjson, data: {.dockerconfigjson: e30=}}\n"))
+	f.Add([]byte(podspectest.Manifest("a", "nginx:1") + "    ports:\n    - {containerPort: 80, hostPort: 80}\n  tolerations:\n  - operator: Exists\n---\n" +
+		podspectest.Manifest("b", "nginx:1") + "  hostNetwork: true\n  initContainers:\n  - {name: i, image: busybox:1, resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]}\n"))
 	for _, v := range []string{"pw", "!", ": x", " {a: b, a: c}", "&a [*a]", "\" \\x", "=="} {
 		f.Add([]byte(v))
 	}
@@ -35,6 +37,17 @@ func FuzzDecode(f *testing.F) {
 		for _, o := range res.Objects {
 			if (o.ConfigMap == nil) == (o.Secret == nil) || len(validateObject(&o)) > 0 || len(validateObjectKeyCount(&o)) > 0 || o.Meta().Namespace == "" {
 				t.Fatalf("accepted an invalid object %+v", o)
+			}
+		}
+		for _, w := range res.Warnings() {
+			if w.Origin != webOrigin.Path || w.Reason != ReasonIgnoredField || w.Field == "" || !strings.HasPrefix(w.Message, "ignored: ") {
+				t.Fatalf("incomplete warning %+v", w)
+			}
+		}
+		snap := Assemble(SourceFile, []Merged{{Origin: webOrigin, Result: res}}, false, nil, NewResolver(nil))
+		for _, w := range snap.Warnings {
+			if w.Reason == ReasonHostPortConflict && (w.Name == "" || w.Field == "") {
+				t.Fatalf("host-port clash names no pod or field: %+v", w)
 			}
 		}
 		if len(res.Lines) != len(res.Pods) {
