@@ -5,7 +5,9 @@
 // config annotations), applies the API defaults and validation of package
 // podrules, decodes and checks the ConfigMaps and Secrets a manifest
 // defines and lists the pods' references to them (ObjectRefs). Its Result
-// is one manifest's pods, objects and problems.
+// is one manifest's pods, objects and problems, with the warnings of the
+// pods berth runs all the same (fields berth ignores) and the lines of
+// their host-port claims, for package podsnapshot's clash check.
 //
 // The flow through the desired-state packages: Parse turns one manifest
 // into a Result; the sources (package source) read files and URLs, keep

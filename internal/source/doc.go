@@ -8,8 +8,8 @@
 // Config enables, the manifest URL's through package httpsource, with one
 // UID key for both, both recording into one sourcemetrics.Metrics (when
 // each source last tried and last managed to read its manifests, and the
-// signed serial it accepted); ReadPaths reads files once, as berth
-// validate does.
+// signed serial it accepted); ReadPaths reads files (and standard input
+// as "-") once, as berth validate does.
 //
 // It imports packages podspec, source/httpsource, source/signature,
 // source/sourcemetrics and source/laststate, and must never import the
