@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,9 +16,9 @@ import (
 // TestHostPorts: a pod asking for one host port twice is refused as the
 // API server refuses it, its berth.io/ManifestValid condition False with
 // the file, line and field of the second claim; two pods of separate
-// files claiming one host port both run, and the later one's clash is
-// logged once as a pod warning naming the earlier pod's file and line,
-// as is a field berth ignores.
+// files claiming one host port both run, and the later one's clash is a
+// Warning event of it naming the earlier pod's file and line, logged
+// once; so is a field berth ignores.
 func TestHostPorts(t *testing.T) {
 	port := freePort(t)
 	dup := sleeper("dup")
@@ -52,10 +54,16 @@ func TestHostPorts(t *testing.T) {
 	b.waitRunning(podName("net-b"))
 	clash := fmt.Sprintf(`hostPort TCP/0.0.0.0/%d clashes with TCP/0.0.0.0/%d of pod \"%s\" at %s:%d`, port, port, podName("net-a"),
 		b.manifestPath("net-a.yaml"), lineOf(t, podManifest(first), fmt.Sprintf("containerPort: %d", port), 1))
-	ignored := "field=spec.tolerations reason=IgnoredField pod=" + podName("net-b")
+	ignored := `spec.tolerations: ignored: berth runs the pod on this node without scheduling" event=IgnoredField pod=` + podName("net-b")
 	for _, w := range []string{clash, ignored} {
 		b.waitFor("the pod warning "+w, waitTimeout, func() (bool, string) { return b.logContains(w), "not logged" })
 	}
+	// The clash is a Warning event of the later pod, which berth
+	// describe shows.
+	b.waitFor("berth describe net-b to show the HostPortConflict event", waitTimeout, func() (bool, string) {
+		out, err := exec.Command(berthBin, "describe", "net-b", "--socket", b.socket).CombinedOutput()
+		return err == nil && regexp.MustCompile(`Warning\s+HostPortConflict\s`).Match(out), string(out)
+	})
 	// A rescan later, each is still logged once.
 	b.writeManifest("other.yaml", podManifest(sleeper("other")))
 	b.waitRunning(podName("other"))

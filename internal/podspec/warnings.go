@@ -59,19 +59,3 @@ func (r Result) PodWarnings(i int) []Problem { return r.extraOf(i).warnings }
 func (r Result) HostPortLine(i int, fieldPath string) int {
 	return r.extraOf(i).hostPortLines[fieldPath]
 }
-
-// NewWarnings are the warnings of cur that prev does not have, for a
-// source to log each warning once, not on every snapshot.
-func NewWarnings(prev, cur []Problem) []Problem {
-	seen := make(map[Problem]bool, len(prev))
-	for _, p := range prev {
-		seen[p] = true
-	}
-	var out []Problem
-	for _, p := range cur {
-		if !seen[p] {
-			out = append(out, p)
-		}
-	}
-	return out
-}

@@ -74,9 +74,6 @@ type fileSource struct {
 	// warned holds, per path and rule, the ownership or mode problem
 	// last logged under --manifest-permissions=warn, to log each once.
 	warned map[warnKey]string
-	// podWarnings are the snapshot warnings (podsnapshot.Snapshot.Warnings)
-	// last sent, to log each once.
-	podWarnings []podspec.Problem
 	// watching is set once the first scan was sent: from then on a path
 	// that vanishes gets vanishGrace before its pods are removed.
 	watching bool
@@ -646,13 +643,7 @@ func (s *fileSource) send(ctx context.Context) error {
 	} else {
 		s.saveLastGood()
 	}
-	snap := podsnapshot.Assemble(podspec.SourceFile, results, s.failed != nil, extra, s.resolver)
-	for _, w := range podspec.NewWarnings(s.podWarnings, snap.Warnings) {
-		s.log.Warn("pod warning", "origin", w.Origin, "line", w.Line, "field", w.Field, "reason", w.Reason,
-			"pod", w.Name, "namespace", w.Namespace, "warning", w.Message)
-	}
-	s.podWarnings = snap.Warnings
-	err := s.store.Apply(ctx, snap)
+	err := s.store.Apply(ctx, podsnapshot.Assemble(podspec.SourceFile, results, s.failed != nil, extra, s.resolver))
 	// Durable while the agent starts the pods, not before (Stage).
 	s.state.Sync()
 	return err

@@ -2,7 +2,8 @@
 // stream of pod updates (ADD, UPDATE, REMOVE, RECONCILE) the agent
 // consumes, and answers the agent's questions about the desired state at
 // any time: the current pods and their ConfigMaps and Secrets, every
-// source's problems and version, and whether all sources have delivered.
+// source's problems, warnings and version, and whether all sources have
+// delivered.
 //
 // It imports package podspec for the model and must never import the
 // sources, the agent or the runtime.

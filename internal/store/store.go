@@ -53,6 +53,7 @@ type Store struct {
 	offeredObjects map[string]map[types.UID]*podsnapshot.PodObjects
 	objects        map[types.UID]*podsnapshot.PodObjects
 	problems       map[string][]podspec.Problem // source -> its current problems
+	warnings       map[string][]podspec.Problem // source -> its snapshot's Warnings
 	versions       map[string]string            // source -> podsnapshot.Snapshot.Version
 	// conflicts are the DuplicateUID problems across sources, recomputed
 	// on every merge.
@@ -90,6 +91,7 @@ func NewWithClock(c clock.PassiveClock, sources ...string) *Store {
 		offeredObjects: make(map[string]map[types.UID]*podsnapshot.PodObjects),
 		objects:        make(map[types.UID]*podsnapshot.PodObjects),
 		problems:       make(map[string][]podspec.Problem),
+		warnings:       make(map[string][]podspec.Problem),
 		versions:       make(map[string]string),
 		changed:        make(chan struct{}),
 	}
@@ -135,6 +137,20 @@ func (s *Store) Problems() []podspec.Problem {
 		out = append(out, ps...)
 	}
 	out = append(out, s.conflicts...)
+	s.mu.Unlock()
+	sortProblems(out)
+	return out
+}
+
+// Warnings returns the current warnings of every source's snapshot
+// (podsnapshot.Snapshot.Warnings): pods that run with a field berth ignores or
+// a host port another pod claims too.
+func (s *Store) Warnings() []podspec.Problem {
+	s.mu.Lock()
+	var out []podspec.Problem
+	for _, ws := range s.warnings {
+		out = append(out, ws...)
+	}
 	s.mu.Unlock()
 	sortProblems(out)
 	return out
@@ -229,6 +245,7 @@ func (s *Store) merge(snap podsnapshot.Snapshot) {
 // offered anything, in name order. s.mu must be held.
 func (s *Store) takeSnapshot(snap podsnapshot.Snapshot) []string {
 	s.problems[snap.Source] = append([]podspec.Problem(nil), snap.Problems...)
+	s.warnings[snap.Source] = append([]podspec.Problem(nil), snap.Warnings...)
 	s.versions[snap.Source] = snap.Version
 	if !snap.Failed {
 		s.delivered[snap.Source] = true

@@ -17,6 +17,7 @@ import (
 	"github.com/berth-agent/berth/internal/nodeshutdown"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
+	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
 	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/prober"
@@ -146,7 +147,9 @@ type Loop struct {
 	firstChanges [2]<-chan struct{}
 
 	// Owned by the sync loop goroutine.
-	rejected   map[types.UID]bool // pods refused admission (max-pods)
+	rejected map[types.UID]bool // pods refused admission (max-pods)
+	// warned holds, per pod version, the warnings recorded as its events.
+	warned     map[types.UID]map[podspec.Problem]bool
 	lastRelist relist
 	// lastRelistAt is when the previous relist began, failed or not.
 	lastRelistAt time.Time
@@ -186,6 +189,7 @@ func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober
 		events:   cfg.Events,
 		pleg:     newPLEG(rt, cfg.Clock, cfg.RelistPeriod),
 		rejected: map[types.UID]bool{},
+		warned:   map[types.UID]map[podspec.Problem]bool{},
 	}
 	a.firstChanges = [2]<-chan struct{}{a.status.Changed(), store.Changed()}
 	if src, ok := rt.(runtimeEvents); ok && cfg.EventedRelistPeriod > 0 {
@@ -349,6 +353,7 @@ func (a *Loop) handOver(u store.PodUpdate, updates <-chan store.PodUpdate, held 
 
 // handleUpdate dispatches one merge-store update to the workers.
 func (a *Loop) handleUpdate(u store.PodUpdate) {
+	defer a.warnPods()
 	for _, pod := range u.Pods {
 		if u.Op != store.OpRemove {
 			// While a rollback of this version is in force, its last
@@ -366,6 +371,7 @@ func (a *Loop) handleUpdate(u store.PodUpdate) {
 			log.Info("pod updated")
 			a.workers.Update(pod)
 		case store.OpRemove:
+			delete(a.warned, pod.UID)
 			if a.rejected[pod.UID] {
 				delete(a.rejected, pod.UID)
 				a.status.Delete(pod.UID)
@@ -375,6 +381,37 @@ func (a *Loop) handleUpdate(u store.PodUpdate) {
 			a.workers.Remove(pod.UID, nil)
 			a.removeRollback(pod)
 		}
+	}
+}
+
+// warnPods records each of the store's warnings (a field berth ignores, a
+// host port an earlier pod claims too) as a Warning event of the pod it
+// names, once per pod version, so berth describe and the log show why a
+// pod may not work as its manifest says. The pods run all the same. It
+// looks at every pod after each update: a clash can come to a pod that
+// did not change, when a manifest sorted before its own claims the port.
+func (a *Loop) warnPods() {
+	warnings := a.store.Warnings()
+	if len(warnings) == 0 {
+		return
+	}
+	for _, pod := range a.store.Pods() {
+		a.warnPod(pod, warnings)
+	}
+}
+
+// warnPod records the warnings naming pod, from its manifest, that its
+// version has not had yet.
+func (a *Loop) warnPod(pod *v1.Pod, warnings []podspec.Problem) {
+	for _, w := range warnings {
+		if w.Name != pod.Name || w.Namespace != pod.Namespace || w.Origin != pod.Annotations[podspec.AnnotationOrigin] || a.warned[pod.UID][w] {
+			continue
+		}
+		if a.warned[pod.UID] == nil {
+			a.warned[pod.UID] = map[podspec.Problem]bool{}
+		}
+		a.warned[pod.UID][w] = true
+		a.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, w.Reason, w.Error())
 	}
 }
 

@@ -43,9 +43,6 @@ type httpSource struct {
 	store    Sink
 	log      *slog.Logger
 	schedule *pollSchedule // when to poll next (httppoll.go)
-	// podWarnings are the snapshot warnings (podsnapshot.Snapshot.Warnings)
-	// last sent, to log each once.
-	podWarnings []podspec.Problem
 
 	respHeader http.Header // of the last poll's response, for the schedule; nil when none came
 
@@ -274,11 +271,6 @@ func (s *httpSource) send(ctx context.Context) error {
 	}
 	results := []podsnapshot.Merged{{Origin: s.origin, Result: s.last}}
 	snap := podsnapshot.Assemble(podspec.SourceHTTP, results, !s.answered || s.problem != nil, extra, s.resolver)
-	for _, w := range podspec.NewWarnings(s.podWarnings, snap.Warnings) {
-		s.log.Warn("pod warning", "origin", w.Origin, "line", w.Line, "field", w.Field, "reason", w.Reason,
-			"pod", w.Name, "namespace", w.Namespace, "warning", w.Message)
-	}
-	s.podWarnings = snap.Warnings
 	if snap.Version = s.etag; snap.Version == "" {
 		snap.Version = s.lastModified
 	}
