@@ -116,8 +116,11 @@ func (o *validateOptions) run(paths []string, stdin io.Reader, stdout, stderr io
 		return 1
 	}
 	if !o.quiet {
-		fmt.Fprintf(stderr, "%s in %s %s valid%s\n", plural(len(snap.Pods), "pod"), plural(len(read), "file"),
-			map[bool]string{true: "is", false: "are"}[len(snap.Pods) == 1], warningCount(len(warnings)))
+		verb := "are"
+		if len(snap.Pods) == 1 {
+			verb = "is"
+		}
+		fmt.Fprintf(stderr, "%s in %s %s valid%s\n", plural(len(snap.Pods), "pod"), plural(len(read), "file"), verb, warningCount(len(warnings)))
 	}
 	return 0
 }
