@@ -17,19 +17,90 @@ type Warning struct {
 	Message string
 }
 
-// ignoredFields are the registry's Ignored entries (fields.go) with what
-// IgnoredFields says of each, sorted so warnings come out in a stable
-// order.
-var ignoredFields = func() []string {
-	var out []string
+// ignoredPath is a registry path of an Ignored field, resolved against
+// the API types once, so that checking a pod walks struct fields by index
+// and builds a path string only for a field that is set.
+type ignoredPath struct {
+	steps   []pathStep
+	message string
+}
+
+// pathStep is one segment of an ignoredPath: the struct field (index for
+// reflect.Value.FieldByIndex, through inlined structs) and whether it is
+// a list whose every item goes on.
+type pathStep struct {
+	name  string
+	index []int
+	each  bool
+}
+
+// ignoredPaths are the registry's Ignored entries (fields.go), container
+// fields for init and app containers alike, sorted so warnings come out
+// in a stable order.
+var ignoredPaths = func() []ignoredPath {
+	var paths []string
 	for path, e := range podFields {
-		if e.support == Ignored {
-			out = append(out, path)
+		if e.support != Ignored {
+			continue
+		}
+		paths = append(paths, path)
+		if rest, ok := strings.CutPrefix(path, "spec.containers[*]."); ok {
+			paths = append(paths, "spec.initContainers[*]."+rest)
 		}
 	}
-	sort.Strings(out)
+	sort.Strings(paths)
+	out := make([]ignoredPath, 0, len(paths))
+	for _, path := range paths {
+		entry := podFields[path]
+		if rest, ok := strings.CutPrefix(path, "spec.initContainers[*]."); ok {
+			entry = podFields["spec.containers[*]."+rest]
+		}
+		out = append(out, ignoredPath{steps: resolvePath(reflect.TypeOf(v1.Pod{}), path), message: ignoredMessage(entry.note)})
+	}
 	return out
 }()
+
+// resolvePath turns a registry path into the struct fields it names from
+// t. A path the API types do not have panics at start: the registry test
+// (TestFieldRegistryComplete) keeps them in step.
+func resolvePath(t reflect.Type, path string) []pathStep {
+	var steps []pathStep
+	for _, seg := range strings.Split(path, ".") {
+		name, each := strings.CutSuffix(seg, "[*]")
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		f, ok := jsonField(t, name)
+		if !ok {
+			panic("podrules: the registry path " + path + " is not a field of " + t.String())
+		}
+		steps = append(steps, pathStep{name: name, index: f.Index, each: each})
+		t = f.Type
+		if each {
+			t = t.Elem()
+		}
+	}
+	return steps
+}
+
+// jsonField is the field of struct t whose JSON name is name, looking
+// into inlined structs.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name {
+			return f, true
+		}
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			if inner, ok := jsonField(f.Type, name); ok {
+				inner.Index = append([]int{i}, inner.Index...)
+				return inner, true
+			}
+		}
+	}
+	return reflect.StructField{}, false
+}
 
 // IgnoredFields lists the fields the registry calls Ignored that the pod
 // sets, so users learn that berth accepts and ignores them. It must see
@@ -41,17 +112,56 @@ var ignoredFields = func() []string {
 func IgnoredFields(pod *v1.Pod) []Warning {
 	var out []Warning
 	root := reflect.ValueOf(pod).Elem()
-	for _, path := range ignoredFields {
-		msg := ignoredMessage(podFields[path].note)
-		for _, p := range expandPath(path) {
-			for _, f := range setFields(root, strings.Split(p, "."), "") {
-				if !asBerthDoes(pod, f) {
-					out = append(out, Warning{Field: f, Message: msg})
-				}
+	for _, ip := range ignoredPaths {
+		ip.walk(root, 0, nil, func(f string) {
+			if !asBerthDoes(pod, f) {
+				out = append(out, Warning{Field: f, Message: ip.message})
 			}
-		}
+		})
 	}
 	return out
+}
+
+// walk follows the steps from v, with the list indexes taken so far, and
+// calls found with the path of each set value at the end.
+func (ip ignoredPath) walk(v reflect.Value, i int, indexes []int, found func(string)) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	if i == len(ip.steps) {
+		if v.IsZero() || (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.Len() == 0 {
+			return
+		}
+		found(ip.path(indexes))
+		return
+	}
+	f := v.FieldByIndex(ip.steps[i].index)
+	if !ip.steps[i].each {
+		ip.walk(f, i+1, indexes, found)
+		return
+	}
+	for j := 0; j < f.Len(); j++ {
+		ip.walk(f.Index(j), i+1, append(indexes, j), found)
+	}
+}
+
+// path is the field path with the list indexes taken.
+func (ip ignoredPath) path(indexes []int) string {
+	var b strings.Builder
+	for _, st := range ip.steps {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(st.name)
+		if st.each {
+			b.WriteString("[" + strconv.Itoa(indexes[0]) + "]")
+			indexes = indexes[1:]
+		}
+	}
+	return b.String()
 }
 
 // ignoredMessage words a warning by the class of the registry's note.
@@ -78,64 +188,4 @@ func asBerthDoes(pod *v1.Pod, f string) bool {
 		return pod.Spec.EnableServiceLinks != nil && !*pod.Spec.EnableServiceLinks
 	}
 	return false
-}
-
-// expandPath gives a container field's path for init containers too.
-func expandPath(path string) []string {
-	if rest, ok := strings.CutPrefix(path, "spec.containers[*]."); ok {
-		return []string{"spec.initContainers[*]." + rest, path}
-	}
-	return []string{path}
-}
-
-// setFields walks v along the JSON names of segs ("name" or "name[*]"),
-// returning the concrete paths (with indexes) of the non-zero values at
-// the end. at is the path walked so far.
-func setFields(v reflect.Value, segs []string, at string) []string {
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			return nil
-		}
-		v = v.Elem()
-	}
-	if len(segs) == 0 {
-		if v.IsZero() || (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.Len() == 0 {
-			return nil
-		}
-		return []string{at}
-	}
-	name, each := strings.CutSuffix(segs[0], "[*]")
-	f, ok := jsonField(v, name)
-	if !ok {
-		return nil
-	}
-	at = strings.TrimPrefix(at+"."+name, ".")
-	if !each {
-		return setFields(f, segs[1:], at)
-	}
-	var out []string
-	for i := 0; i < f.Len(); i++ {
-		out = append(out, setFields(f.Index(i), segs[1:], at+"["+strconv.Itoa(i)+"]")...)
-	}
-	return out
-}
-
-// jsonField is the field of struct v whose JSON name is name.
-func jsonField(v reflect.Value, name string) (reflect.Value, bool) {
-	if v.Kind() != reflect.Struct {
-		return reflect.Value{}, false
-	}
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if tag == name {
-			return v.Field(i), true
-		}
-		if t.Field(i).Anonymous && tag == "" {
-			if f, ok := jsonField(v.Field(i), name); ok {
-				return f, true
-			}
-		}
-	}
-	return reflect.Value{}, false
 }
