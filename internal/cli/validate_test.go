@@ -94,7 +94,7 @@ func TestValidate(t *testing.T) {
 		{"stdin problems", validPod + "    imagePullPolicy: Sometimes\n", []string{"--node-name", "n1", "-"}, 1,
 			[]string{`<stdin>:9: spec.containers[0].imagePullPolicy: Unsupported value`}, nil},
 		{"stdin in json", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n", []string{"--node-name", "n1", "-o", "json", "-"}, 1,
-			[]string{`"file": "<stdin>",`, `"line": 2,`, `"field": "kind",`, `"items": [],`}, []string{"<stdin>:2: kind: berth runs Pods"}},
+			[]string{`"origin": "<stdin>",`, `"line": 2,`, `"field": "kind",`, `"items": [],`}, []string{"<stdin>:2: kind: berth runs Pods"}},
 		{"stdin over the size limit", validPod, []string{"--node-name", "n1", "--max-bytes", "20", "-"}, 1,
 			[]string{"<stdin>: manifest is larger than the limit of 20 bytes"}, nil},
 		{"preview as yaml, flags after paths", "", []string{good, "-o", "yaml", "--node-name", "N1"}, 0,

@@ -44,10 +44,13 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("incomplete warning %+v", w)
 			}
 		}
-		snap := Assemble(SourceFile, []Merged{{Origin: webOrigin, Result: res}}, false, nil, NewResolver(nil))
-		for _, w := range snap.Warnings {
-			if w.Reason == ReasonHostPortConflict && (w.Name == "" || w.Field == "") {
-				t.Fatalf("host-port clash names no pod or field: %+v", w)
+		// What podsnapshot's host-port clash check names: each claim's
+		// field, at a line of the manifest.
+		for i, pod := range res.Pods {
+			for _, h := range podrules.HostPorts(pod) {
+				if h.Field == "" || res.FieldPath(i, h.Field) == "" || res.HostPortLine(i, h.Field) < 0 {
+					t.Fatalf("host-port claim %+v of %s has no field", h, pod.Name)
+				}
 			}
 		}
 		if len(res.Lines) != len(res.Pods) {

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podtest"
 	v1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ func TestAgentPodWarnings(t *testing.T) {
 			Message: "hostPort TCP/0.0.0.0/8080 clashes with TCP/0.0.0.0/8080 of pod \"a\" at a.yaml:11: both pods run, but only one can hold the port"}
 		elsewhere := clash
 		elsewhere.Origin = "other.yaml" // a pod of that name in another manifest: not this one
-		snap := podspec.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{a, b}, Warnings: []podspec.Problem{clash, elsewhere}}
+		snap := podsnapshot.Snapshot{Source: podspec.SourceFile, Pods: []*v1.Pod{a, b}, Warnings: []podspec.Problem{clash, elsewhere}}
 		for range 2 {
 			if err := h.store.Apply(context.Background(), snap); err != nil {
 				t.Fatal(err)
