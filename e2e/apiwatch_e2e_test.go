@@ -106,12 +106,12 @@ func (s *apiStream) waitPodEvent(what, typ string, cond func(*v1.Pod) bool) *v1.
 }
 
 // TestAPIVersionServed: /version answers on the socket and on TCP (under
-// the default --listen-pods=none) with the version `berth version`
-// prints, the Go version and the platform.
+// the default --listen-pods=none) with the version `berth version
+// --client` prints, the Go version and the platform.
 func TestAPIVersionServed(t *testing.T) {
 	b := newBerth(t, berthOptions{})
 	b.waitReady()
-	out, err := exec.Command(berthBin, "version").Output()
+	out, err := exec.Command(berthBin, "version", "--client").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestAPIVersionServed(t *testing.T) {
 		if err != nil || code != http.StatusOK || json.Unmarshal(body, &info) != nil {
 			t.Fatalf("%s /version: %d %s %v", via.name, code, body, err)
 		}
-		if info.GitVersion == "" || !strings.HasPrefix(string(out), "berth "+info.GitVersion+" (") || info.Platform == "" ||
+		if info.GitVersion == "" || !strings.HasPrefix(string(out), "Client Version: "+info.GitVersion+" (") || info.Platform == "" ||
 			!strings.Contains(string(out), info.GoVersion) || !strings.Contains(string(out), info.Platform) {
 			t.Errorf("%s /version %+v, berth version says %q", via.name, info, out)
 		}
