@@ -36,8 +36,10 @@ export BERTH_CONTAINERD := $(CONTAINERD)
 
 all: build
 
+# -buildvcs=auto stamps the commit into the binary wherever git knows it
+# (go version -m, berth_build_info, /version), whatever GOFLAGS says.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
 
 # man writes bin/man/berth*.1 from the command tree; the generator runs
 # with `go run` so cobra/doc and go-md2man stay out of bin/berth.
