@@ -89,7 +89,12 @@ func TestDoctor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := doctorReport(t, "--run", "--config", cfg)
+	args := []string{"--run", "--config", cfg}
+	if bed.ContainerdAtLeast(2, 0) {
+		// containerd 2 does not report its sandbox image: name it.
+		args = append(args, "--pause-image", bed.PauseImage)
+	}
+	before := doctorReport(t, args...)
 	wantCheck(t, before, "runtime", doctor.OK, "at "+bed.Endpoint+" is ready")
 	wantCheck(t, before, "cni", doctor.OK, `network "berth-testbed-`)
 	wantCheck(t, before, "pause-image", doctor.OK, bed.PauseImage+" is present")

@@ -18,6 +18,7 @@ import (
 func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	var configPath string
 	var smoke bool
+	var pauseImage string
 	var output *outputFlag
 	s := config.Defaults()
 	cmd := &cobra.Command{
@@ -45,7 +46,7 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 			// removed (doctor.Run removes it whatever happened).
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			results := doctor.Run(ctx, doctorOptions(resolved, smoke))
+			results := doctor.Run(ctx, doctorOptions(resolved, smoke, pauseImage))
 			print := doctor.PrintText
 			if output.value == "json" {
 				print = doctor.PrintJSON
@@ -59,6 +60,7 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	// doctor's own flags first, then berth run's.
 	cmd.Flags().BoolVar(&smoke, "run", false, "also start a sandbox on the pod network, read its address and remove it")
+	cmd.Flags().StringVar(&pauseImage, "pause-image", "", "the runtime's sandbox (pause) image to look for; by default the one the runtime reports (containerd 2 reports none)")
 	output = bindOutput(cmd, "output format: text (the default) or json", "text", "json")
 	config.BindFlags(cmd.Flags(), &s, &configPath)
 	cmd.Flags().SortFlags = false
@@ -68,8 +70,9 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 // doctorOptions are the checks' settings from berth run's: the runtime and
 // image endpoints, the directories and the socket the daemon would use.
 // The CNI directories and the pause image are the runtime's own (berth
-// does not choose them), so they stay empty for doctor to ask the runtime.
-func doctorOptions(s config.Settings, smoke bool) doctor.Options {
+// does not choose them), so they stay empty for doctor to ask the runtime,
+// unless --pause-image names the image a runtime does not report.
+func doctorOptions(s config.Settings, smoke bool, pauseImage string) doctor.Options {
 	return doctor.Options{
 		RuntimeEndpoint: s.ContainerRuntimeEndpoint,
 		ImageEndpoint:   s.ImageServiceEndpoint,
@@ -77,6 +80,7 @@ func doctorOptions(s config.Settings, smoke bool) doctor.Options {
 		RootDir:         s.RootDir,
 		PodLogsDir:      s.PodLogsDir,
 		Socket:          s.Socket,
+		PauseImage:      pauseImage,
 		Run:             smoke,
 	}
 }
