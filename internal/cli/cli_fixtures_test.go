@@ -16,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/internal/cli/apiclient"
+	"github.com/berth-agent/berth/internal/podstatus"
 )
 
 // cliT0 is when the fixture pods were first seen; the CLI's clock reads an
@@ -96,7 +99,7 @@ func fixturePods() []v1.Pod {
 	web.Status.PodIPs = []v1.PodIP{{IP: "192.0.2.10"}}
 	// The daemon's /problems below says web.yaml's last edit is broken:
 	// the pod runs its last good version and says so.
-	web.Status.Conditions = append(fixConditions(true, true), v1.PodCondition{Type: conditionManifestValid, Status: v1.ConditionFalse, Reason: "Invalid",
+	web.Status.Conditions = append(fixConditions(true, true), v1.PodCondition{Type: podstatus.ConditionManifestValid, Status: v1.ConditionFalse, Reason: "Invalid",
 		Message: "/etc/kubernetes/manifests/web.yaml:14: spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535"})
 	web.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "httpd", Ready: true, ContainerID: "containerd://aaa1", Image: "docker.io/library/busybox:1.36", ImageID: "sha256:b1", State: runningState(2 * time.Second)}}
 
@@ -231,8 +234,8 @@ func fixtureAllEvents() v1.EventList {
 // Kubernetes API's watch opens) until the test closes them.
 type fakeDaemon struct {
 	socket     string
-	podWatch   chan watchEvent
-	eventWatch chan watchEvent
+	podWatch   chan apiclient.WatchEvent
+	eventWatch chan apiclient.WatchEvent
 	mu         sync.Mutex
 	logReq     []string // path?query of each log request
 	podReplay  []v1.Pod // when set, what the pod watch opens with in place of the list
@@ -240,7 +243,7 @@ type fakeDaemon struct {
 
 func startFakeDaemon(t *testing.T) *fakeDaemon {
 	t.Helper()
-	d := &fakeDaemon{socket: filepath.Join(t.TempDir(), "berth.sock"), podWatch: make(chan watchEvent), eventWatch: make(chan watchEvent)}
+	d := &fakeDaemon{socket: filepath.Join(t.TempDir(), "berth.sock"), podWatch: make(chan apiclient.WatchEvent), eventWatch: make(chan apiclient.WatchEvent)}
 	mux := http.NewServeMux()
 	pods := fixturePods()
 	events := fixtureAllEvents()
@@ -248,12 +251,12 @@ func startFakeDaemon(t *testing.T) *fakeDaemon {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(v)
 	}
-	stream := func(w http.ResponseWriter, r *http.Request, initial []any, ch chan watchEvent) {
+	stream := func(w http.ResponseWriter, r *http.Request, initial []any, ch chan apiclient.WatchEvent) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		for _, obj := range initial {
 			b, _ := json.Marshal(obj)
-			enc.Encode(watchEvent{Type: "ADDED", Object: b})
+			enc.Encode(apiclient.WatchEvent{Type: "ADDED", Object: b})
 		}
 		w.(http.Flusher).Flush()
 		for {

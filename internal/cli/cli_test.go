@@ -2,22 +2,14 @@ package cli
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/berth-agent/berth/internal/rollback"
+	"github.com/berth-agent/berth/internal/cli/printers"
 )
 
 // runCLI runs one berth command in-process against the fake daemon.
@@ -116,73 +108,10 @@ func TestPodStatusColumn(t *testing.T) {
 		t.Fatalf("%d fixtures, %d expectations", len(pods), len(want))
 	}
 	for i := range pods {
-		s := summarize(&pods[i])
+		s := printers.Summarize(&pods[i])
 		w := want[pods[i].Name]
-		if s.status != w.status || s.ready != w.ready || s.restarts != w.restarts {
-			t.Errorf("%s: status %q ready %d restarts %d, want %q %d %d", pods[i].Name, s.status, s.ready, s.restarts, w.status, w.ready, w.restarts)
-		}
-	}
-
-	// kubectl's init rules: a failed init container under Never, an init
-	// container killed by a signal, and a sidecar that counts as ready.
-	always := v1.ContainerRestartPolicyAlways
-	started := true
-	extra := []struct {
-		name string
-		pod  v1.Pod
-		want string
-	}{
-		{"init exit code", v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i"}}, Containers: []v1.Container{{Name: "a"}}},
-			Status: v1.PodStatus{Phase: v1.PodFailed, InitContainerStatuses: []v1.ContainerStatus{{Name: "i", ContainerID: "x",
-				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 4}}}}}}, "Init:ExitCode:4 0/1"},
-		{"init signal", v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i"}}, Containers: []v1.Container{{Name: "a"}}},
-			Status: v1.PodStatus{Phase: v1.PodFailed, InitContainerStatuses: []v1.ContainerStatus{{Name: "i", ContainerID: "x",
-				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Signal: 9}}}}}}, "Init:Signal:9 0/1"},
-		{"sidecar running, app running", v1.Pod{
-			Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "side", RestartPolicy: &always}}, Containers: []v1.Container{{Name: "a"}}},
-			Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodInitialized, Status: v1.ConditionTrue}},
-				InitContainerStatuses: []v1.ContainerStatus{{Name: "side", ContainerID: "s", Started: &started, Ready: true, State: runningState(0)}},
-				ContainerStatuses:     []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "Running 2/2"},
-		{"exit without reason", v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}},
-			Status: v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a",
-				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 5}}}}}}, "ExitCode:5 0/1"},
-		{"terminating but already failed stays failed", v1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptrTime(fixAt(0))},
-			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}},
-			Status: v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a",
-				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}}}, "Error 0/1"},
-	}
-	// A broken manifest replaces only the words that say all is well.
-	brokenManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionFalse, Reason: "DecodeError", Message: "web.yaml:3: invalid YAML"}}
-	rolledBackCond := []v1.PodCondition{{Type: rollback.ConditionLatestVersion, Status: v1.ConditionFalse, Reason: rollback.ReasonRolledBack, Message: "version b failed"}}
-	validManifest := []v1.PodCondition{{Type: conditionManifestValid, Status: v1.ConditionTrue}}
-	oneApp := v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}
-	extra = append(extra, []struct {
-		name string
-		pod  v1.Pod
-		want string
-	}{
-		{"running, manifest broken", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "ManifestInvalid 1/1"},
-		{"running, manifest valid", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: validManifest,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "Running 1/1"},
-		{"completed, manifest broken", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodSucceeded, Conditions: brokenManifest,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: terminatedState(0, "Completed", "a", 0, time.Second)}}}}, "ManifestInvalid 0/1"},
-		{"crash loop keeps its word", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: waitingState("CrashLoopBackOff", "")}}}}, "CrashLoopBackOff 0/1"},
-		{"terminating wins", v1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptrTime(fixAt(0))}, Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: brokenManifest,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "Terminating 1/1"},
-		{"running a rolled-back version", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: rolledBackCond,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "RolledBack 1/1"},
-		{"a rolled-back version crash-looping keeps its word", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: rolledBackCond,
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", State: waitingState("CrashLoopBackOff", "")}}}}, "CrashLoopBackOff 0/1"},
-		{"a broken manifest shows before a rollback", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: append(slices.Clone(brokenManifest), rolledBackCond...),
-			ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "a", Ready: true, State: runningState(0)}}}}, "ManifestInvalid 1/1"},
-		{"refused manifest keeps its reason", v1.Pod{Spec: oneApp, Status: v1.PodStatus{Phase: v1.PodFailed, Reason: "Invalid", Conditions: brokenManifest}}, "Invalid 0/1"},
-	}...)
-	for _, tt := range extra {
-		s := summarize(&tt.pod)
-		if got := fmt.Sprintf("%s %d/%d", s.status, s.ready, s.total); got != tt.want {
-			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		if s.Status != w.status || s.Ready != w.ready || s.Restarts != w.restarts {
+			t.Errorf("%s: status %q ready %d restarts %d, want %q %d %d", pods[i].Name, s.Status, s.Ready, s.Restarts, w.status, w.ready, w.restarts)
 		}
 	}
 }
@@ -284,18 +213,6 @@ func TestDaemonUnreachable(t *testing.T) {
 		}
 	}
 
-	// Permission errors cannot be provoked as root; the message is checked
-	// on the error a non-root connect gets.
-	c := newClient("/run/berth/berth.sock")
-	err = c.dialError(&net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)})
-	if want := "berth daemon not reachable at /run/berth/berth.sock: permission denied: the socket is mode 0660: run as root"; !strings.Contains(err.Error(), want) {
-		t.Errorf("EACCES: %v, want %q", err, want)
-	}
-	err = c.dialError(errors.New("something else"))
-	if err.Error() != "berth daemon not reachable at /run/berth/berth.sock: something else" {
-		t.Errorf("other: %v", err)
-	}
-
 	// A daemon that accepts but never answers.
 	hung := filepath.Join(dir, "hung.sock")
 	hl, err := net.Listen("unix", hung)
@@ -327,46 +244,5 @@ func TestDaemonUnreachable(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Execute("dev", []string{"pods"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), missing) {
 		t.Errorf("BERTH_SOCKET not used: exit %d, stderr %q", code, errb.String())
-	}
-}
-
-func TestResolvePod(t *testing.T) {
-	mk := func(name, ns, node string) v1.Pod {
-		return v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.PodSpec{NodeName: node}}
-	}
-	pods := []v1.Pod{
-		mk("web-node1", "default", "node1"),
-		mk("web-2-node1", "default", "node1"),
-		mk("dns-node1", "default", "node1"),
-		mk("dns-node1", "kube-system", "node1"),
-		mk("web", "default", "node1"),  // a manifest named web-node1 would collide; exact names win
-		mk("bad-node1", "default", ""), // rejected: no spec, so no node name
-		mk("bad-2-node1", "default", ""),
-	}
-	tests := []struct {
-		name, ns string
-		want     string
-		wantErr  string
-	}{
-		{"web-node1", "", "default/web-node1", ""},
-		{"web", "", "default/web", ""},
-		{"web-2", "", "default/web-2-node1", ""},
-		{"dns", "kube-system", "kube-system/dns-node1", ""},
-		{"dns", "", "", `pod "dns" is ambiguous: default/dns-node1, kube-system/dns-node1; pick one with -n NAMESPACE`},
-		{"web-3", "", "", `pod "web-3" not found (berth pods lists them)`},
-		{"bad", "", "default/bad-node1", ""},
-		{"bad-2", "", "default/bad-2-node1", ""},
-	}
-	for _, tt := range tests {
-		p, err := resolvePod(pods, tt.name, tt.ns)
-		if tt.wantErr != "" {
-			if err == nil || err.Error() != tt.wantErr {
-				t.Errorf("%s: err %v, want %q", tt.name, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || p.Namespace+"/"+p.Name != tt.want {
-			t.Errorf("%s: %v %v, want %s", tt.name, p, err, tt.want)
-		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/cli/apiclient"
 )
 
 // completionTimeout bounds the daemon's answer to a shell completion: a
@@ -20,7 +22,7 @@ const completionTimeout = 2 * time.Second
 func completionPods(f *clientFlags) []v1.Pod {
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
-	pods, err := newClient(f.socket).pods(ctx)
+	pods, err := newClient(f.socket).Pods(ctx)
 	if err != nil {
 		return nil
 	}
@@ -53,7 +55,7 @@ func completeContainers(f *clientFlags) cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		pods := completionPods(f)
-		pod, err := resolvePod(pods, podArg(args[0]), f.ns())
+		pod, err := apiclient.ResolvePod(pods, podArg(args[0]), f.ns())
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

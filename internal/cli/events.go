@@ -8,13 +8,13 @@ import (
 	"io"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/cli/apiclient"
+	"github.com/berth-agent/berth/internal/cli/printers"
 )
 
 // eventsOptions are berth events' flags.
@@ -59,7 +59,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 	if msg := o.output.check(); msg != "" {
 		return fail(2, "%s", msg)
 	}
-	var pr *printer
+	var pr *printers.Printer
 	if !o.output.table() {
 		var err error
 		if pr, err = o.output.printer(); err != nil {
@@ -76,11 +76,11 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 {
 		// A pod that is gone (its events outlive it) is named as given.
 		podNS, podName := o.client.ns(), args[0]
-		pods, err := c.pods(listCtx)
+		pods, err := c.Pods(listCtx)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
-		if p, err := resolvePod(pods, podName, podNS); err == nil {
+		if p, err := apiclient.ResolvePod(pods, podName, podNS); err == nil {
 			podNS, podName = p.Namespace, p.Name
 		}
 		want = func(e *v1.Event) bool {
@@ -88,7 +88,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var list v1.EventList
-	if err := c.getJSON(listCtx, "/events", &list); err != nil {
+	if err := c.GetJSON(listCtx, "/events", &list); err != nil {
 		return fail(1, "%v", err)
 	}
 	var events []v1.Event
@@ -97,12 +97,12 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 			events = append(events, *eventWithTypeMeta(&list.Items[i]))
 		}
 	}
-	sort.SliceStable(events, func(i, j int) bool { return lastSeen(&events[i]).Before(lastSeen(&events[j])) })
-	t := &eventTable{w: stdout, withNS: o.client.allNamespaces && len(args) == 0, noHeaders: o.noHeaders}
+	sort.SliceStable(events, func(i, j int) bool { return printers.LastSeen(&events[i]).Before(printers.LastSeen(&events[j])) })
+	t := printers.NewEventTable(stdout, printers.EventTableOptions{WithNamespace: o.client.allNamespaces && len(args) == 0, NoHeaders: o.noHeaders})
 	switch {
 	case pr != nil && o.watch:
 		for i := range events {
-			if err := printWatched(pr, stdout, &events[i], "event/"+events[i].Name); err != nil {
+			if err := pr.PrintWatched(stdout, &events[i], "event/"+events[i].Name); err != nil {
 				return fail(1, "%v", err)
 			}
 		}
@@ -113,7 +113,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		for i := range events {
 			names = append(names, "event/"+events[i].Name)
 		}
-		if err := pr.print(stdout, &doc, names); err != nil {
+		if err := pr.Print(stdout, &doc, names); err != nil {
 			return fail(1, "%v", err)
 		}
 	case len(events) == 0 && !o.watch:
@@ -121,9 +121,9 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 	default:
 		at := now()
 		for i := range events {
-			t.row(&events[i], at)
+			t.Row(&events[i], at)
 		}
-		t.flush()
+		t.Flush()
 	}
 	if !o.watch {
 		return 0
@@ -133,7 +133,7 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(&events[i])
 		shown[events[i].Namespace+"/"+events[i].Name] = b
 	}
-	err := c.watch(ctx, "/events", nil, func(ev watchEvent) error {
+	err := c.Watch(ctx, "/events", nil, func(ev apiclient.WatchEvent) error {
 		var e v1.Event
 		if err := json.Unmarshal(ev.Object, &e); err != nil {
 			return fmt.Errorf("decode an event of the watch: %w", err)
@@ -150,10 +150,10 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		}
 		shown[key] = b
 		if pr != nil {
-			return printWatched(pr, stdout, &e, "event/"+e.Name)
+			return pr.PrintWatched(stdout, &e, "event/"+e.Name)
 		}
-		t.row(&e, now())
-		t.flush()
+		t.Row(&e, now())
+		t.Flush()
 		return nil
 	})
 	if err != nil {
@@ -162,74 +162,8 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printWatched prints one object of a watch in a document format; YAML
-// documents are separated as a stream.
-func printWatched(pr *printer, w io.Writer, obj any, name string) error {
-	if err := pr.print(w, obj, []string{name}); err != nil {
-		return err
-	}
-	if pr.format == "yaml" {
-		_, err := fmt.Fprintln(w, "---")
-		return err
-	}
-	return nil
-}
-
 func eventWithTypeMeta(e *v1.Event) *v1.Event {
 	c := e.DeepCopy()
 	c.APIVersion, c.Kind = "v1", "Event"
 	return c
-}
-
-// lastSeen is when the event last happened: its lastTimestamp, else its
-// eventTime, else its firstTimestamp, as kubectl events sorts them.
-func lastSeen(e *v1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.FirstTimestamp.Time
-}
-
-// eventTable prints events as kubectl events does: LAST SEEN (with the
-// count and span of a repeated event), TYPE, REASON, OBJECT, MESSAGE, and
-// NAMESPACE first when every namespace is listed.
-type eventTable struct {
-	w         io.Writer
-	withNS    bool
-	noHeaders bool
-
-	tw     *tabwriter.Writer
-	headed bool
-}
-
-func (t *eventTable) row(e *v1.Event, at time.Time) {
-	if t.tw == nil {
-		t.tw = tabwriter.NewWriter(t.w, 0, 8, 3, ' ', 0)
-	}
-	if !t.headed && !t.noHeaders {
-		head := []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}
-		if t.withNS {
-			head = append([]string{"NAMESPACE"}, head...)
-		}
-		fmt.Fprintln(t.tw, strings.Join(head, "\t"))
-	}
-	t.headed = true
-	seen := since(lastSeen(e), at)
-	if e.Count > 1 && !e.FirstTimestamp.IsZero() {
-		seen = fmt.Sprintf("%s (x%d over %s)", seen, e.Count, since(e.FirstTimestamp.Time, at))
-	}
-	row := []string{seen, e.Type, e.Reason, strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name, strings.TrimSpace(e.Message)}
-	if t.withNS {
-		row = append([]string{e.InvolvedObject.Namespace}, row...)
-	}
-	fmt.Fprintln(t.tw, strings.Join(row, "\t"))
-}
-
-func (t *eventTable) flush() {
-	if t.tw != nil {
-		t.tw.Flush()
-	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/internal/cli/printers"
 )
 
 // clientFlags are the flags every command that asks the daemon shares:
@@ -135,4 +137,4 @@ func (o *outputFlag) check() string {
 func (o *outputFlag) table() bool { return o.value == "" || o.value == "wide" }
 
 // printer is the document printer of the format; call it when not table().
-func (o *outputFlag) printer() (*printer, error) { return newPrinter(o.value) }
+func (o *outputFlag) printer() (*printers.Printer, error) { return printers.New(o.value) }

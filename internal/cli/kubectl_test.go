@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-agent/berth/internal/cli/apiclient"
 )
 
 // TestPodsKubectlFlags checks -l, -o name and jsonpath, --no-headers and
@@ -109,13 +111,13 @@ func watchRun(t *testing.T, d *fakeDaemon, args ...string) (result func() (int, 
 	}
 }
 
-func podEvent(t *testing.T, typ string, p v1.Pod) watchEvent {
+func podEvent(t *testing.T, typ string, p v1.Pod) apiclient.WatchEvent {
 	t.Helper()
 	b, err := json.Marshal(&p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return watchEvent{Type: typ, Object: b}
+	return apiclient.WatchEvent{Type: typ, Object: b}
 }
 
 // TestPodsWatch: -w lists, then prints each change the daemon streams,
@@ -232,12 +234,12 @@ func TestEventsWatch(t *testing.T) {
 	pinClock(t)
 	d := startFakeDaemon(t)
 	result := watchRun(t, d, "events", "-w", "crash")
-	ev := func(pod, reason string) watchEvent {
+	ev := func(pod, reason string) apiclient.WatchEvent {
 		e := v1.Event{ObjectMeta: metav1.ObjectMeta{Name: pod + "." + reason, Namespace: "default"},
 			InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod},
 			Type:           "Warning", Reason: reason, Message: "m", Count: 1, LastTimestamp: fixAt(0)}
 		b, _ := json.Marshal(&e)
-		return watchEvent{Type: "ADDED", Object: b}
+		return apiclient.WatchEvent{Type: "ADDED", Object: b}
 	}
 	d.eventWatch <- ev("web-node1", "Unhealthy")
 	d.eventWatch <- ev("crash-node1", "Killing")

@@ -116,7 +116,7 @@ func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
 	c := newClient(o.client.socket)
 	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	pod, err := c.findPod(lookup, podArg(pos[0]), o.client.ns())
+	pod, err := c.FindPod(lookup, podArg(pos[0]), o.client.ns())
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -157,7 +157,7 @@ func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
 		if s.container != "" {
 			sq.Set("container", s.container)
 		}
-		resp, err := c.get(ctx, path, sq)
+		resp, err := c.Get(ctx, path, sq)
 		if err != nil {
 			return err
 		}

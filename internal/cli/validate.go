@@ -5,12 +5,13 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 
+	"github.com/berth-agent/berth/internal/cli/printers"
 	"github.com/berth-agent/berth/internal/config"
 	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
-	v1 "k8s.io/api/core/v1"
 )
 
 // validateOptions are berth validate's flags.
@@ -169,7 +170,11 @@ func printValidateList(w io.Writer, format string, pods []*v1.Pod, problems, war
 	for _, p := range warnings {
 		doc.Problems = append(doc.Problems, problemOf(p, "warning"))
 	}
-	return (&printer{format: format}).print(w, &doc, nil)
+	pr, err := printers.New(format)
+	if err != nil {
+		return err
+	}
+	return pr.Print(w, &doc, nil)
 }
 
 // problemOf is p as a List's problems hold it.

@@ -58,14 +58,14 @@ func (o *versionOptions) run(berthVersion string, stdout, stderr io.Writer) int 
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		var info version.Info
-		if serverErr = newClient(o.client.socket).getJSON(ctx, "/version", &info); serverErr == nil {
+		if serverErr = newClient(o.client.socket).GetJSON(ctx, "/version", &info); serverErr == nil {
 			doc.ServerVersion = &info
 		}
 	}
 	if o.output.value != "" {
 		pr, err := o.output.printer()
 		if err == nil {
-			err = pr.print(stdout, &doc, nil)
+			err = pr.Print(stdout, &doc, nil)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "berth version: %v\n", err)

@@ -1,4 +1,4 @@
-package cli
+package apiclient
 
 import (
 	"context"
@@ -19,33 +19,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// defaultSocket is where `berth run` serves its API unless told otherwise;
-// BERTH_SOCKET overrides it for every client command, so a shell set up for
-// a test bed or the demo needs no --socket on each call.
-const defaultSocket = "/run/berth/berth.sock"
-
-func socketDefault() string {
-	if s := os.Getenv("BERTH_SOCKET"); s != "" {
-		return s
-	}
-	return defaultSocket
+// Options are what a Client is built from.
+type Options struct {
+	// Socket is the daemon's unix socket.
+	Socket string
+	// Timeout is the bound the caller puts on each request's context; a
+	// request that runs out says so in these words.
+	Timeout time.Duration
 }
 
-// requestTimeout bounds every request but the log stream itself, so a
-// wedged daemon makes the CLI fail with a message instead of hanging. A
-// variable so tests need not wait it out.
-var requestTimeout = 30 * time.Second
-
-// client talks to the berth daemon's local API over its unix socket, the
+// Client talks to the berth daemon's local API over its unix socket, the
 // only place it serves logs and the place whose permissions (0660) say who
-// may look.
-type client struct {
-	socket string
-	http   *http.Client
+// may look. It holds no state of its own beyond its HTTP connections, so
+// one Client may serve concurrent requests.
+type Client struct {
+	socket  string
+	timeout time.Duration
+	http    *http.Client
 }
 
-func newClient(socket string) *client {
-	return &client{socket: socket, http: &http.Client{Transport: &http.Transport{
+// New builds a Client of the socket o names; it dials only when asked.
+func New(o Options) *Client {
+	socket := o.Socket
+	return &Client{socket: socket, timeout: o.Timeout, http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, "unix", socket)
 			if err != nil {
@@ -98,9 +94,13 @@ func trustedPeer(peer, euid int) bool {
 	return peer == 0 || peer == euid
 }
 
-// get fetches path and returns the response when it is 200; any other
-// answer becomes an error carrying the daemon's own message.
-func (c *client) get(ctx context.Context, path string, query url.Values) (*http.Response, error) {
+// Socket is the unix socket c talks to.
+func (c *Client) Socket() string { return c.socket }
+
+// Get fetches path and returns the response when it is 200; any other
+// answer becomes an error carrying the daemon's own message. The caller
+// closes the response's body.
+func (c *Client) Get(ctx context.Context, path string, query url.Values) (*http.Response, error) {
 	u := "http://berth" + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -127,9 +127,9 @@ func (c *client) get(ctx context.Context, path string, query url.Values) (*http.
 	return resp, nil
 }
 
-// getJSON fetches path and decodes the answer into v.
-func (c *client) getJSON(ctx context.Context, path string, v any) error {
-	resp, err := c.get(ctx, path, nil)
+// GetJSON fetches path and decodes the answer into v.
+func (c *Client) GetJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.Get(ctx, path, nil)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (e *apiError) Error() string {
 
 // dialError says why the daemon could not be reached, in terms of what the
 // operator can do about it.
-func (c *client) dialError(err error) error {
+func (c *Client) dialError(err error) error {
 	prefix := fmt.Sprintf("berth daemon not reachable at %s", c.socket)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
@@ -165,29 +165,29 @@ func (c *client) dialError(err error) error {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("%s: connection refused: the socket is left over from a berth that is not running any more (systemctl status berth)", prefix)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("berth daemon at %s did not answer within %s: is it stuck? (journalctl -u berth)", c.socket, requestTimeout)
+		return fmt.Errorf("berth daemon at %s did not answer within %s: is it stuck? (journalctl -u berth)", c.socket, c.timeout)
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
 }
 
-// watchEvent is one line of a watch: the Kubernetes API's shape,
+// WatchEvent is one line of a watch: the Kubernetes API's shape,
 // {"type":"ADDED|MODIFIED|DELETED","object":{...}}, or type ERROR with a
 // metav1.Status as object.
-type watchEvent struct {
+type WatchEvent struct {
 	Type   string          `json:"type"`
 	Object json.RawMessage `json:"object"`
 }
 
-// watch streams path?watch=true (with query) and hands fn each event until
+// Watch streams path?watch=true (with query) and hands fn each event until
 // ctx ends (nil), fn fails, or the daemon ends the stream (an error: a
 // watch the operator did not stop ended under them).
-func (c *client) watch(ctx context.Context, path string, query url.Values, fn func(watchEvent) error) error {
+func (c *Client) Watch(ctx context.Context, path string, query url.Values, fn func(WatchEvent) error) error {
 	q := url.Values{}
 	for k, v := range query {
 		q[k] = v
 	}
 	q.Set("watch", "true")
-	resp, err := c.get(ctx, path, q)
+	resp, err := c.Get(ctx, path, q)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -197,7 +197,7 @@ func (c *client) watch(ctx context.Context, path string, query url.Values, fn fu
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var ev watchEvent
+		var ev WatchEvent
 		if err := dec.Decode(&ev); err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -223,27 +223,30 @@ func (c *client) watch(ctx context.Context, path string, query url.Values, fn fu
 	}
 }
 
-// pods lists every pod the daemon knows, rejected manifests included.
-func (c *client) pods(ctx context.Context) ([]v1.Pod, error) {
+// Pods lists every pod the daemon knows, rejected manifests included.
+func (c *Client) Pods(ctx context.Context) ([]v1.Pod, error) {
 	var list v1.PodList
-	if err := c.getJSON(ctx, "/pods", &list); err != nil {
+	if err := c.GetJSON(ctx, "/pods", &list); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
 }
 
-// findPod resolves what the operator typed to one pod: its full name
-// (web-node1) or its manifest name (web), in namespace ns or, when ns is
-// empty, in whichever namespace holds it.
-func (c *client) findPod(ctx context.Context, name, ns string) (*v1.Pod, error) {
-	pods, err := c.pods(ctx)
+// FindPod resolves what the operator typed to one pod of the daemon's, as
+// ResolvePod does.
+func (c *Client) FindPod(ctx context.Context, name, ns string) (*v1.Pod, error) {
+	pods, err := c.Pods(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return resolvePod(pods, name, ns)
+	return ResolvePod(pods, name, ns)
 }
 
-func resolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
+// ResolvePod resolves what the operator typed to one of pods: its full
+// name (web-node1) or its manifest name (web), in namespace ns or, when ns
+// is empty, in whichever namespace holds it. An exact name wins over a
+// manifest name; more than one match is an error naming them.
+func ResolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
 	// A rejected manifest's pod has no spec, so no node name of its own:
 	// the node names of the others tell where its name's suffix starts.
 	nodes := map[string]bool{}
@@ -293,28 +296,3 @@ func resolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
 	sort.Strings(names)
 	return nil, fmt.Errorf("pod %q is ambiguous: %s; pick one with -n NAMESPACE", name, strings.Join(names, ", "))
 }
-
-// podArgs drops the resource kubectl users put before pod names
-// (`describe pod web`, `describe pods web`) and the kind prefix of each
-// name (`pods/web`).
-func podArgs(args []string) []string {
-	if len(args) > 1 && podResource(args[0]) {
-		args = args[1:]
-	}
-	out := make([]string, 0, len(args))
-	for _, a := range args {
-		out = append(out, podArg(a))
-	}
-	return out
-}
-
-// podArg is a pod name without a pod/, pods/ or po/ prefix.
-func podArg(name string) string {
-	if kind, rest, ok := strings.Cut(name, "/"); ok && podResource(kind) {
-		return rest
-	}
-	return name
-}
-
-// podResource tells kubectl's names of the pod resource.
-func podResource(s string) bool { return s == "pod" || s == "pods" || s == "po" }

@@ -1,79 +1,16 @@
-package cli
+package printers
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 )
-
-// describeOptions are berth describe's flags.
-type describeOptions struct {
-	client clientFlags
-}
-
-func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
-	o := &describeOptions{}
-	cmd := &cobra.Command{
-		Use:   "describe [pod] POD...",
-		Short: "Show a pod's containers, conditions and events",
-		Long: "Shows a pod like kubectl describe pod: containers, their states and last\n" +
-			"termination, conditions, volumes and the recent events berth recorded. POD is the\n" +
-			"pod's name (web-node1) or its manifest's (web); as with kubectl, `describe pod web`\n" +
-			"and `describe pod/web` name the same pod.",
-		Example:           "  berth describe web\n  berth describe pod web-node1 -n kube-system",
-		ValidArgsFunction: completePods(&o.client, true),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return exit(o.run(args, stdout, stderr))
-		},
-	}
-	o.client.bind(cmd, findsPodAll)
-	return cmd
-}
-
-func (o *describeOptions) run(pos []string, stdout, stderr io.Writer) int {
-	cf := clientFlags{socket: o.client.socket, namespace: o.client.ns()}
-	pos = podArgs(pos)
-	if len(pos) == 0 {
-		fmt.Fprintln(stderr, "berth describe: want at least one POD (berth pods lists them)")
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	c := newClient(cf.socket)
-	pods, err := c.pods(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "berth describe: %v\n", err)
-		return 1
-	}
-	code := 0
-	for i, name := range pos {
-		pod, err := resolvePod(pods, name, cf.namespace)
-		if err != nil {
-			fmt.Fprintf(stderr, "berth describe: %v\n", err)
-			code = 1
-			continue
-		}
-		var events v1.EventList
-		if err := c.getJSON(ctx, "/pods/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name)+"/events", &events); err != nil {
-			fmt.Fprintf(stderr, "berth describe: events of %s: %v\n", pod.Name, err)
-			code = 1
-		}
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		describePod(stdout, pod, events.Items, now())
-	}
-	return code
-}
 
 // describer writes kubectl describe's layout: "Key:  value" lines aligned
 // per block, two spaces of indent per level.
@@ -98,9 +35,9 @@ func (d *describer) header(level int, key string) {
 	fmt.Fprintf(d.tw, "%s%s:\n", strings.Repeat("  ", level), key)
 }
 
-// describePod prints one pod as kubectl describe pod does, with berth's
+// DescribePod prints one pod as kubectl describe pod does, with berth's
 // events.
-func describePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
+func DescribePod(w io.Writer, pod *v1.Pod, events []v1.Event, at time.Time) {
 	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
 	st := &pod.Status
 	d.line(0, "Name", pod.Name)

@@ -1,4 +1,4 @@
-package cli
+package printers
 
 import (
 	"strings"
@@ -20,7 +20,7 @@ func TestDescribeFeatures(t *testing.T) {
 		Volumes: []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "data:1.0", PullPolicy: v1.PullIfNotPresent}}}},
 	}}
 	var b strings.Builder
-	describePod(&b, pod, nil, time.Unix(0, 0))
+	DescribePod(&b, pod, nil, time.Unix(0, 0))
 	for _, want := range []string{
 		"Host Users:   false (own user namespace)\n",
 		"DB:    <set to the key 'DB_ADDRESS' in file 'app.env' of volume 'cfg'> Optional: true\n",

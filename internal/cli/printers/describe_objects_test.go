@@ -1,4 +1,4 @@
-package cli
+package printers
 
 import (
 	"strings"
@@ -35,7 +35,7 @@ func TestDescribeObjects(t *testing.T) {
 		},
 	}
 	var b strings.Builder
-	describePod(&b, pod, nil, time.Now())
+	DescribePod(&b, pod, nil, time.Now())
 	// Columns are aligned by a tabwriter: compare with single spaces.
 	out := strings.Join(strings.Fields(b.String()), " ")
 	for _, want := range []string{

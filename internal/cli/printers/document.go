@@ -1,4 +1,4 @@
-package cli
+package printers
 
 import (
 	"bytes"
@@ -12,19 +12,19 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// printer writes objects in one -o format: json (indented by two spaces,
+// Printer writes objects in one -o format: json (indented by two spaces,
 // as kubectl and berth's API do), yaml, name (KIND/NAME a line) or a
 // jsonpath template, which kubectl runs over the object as JSON sees it.
-// The table formats ("" and wide) are each command's own.
-type printer struct {
+// The table formats ("" and wide) are PodTable's and EventTable's.
+type Printer struct {
 	format string
 	jp     *jsonpath.JSONPath // for jsonpath= and jsonpath-file=
 }
 
-// newPrinter parses the -o value of a document format. A template that
-// does not parse is a usage error: its message says why.
-func newPrinter(value string) (*printer, error) {
-	p := &printer{format: value}
+// New parses the -o value of a document format. A template that does not
+// parse is a usage error: its message says why.
+func New(value string) (*Printer, error) {
+	p := &Printer{format: value}
 	kind, arg, _ := strings.Cut(value, "=")
 	switch kind {
 	case "jsonpath-file":
@@ -62,8 +62,8 @@ func relaxedJSONPath(t string) string {
 	return "{" + t + "}"
 }
 
-// print writes obj; names are its objects' KIND/NAME for -o name.
-func (p *printer) print(w io.Writer, obj any, names []string) error {
+// Print writes obj; names are its objects' KIND/NAME for -o name.
+func (p *Printer) Print(w io.Writer, obj any, names []string) error {
 	switch p.format {
 	case "json":
 		// Names such as <stdin> and messages quoting a field stay as
@@ -110,4 +110,17 @@ func (p *printer) print(w io.Writer, obj any, names []string) error {
 		return err
 	}
 	return fmt.Errorf("-o %q: not a document format", p.format)
+}
+
+// PrintWatched prints one object of a watch; YAML documents are separated
+// as a stream.
+func (p *Printer) PrintWatched(w io.Writer, obj any, name string) error {
+	if err := p.Print(w, obj, []string{name}); err != nil {
+		return err
+	}
+	if p.format == "yaml" {
+		_, err := fmt.Fprintln(w, "---")
+		return err
+	}
+	return nil
 }
