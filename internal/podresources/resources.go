@@ -56,7 +56,9 @@ func ProbeMachine(rootDir string) (NodeFacts, error) {
 		rootDir = "/"
 	}
 	if err := unix.Statfs(rootDir, &st); err == nil {
-		alloc[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+		// Bsize is int64 on 64-bit Linux and int32 on 32-bit ARM: widen it
+		// before multiplying, or a 32-bit build does not compile.
+		alloc[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*int64(st.Bsize), resource.BinarySI)
 	}
 	adj := int64(0)
 	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
