@@ -73,8 +73,8 @@ func TestMemoryEmptyDir(t *testing.T) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Type != unix.TMPFS_MAGIC || int64(st.Blocks)*st.Bsize != 8<<20 {
-		t.Errorf("statfs type %#x size %d, want tmpfs of 8Mi", st.Type, int64(st.Blocks)*st.Bsize)
+	if st.Type != unix.TMPFS_MAGIC || int64(st.Blocks)*int64(st.Bsize) != 8<<20 {
+		t.Errorf("statfs type %#x size %d, want tmpfs of 8Mi", st.Type, int64(st.Blocks)*int64(st.Bsize))
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o777 {
 		t.Errorf("tmpfs root: %v, %v", fi, err)
