@@ -74,8 +74,8 @@ unit:
 E2E_PKGS   := ./internal/kuberuntime/... ./internal/runtimewatch/... ./internal/gc/... ./internal/criclient/... ./internal/doctor/... ./e2e ./e2e/cli/... ./e2e/testbed/...
 E2E_SYSTEMD := ./e2e/systemdbed/...
 
-e2e: build testbed
-	$(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_PKGS) $(E2E_SYSTEMD)
+e2e: build testbed release
+	BERTH_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_PKGS) $(E2E_SYSTEMD)
 
 # e2e-all runs the suite on every version at once, each on its own test
 # bed: most of a suite's time is waiting on pods, so running them side by
@@ -92,7 +92,7 @@ e2e-all: build testbed
 		echo "e2e on containerd $$v:"; cat $(E2E_LOGS)/e2e-$$v.log; \
 		[ "$$(cat $(E2E_LOGS)/e2e-$$v.rc)" = 0 ] || failed="$$failed $$v"; \
 	done; if [ -n "$$failed" ]; then echo "e2e failed on containerd$$failed"; exit 1; fi
-	$(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_SYSTEMD)
+	BERTH_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_SYSTEMD)
 
 # A bounded run of every fuzz target over input berth does not control:
 # manifests, signatures, state files, CRI log files, log queries, config
@@ -106,7 +106,9 @@ fuzz:
 
 # testbed first: some unit tests (test images, packaging) skip without the
 # packages it installs, and a fresh CI machine must not skip them silently.
-test: testbed lint unit fuzz e2e-all
+# release-check before e2e-all: the systemd test bed installs the released
+# amd64 .deb from $(RELEASE_DIR).
+test: testbed lint unit fuzz release-check e2e-all
 
 # The real-containerd test bed (e2e/testbed): `testbed` installs what it
 # needs with apt when missing; `testbed-up` starts a private containerd in
@@ -134,13 +136,29 @@ testbed-down:
 demo: build testbed
 	@TESTBED_DIR=$(TESTBED_DIR) GO=$(GO) sh examples/demo.sh
 
-# `make deb`: the Debian package bin/berth_<version>_<arch>.deb, built with
-# dpkg-deb from bin/berth, the systemd unit and the default config
-# (packaging/deb/build.sh).
-deb: build
-	@sh packaging/deb/build.sh bin/berth $(VERSION) bin
+# `make release`: static binaries for linux/amd64, arm64 and arm (GOARM=7),
+# their .deb and .rpm (nfpm, pinned in packaging/tools), SBOMs and
+# SHA256SUMS in $(RELEASE_DIR) (packaging/release.sh says what and how).
+# BERTH_RELEASE_KEY names the ed25519 key that signs SHA256SUMS; without
+# it the release is unsigned and says so. `make deb` packages the host's
+# architecture only. `make release-check` runs lintian, rpmlint, an rpm
+# install into a scratch root and the arm builds under qemu-user
+# (packaging/check.sh), installing those tools with apt when missing.
+RELEASE_DIR ?= dist
 
-.PHONY: demo deb fleet-sim
+release:
+	@GO=$(GO) MAKE=$(MAKE) sh packaging/release.sh $(RELEASE_DIR)
+
+deb:
+	@GO=$(GO) MAKE=$(MAKE) RELEASE_ARCHES=$$($(GO) env GOARCH) sh packaging/release.sh $(RELEASE_DIR)
+
+release-tools:
+	@sh e2e/testbed/install.sh release lintian rpm rpmlint qemu-user-static binfmt-support
+
+release-check: release-tools release
+	@GO=$(GO) sh packaging/check.sh $(RELEASE_DIR)
+
+.PHONY: demo deb release release-tools release-check fleet-sim
 
 # The performance figures: builds berth, starts a private test bed,
 # prints one table and writes bench/results.json. BENCH_FLAGS passes
@@ -177,4 +195,4 @@ fleet-sim: testbed
 	bin/fleetsim $(FLEET_FLAGS)
 
 clean:
-	rm -rf bin
+	rm -rf bin $(RELEASE_DIR)
