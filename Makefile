@@ -5,7 +5,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops golang.org/x/net/trace and with it html/template, whose
 # reflection keeps every method of every type alive: -20% binary, -4 MB RSS.
 BUILDTAGS := grpcnotrace
-PKGS      := ./cmd/... ./bench/... ./internal/... ./e2e/testbed/... ./e2e/systemdbed/...
+PKGS      := ./cmd/... ./bench/... ./internal/... ./packaging/... ./e2e/testbed/... ./e2e/systemdbed/...
 # FUZZTIME is per fuzz target; FUZZ_TARGETS lists them as target:package
 # (go test -fuzz runs one target of one package at a time). It is a count
 # of inputs, not a duration: Go 1.26's fuzzing coordinator can fail a
@@ -122,6 +122,7 @@ TESTBED_FLAGS ?=
 testbed:
 	@sh e2e/testbed/install.sh
 	@sh e2e/systemdbed/install.sh
+	@$(MAKE) --no-print-directory release-tools
 	@if [ "$(CONTAINERD)" = crio ]; then sh e2e/testbed/install.sh testbed-crio conmon nftables gcc libc6-dev; fi
 
 testbed-up: testbed

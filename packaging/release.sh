@@ -73,6 +73,10 @@ build() { # GOARCH OUTPUT
 for a in $arches; do
 	echo "release: building linux/$a" >&2
 	build "$a" "$out/berth_${version}_linux_$a"
+	# Go finds the commit only in a clone: a git worktree's .git is a file,
+	# which it does not look for.
+	"$GO" version -m "$out/berth_${version}_linux_$a" | grep -q 'vcs.revision=' ||
+		die "linux/$a: no VCS data in the binary (go version -m): build from a git clone, not a worktree or an export"
 done
 
 # Man pages and completions, from a berth that runs here.
