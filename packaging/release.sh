@@ -49,11 +49,11 @@ die() {
 
 # A Debian or RPM version starts with a digit and has no '-':
 # v1.2.3 -> 1.2.3, v1.2.3-4-gabc -> 1.2.3+4+gabc, 57bf386 (no tag yet)
-# -> 0.0.0~git57bf386, which sorts before any tagged version.
+# -> 0.0.0+git57bf386: after v0.0.0, before any later tag.
 version=$(printf %s "$tag" | sed -e 's/^v//' -e 's/-/+/g')
 case $version in
 [0-9]*.*) ;;
-*) version="0.0.0~git$version" ;;
+*) version="0.0.0+git$version" ;;
 esac
 
 work=$(mktemp -d)

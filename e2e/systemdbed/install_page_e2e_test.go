@@ -26,8 +26,9 @@ const bedConflist = "/etc/cni/net.d/10-systemdbed.conflist"
 
 // TestInstallPage follows docs/install.md on the freshly booted Debian: it
 // runs the commands the page marks with <!-- test: install -->, read from
-// the page, as root in /root, with the package as `make deb` builds it in
-// /root/bin. They install the runtime and its CNI plugins, write the CNI
+// the page, as root in /root, where the release's files are (what the
+// page downloads). They verify the release's signature and checksums,
+// install the runtime and its CNI plugins, write the CNI
 // configuration, install berth and drop the example pod that uses the pod
 // network and a host port; the pod must run on the page's network. The
 // machine is offline, so apt-get finds the runtime's packages already
@@ -48,12 +49,21 @@ func TestInstallPage(t *testing.T) {
 	if err := os.Remove(filepath.Join(bed.Root, bedConflist)); err != nil {
 		t.Fatal(err)
 	}
-	deb, err := os.ReadFile(filepath.Join(bed.Root, debV1))
+	// What the page downloads: the release's SHA256SUMS, its signature and
+	// this architecture's .deb, and the allowed signers file (here of the
+	// throwaway key that signed this release).
+	files, err := filepath.Glob(filepath.Join(releaseDir, "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bed.WriteFile("/root/bin/berth_1.0.0_"+arch(t)+".deb", deb, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range append(files, releaseSigners) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bed.WriteFile("/root/"+filepath.Base(f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		sh(t, "rm -f "+manifestDir+"/web-hostport.yaml")
@@ -61,7 +71,7 @@ func TestInstallPage(t *testing.T) {
 			m := running(t)
 			return len(m) == 0, describe(m)
 		})
-		sh(t, "apt-get purge -y -q berth && rm -rf /root/bin /etc/cni/net.d/10-berth.conflist")
+		sh(t, "apt-get purge -y -q berth && rm -rf /root/berth_* /root/SHA256SUMS* /root/berth-release-signers /etc/cni/net.d/10-berth.conflist")
 		if err := bed.WriteFile(bedConflist, conflist, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -137,10 +147,4 @@ func getInMachine(pid int, addr string) (string, error) {
 	}()
 	r := <-done
 	return r.out, r.err
-}
-
-// arch is the machine's Debian architecture.
-func arch(t *testing.T) string {
-	t.Helper()
-	return strings.TrimSpace(sh(t, "dpkg --print-architecture"))
 }

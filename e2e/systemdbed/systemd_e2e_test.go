@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,9 +27,15 @@ import (
 
 var (
 	bed *Bed
-	// debs are berth's package, built by TestMain as `make deb` does, in
-	// two versions for the upgrade, copied into the machine's /root.
-	debV1, debV2 = "/root/berth-1.0.0.deb", "/root/berth-1.0.1.deb"
+	// debs are berth's package, copied into the machine's /root: debV1 the
+	// previous version's (packaging/release.sh with the fixed version
+	// v0.0.0), debV2 the released one (make release), which an upgrade
+	// from debV1 installs. releasedVersion is debV2's version.
+	debV1, debV2    = "/root/berth-previous.deb", "/root/berth-released.deb"
+	releasedVersion string
+	// releaseDir is the release, with SHA256SUMS signed by a throwaway
+	// key whose allowed signers file is releaseSigners (TestInstallPage).
+	releaseDir, releaseSigners string
 )
 
 const manifestDir = "/etc/kubernetes/manifests"
@@ -91,29 +98,83 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// buildDebs builds berth and packages it twice (1.0.0, 1.0.1) with
-// packaging/deb/build.sh, as `make deb` does.
+// buildDebs returns the previous version's package and the released
+// amd64 one. The release is $BERTH_RELEASE_DIR's (make test runs make
+// release first) or, without it, one packaging/release.sh builds here for
+// the host's architecture; it is copied to dir and its SHA256SUMS signed
+// with a throwaway key, as the install page verifies it. The previous
+// version is built by release.sh from the same tree with the version
+// v0.0.0, older than any release.
 func buildDebs(dir string) ([]string, error) {
-	bin := filepath.Join(dir, "berth")
-	build := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-ldflags", "-s -w -X main.version=systemdbed", "-o", bin, "./cmd/berth")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build berth: %w\n%s", err, out)
+	goarch := runtime.GOARCH
+	debArch := map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "armhf"}[goarch]
+	releaseDir = filepath.Join(dir, "release")
+	if err := os.MkdirAll(releaseDir, 0o755); err != nil {
+		return nil, err
 	}
-	var debs []string
-	for _, v := range []string{"1.0.0", "1.0.1"} {
-		cmd := exec.Command("sh", "packaging/deb/build.sh", bin, v, dir)
+	releaseSh := func(out string, env ...string) error {
+		cmd := exec.Command("sh", "packaging/release.sh", out)
 		cmd.Dir = "../.."
-		// Uncompressed: xz takes longer than the rest of the build.
-		cmd.Env = append(os.Environ(), "DEB_COMPRESSION=none")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("build.sh %s: %w\n%s", v, err, out)
+		cmd.Env = append(os.Environ(), append([]string{"RELEASE_ARCHES=" + goarch}, env...)...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("release.sh %v: %w\n%s", env, err, b)
 		}
-		debs = append(debs, strings.TrimSpace(string(out)))
+		return nil
 	}
-	return debs, nil
+	if from := os.Getenv("BERTH_RELEASE_DIR"); from != "" {
+		debs, _ := filepath.Glob(filepath.Join(from, "berth_*_"+debArch+".deb"))
+		if len(debs) != 1 {
+			return nil, fmt.Errorf("BERTH_RELEASE_DIR=%s holds %d berth_*_%s.deb, want one (make release)", from, len(debs), debArch)
+		}
+		sums, err := os.ReadFile(filepath.Join(from, "SHA256SUMS"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(releaseDir, "SHA256SUMS"), sums, 0o644); err != nil {
+			return nil, err
+		}
+		deb, err := os.ReadFile(debs[0])
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(releaseDir, filepath.Base(debs[0])), deb, 0o644); err != nil {
+			return nil, err
+		}
+	} else if err := releaseSh(releaseDir); err != nil {
+		return nil, err
+	}
+	key := filepath.Join(dir, "release-key")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ssh-keygen: %w\n%s", err, out)
+	}
+	sign := exec.Command("ssh-keygen", "-q", "-Y", "sign", "-f", key, "-n", "berth-release", "SHA256SUMS")
+	sign.Dir = releaseDir
+	if out, err := sign.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("sign SHA256SUMS: %w\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(string(pub))
+	releaseSigners = filepath.Join(dir, "berth-release-signers")
+	if err := os.WriteFile(releaseSigners, []byte("berth-release namespaces=\"berth-release\" "+f[0]+" "+f[1]+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	released, _ := filepath.Glob(filepath.Join(releaseDir, "berth_*_"+debArch+".deb"))
+	if len(released) != 1 {
+		return nil, fmt.Errorf("the release holds %d berth_*_%s.deb, want one", len(released), debArch)
+	}
+	v, err := exec.Command("dpkg-deb", "-f", released[0], "Version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("dpkg-deb -f %s: %w", released[0], err)
+	}
+	releasedVersion = strings.TrimSpace(string(v))
+	previous := filepath.Join(dir, "previous")
+	if err := releaseSh(previous, "VERSION=v0.0.0"); err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(previous, "berth_0.0.0_"+debArch+".deb"), released[0]}, nil
 }
 
 // needBed skips t when the machine cannot run a bed (TestMain said why).
@@ -736,17 +797,28 @@ func TestDebLife(t *testing.T) {
 	if err := bed.WriteFile("/etc/berth/berth.yaml", []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// /etc/default/berth's flags reach berth's command line.
+	defaults := "BERTH_EXTRA_ARGS=\"--max-pods=50\"\n"
+	if err := bed.WriteFile("/etc/default/berth", []byte(defaults), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sh(t, "systemctl restart berth")
 	waitStatus(t, "2 pods running, 0 pending, 0 failed")
 	pid := mainPID(t)
+	if cmdline := sh(t, fmt.Sprintf("tr '\\0' ' ' </proc/%d/cmdline", pid)); !strings.Contains(cmdline, "--max-pods=50") {
+		t.Errorf("berth runs as %q: BERTH_EXTRA_ARGS of /etc/default/berth not passed", cmdline)
+	}
 
 	out := sh(t, "apt-get install -y -q "+debV2)
 	t.Logf("upgrade:\n%s", tail(out, 4))
-	if v := sh(t, "dpkg-query -W -f='${Version}' berth"); v != "1.0.1" {
-		t.Errorf("installed version %s after the upgrade, want 1.0.1", v)
+	if v := sh(t, "dpkg-query -W -f='${Version}' berth"); v != releasedVersion {
+		t.Errorf("installed version %s after the upgrade, want %s", v, releasedVersion)
 	}
 	if got, _ := os.ReadFile(conf); string(got) != edited {
 		t.Errorf("the upgrade replaced the edited berth.yaml")
+	}
+	if got, _ := os.ReadFile(filepath.Join(bed.Root, "etc/default/berth")); string(got) != defaults {
+		t.Errorf("the upgrade replaced the edited /etc/default/berth: %q", got)
 	}
 	if s := show(t, "ActiveState", "MainPID"); s["ActiveState"] != "active" || s["MainPID"] == strconv.Itoa(pid) {
 		t.Errorf("after the upgrade: %v; berth was PID %d before: not restarted", s, pid)
@@ -755,10 +827,28 @@ func TestDebLife(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	samePods(t, before, "after the upgrade,")
 
+	// An admin who disabled and stopped berth keeps it so through an
+	// upgrade (here a reinstall, which runs the same postinst).
+	sh(t, "systemctl disable --now berth")
+	out = sh(t, "apt-get install -y -q --reinstall "+debV2)
+	t.Logf("reinstall of a disabled berth:\n%s", tail(out, 4))
+	if got := sh(t, "systemctl is-enabled berth || true"); got != "disabled" {
+		t.Errorf("is-enabled after upgrading a disabled berth: %s, want disabled", got)
+	}
+	if s := show(t, "ActiveState"); s["ActiveState"] != "inactive" {
+		t.Errorf("after upgrading a stopped, disabled berth: %v, want it still stopped", s)
+	}
+	samePods(t, before, "with berth disabled,")
+	sh(t, "systemctl enable --now berth")
+	waitStatus(t, "2 pods running, 0 pending, 0 failed")
+	if got := sh(t, "stat -c %G /run/berth/berth.sock"); got != "berth" {
+		t.Errorf("the API socket's group is %s, want berth", got)
+	}
+
 	out = sh(t, "apt-get remove -y -q berth")
 	t.Logf("remove:\n%s", tail(out, 4))
-	if s := show(t, "ActiveState", "LoadState"); s["ActiveState"] != "inactive" {
-		t.Errorf("after remove: %v, want berth stopped", s)
+	if s := show(t, "ActiveState", "LoadState"); s["ActiveState"] != "inactive" || s["LoadState"] != "masked" {
+		t.Errorf("after remove: %v, want berth stopped and masked", s)
 	}
 	for _, keep := range []string{"etc/berth/berth.yaml", manifestDir + "/alpha.yaml", manifestDir + "/beta.yaml"} {
 		if _, err := os.Stat(filepath.Join(bed.Root, keep)); err != nil {
@@ -773,7 +863,8 @@ func TestDebLife(t *testing.T) {
 	if !strings.Contains(out, "purge stops none") {
 		t.Errorf("purge does not say what becomes of the running pods:\n%s", out)
 	}
-	for _, gone := range []string{"etc/berth", "usr/bin/berth", "lib/systemd/system/berth.service", "etc/systemd/system/multi-user.target.wants/berth.service"} {
+	for _, gone := range []string{"etc/berth", "usr/bin/berth", "usr/lib/systemd/system/berth.service", "etc/systemd/system/multi-user.target.wants/berth.service",
+		"etc/systemd/system/berth.service"} {
 		if _, err := os.Lstat(filepath.Join(bed.Root, gone)); err == nil {
 			t.Errorf("purge left /%s", gone)
 		}
@@ -787,4 +878,16 @@ func TestDebLife(t *testing.T) {
 		}
 	}
 	samePods(t, before, "after purge,")
+
+	// A reinstall after the purge is a first install again: enabled,
+	// started, and the running pods are berth's again.
+	out = sh(t, "apt-get install -y -q "+debV2)
+	t.Logf("reinstall:\n%s", tail(out, 4))
+	if got := sh(t, "systemctl is-enabled berth"); got != "enabled" {
+		t.Errorf("is-enabled after reinstalling: %s, want enabled", got)
+	}
+	if got := sh(t, "stat -c %a /etc/berth/berth.yaml"); got != "600" {
+		t.Errorf("/etc/berth/berth.yaml is mode %s, want 600", got)
+	}
+	waitStatus(t, "2 pods running, 0 pending, 0 failed")
 }
