@@ -16,13 +16,14 @@ import (
 
 // rootfsVersion names the cached rootfs: bump it whenever rootfsPackages or
 // the debootstrap command change, and the next run builds a fresh one.
-const rootfsVersion = "bookworm-1"
+const rootfsVersion = "bookworm-2"
 
 // rootfsPackages is what the booted Debian has besides minbase: systemd as
 // PID 1, and the runtime berth's .deb recommends, run by that systemd as it
 // is on an appliance (containerd.service, runc, the CNI plugins, and the
-// iptables and ip tools the plugins call).
-var rootfsPackages = []string{"systemd", "systemd-sysv", "dbus", "containerd", "runc", "containernetworking-plugins", "iptables", "iproute2"}
+// iptables and ip tools the plugins call), and openssh-client, whose
+// ssh-keygen verifies the release's signature as docs/install.md says.
+var rootfsPackages = []string{"systemd", "systemd-sysv", "dbus", "containerd", "runc", "containernetworking-plugins", "iptables", "iproute2", "openssh-client"}
 
 // defaultMirror is used when apt's sources name no Debian mirror.
 const defaultMirror = "http://deb.debian.org/debian"
