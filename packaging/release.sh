@@ -57,7 +57,8 @@ case $version in
 esac
 
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$top/bin/release-stage"' EXIT
+stage=""
+trap 'rm -rf "$work" ${stage:+"$stage"}' EXIT
 
 # The packaging tools, pinned in their own module (packaging/tools).
 "$GO" -C packaging/tools build -o "$top/bin/tools/" \
@@ -86,10 +87,10 @@ if [ ! -f "$hostbin" ]; then
 	hostbin=$work/berth
 	build "$host" "$hostbin"
 fi
-# nfpm takes the files it packages from fixed paths (packaging/nfpm.yaml):
-# they are staged there.
-stage=$top/bin/release-stage
-rm -rf "$stage"
+# The files nfpm packages besides the repository's are staged in a
+# directory of this run's, below the top (nfpm.yaml's @STAGE@).
+mkdir -p bin
+stage=$(mktemp -d "$top/bin/release-stage.XXXXXX")
 mkdir -p "$stage/doc/docs" "$stage/doc/examples/http" "$stage/man"
 for sh in bash zsh fish; do
 	"$hostbin" completion "$sh" >"$stage/berth.$sh" ||
@@ -129,7 +130,7 @@ find "$stage" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 		doc/*) dst=/usr/share/doc/berth/${f#doc/} ;;
 		man/*) dst=/usr/share/man/man1/${f#man/} ;;
 		esac
-		printf '  - {src: bin/release-stage/%s, dst: %s, type: doc, packager: rpm, file_info: {mode: 0644}}\n' "$f" "$dst"
+		printf '  - {src: @STAGE@/%s, dst: %s, type: doc, packager: rpm, file_info: {mode: 0644}}\n' "$f" "$dst"
 	done
 ) >"$work/rpmdocs.yaml"
 
@@ -149,7 +150,8 @@ for a in $arches; do
 		cp "$out/berth_${version}_linux_$a" "$stage/berth"
 		touch -d "@$SOURCE_DATE_EPOCH" "$stage/berth"
 		sed -e "s/@VERSION@/$version/" -e "s/@DEB_ARCH@/$deb/g" -e "s/@RPM_ARCH@/$rpm/g" \
-			-e "/@RPM_DOCS@/r $work/rpmdocs.yaml" packaging/nfpm.yaml >"$work/nfpm.yaml"
+			-e "/@RPM_DOCS@/r $work/rpmdocs.yaml" packaging/nfpm.yaml |
+			sed -e "s|@STAGE@|bin/$(basename "$stage")|g" >"$work/nfpm.yaml"
 		"$nfpm" package --config "$work/nfpm.yaml" --packager $p --target "$target" >"$work/nfpm.log" 2>&1 ||
 			{ cat "$work/nfpm.log" >&2; die "nfpm failed to build $(basename "$target")"; }
 		echo "release: $(basename "$target")" >&2

@@ -858,17 +858,6 @@ func TestDebLife(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	samePods(t, before, "after remove,")
 
-	// Installing again after a remove (not a purge) unmasks berth, which
-	// was enabled, and starts it.
-	out = sh(t, "apt-get install -y -q "+debV2)
-	t.Logf("install after remove:\n%s", tail(out, 4))
-	if s := show(t, "ActiveState", "UnitFileState"); s["ActiveState"] != "active" || s["UnitFileState"] != "enabled" {
-		t.Errorf("after installing over a removed berth: %v, want active and enabled", s)
-	}
-	waitStatus(t, "2 pods running, 0 pending, 0 failed")
-	samePods(t, before, "after installing over a removed berth,")
-	sh(t, "apt-get remove -y -q berth")
-
 	out = sh(t, "apt-get purge -y -q berth 2>&1")
 	t.Logf("purge:\n%s", tail(out, 6))
 	if !strings.Contains(out, "purge stops none") {
@@ -899,6 +888,16 @@ func TestDebLife(t *testing.T) {
 	}
 	if got := sh(t, "stat -c %a /etc/berth/berth.yaml"); got != "600" {
 		t.Errorf("/etc/berth/berth.yaml is mode %s, want 600", got)
+	}
+	waitStatus(t, "2 pods running, 0 pending, 0 failed")
+
+	// Installing again after a remove (not a purge) unmasks berth, which
+	// was enabled, and starts it.
+	sh(t, "apt-get remove -y -q berth")
+	out = sh(t, "apt-get install -y -q "+debV2)
+	t.Logf("install after remove:\n%s", tail(out, 4))
+	if s := show(t, "ActiveState", "UnitFileState"); s["ActiveState"] != "active" || s["UnitFileState"] != "enabled" {
+		t.Errorf("after installing over a removed berth: %v, want active and enabled", s)
 	}
 	waitStatus(t, "2 pods running, 0 pending, 0 failed")
 }
