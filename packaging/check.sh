@@ -96,8 +96,8 @@ for a in arm64 arm; do
 		continue
 	}
 	echo "check: linux/$a under $qemu" >&2
-	v=$("$qemu" "$bin" version 2>&1) || bad "berth version on $a: $v"
-	case $v in berth*) ;; *) bad "berth version on $a printed: $v" ;; esac
+	v=$("$qemu" "$bin" version --client 2>&1) || bad "berth version on $a: $v"
+	case $v in "Client Version: "*) ;; *) bad "berth version on $a printed: $v" ;; esac
 	out=$(cd "$top/examples" && "$qemu" "$bin" validate ./*.yaml http/*.yaml 2>&1) || bad "berth validate of the examples on $a:
 $out"
 	for p in ./internal/podspec/ ./internal/criconfig/ ./internal/statefile/ ./internal/source/laststate/ ./internal/podresources/; do

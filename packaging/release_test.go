@@ -85,7 +85,7 @@ func TestRelease(t *testing.T) {
 				t.Errorf("no %s in the build info: go version -m would not show the commit", k)
 			}
 		}
-		out, err := exec.Command(bin, "version").CombinedOutput()
+		out, err := exec.Command(bin, "version", "--client").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "v1.2.3-4-gabcdef") {
 			t.Errorf("berth version: %q, %v", out, err)
 		}
