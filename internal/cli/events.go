@@ -48,48 +48,83 @@ func newEventsCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "berth events: "+format+"\n", a...)
-		return code
-	}
 	args = podArgs(args)
-	if len(args) > 1 {
-		return fail(2, "want at most one POD (berth pods lists them)")
+	pr, err := o.printer(args)
+	if err != nil {
+		return report(stderr, "events", err)
 	}
-	if msg := o.output.check(); msg != "" {
-		return fail(2, "%s", msg)
-	}
-	var pr *printers.Printer
-	if !o.output.table() {
-		var err error
-		if pr, err = o.output.printer(); err != nil {
-			return fail(2, "%v", err)
-		}
-	}
-	ns := o.client.listNS()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c := newClient(o.client.socket)
 	listCtx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	want := func(e *v1.Event) bool { return ns == "" || e.InvolvedObject.Namespace == ns }
-	if len(args) == 1 {
-		// A pod that is gone (its events outlive it) is named as given.
-		podNS, podName := o.client.ns(), args[0]
-		pods, err := c.Pods(listCtx)
-		if err != nil {
-			return fail(1, "%v", err)
-		}
-		if p, err := apiclient.ResolvePod(pods, podName, podNS); err == nil {
-			podNS, podName = p.Namespace, p.Name
-		}
-		want = func(e *v1.Event) bool {
-			return e.InvolvedObject.Name == podName && (podNS == "" || e.InvolvedObject.Namespace == podNS)
-		}
+	want, err := o.wanted(listCtx, c, args)
+	if err != nil {
+		return report(stderr, "events", err)
 	}
+	events, total, err := listEvents(listCtx, c, want)
+	if err != nil {
+		return report(stderr, "events", err)
+	}
+	t := printers.NewEventTable(stdout, printers.EventTableOptions{WithNamespace: o.client.allNamespaces && len(args) == 0, NoHeaders: o.noHeaders})
+	if err := o.printList(stdout, stderr, pr, t, events, total); err != nil {
+		return report(stderr, "events", err)
+	}
+	if !o.watch {
+		return 0
+	}
+	if err := o.watchEvents(ctx, c, events, want, pr, t, stdout); err != nil {
+		return report(stderr, "events", err)
+	}
+	return 0
+}
+
+// printer checks the arguments and -o, and returns -o's document printer:
+// nil for the table.
+func (o *eventsOptions) printer(args []string) (*printers.Printer, error) {
+	if len(args) > 1 {
+		return nil, usagef("want at most one POD (berth pods lists them)")
+	}
+	if msg := o.output.check(); msg != "" {
+		return nil, usagef("%s", msg)
+	}
+	if o.output.table() {
+		return nil, nil
+	}
+	pr, err := o.output.printer()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return pr, nil
+}
+
+// wanted tells the events the command shows: those of the pod named, else
+// those of the namespace listed. A pod that is gone (its events outlive
+// it) is named as given.
+func (o *eventsOptions) wanted(ctx context.Context, c *apiclient.Client, args []string) (func(*v1.Event) bool, error) {
+	if len(args) == 0 {
+		ns := o.client.listNS()
+		return func(e *v1.Event) bool { return ns == "" || e.InvolvedObject.Namespace == ns }, nil
+	}
+	podNS, podName := o.client.ns(), args[0]
+	pods, err := c.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p, err := apiclient.ResolvePod(pods, podName, podNS); err == nil {
+		podNS, podName = p.Namespace, p.Name
+	}
+	return func(e *v1.Event) bool {
+		return e.InvolvedObject.Name == podName && (podNS == "" || e.InvolvedObject.Namespace == podNS)
+	}, nil
+}
+
+// listEvents returns the daemon's events that want keeps, oldest first,
+// and how many events the daemon has in all.
+func listEvents(ctx context.Context, c *apiclient.Client, want func(*v1.Event) bool) ([]v1.Event, int, error) {
 	var list v1.EventList
-	if err := c.GetJSON(listCtx, "/events", &list); err != nil {
-		return fail(1, "%v", err)
+	if err := c.GetJSON(ctx, "/events", &list); err != nil {
+		return nil, 0, err
 	}
 	var events []v1.Event
 	for i := range list.Items {
@@ -98,14 +133,21 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	sort.SliceStable(events, func(i, j int) bool { return printers.LastSeen(&events[i]).Before(printers.LastSeen(&events[j])) })
-	t := printers.NewEventTable(stdout, printers.EventTableOptions{WithNamespace: o.client.allNamespaces && len(args) == 0, NoHeaders: o.noHeaders})
+	return events, len(list.Items), nil
+}
+
+// printList prints the events listed: with -o's printer pr (each on its
+// own under -w, as kubectl get -w), else as the table t, or says none was
+// found when there is nothing to print and no watch to wait on.
+func (o *eventsOptions) printList(stdout, stderr io.Writer, pr *printers.Printer, t *printers.EventTable, events []v1.Event, total int) error {
 	switch {
 	case pr != nil && o.watch:
 		for i := range events {
 			if err := pr.PrintWatched(stdout, &events[i], "event/"+events[i].Name); err != nil {
-				return fail(1, "%v", err)
+				return err
 			}
 		}
+		return nil
 	case pr != nil:
 		doc := v1.EventList{Items: orEmpty(events)}
 		doc.APIVersion, doc.Kind = "v1", "List"
@@ -113,27 +155,29 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		for i := range events {
 			names = append(names, "event/"+events[i].Name)
 		}
-		if err := pr.Print(stdout, &doc, names); err != nil {
-			return fail(1, "%v", err)
-		}
+		return pr.Print(stdout, &doc, names)
 	case len(events) == 0 && !o.watch:
-		noneFound(stderr, ns, len(list.Items), "berth events -A")
-	default:
-		at := now()
-		for i := range events {
-			t.Row(&events[i], at)
-		}
-		t.Flush()
+		noneFound(stderr, o.client.listNS(), total, "berth events -A")
+		return nil
 	}
-	if !o.watch {
-		return 0
-	}
-	shown := map[string][]byte{}
+	at := now()
 	for i := range events {
-		b, _ := json.Marshal(&events[i])
-		shown[events[i].Namespace+"/"+events[i].Name] = b
+		t.Row(&events[i], at)
 	}
-	err := c.Watch(ctx, "/events", nil, func(ev apiclient.WatchEvent) error {
+	t.Flush()
+	return nil
+}
+
+// watchEvents prints the new events as the daemon streams them, until ctx
+// ends. The watch may open with the events already listed: those are not
+// printed twice.
+func (o *eventsOptions) watchEvents(ctx context.Context, c *apiclient.Client, listed []v1.Event, want func(*v1.Event) bool, pr *printers.Printer, t *printers.EventTable, stdout io.Writer) error {
+	shown := map[string][]byte{}
+	for i := range listed {
+		b, _ := json.Marshal(&listed[i])
+		shown[listed[i].Namespace+"/"+listed[i].Name] = b
+	}
+	return c.Watch(ctx, "/events", nil, func(ev apiclient.WatchEvent) error {
 		var e v1.Event
 		if err := json.Unmarshal(ev.Object, &e); err != nil {
 			return fmt.Errorf("decode an event of the watch: %w", err)
@@ -142,7 +186,6 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 			return nil
 		}
 		e = *eventWithTypeMeta(&e)
-		// The watch may open with the events already listed.
 		key := e.Namespace + "/" + e.Name
 		b, _ := json.Marshal(&e)
 		if prev, ok := shown[key]; ok && bytes.Equal(prev, b) {
@@ -156,10 +199,6 @@ func (o *eventsOptions) run(args []string, stdout, stderr io.Writer) int {
 		t.Flush()
 		return nil
 	})
-	if err != nil {
-		return fail(1, "%v", err)
-	}
-	return 0
 }
 
 func eventWithTypeMeta(e *v1.Event) *v1.Event {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/cli/apiclient"
 )
 
 // logsOptions are berth logs' flags.
@@ -95,21 +97,10 @@ func (o *logsOptions) query() (url.Values, error) {
 }
 
 func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "berth logs: "+format+"\n", args...)
-		return code
-	}
-	if len(pos) != 1 {
-		return fail(2, "want exactly one POD (berth pods lists them)")
-	}
-	if o.allContainers && o.container != "" {
-		return fail(2, "--all-containers and -c %s: give one or the other", o.container)
-	}
-	q, err := o.query()
+	q, err := o.check(pos)
 	if err != nil {
-		return fail(2, "%v", err)
+		return report(stderr, "logs", err)
 	}
-
 	// Ctrl-C ends a follow cleanly, without an error message.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -118,8 +109,38 @@ func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	pod, err := c.FindPod(lookup, podArg(pos[0]), o.client.ns())
 	if err != nil {
-		return fail(1, "%v", err)
+		return report(stderr, "logs", err)
 	}
+	streams := o.streams(pod, stderr)
+	code := 0
+	for _, err := range o.printLogs(ctx, c, pod, q, streams, stdout) {
+		if err != nil && ctx.Err() == nil {
+			code = report(stderr, "logs", err)
+		}
+	}
+	return code
+}
+
+// check checks the arguments and flags, and returns the log request's
+// parameters.
+func (o *logsOptions) check(pos []string) (url.Values, error) {
+	if len(pos) != 1 {
+		return nil, usagef("want exactly one POD (berth pods lists them)")
+	}
+	if o.allContainers && o.container != "" {
+		return nil, usagef("--all-containers and -c %s: give one or the other", o.container)
+	}
+	q, err := o.query()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return q, nil
+}
+
+// streams are the container logs of pod the command prints: every
+// container's with --all-containers (init containers first), -c's, or the
+// default container's, noted on stderr when there was a choice.
+func (o *logsOptions) streams(pod *v1.Pod, stderr io.Writer) []logStream {
 	var streams []logStream
 	switch {
 	case o.allContainers:
@@ -147,47 +168,49 @@ func (o *logsOptions) run(pos []string, stdout, stderr io.Writer) int {
 			streams[i].prefix = fmt.Sprintf("[pod/%s/%s] ", pod.Name, streams[i].container)
 		}
 	}
+	return streams
+}
+
+// printLogs prints the logs of streams with the request's parameters q,
+// one after the other, or with -f of several every log at once, their
+// lines interleaved as they come; it returns each stream's error.
+func (o *logsOptions) printLogs(ctx context.Context, c *apiclient.Client, pod *v1.Pod, q url.Values, streams []logStream, stdout io.Writer) []error {
 	out := &lineWriter{w: stdout}
 	path := "/pods/" + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name) + "/log"
-	stream := func(s logStream) error {
-		sq := url.Values{}
-		for k, v := range q {
-			sq[k] = v
-		}
-		if s.container != "" {
-			sq.Set("container", s.container)
-		}
-		resp, err := c.Get(ctx, path, sq)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if err := out.copyLines(resp.Body, s.prefix); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("reading the log of container %q from the daemon: %w", s.container, err)
-		}
-		return nil
-	}
 	errs := make([]error, len(streams))
 	if o.follow && len(streams) > 1 {
-		// Every container's log at once, their lines interleaved as
-		// they come.
 		var wg sync.WaitGroup
 		for i, s := range streams {
-			wg.Go(func() { errs[i] = stream(s) })
+			wg.Go(func() { errs[i] = printLog(ctx, c, path, q, s, out) })
 		}
 		wg.Wait()
-	} else {
-		for i, s := range streams {
-			errs[i] = stream(s)
-		}
+		return errs
 	}
-	code := 0
-	for _, err := range errs {
-		if err != nil && ctx.Err() == nil {
-			code = fail(1, "%v", err)
-		}
+	for i, s := range streams {
+		errs[i] = printLog(ctx, c, path, q, s, out)
 	}
-	return code
+	return errs
+}
+
+// printLog copies the log of one stream, served at path with the
+// request's parameters q, to out.
+func printLog(ctx context.Context, c *apiclient.Client, path string, q url.Values, s logStream, out *lineWriter) error {
+	sq := url.Values{}
+	for k, v := range q {
+		sq[k] = v
+	}
+	if s.container != "" {
+		sq.Set("container", s.container)
+	}
+	resp, err := c.Get(ctx, path, sq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := out.copyLines(resp.Body, s.prefix); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("reading the log of container %q from the daemon: %w", s.container, err)
+	}
+	return nil
 }
 
 // lineWriter writes whole lines, each with its stream's prefix, so the

@@ -75,25 +75,9 @@ type podListDoc struct {
 }
 
 func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "berth pods: "+format+"\n", args...)
-		return code
-	}
-	if msg := o.output.check(); msg != "" {
-		return fail(2, "%s", msg)
-	}
-	sel, err := labels.Parse(o.selector)
+	sel, pr, err := o.parseFlags(names)
 	if err != nil {
-		return fail(2, "-l %q: %v", o.selector, err)
-	}
-	if len(names) > 0 && o.selector != "" {
-		return fail(2, "give pod names or -l, not both")
-	}
-	var pr *printers.Printer
-	if !o.output.table() {
-		if pr, err = o.output.printer(); err != nil {
-			return fail(2, "%v", err)
-		}
+		return report(stderr, "pods", err)
 	}
 	ns := o.client.listNS()
 	// Ctrl-C ends a watch cleanly, without an error message.
@@ -104,23 +88,11 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	all, err := c.Pods(listCtx)
 	if err != nil {
-		return fail(1, "%v", err)
+		return report(stderr, "pods", err)
 	}
-	// want tells the pods the command shows: of the namespace, matching
-	// the selector, or the ones named.
-	want := func(p *v1.Pod) bool {
-		return (ns == "" || p.Namespace == ns) && sel.Matches(labels.Set(p.Labels))
-	}
-	if len(names) > 0 {
-		named := map[string]bool{}
-		for _, name := range names {
-			p, err := apiclient.ResolvePod(all, podArg(name), o.client.ns())
-			if err != nil {
-				return fail(1, "%v", err)
-			}
-			named[p.Namespace+"/"+p.Name] = true
-		}
-		want = func(p *v1.Pod) bool { return named[p.Namespace+"/"+p.Name] }
+	want, err := o.wanted(all, names, sel)
+	if err != nil {
+		return report(stderr, "pods", err)
 	}
 	var pods []v1.Pod
 	for i := range all {
@@ -134,45 +106,106 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 	}
 	problems := problemsOf(list.Items, ns, pods, len(names) > 0 || !sel.Empty())
 	t := printers.NewPodTable(stdout, printers.PodTableOptions{Wide: o.output.value == "wide", WithNamespace: o.client.allNamespaces, NoHeaders: o.noHeaders, Events: o.watch && o.watchEvents})
+	if err := o.printList(stdout, stderr, pr, t, pods, problems, len(names) == 1, len(all)); err != nil {
+		return report(stderr, "pods", err)
+	}
+	if !o.watch {
+		return 0
+	}
+	if err := o.watchPods(ctx, c, pods, want, pr, t, stdout); err != nil {
+		return report(stderr, "pods", err)
+	}
+	return 0
+}
+
+// parseFlags checks -o and the pod names against -l, and returns -l's
+// selector and -o's document printer (nil for the table).
+func (o *podsOptions) parseFlags(names []string) (labels.Selector, *printers.Printer, error) {
+	if msg := o.output.check(); msg != "" {
+		return nil, nil, usagef("%s", msg)
+	}
+	sel, err := labels.Parse(o.selector)
+	if err != nil {
+		return nil, nil, usagef("-l %q: %v", o.selector, err)
+	}
+	if len(names) > 0 && o.selector != "" {
+		return nil, nil, usagef("give pod names or -l, not both")
+	}
+	if o.output.table() {
+		return sel, nil, nil
+	}
+	pr, err := o.output.printer()
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	return sel, pr, nil
+}
+
+// wanted tells the pods the command shows: the ones named, found among
+// all, else those of the namespace listed matching the selector.
+func (o *podsOptions) wanted(all []v1.Pod, names []string, sel labels.Selector) (func(*v1.Pod) bool, error) {
+	if len(names) == 0 {
+		ns := o.client.listNS()
+		return func(p *v1.Pod) bool {
+			return (ns == "" || p.Namespace == ns) && sel.Matches(labels.Set(p.Labels))
+		}, nil
+	}
+	named := map[string]bool{}
+	for _, name := range names {
+		p, err := apiclient.ResolvePod(all, podArg(name), o.client.ns())
+		if err != nil {
+			return nil, err
+		}
+		named[p.Namespace+"/"+p.Name] = true
+	}
+	return func(p *v1.Pod) bool { return named[p.Namespace+"/"+p.Name] }, nil
+}
+
+// printList prints the pods listed: with -o's printer pr (each on its own
+// under -w, as kubectl get -w; the pod alone when one was named), else as
+// the table t, or says none was found when there is nothing to print and
+// no watch to wait on. Out of json and yaml, which hold them, the problems
+// no row shows follow as warnings on stderr.
+func (o *podsOptions) printList(stdout, stderr io.Writer, pr *printers.Printer, t *printers.PodTable, pods []v1.Pod, problems []manifestProblem, oneNamed bool, total int) error {
+	if err := o.printPods(stdout, stderr, pr, t, pods, problems, oneNamed, total); err != nil {
+		return err
+	}
+	if o.output.value != "json" && o.output.value != "yaml" {
+		printHiddenProblems(stderr, problems, pods)
+	}
+	return nil
+}
+
+// printPods is printList's list of pods, without the warnings.
+func (o *podsOptions) printPods(stdout, stderr io.Writer, pr *printers.Printer, t *printers.PodTable, pods []v1.Pod, problems []manifestProblem, oneNamed bool, total int) error {
 	switch {
 	case pr != nil && o.watch:
-		// As kubectl get -w: each object on its own, the list's first.
 		for i := range pods {
 			if err := o.printEvent(pr, stdout, "ADDED", &pods[i]); err != nil {
-				return fail(1, "%v", err)
+				return err
 			}
 		}
+		return nil
 	case pr != nil:
 		var obj any = &podListDoc{APIVersion: "v1", Kind: "List", Items: orEmpty(pods), Problems: orEmpty(problems)}
 		var podNames []string
 		for i := range pods {
 			podNames = append(podNames, "pod/"+pods[i].Name)
 		}
-		if len(names) == 1 {
+		if oneNamed {
 			obj = &pods[0]
 		}
-		if err := pr.Print(stdout, obj, podNames); err != nil {
-			return fail(1, "%v", err)
-		}
+		return pr.Print(stdout, obj, podNames)
 	case len(pods) == 0 && !o.watch:
-		noneFound(stderr, ns, len(all), "berth pods -A")
-	default:
-		at := now()
-		for i := range pods {
-			t.Row("ADDED", &pods[i], at)
-		}
-		t.Flush()
+		noneFound(stderr, o.client.listNS(), total, "berth pods -A")
+		return nil
 	}
-	if o.output.value != "json" && o.output.value != "yaml" {
-		printHiddenProblems(stderr, problems, pods)
+	at := now()
+	for i := range pods {
+		t.Row("ADDED", &pods[i], at)
 	}
-	if !o.watch {
-		return 0
-	}
-	if err := o.watchPods(ctx, c, pods, want, pr, t, stdout); err != nil {
-		return fail(1, "%v", err)
-	}
-	return 0
+	t.Flush()
+	return nil
 }
 
 // watchPods prints the pods' changes as the daemon streams them, until ctx

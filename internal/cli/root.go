@@ -24,6 +24,25 @@ func exit(code int) error {
 	return exitError(code)
 }
 
+// usageError is a command step's error caused by the command line itself
+// (arguments, flags): the command exits 2 for it, 1 for any other error.
+type usageError struct{ error }
+
+// usagef formats a usageError.
+func usagef(format string, a ...any) error {
+	return usageError{fmt.Errorf(format, a...)}
+}
+
+// report prints err on stderr as command cmd's message (berth CMD: ERR)
+// and returns the exit code it calls for: 2 for a usageError, else 1.
+func report(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "berth %s: %v\n", cmd, err)
+	if _, ok := errors.AsType[usageError](err); ok {
+		return 2
+	}
+	return 1
+}
+
 // Execute runs the berth command line args (without the program name) and
 // returns the process exit code: 0 when all went well, 1 on a runtime,
 // daemon or validation failure, 2 on a usage error (an unknown command or
