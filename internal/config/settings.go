@@ -232,24 +232,58 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
-	kubeletPath := s.KubeletConfig
-	if !given["kubelet-config"] && configPath != "" {
-		// berth's config file may name the kubelet's: read it once to
-		// learn the name, since the kubelet's file goes beneath it.
-		scratch, warned := Defaults(), len(configWarnings)
-		if _, err := loadConfigFile(configPath, &scratch); err != nil {
-			return Settings{}, err
-		}
-		configWarnings = configWarnings[:warned]
-		kubeletPath = scratch.KubeletConfig
+	kubeletPath, err := kubeletConfigPath(s.KubeletConfig, configPath, given)
+	if err != nil {
+		return Settings{}, err
 	}
-	s = Defaults()
+	s, files, problems, err := loadFiles(kubeletPath, configPath)
+	if err != nil {
+		return Settings{}, err
+	}
+	if err := replayFlags(fs, &s, configPath, given); err != nil {
+		return Settings{}, err
+	}
+	// Every problem at once: the fields the files could not give, then
+	// what validation finds in the others.
+	errs := s.validate()
+	for i, e := range errs {
+		errs[i] = inFile(e, given, files)
+	}
+	if err := errors.Join(append(problems, errs...)...); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
+}
+
+// kubeletConfigPath is the kubelet config file to read: --kubelet-config's
+// (flagPath) when given, else the one berth's config file names, else
+// flagPath's default.
+func kubeletConfigPath(flagPath, configPath string, given map[string]bool) (string, error) {
+	if given["kubelet-config"] || configPath == "" {
+		return flagPath, nil
+	}
+	// berth's config file may name the kubelet's: read it once to learn
+	// the name, since the kubelet's file goes beneath it.
+	scratch, warned := Defaults(), len(configWarnings)
+	if _, err := loadConfigFile(configPath, &scratch); err != nil {
+		return "", err
+	}
+	configWarnings = configWarnings[:warned]
+	return scratch.KubeletConfig, nil
+}
+
+// loadFiles reads the defaults, then the kubelet config file at
+// kubeletPath, then berth's at configPath ("" for none), each over the
+// last; it returns the settings, the files read and the fields they could
+// not give.
+func loadFiles(kubeletPath, configPath string) (Settings, []fileLines, []error, error) {
+	s := Defaults()
 	var files []fileLines
 	var problems []error
 	if kubeletPath != "" {
 		f, err := loadKubeletConfig(kubeletPath, &s)
 		if err != nil {
-			return Settings{}, err
+			return Settings{}, nil, nil, err
 		}
 		s.KubeletConfig = kubeletPath
 		files, problems = append(files, f), append(problems, f.problems...)
@@ -257,10 +291,18 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	if configPath != "" {
 		f, err := loadConfigFile(configPath, &s)
 		if err != nil {
-			return Settings{}, err
+			return Settings{}, nil, nil, err
 		}
 		files, problems = append(files, f), append(problems, f.problems...)
 	}
+	return s, files, problems, nil
+}
+
+// replayFlags sets on s each settings flag fs was given, from the value fs
+// parsed, over the files' values: every value here prints back as what
+// sets it (a repeatable one item by item), and a repeatable flag given
+// replaces the file's list instead of adding to it.
+func replayFlags(fs *pflag.FlagSet, s *Settings, configPath string, given map[string]bool) error {
 	if given["manifest-url-header"] {
 		s.ManifestURLHeader = nil
 	}
@@ -270,12 +312,9 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 	if given["cluster-dns"] {
 		s.ClusterDNS = nil
 	}
-	// The replay sets each given flag again, from the value fs parsed:
-	// every value here prints back as what sets it (a repeatable one
-	// item by item).
 	replay := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
 	replay.SetOutput(io.Discard)
-	BindFlags(replay, &s, &configPath)
+	BindFlags(replay, s, &configPath)
 	var err error
 	fs.Visit(func(f *pflag.Flag) {
 		// fs may hold a command's own flags beside the settings (berth
@@ -293,19 +332,7 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 			}
 		}
 	})
-	if err != nil {
-		return Settings{}, err
-	}
-	// Every problem at once: the fields the files could not give, then
-	// what validation finds in the others.
-	errs := s.validate()
-	for i, e := range errs {
-		errs[i] = inFile(e, given, files)
-	}
-	if err := errors.Join(append(problems, errs...)...); err != nil {
-		return Settings{}, err
-	}
-	return s, nil
+	return err
 }
 
 // leadingName is the setting a validation error begins with: a flag
@@ -376,6 +403,24 @@ func (s Settings) Validate() error { return errors.Join(s.validate()...) }
 // validate is every problem of the settings, sorted.
 func (s Settings) validate() []error {
 	var errs []error
+	errs = append(errs, s.validateSources()...)
+	errs = append(errs, validateLabels(s.Labels)...)
+	errs = append(errs, s.validateStatus()...)
+	errs = append(errs, s.validateDurations()...)
+	errs = append(errs, s.validateRuntime()...)
+	errs = append(errs, s.validateGC()...)
+	if err := s.validateShutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
+}
+
+// validateSources is the problems of the pod sources' settings: a source
+// at all, the URL's, its headers, CA and signers, the files' permissions
+// and signers.
+func (s Settings) validateSources() []error {
+	var errs []error
 	if s.PodManifestPath == "" && s.ManifestURL == "" {
 		errs = append(errs, errors.New("no pod source: set --pod-manifest-path or --manifest-url"))
 	}
@@ -394,14 +439,17 @@ func (s Settings) validate() []error {
 	if s.PodManifestSigners != "" && s.PodManifestPath == "" {
 		errs = append(errs, errors.New("--pod-manifest-allowed-signers needs a --pod-manifest-path"))
 	}
-	errs = append(errs, validateLabels(s.Labels)...)
 	if _, err := s.manifestURL("node"); err != nil {
 		errs = append(errs, fmt.Errorf("--manifest-url: %w", err))
 	}
-	if s.ContainerRuntimeEndpoint == "" {
-		errs = append(errs, errors.New("--container-runtime-endpoint must not be empty"))
-	}
-	errs = append(errs, s.validateStatus()...)
+	return errs
+}
+
+// validateDurations is the problems of the periods, timeouts and backoffs:
+// positive, the crash loop backoff's bounds in order, and the rollback
+// delays not negative.
+func (s Settings) validateDurations() []error {
+	var errs []error
 	for name, d := range map[string]time.Duration{
 		"file-check-frequency": s.FileCheckFrequency.Duration, "http-check-frequency": s.HTTPCheckFrequency.Duration,
 		"sync-frequency": s.SyncFrequency.Duration, "runtime-request-timeout": s.RuntimeRequestTimeout.Duration,
@@ -423,6 +471,17 @@ func (s Settings) validate() []error {
 			errs = append(errs, fmt.Errorf("--%s must not be negative, got %s", name, d))
 		}
 	}
+	return errs
+}
+
+// validateRuntime is the problems of the daemon's own settings: the
+// runtime endpoint, the pod limits, logging, and the API socket's
+// exposure and group.
+func (s Settings) validateRuntime() []error {
+	var errs []error
+	if s.ContainerRuntimeEndpoint == "" {
+		errs = append(errs, errors.New("--container-runtime-endpoint must not be empty"))
+	}
 	if s.MaxPods <= 0 {
 		errs = append(errs, fmt.Errorf("--max-pods must be positive, got %d", s.MaxPods))
 	}
@@ -432,20 +491,15 @@ func (s Settings) validate() []error {
 	if _, err := ParseLogLevel(s.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := api.ParseExposure(s.ListenPods); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, s.validateGC()...)
-	if err := s.validateShutdown(); err != nil {
-		errs = append(errs, err)
-	}
 	if _, err := logging.ParseFormat(s.LogFormat); err != nil {
 		errs = append(errs, fmt.Errorf("--log-format: %w", err))
+	}
+	if _, err := api.ParseExposure(s.ListenPods); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := s.SocketGroupID(); err != nil {
 		errs = append(errs, err)
 	}
-	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
 }
 
