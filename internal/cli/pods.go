@@ -109,6 +109,11 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 	if err := o.printList(stdout, stderr, pr, t, pods, problems, len(names) == 1, len(all)); err != nil {
 		return report(stderr, "pods", err)
 	}
+	// json and yaml hold the problems; elsewhere those no row shows are
+	// warnings.
+	if o.output.value != "json" && o.output.value != "yaml" {
+		printHiddenProblems(stderr, problems, pods)
+	}
 	if !o.watch {
 		return 0
 	}
@@ -164,20 +169,8 @@ func (o *podsOptions) wanted(all []v1.Pod, names []string, sel labels.Selector) 
 // printList prints the pods listed: with -o's printer pr (each on its own
 // under -w, as kubectl get -w; the pod alone when one was named), else as
 // the table t, or says none was found when there is nothing to print and
-// no watch to wait on. Out of json and yaml, which hold them, the problems
-// no row shows follow as warnings on stderr.
+// no watch to wait on.
 func (o *podsOptions) printList(stdout, stderr io.Writer, pr *printers.Printer, t *printers.PodTable, pods []v1.Pod, problems []manifestProblem, oneNamed bool, total int) error {
-	if err := o.printPods(stdout, stderr, pr, t, pods, problems, oneNamed, total); err != nil {
-		return err
-	}
-	if o.output.value != "json" && o.output.value != "yaml" {
-		printHiddenProblems(stderr, problems, pods)
-	}
-	return nil
-}
-
-// printPods is printList's list of pods, without the warnings.
-func (o *podsOptions) printPods(stdout, stderr io.Writer, pr *printers.Printer, t *printers.PodTable, pods []v1.Pod, problems []manifestProblem, oneNamed bool, total int) error {
 	switch {
 	case pr != nil && o.watch:
 		for i := range pods {

@@ -74,11 +74,13 @@ func Main(s config.Settings, o Options) int {
 
 // run wires berth in one order, each piece from the ones before it, once
 // no kubelet or other berth runs the same manifest directory
-// (refuseOtherAgents): the sources and their merge store (started at
-// once, see there), the CRI transport, the event log, the runtime manager (recording into the event
-// log), the agent (over the store, the event log, the runtime manager and
-// an exec handler on the same transport), and the local API. It returns
-// when ctx ends (leaving pods running) or something fatal happens.
+// (refuseOtherAgents): the node and the sources' configuration
+// (identifyNode), the sources and their merge store (started at once, see
+// there), the runtime side (the CRI transport, the event log, the runtime
+// manager recording into it, the collector: startRuntime), the agent (over
+// the store, the event log, the runtime manager and an exec handler on the
+// same transport), and the local API (listenAPI). It returns when ctx ends
+// (leaving pods running) or something fatal happens.
 //
 // started is called (in a goroutine of its own) once berth is first ready,
 // every pod handed over, or after startBound, whichever comes first.
@@ -87,26 +89,12 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	if err := refuseOtherAgents("/proc", s.PodManifestPath, log); err != nil {
 		return err
 	}
-	nodeName, err := config.NodeName(s.HostnameOverride)
+	n, err := identifyNode(s, version, log)
 	if err != nil {
 		return err
 	}
-	hostIP := s.NodeIP
-	if hostIP == "" {
-		hostIP = firstGlobalIP()
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	syncloop.RegisterBuildInfo(reg, version, "")
-	srcCfg, err := s.SourceConfig(nodeName, reg, log)
-	if err != nil {
-		return err
-	}
-	log.Info("starting berth", "version", version, "node", nodeName, "hostIP", hostIP,
-		"manifests", s.PodManifestPath, "url", podspec.RedactURL(srcCfg.URL), "signedURL", srcCfg.URLSigners != nil,
-		"signedFiles", srcCfg.FileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
 	// The manager reads the pods' ConfigMaps and Secrets from the store.
-	store := store.New(srcCfg.SourceNames()...)
+	store := store.New(n.sources.SourceNames()...)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -115,46 +103,108 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	// dialled and the rest is built: at boot every pod waits for that
 	// reading, and it needs nothing from the runtime. The store holds
 	// what they deliver until the agent runs.
-	c.start(func() error { return source.Run(ctx, srcCfg, store) })
+	c.start(func() error { return source.Run(ctx, n.sources, store) })
 
-	rs, is, err := dialRuntime(ctx, s, reg, log)
+	rt, err := startRuntime(ctx, s, n, store, log)
 	if err != nil {
 		return c.abort(err)
 	}
-	clk := clock.RealClock{}
-	events := podevents.Open(podevents.Options{Clock: clk, Logger: log, StateDir: s.EventsStateDir()})
-	mgr := kuberuntime.NewManager(rs, is, s.RuntimeOptions(nodeName, hostIP, events, podObjects(store), log))
-	// The collector removes what the manager's relists saw die.
-	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
-
-	status, err := s.StatusConfig(nodeName)
+	status, err := s.StatusConfig(n.name)
 	if err != nil {
 		return c.abort(err)
 	}
-	cfg := s.AgentConfig(nodeName, hostIP, version, reg, log, status)
+	cfg := s.AgentConfig(n.name, n.hostIP, version, n.reg, log, status)
 	cfg.OnReady = func() { go started() }
-	a := syncloop.New(cfg, store, events, mgr, handlers.NewExecer(rs), collector)
+	a := syncloop.New(cfg, store, rt.events, rt.mgr, handlers.NewExecer(rt.rs), rt.collector)
 	// A start that never gets ready (a source that cannot deliver) still
 	// ends; its pods wait for the source, not for the collector.
 	bound := time.AfterFunc(startBound, started)
 	defer bound.Stop()
 
+	srv, err := listenAPI(s, a, n.reg, version, log)
+	if err != nil {
+		return c.abort(err)
+	}
+	c.start(func() error { return srv.Serve(ctx) })
+	c.start(func() error { return a.Run(ctx) })
+	return c.wait(ctx)
+}
+
+// node is who berth runs as: the node's name and IP, the metrics registry
+// every part registers on, and the sources' configuration.
+type node struct {
+	name, hostIP string
+	reg          *prometheus.Registry
+	sources      source.Config
+}
+
+// identifyNode resolves the node's name and IP (--node-ip, else the first
+// global address), builds the registry and the sources' configuration,
+// and logs the start with them.
+func identifyNode(s config.Settings, version string, log *slog.Logger) (node, error) {
+	name, err := config.NodeName(s.HostnameOverride)
+	if err != nil {
+		return node{}, err
+	}
+	hostIP := s.NodeIP
+	if hostIP == "" {
+		hostIP = firstGlobalIP()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	syncloop.RegisterBuildInfo(reg, version, "")
+	srcCfg, err := s.SourceConfig(name, reg, log)
+	if err != nil {
+		return node{}, err
+	}
+	log.Info("starting berth", "version", version, "node", name, "hostIP", hostIP,
+		"manifests", s.PodManifestPath, "url", podspec.RedactURL(srcCfg.URL), "signedURL", srcCfg.URLSigners != nil,
+		"signedFiles", srcCfg.FileSigners != nil, "runtime", s.ContainerRuntimeEndpoint)
+	return node{name: name, hostIP: hostIP, reg: reg, sources: srcCfg}, nil
+}
+
+// runtimeSide is what berth drives the runtime with: the instrumented CRI
+// runtime service, the event log, the runtime manager recording into it,
+// and the collector.
+type runtimeSide struct {
+	rs        internalapi.RuntimeService
+	events    *podevents.Log
+	mgr       *kuberuntime.Manager
+	collector *gc.Collector
+}
+
+// startRuntime dials the CRI runtime and builds the runtime side over it;
+// the manager reads the pods' ConfigMaps and Secrets from store.
+func startRuntime(ctx context.Context, s config.Settings, n node, store *store.Store, log *slog.Logger) (runtimeSide, error) {
+	rs, is, err := dialRuntime(ctx, s, n.reg, log)
+	if err != nil {
+		return runtimeSide{}, err
+	}
+	clk := clock.RealClock{}
+	events := podevents.Open(podevents.Options{Clock: clk, Logger: log, StateDir: s.EventsStateDir()})
+	mgr := kuberuntime.NewManager(rs, is, s.RuntimeOptions(n.name, n.hostIP, events, podObjects(store), log))
+	// The collector removes what the manager's relists saw die.
+	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
+	return runtimeSide{rs: rs, events: events, mgr: mgr, collector: collector}, nil
+}
+
+// listenAPI builds the local API over the agent a and opens its listeners
+// (--listen, --socket).
+func listenAPI(s config.Settings, a api.Pods, reg *prometheus.Registry, version string, log *slog.Logger) (*api.Server, error) {
 	// Validate resolved the group already; -1 (none) leaves the socket
 	// root's alone, as gid 0 does.
 	gid, err := s.SocketGroupID()
 	if err != nil {
-		return c.abort(err)
+		return nil, err
 	}
 	srv := api.New(a, api.Options{
 		PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), SocketGroup: max(gid, 0),
 		Metrics: reg, Logger: log, Version: version,
 	})
 	if err := srv.Listen(s.Listen, s.Socket); err != nil {
-		return c.abort(err)
+		return nil, err
 	}
-	c.start(func() error { return srv.Serve(ctx) })
-	c.start(func() error { return a.Run(ctx) })
-	return c.wait(ctx)
+	return srv, nil
 }
 
 // components are berth's long-running parts (the sources, the API, the
