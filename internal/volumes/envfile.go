@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -51,21 +53,18 @@ func (h *Host) FileKeyValue(pod *v1.Pod, ref *v1.FileKeySelector) (value string,
 // readEnvFile reads the regular file rel inside the volume directory dir.
 // The volume is writable by the pod's containers, which may plant a
 // symbolic link to a host file (/etc/shadow) or a FIFO there: the path is
-// resolved by the kernel with RESOLVE_BENEATH and without magic links, so
-// it cannot leave dir, it is opened non-blocking and must be a regular
-// file, and at most maxEnvFileBytes are read.
+// resolved so that it cannot leave dir (openBeneath), it is opened
+// non-blocking and must be a regular file, and at most maxEnvFileBytes are
+// read.
 func readEnvFile(dir, rel string) ([]byte, error) {
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(root)
-	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if errors.Is(err, unix.EXDEV) {
-		return nil, fmt.Errorf("the path leaves the volume")
+	fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY)
+	if errors.Is(err, errLeavesVolume) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
@@ -90,6 +89,67 @@ func readEnvFile(dir, rel string) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", maxEnvFileBytes)
 	}
 	return data, nil
+}
+
+// errLeavesVolume is a path that would resolve outside its volume.
+var errLeavesVolume = errors.New("the path leaves the volume")
+
+// openBeneath opens rel below the directory root with flags. With openat2
+// (Linux 5.6 and later) the kernel resolves it with RESOLVE_BENEATH and no
+// magic links: links are followed while they stay below root. Without
+// openat2, rel is walked a component at a time with O_NOFOLLOW, and a
+// symbolic link anywhere in it is refused (ELOOP) rather than resolved by
+// hand: a ".." is refused in both cases.
+func openBeneath(root int, rel string, flags int) (int, error) {
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+		switch {
+		case errors.Is(err, unix.EXDEV):
+			return -1, errLeavesVolume
+		case !errors.Is(err, unix.ENOSYS):
+			return fd, err
+		}
+		noOpenat2.Store(true)
+	}
+	parts := strings.Split(rel, "/")
+	if slices.Contains(parts, "..") || path.IsAbs(rel) {
+		return -1, errLeavesVolume
+	}
+	dirfd, opened := root, -1
+	for i, name := range parts {
+		if name == "" || name == "." {
+			continue
+		}
+		fl := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW
+		if i == len(parts)-1 {
+			fl = flags | unix.O_NOFOLLOW
+		}
+		fd, err := unix.Openat(dirfd, name, fl, 0)
+		if errors.Is(err, unix.ENOTDIR) && isLink(dirfd, name) {
+			// O_DIRECTORY|O_NOFOLLOW says ENOTDIR of a link.
+			err = unix.ELOOP
+		}
+		if opened >= 0 {
+			unix.Close(opened)
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return -1, fmt.Errorf("%w: %q is a symbolic link, which berth does not follow on a kernel without openat2 (before Linux 5.6)", unix.ELOOP, name)
+		}
+		if err != nil {
+			return -1, err
+		}
+		dirfd, opened = fd, fd
+	}
+	if opened < 0 {
+		return unix.Openat(root, ".", flags, 0)
+	}
+	return opened, nil
+}
+
+// isLink reports whether name in dirfd is a symbolic link.
+func isLink(dirfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 // envFileValue finds key in an env file in the kubelet's format for
