@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,6 +26,7 @@ import (
 	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/logging"
+	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/source/httpsource"
@@ -100,6 +102,7 @@ type Settings struct {
 	ImageMinimumGCAge                 metav1.Duration `json:"imageMinimumGCAge"`
 
 	ShutdownSettings `json:",inline"`
+	ClusterSettings  `json:",inline"`
 }
 
 // Defaults are the kubelet's defaults where berth shares a setting.
@@ -141,6 +144,10 @@ func Defaults() Settings {
 		ImageGCHighThresholdPercent:       85,
 		ImageGCLowThresholdPercent:        80,
 		ImageMinimumGCAge:                 metav1.Duration{Duration: 2 * time.Minute},
+
+		ClusterSettings: ClusterSettings{
+			NodeStatusReportFrequency: metav1.Duration{Duration: nodestatus.DefaultReportFrequency},
+		},
 	}
 }
 
@@ -199,6 +206,7 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	fs.IntVar(&s.ImageGCLowThresholdPercent, "image-gc-low-threshold", s.ImageGCLowThresholdPercent, "image filesystem use (percent) image garbage collection frees down to")
 	durationVar(fs, &s.ImageMinimumGCAge, "minimum-image-gc-age", "minimum age of an unused image before garbage collection")
 	bindShutdownFlags(fs, &s.ShutdownSettings)
+	bindClusterFlags(fs, &s.ClusterSettings)
 }
 
 // Parse reads args as `berth run`'s flags over the defaults, then
@@ -312,6 +320,12 @@ func replayFlags(fs *pflag.FlagSet, s *Settings, configPath string, given map[st
 	if given["cluster-dns"] {
 		s.ClusterDNS = nil
 	}
+	if given["node-labels"] {
+		s.NodeLabels = nil
+	}
+	if given["register-with-taints"] {
+		s.RegisterWithTaints = nil
+	}
 	replay := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
 	replay.SetOutput(io.Discard)
 	BindFlags(replay, s, &configPath)
@@ -405,6 +419,7 @@ func (s Settings) validate() []error {
 	var errs []error
 	errs = append(errs, s.validateSources()...)
 	errs = append(errs, validateLabels(s.Labels)...)
+	errs = append(errs, s.validateCluster()...)
 	errs = append(errs, s.validateStatus()...)
 	errs = append(errs, s.validateDurations()...)
 	errs = append(errs, s.validateRuntime()...)
@@ -541,6 +556,9 @@ func fullSettingsForKeys() Settings {
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.StatusURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}
+	s.Kubeconfig = "x"
+	s.NodeLabels = map[string]string{"x": "x"}
+	s.RegisterWithTaints = []v1.Taint{{Key: "x", Effect: v1.TaintEffectNoSchedule}}
 	return s
 }
 
