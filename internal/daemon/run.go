@@ -114,6 +114,9 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 		return c.abort(err)
 	}
 	cfg := s.AgentConfig(n.name, n.hostIP, version, n.reg, log, status)
+	if cfg.Node, cfg.Mirror, err = clusterConfigs(s, n.name, n.hostIP, version, rt.runtimeVersion); err != nil {
+		return c.abort(err)
+	}
 	cfg.OnReady = func() { go started() }
 	a := syncloop.New(cfg, store, rt.events, rt.mgr, handlers.NewExecer(rt.rs), rt.collector)
 	// A start that never gets ready (a source that cannot deliver) still
@@ -171,12 +174,15 @@ type runtimeSide struct {
 	events    *podevents.Log
 	mgr       *kuberuntime.Manager
 	collector *gc.Collector
+	// runtimeVersion is the runtime's name://version for the Node's
+	// nodeInfo, "" while it does not answer.
+	runtimeVersion string
 }
 
 // startRuntime dials the CRI runtime and builds the runtime side over it;
 // the manager reads the pods' ConfigMaps and Secrets from store.
 func startRuntime(ctx context.Context, s config.Settings, n node, store *store.Store, log *slog.Logger) (runtimeSide, error) {
-	rs, is, err := dialRuntime(ctx, s, n.reg, log)
+	rs, is, runtimeVersion, err := dialRuntime(ctx, s, n.reg, log)
 	if err != nil {
 		return runtimeSide{}, err
 	}
@@ -185,7 +191,7 @@ func startRuntime(ctx context.Context, s config.Settings, n node, store *store.S
 	mgr := kuberuntime.NewManager(rs, is, s.RuntimeOptions(n.name, n.hostIP, events, podObjects(store), log))
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
-	return runtimeSide{rs: rs, events: events, mgr: mgr, collector: collector}, nil
+	return runtimeSide{rs: rs, events: events, mgr: mgr, collector: collector, runtimeVersion: runtimeVersion}, nil
 }
 
 // listenAPI builds the local API over the agent a and opens its listeners
@@ -249,19 +255,23 @@ func (c *components) wait(ctx context.Context) error {
 
 // dialRuntime connects to the CRI runtime and image services, logs the
 // runtime's version (or that it is not usable yet: berth retries), and
-// instruments both with metrics on reg.
-func dialRuntime(ctx context.Context, s config.Settings, reg prometheus.Registerer, log *slog.Logger) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+// instruments both with metrics on reg. It returns the runtime's version
+// as NAME://VERSION, the Node's containerRuntimeVersion ("" when not
+// reached yet).
+func dialRuntime(ctx context.Context, s config.Settings, reg prometheus.Registerer, log *slog.Logger) (internalapi.RuntimeService, internalapi.ImageManagerService, string, error) {
 	rs, is, err := criclient.Dial(s.ContainerRuntimeEndpoint, s.ImageServiceEndpoint, s.RuntimeRequestTimeout.Duration)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
+	var runtimeVersion string
 	if v, err := criclient.CheckVersion(ctx, rs, s.ContainerRuntimeEndpoint); err != nil {
 		log.Error("container runtime not usable yet; berth keeps retrying", "err", err)
 	} else {
 		log.Info("container runtime", "name", v.RuntimeName, "version", v.RuntimeVersion, "cri", v.RuntimeApiVersion)
+		runtimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
 	}
 	rs, is = criclient.Instrument(rs, is, reg)
-	return rs, is, nil
+	return rs, is, runtimeVersion, nil
 }
 
 // firstGlobalIP picks the node IP when --node-ip is not given: the first

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -44,9 +44,26 @@ const (
 	backoffMax = 2 * time.Minute
 )
 
+// PodClient reaches the Pods of a namespace: client-go's typed Pods
+// client, or kubeclient's.
+type PodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error)
+	Create(ctx context.Context, pod *v1.Pod, opts metav1.CreateOptions) (*v1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Pod, error)
+}
+
+// NodeGetter reads the Node, for its UID.
+type NodeGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
+}
+
 // Config configures the mirror pods.
 type Config struct {
-	Client   kubernetes.Interface
+	// Pods returns the client of a namespace's pods ("" for all).
+	Pods     func(namespace string) PodClient
+	Nodes    NodeGetter
 	NodeName string
 	// Event records an event of a pod (its reason and message); it must
 	// not block. nil records none.
@@ -64,7 +81,8 @@ type Config struct {
 // goroutine, so an API server that is down or slow never holds up pods.
 type Mirrorer struct {
 	cfg      Config
-	client   kubernetes.Interface
+	pods     func(namespace string) PodClient
+	nodes    NodeGetter
 	clock    clock.Clock
 	log      *slog.Logger
 	snapshot func() []*v1.Pod
@@ -111,7 +129,8 @@ func New(cfg Config, snapshot func() []*v1.Pod) *Mirrorer {
 	}
 	m := &Mirrorer{
 		cfg:      cfg,
-		client:   cfg.Client,
+		pods:     cfg.Pods,
+		nodes:    cfg.Nodes,
 		clock:    cfg.Clock,
 		log:      cfg.Logger.With("node", cfg.NodeName),
 		snapshot: snapshot,
@@ -223,7 +242,7 @@ func (m *Mirrorer) list(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	sel := fields.OneTermEqualSelector("spec.nodeName", m.cfg.NodeName).String()
-	list, err := m.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	list, err := m.pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return err
 	}
@@ -281,7 +300,7 @@ func (m *Mirrorer) create(ctx context.Context, pod *v1.Pod, hash string) (*v1.Po
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if m.nodeUID == "" {
-		node, err := m.client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+		node, err := m.nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("read node %s for the owner reference: %w", m.cfg.NodeName, err)
 		}
@@ -291,7 +310,7 @@ func (m *Mirrorer) create(ctx context.Context, pod *v1.Pod, hash string) (*v1.Po
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        pod.Name,
 			Namespace:   pod.Namespace,
-			Labels:      pod.Labels,
+			Labels:      maps.Clone(pod.Labels),
 			Annotations: map[string]string{AnnotationMirror: hash},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Node", Name: m.cfg.NodeName, UID: m.nodeUID, Controller: ptr.To(true),
@@ -305,7 +324,7 @@ func (m *Mirrorer) create(ctx context.Context, pod *v1.Pod, hash string) (*v1.Po
 		}
 	}
 	mp.Spec.NodeName = m.cfg.NodeName
-	pods := m.client.CoreV1().Pods(pod.Namespace)
+	pods := m.pods(pod.Namespace)
 	created, err := pods.Create(ctx, mp, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		existing, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{})
@@ -326,7 +345,7 @@ func (m *Mirrorer) delete(ctx context.Context, fn string, mp *mirrorPod) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	ns, name := splitFullName(fn)
-	err := m.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+	err := m.pods(ns).Delete(ctx, name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: &mp.uid},
 	})
@@ -364,7 +383,7 @@ func (m *Mirrorer) patchStatus(ctx context.Context, pod *v1.Pod, mp *mirrorPod) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	patched, err := m.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	patched, err := m.pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,8 @@ func newFixture(t *testing.T, objects ...k8sruntime.Object) *fixture {
 		return false, nil, nil
 	})
 	f.m = New(Config{
-		Client:   f.client,
+		Pods:     func(ns string) PodClient { return f.client.CoreV1().Pods(ns) },
+		Nodes:    f.client.CoreV1().Nodes(),
 		NodeName: "edge-1",
 		Event: func(p *v1.Pod, reason, message string) {
 			f.events = append(f.events, event{p.Name, reason, message})

@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
@@ -48,9 +46,27 @@ const (
 	backoffMax = 7 * time.Second
 )
 
+// NodeClient reaches the Nodes: client-go's typed Nodes client, or
+// kubeclient's.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
+	Create(ctx context.Context, node *v1.Node, opts metav1.CreateOptions) (*v1.Node, error)
+	Update(ctx context.Context, node *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error)
+	UpdateStatus(ctx context.Context, node *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error)
+}
+
+// LeaseClient reaches the Leases of kube-node-lease.
+type LeaseClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
 // Config configures the node's registration and status.
 type Config struct {
-	Client   kubernetes.Interface
+	Nodes NodeClient
+	// Leases are kube-node-lease's (LeaseNamespace).
+	Leases   LeaseClient
 	NodeName string
 	// Hostname is the Hostname address and the kubernetes.io/hostname
 	// label (the node name, as the kubelet without a cloud provider).
@@ -70,6 +86,9 @@ type Config struct {
 	// architecture and kubelet version are filled in here.
 	NodeInfo       v1.NodeSystemInfo
 	KubeletVersion string
+	// Pressure measures the machine for the pressure conditions
+	// (Measure on the root directory); nil reports none.
+	Pressure func() Pressure
 	// ReportFrequency is --node-status-report-frequency
 	// (DefaultReportFrequency when 0).
 	ReportFrequency time.Duration
@@ -86,7 +105,8 @@ type Config struct {
 // so an API server that is down or slow never holds up pods.
 type Controller struct {
 	cfg      Config
-	client   kubernetes.Interface
+	nodes    NodeClient
+	leases   LeaseClient
 	clock    clock.Clock
 	log      *slog.Logger
 	snapshot func() Snapshot
@@ -132,7 +152,8 @@ func New(cfg Config, snapshot func() Snapshot) *Controller {
 	}
 	c := &Controller{
 		cfg:      cfg,
-		client:   cfg.Client,
+		nodes:    cfg.Nodes,
+		leases:   cfg.Leases,
 		clock:    cfg.Clock,
 		log:      cfg.Logger.With("node", cfg.NodeName),
 		snapshot: snapshot,
@@ -217,9 +238,9 @@ func (c *Controller) round(ctx context.Context) error {
 // (a restart, or a node deleted and re-created by berth), putting its
 // default labels back as the kubelet does.
 func (c *Controller) register(ctx context.Context) error {
-	nodes := c.client.CoreV1().Nodes()
+	nodes := c.nodes
 	node := c.initialNode()
-	c.setStatus(node, c.snapshot(), c.clock.Now())
+	c.setStatus(node, c.observe(), c.clock.Now())
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	created, err := nodes.Create(rctx, node, metav1.CreateOptions{})
 	cancel()
@@ -251,6 +272,15 @@ func (c *Controller) register(ctx context.Context) error {
 	return nil
 }
 
+// observe is the agent's snapshot with the machine's pressure.
+func (c *Controller) observe() Snapshot {
+	snap := c.snapshot()
+	if c.cfg.Pressure != nil {
+		snap.Pressure = c.cfg.Pressure()
+	}
+	return snap
+}
+
 // unregistered notes that the Node is gone: the next round registers it
 // again.
 func (c *Controller) unregistered() {
@@ -264,8 +294,8 @@ func (c *Controller) unregistered() {
 // a conflict re-reads the Node and tries again. The first read may come
 // from the API server's cache (resourceVersion "0"), as the kubelet's.
 func (c *Controller) updateStatus(ctx context.Context) error {
-	nodes := c.client.CoreV1().Nodes()
-	snap := c.snapshot()
+	nodes := c.nodes
+	snap := c.observe()
 	var err error
 	for i := range updateRetries {
 		opts := metav1.GetOptions{}
@@ -286,7 +316,7 @@ func (c *Controller) updateStatus(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) tryUpdateStatus(ctx context.Context, nodes corev1client.NodeInterface, opts metav1.GetOptions, snap Snapshot) error {
+func (c *Controller) tryUpdateStatus(ctx context.Context, nodes NodeClient, opts metav1.GetOptions, snap Snapshot) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	node, err := nodes.Get(ctx, c.cfg.NodeName, opts)
@@ -334,7 +364,7 @@ func (c *Controller) renewLease(ctx context.Context) error {
 func (c *Controller) tryRenewLease(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	leases := c.client.CoordinationV1().Leases(LeaseNamespace)
+	leases := c.leases
 	if c.lease == nil {
 		l, err := leases.Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -27,12 +27,13 @@ import (
 )
 
 type fixture struct {
-	client *fake.Clientset
-	clock  *testclock.FakeClock
-	reg    *prometheus.Registry
-	log    *bytes.Buffer
-	snap   Snapshot
-	c      *Controller
+	client   *fake.Clientset
+	clock    *testclock.FakeClock
+	reg      *prometheus.Registry
+	log      *bytes.Buffer
+	snap     Snapshot
+	pressure Pressure
+	c        *Controller
 }
 
 func newFixture(t *testing.T, objects ...k8sruntime.Object) *fixture {
@@ -51,7 +52,8 @@ func newFixture(t *testing.T, objects ...k8sruntime.Object) *fixture {
 		return false, nil, nil
 	})
 	f.c = New(Config{
-		Client:   f.client,
+		Nodes:    f.client.CoreV1().Nodes(),
+		Leases:   f.client.CoordinationV1().Leases(LeaseNamespace),
 		NodeName: "edge-1",
 		Labels:   map[string]string{"site": "north", LabelOS: "plan9"},
 		Taints:   []v1.Taint{{Key: "berth.io/edge", Effect: v1.TaintEffectNoSchedule}},
@@ -64,6 +66,7 @@ func newFixture(t *testing.T, objects ...k8sruntime.Object) *fixture {
 		MaxPods:        110,
 		NodeInfo:       v1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://1.6.20"},
 		KubeletVersion: "v1.37.2+berth.1.0.0",
+		Pressure:       func() Pressure { return f.pressure },
 		Rand:           func() float64 { return 0.5 },
 		Clock:          f.clock,
 		Logger:         slog.New(slog.NewTextHandler(f.log, nil)),
@@ -199,7 +202,7 @@ func TestStatusWrittenOnChangeAndEveryReportFrequency(t *testing.T) {
 		{"unchanged within the report frequency", renewInterval, func() {}, 0},
 		{"not ready", renewInterval, func() { f.snap = Snapshot{Ready: false, NotReadyMessage: "runtime down"} }, 1},
 		{"unchanged again", renewInterval, func() {}, 0},
-		{"disk pressure", renewInterval, func() { f.snap.Pressure.Disk = "full" }, 1},
+		{"disk pressure", renewInterval, func() { f.pressure.Disk = "full" }, 1},
 		{"unchanged past the report frequency", DefaultReportFrequency, func() {}, 1},
 	}
 	for _, tc := range tests {

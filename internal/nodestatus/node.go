@@ -26,7 +26,8 @@ type Snapshot struct {
 	// not.
 	Ready           bool
 	NotReadyMessage string
-	Pressure        Pressure
+	// Pressure is filled in by the controller (Config.Pressure).
+	Pressure Pressure
 }
 
 // defaultLabels are the labels the kubelet derives itself; on an existing

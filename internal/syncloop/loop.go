@@ -22,6 +22,8 @@ import (
 	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/prober"
 	"github.com/berth-agent/berth/internal/rollback"
+	"github.com/berth-agent/berth/internal/mirror"
+	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
 )
@@ -72,6 +74,12 @@ type Config struct {
 	// (package statusreport); nil sends none. Its Clock, Logger and Metrics
 	// are the agent's.
 	Status *statusreport.Config
+	// Node registers the Node and keeps its status and Lease (package
+	// nodestatus); Mirror keeps the mirror pods (package mirror). Both
+	// are nil unless --kubeconfig is set; their Clock, Logger and Metrics
+	// are the agent's.
+	Node   *nodestatus.Config
+	Mirror *mirror.Config
 	// Version is berth's version, for the status report.
 	Version string
 	// OnReady, when set, is called from the agent's goroutine each time
@@ -136,6 +144,10 @@ type Loop struct {
 	rollback *rollback.Tracker
 	// reporter PUTs the status report; nil without Config.Status.
 	reporter *statusreport.Reporter
+	// node and mirror join berth to a cluster; nil without Config.Node
+	// and Config.Mirror.
+	node   *nodestatus.Controller
+	mirror *mirror.Mirrorer
 	// workers runs the pods' lanes and their probes.
 	workers *podworkers.Workers
 	// changed fires when what Pods shows may have changed: a status in
@@ -206,6 +218,16 @@ func newAgent(cfg Config, store *store.Store, rt podworkers.Runtime, exec prober
 		sc := *cfg.Status
 		sc.Clock, sc.Logger, sc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
 		a.reporter = statusreport.New(sc, a.statusReport)
+	}
+	if cfg.Node != nil {
+		nc := *cfg.Node
+		nc.Clock, nc.Logger, nc.Metrics = cfg.Clock, cfg.Logger, cfg.Metrics
+		a.node = nodestatus.New(nc, a.nodeSnapshot)
+	}
+	if cfg.Mirror != nil {
+		mc := *cfg.Mirror
+		mc.Clock, mc.Logger, mc.Metrics, mc.Event = cfg.Clock, cfg.Logger, cfg.Metrics, a.mirrorEvent
+		a.mirror = mirror.New(mc, a.mirrorPods)
 	}
 	return a
 }
@@ -278,7 +300,8 @@ func (a *Loop) Run(ctx context.Context) error {
 
 // startHelpers starts the sync loop's helpers, each until ctx ends: the
 // PLEG (relisting into relists), and, when configured, the garbage
-// collection, the node shutdown watch and the status report.
+// collection, the node shutdown watch, the status report, and the Node and
+// mirror pods in a cluster.
 func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.pleg.run(ctx, relists) })
@@ -293,6 +316,12 @@ func (a *Loop) startHelpers(ctx context.Context, relists chan<- relist) *sync.Wa
 	}
 	if a.reporter != nil {
 		wg.Go(func() { a.reporter.Run(ctx) })
+	}
+	if a.node != nil {
+		wg.Go(func() { a.node.Run(ctx) })
+	}
+	if a.mirror != nil {
+		wg.Go(func() { a.mirror.Run(ctx) })
 	}
 	return &wg
 }

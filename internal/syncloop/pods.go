@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/berth-agent/berth/internal/mirror"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
@@ -56,6 +57,11 @@ func (a *Loop) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	}
 	if c, ok := a.rollback.Condition(p); ok {
 		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
+	}
+	if a.mirror != nil {
+		if c, ok := mirror.Condition(p, now); ok {
+			cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
+		}
 	}
 	return &cp
 }

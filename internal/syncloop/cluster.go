@@ -1,0 +1,48 @@
+package syncloop
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/nodestatus"
+)
+
+// nodeSnapshot is what the Node's conditions say of berth: Ready while
+// berth is ready (every source delivered, every pod handed over) and
+// healthy (the sync loop turns, the runtime answers). It reads health
+// under its lock, so the node controller's goroutine may call it.
+func (a *Loop) nodeSnapshot() nodestatus.Snapshot {
+	err := a.health.Healthy()
+	if err == nil {
+		err = a.health.Ready()
+	}
+	if err != nil {
+		return nodestatus.Snapshot{NotReadyMessage: err.Error()}
+	}
+	return nodestatus.Snapshot{Ready: true}
+}
+
+// mirrorPods are the pods to mirror: each pod berth runs for what the
+// sources serve, with the status the pod workers last wrote; a pod not
+// synced yet has none and waits. It reads the merge store, the rollbacks
+// and the status store, each under its own lock, so the mirrorer's
+// goroutine may call it.
+func (a *Loop) mirrorPods() []*v1.Pod {
+	desired := a.desiredPods()
+	out := make([]*v1.Pod, 0, len(desired))
+	for _, p := range desired {
+		st := a.status.Get(p.UID)
+		if st == nil {
+			continue
+		}
+		cp := *p
+		cp.Status = st.Status
+		out = append(out, &cp)
+	}
+	return out
+}
+
+// mirrorEvent records why a pod has no mirror pod among its events.
+func (a *Loop) mirrorEvent(pod *v1.Pod, reason, message string) {
+	a.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, reason, message)
+}
