@@ -81,6 +81,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e: close test bed:", err)
 		}
 	}()
+	defer closeControlPlane()
 	return m.Run()
 }
 

@@ -11,3 +11,16 @@ func ImageArchive() (string, error) {
 // CacheDir is where the test beds keep what they build between runs:
 // $BERTH_TESTBED_CACHE, else the user's cache dir.
 func CacheDir() string { return cacheDir() }
+
+// BuildLocked makes sure dir (under CacheDir) holds every one of
+// binaries, running build with a fresh directory to put them in when it
+// does not; concurrent test binaries wait for one build (see buildLocked).
+func BuildLocked(dir string, binaries []string, build func(out string) error) error {
+	return buildLocked(dir, CacheDir(), binaries, build)
+}
+
+// DownloadModule fetches module@version into the module cache through the
+// Go module proxy and returns its directory there.
+func DownloadModule(module, version string) (string, error) {
+	return downloadModule(module, version)
+}

@@ -1,0 +1,28 @@
+package controlplane
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestStagingModules(t *testing.T) {
+	gomod := []byte(`module k8s.io/kubernetes
+
+go 1.26.0
+
+require k8s.io/api v0.0.0
+
+replace k8s.io/kms => ./staging/src/k8s.io/kms
+
+replace (
+	k8s.io/api => ./staging/src/k8s.io/api
+	k8s.io/client-go => ./staging/src/k8s.io/client-go
+	github.com/x/y => github.com/x/y v1.0.0
+)
+`)
+	got := stagingModules(gomod)
+	want := []string{"k8s.io/kms", "k8s.io/api", "k8s.io/client-go"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stagingModules = %v, want %v", got, want)
+	}
+}
