@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -359,8 +359,10 @@ func (m *Mirrorer) delete(ctx context.Context, fn string, mp *mirrorPod) error {
 }
 
 // patchStatus patches the mirror's status to pod's when they differ: a
-// strategic merge patch from the status the API server has, carrying the
-// mirror's UID as a precondition (the kubelet's status manager).
+// JSON merge patch from the status the API server has (fields gone are
+// set to null, lists replaced whole), carrying the mirror's UID, which the
+// API server refuses to change: the UID precondition of the kubelet's
+// status manager.
 func (m *Mirrorer) patchStatus(ctx context.Context, pod *v1.Pod, mp *mirrorPod) error {
 	sent, err := json.Marshal(pod.Status)
 	if err != nil {
@@ -369,26 +371,62 @@ func (m *Mirrorer) patchStatus(ctx context.Context, pod *v1.Pod, mp *mirrorPod) 
 	if bytes.Equal(sent, mp.sent) {
 		return nil
 	}
-	oldData, err := json.Marshal(v1.Pod{Status: mp.status})
-	if err != nil {
+	var old, updated map[string]any
+	if err := unmarshalStatus(mp.status, &old); err != nil {
 		return err
 	}
-	newData, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: mp.uid}, Status: pod.Status})
-	if err != nil {
+	if err := json.Unmarshal(sent, &updated); err != nil {
 		return err
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, v1.Pod{})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": mp.uid},
+		"status":   mergePatch(old, updated),
+	})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	patched, err := m.pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	patched, err := m.pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return err
 	}
 	mp.status, mp.sent = patched.Status, sent
 	return nil
+}
+
+func unmarshalStatus(st v1.PodStatus, into *map[string]any) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
+// mergePatch is the RFC 7386 merge patch from old to updated: updated's
+// values where they differ, objects patched key by key, null for a key
+// updated lacks.
+func mergePatch(old, updated map[string]any) map[string]any {
+	patch := map[string]any{}
+	for k, nv := range updated {
+		ov, ok := old[k]
+		om, oldIsObj := ov.(map[string]any)
+		nm, newIsObj := nv.(map[string]any)
+		switch {
+		case ok && oldIsObj && newIsObj:
+			if sub := mergePatch(om, nm); len(sub) > 0 {
+				patch[k] = sub
+			}
+		case !ok || !reflect.DeepEqual(ov, nv):
+			patch[k] = nv
+		}
+	}
+	for k := range old {
+		if _, ok := updated[k]; !ok {
+			patch[k] = nil
+		}
+	}
+	return patch
 }
 
 // splitFullName undoes podspec.JoinFullName (name_namespace); a name

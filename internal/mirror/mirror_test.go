@@ -3,6 +3,7 @@ package mirror
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -374,5 +375,20 @@ func TestUnmirrorable(t *testing.T) {
 				t.Errorf("Unmirrorable = %q, want it to name %s and NodeRestriction", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestMergePatch(t *testing.T) {
+	old := map[string]any{"phase": "Pending", "message": "waiting", "podIP": "10.0.0.1",
+		"nested": map[string]any{"a": 1.0, "b": 2.0}, "list": []any{1.0, 2.0}}
+	updated := map[string]any{"phase": "Running", "podIP": "10.0.0.1",
+		"nested": map[string]any{"a": 1.0}, "list": []any{1.0}}
+	got, err := json.Marshal(mergePatch(old, updated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"list":[1],"message":null,"nested":{"b":null},"phase":"Running"}`
+	if string(got) != want {
+		t.Errorf("mergePatch = %s, want %s", got, want)
 	}
 }
