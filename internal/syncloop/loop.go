@@ -14,7 +14,9 @@ import (
 
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/mirror"
 	"github.com/berth-agent/berth/internal/nodeshutdown"
+	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podplan"
 	"github.com/berth-agent/berth/internal/podspec"
@@ -22,8 +24,6 @@ import (
 	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/prober"
 	"github.com/berth-agent/berth/internal/rollback"
-	"github.com/berth-agent/berth/internal/mirror"
-	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
 )
