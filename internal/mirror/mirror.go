@@ -364,7 +364,13 @@ func (m *Mirrorer) delete(ctx context.Context, fn string, mp *mirrorPod) error {
 // API server refuses to change: the UID precondition of the kubelet's
 // status manager.
 func (m *Mirrorer) patchStatus(ctx context.Context, pod *v1.Pod, mp *mirrorPod) error {
-	sent, err := json.Marshal(pod.Status)
+	status := pod.Status
+	if mp.status.QOSClass != "" {
+		// The API server sets the QoS class at creation, from the same
+		// spec, and refuses to change it.
+		status.QOSClass = mp.status.QOSClass
+	}
+	sent, err := json.Marshal(status)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func newFixture(t *testing.T, objects ...k8sruntime.Object) *fixture {
 		p := a.(k8stesting.CreateAction).GetObject().(*v1.Pod)
 		n++
 		p.UID = types.UID(fmt.Sprintf("mirror-%d", n))
-		p.Status = v1.PodStatus{Phase: v1.PodPending}
+		p.Status = v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSBestEffort}
 		return false, nil, nil
 	})
 	f.m = New(Config{
@@ -152,8 +152,12 @@ func TestCreatesMirrorPodAsTheKubelet(t *testing.T) {
 	if len(patches) != 1 {
 		t.Fatalf("%d status patches, want 1", len(patches))
 	}
-	if body := string(patches[0].(k8stesting.PatchAction).GetPatch()); !strings.Contains(body, `"uid":"mirror-1"`) {
+	body := string(patches[0].(k8stesting.PatchAction).GetPatch())
+	if !strings.Contains(body, `"uid":"mirror-1"`) {
 		t.Errorf("status patch %s has no UID precondition", body)
+	}
+	if strings.Contains(body, "qosClass") {
+		t.Errorf("status patch %s changes the QoS class the API server set", body)
 	}
 
 	f.round(t)
