@@ -85,7 +85,7 @@ type Mirrorer struct {
 	nodes    NodeGetter
 	clock    clock.Clock
 	log      *slog.Logger
-	snapshot func() []*v1.Pod
+	snapshot func() Snapshot
 	errors   *prometheus.CounterVec
 	count    prometheus.Gauge
 
@@ -109,9 +109,19 @@ type mirrorPod struct {
 	sent []byte
 }
 
+// Snapshot is what the agent runs, for the mirrors.
+type Snapshot struct {
+	// Pods are the pods berth runs, each with its current status; a pod
+	// not synced yet has an empty one (no phase) and waits for it.
+	Pods []*v1.Pod
+	// Complete says every source delivered: until then a mirror whose pod
+	// is missing may be of a pod not read yet, and is kept.
+	Complete bool
+}
+
 // New builds the mirrorer; snapshot must be safe to call from its
 // goroutine and return pods it may read but never writes.
-func New(cfg Config, snapshot func() []*v1.Pod) *Mirrorer {
+func New(cfg Config, snapshot func() Snapshot) *Mirrorer {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
@@ -188,8 +198,10 @@ func (m *Mirrorer) step(ctx context.Context) time.Duration {
 
 // round lists the node's mirror pods when due, then brings each pod's
 // mirror in line with it: created, replaced when its hash changed, its
-// status patched; and deletes the mirrors of pods berth no longer runs
-// (at the start too: those of pods removed while berth was down).
+// status patched; and, once every source delivered, deletes the mirrors
+// of pods berth no longer runs (at the start too: those of pods removed
+// while berth was down). A restarted berth keeps the mirrors of the pods
+// it still runs: their hash is the same.
 func (m *Mirrorer) round(ctx context.Context) error {
 	if m.listed.IsZero() || m.clock.Since(m.listed) >= relistPeriod {
 		if err := m.list(ctx); err != nil {
@@ -197,11 +209,11 @@ func (m *Mirrorer) round(ctx context.Context) error {
 			return fmt.Errorf("list the mirror pods of node %s: %w", m.cfg.NodeName, err)
 		}
 	}
-	pods := m.snapshot()
+	snap := m.snapshot()
 	var errs []error
-	want := make(map[string]bool, len(pods))
-	running := make(map[types.UID]bool, len(pods))
-	for _, p := range pods {
+	want := make(map[string]bool, len(snap.Pods))
+	running := make(map[types.UID]bool, len(snap.Pods))
+	for _, p := range snap.Pods {
 		running[p.UID] = true
 		if msg := Unmirrorable(p); msg != "" {
 			if !m.told[p.UID] {
@@ -212,6 +224,9 @@ func (m *Mirrorer) round(ctx context.Context) error {
 		}
 		fn := podspec.FullName(p)
 		want[fn] = true
+		if p.Status.Phase == "" {
+			continue // not synced yet: its mirror, if any, is kept as it is
+		}
 		if err := m.sync(ctx, fn, p); err != nil {
 			errs = append(errs, err)
 		}
@@ -222,7 +237,7 @@ func (m *Mirrorer) round(ctx context.Context) error {
 		}
 	}
 	for fn, mp := range m.mirrors {
-		if want[fn] {
+		if want[fn] || !snap.Complete {
 			continue
 		}
 		if err := m.delete(ctx, fn, mp); err != nil {

@@ -30,13 +30,14 @@ import (
 type event struct{ pod, reason, message string }
 
 type fixture struct {
-	client *fake.Clientset
-	clock  *testclock.FakeClock
-	log    *bytes.Buffer
-	mu     sync.Mutex // guards pods, which Run's goroutine reads
-	pods   []*v1.Pod
-	events []event
-	m      *Mirrorer
+	client     *fake.Clientset
+	clock      *testclock.FakeClock
+	log        *bytes.Buffer
+	mu         sync.Mutex // guards pods, which Run's goroutine reads
+	pods       []*v1.Pod
+	incomplete bool // the sources have not all delivered
+	events     []event
+	m          *Mirrorer
 }
 
 var node = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", UID: "node-uid"}}
@@ -69,10 +70,10 @@ func newFixture(t *testing.T, objects ...k8sruntime.Object) *fixture {
 		Clock:   f.clock,
 		Logger:  slog.New(slog.NewTextHandler(f.log, nil)),
 		Metrics: prometheus.NewRegistry(),
-	}, func() []*v1.Pod {
+	}, func() Snapshot {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.pods
+		return Snapshot{Pods: f.pods, Complete: !f.incomplete}
 	})
 	return f
 }
@@ -394,5 +395,39 @@ func TestMergePatch(t *testing.T) {
 	want := `{"list":[1],"message":null,"nested":{"b":null},"phase":"Running"}`
 	if string(got) != want {
 		t.Errorf("mergePatch = %s, want %s", got, want)
+	}
+}
+
+// TestRestartKeepsMirrorsUntilPodsAreKnown is berth restarted: before its
+// sources delivered, a mirror whose pod is not known yet is kept; a pod
+// not synced yet keeps its mirror as it is, and once synced the same
+// mirror is patched, never re-created.
+func TestRestartKeepsMirrorsUntilPodsAreKnown(t *testing.T) {
+	f := newFixture(t, mirrorOf("web", "hash-1", "m-web"), mirrorOf("gone", "hash-2", "m-gone"))
+	f.incomplete = true
+	f.round(t)
+	unsynced := staticPod("web", "hash-1")
+	unsynced.Status = v1.PodStatus{}
+	f.pods = []*v1.Pod{unsynced}
+	f.round(t)
+	if pods := f.apiPods(t); len(pods) != 2 {
+		t.Fatalf("pods before the sources delivered: %d, want both mirrors kept", len(pods))
+	}
+	f.incomplete = false
+	f.round(t)
+	pods := f.apiPods(t)
+	if pods["gone-edge-1"] != nil || pods["web-edge-1"] == nil || pods["web-edge-1"].UID != "m-web" {
+		t.Fatalf("pods once complete: %v, want gone deleted, web kept", pods)
+	}
+	if n := len(f.actions("patch", "status")); n != 0 {
+		t.Errorf("%d status patches for a pod not synced yet", n)
+	}
+	f.pods = []*v1.Pod{staticPod("web", "hash-1")}
+	f.round(t)
+	if p := f.apiPods(t)["web-edge-1"]; p.UID != "m-web" || p.Status.Phase != v1.PodRunning {
+		t.Errorf("web's mirror once synced = %s %s, want m-web Running", p.UID, p.Status.Phase)
+	}
+	if n := len(f.actions("create", "")); n != 0 {
+		t.Errorf("%d mirrors created, want none", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/mirror"
 	"github.com/berth-agent/berth/internal/nodestatus"
 )
 
@@ -23,23 +24,23 @@ func (a *Loop) nodeSnapshot() nodestatus.Snapshot {
 }
 
 // mirrorPods are the pods to mirror: each pod berth runs for what the
-// sources serve, with the status the pod workers last wrote; a pod not
-// synced yet has none and waits. It reads the merge store, the rollbacks
-// and the status store, each under its own lock, so the mirrorer's
-// goroutine may call it.
-func (a *Loop) mirrorPods() []*v1.Pod {
+// sources serve, with the status the pod workers last wrote (none before
+// its first sync), and whether every source delivered. It reads the merge
+// store, the rollbacks and the status store, each under its own lock, so
+// the mirrorer's goroutine may call it.
+func (a *Loop) mirrorPods() mirror.Snapshot {
+	complete := a.store.SourcesReady()
 	desired := a.desiredPods()
 	out := make([]*v1.Pod, 0, len(desired))
 	for _, p := range desired {
-		st := a.status.Get(p.UID)
-		if st == nil {
-			continue
-		}
 		cp := *p
-		cp.Status = st.Status
+		cp.Status = v1.PodStatus{}
+		if st := a.status.Get(p.UID); st != nil {
+			cp.Status = st.Status
+		}
 		out = append(out, &cp)
 	}
-	return out
+	return mirror.Snapshot{Pods: out, Complete: complete}
 }
 
 // mirrorEvent records why a pod has no mirror pod among its events.

@@ -54,13 +54,18 @@ func TestClusterViews(t *testing.T) {
 	if s := a.nodeSnapshot(); s.Ready || !strings.Contains(s.NotReadyMessage, "sync loop has not started") {
 		t.Errorf("node snapshot before the loop turned = %+v, want NotReady saying why", s)
 	}
-	if pods := a.mirrorPods(); len(pods) != 0 {
-		t.Errorf("pods to mirror before any status: %d, want 0", len(pods))
+	snap := a.mirrorPods()
+	if len(snap.Pods) != 2 || snap.Pods[0].Status.Phase != "" || snap.Pods[1].Status.Phase != "" {
+		t.Errorf("pods to mirror before any status: %+v, want both without status", snap.Pods)
+	}
+	if !snap.Complete {
+		t.Error("the file source delivered, yet the snapshot is not complete")
 	}
 	a.status.Set(web, v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.9"})
-	pods := a.mirrorPods()
-	if len(pods) != 1 || pods[0].UID != "u1" || pods[0].Status.PodIP != "10.0.0.9" || len(pods[0].Spec.Containers) != 1 {
-		t.Errorf("pods to mirror = %+v, want web with its status", pods)
+	for _, p := range a.mirrorPods().Pods {
+		if p.UID == "u1" && (p.Status.PodIP != "10.0.0.9" || len(p.Spec.Containers) != 1) {
+			t.Errorf("web to mirror = %+v, want it with its status", p)
+		}
 	}
 	a.status.Set(secretPod, v1.PodStatus{Phase: v1.PodRunning})
 	p := a.Pod("default", "vault-edge-1")
