@@ -304,8 +304,19 @@ func TestClusterAPIServerRestart(t *testing.T) {
 	if err := cp.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	b.waitFor("berth to say the node is up to date again", clusterTimeout, func() (bool, string) {
 		return b.logContains("node up to date again"), "no such log line"
+	})
+	// Nothing here marks the Node NotReady while the API server is down
+	// (no node lifecycle controller): the renewed Lease is what the
+	// control plane would see the node back by.
+	b.waitFor("the Lease renewed after the restart", clusterTimeout, func() (bool, string) {
+		l, err := c.admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.RenewTime.After(restarted), fmt.Sprintf("renewed at %v, restarted at %v", l.Spec.RenewTime, restarted)
 	})
 	c.waitNode("Ready again", nodeReady)
 	ms = c.waitMirrors("still one", func(ms []v1.Pod) (bool, string) {
