@@ -32,7 +32,7 @@ func TestReadmeCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{"demo", "test", "deb"} {
+	for _, target := range []string{"demo", "test", "release"} {
 		if !strings.Contains(string(readme), "make "+target) {
 			t.Errorf("README.md does not show `make %s`", target)
 		}
