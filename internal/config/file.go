@@ -412,10 +412,41 @@ func decodeValue(node *yamlv3.Node, target reflect.Value, name string) error {
 			return errors.Join(errs...)
 		}
 		target.Set(m)
+	case target.Kind() == reflect.Struct:
+		return decodeStruct(node, target, name)
 	default:
 		return fieldErr(node, name, fmt.Sprintf("settings of type %s cannot be read from a file", target.Type()))
 	}
 	return nil
+}
+
+// decodeStruct decodes a mapping into a setting made of parts (a taint),
+// part by part under the parts' JSON names; an unknown part is an error
+// naming its line, as an unknown field is.
+func decodeStruct(node *yamlv3.Node, target reflect.Value, name string) error {
+	if node.Kind != yamlv3.MappingNode {
+		return fieldErr(node, name, "must be a mapping, got "+describeNode(node))
+	}
+	parts := map[string]int{}
+	for i := range target.NumField() {
+		f := target.Type().Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); f.IsExported() && tag != "" && tag != "-" {
+			parts[tag] = i
+		}
+	}
+	var errs []error
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k := resolveAlias(node.Content[i])
+		idx, ok := parts[k.Value]
+		if k.Kind != yamlv3.ScalarNode || !ok {
+			errs = append(errs, fieldErr(k, name, fmt.Sprintf("unknown field %q", k.Value)))
+			continue
+		}
+		if err := decodeValue(node.Content[i+1], target.Field(idx), name+"."+k.Value); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // fileErrors flattens decodeValue's joined errors, all *FileError.

@@ -31,6 +31,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"list given a string", versioned + "clusterDNS: 10.0.0.1\n", []string{`:3: clusterDNS: must be a list, got string "10.0.0.1"`}},
 		{"header value", versioned + "staticPodURLHeader:\n  Authorization: Bearer x\n", []string{`:4: staticPodURLHeader.Authorization: must be a list, got string "Bearer x"`}},
 		{"label value", versioned + "labels:\n  site: [a]\n", []string{":4: labels.site: must be a string, got a list"}},
+		{"taint part", versioned + "kubeconfig: /k\nregisterWithTaints:\n- key: a\n  efect: NoSchedule\n", []string{`:6: registerWithTaints[0]: unknown field "efect"`}},
+		{"taint given a string", versioned + "kubeconfig: /k\nregisterWithTaints:\n- a=b:NoSchedule\n", []string{`:5: registerWithTaints[0]: must be a mapping, got string "a=b:NoSchedule"`}},
 		{"twice", versioned + "maxPods: 1\nmaxPods: 2\n", []string{":4: maxPods: given twice (first on line 3)"}},
 		{"old and new name", versioned + "crashLoopBackoffMax: 1m\ncrashLoopBackOffMax: 2m\n", []string{":4: crashLoopBackOffMax: sets crashLoopBackOffMax, which line 3 sets too: keep only crashLoopBackOffMax"}},
 		{"wrong apiVersion", "apiVersion: berth.io/v1\nkind: BerthConfiguration\n", []string{`:1: apiVersion: want berth.io/v1alpha1 (kind BerthConfiguration), got "berth.io/v1"`}},
