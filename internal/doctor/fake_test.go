@@ -104,8 +104,14 @@ func (f fakeFS) statfs(path string, st *unix.Statfs_t) error {
 // fsWith is a filesystem of 1000 blocks of 4 KiB and 1000 inodes with
 // availPct and inodePct percent of them free.
 func fsWith(typ int64, availPct, inodePct uint64) unix.Statfs_t {
-	return unix.Statfs_t{Type: typ, Bsize: 4096, Blocks: 1000, Bavail: availPct * 10, Files: 1000, Ffree: inodePct * 10}
+	st := unix.Statfs_t{Bsize: 4096, Blocks: 1000, Bavail: availPct * 10, Files: 1000, Ffree: inodePct * 10}
+	st.Type = asType(st.Type, typ)
+	return st
 }
+
+// asType is v as the type of Statfs_t.Type, int32 on 32-bit ARM and int64
+// elsewhere.
+func asType[T ~int32 | ~int64](_ T, v int64) T { return T(v) }
 
 // testEnv is an env over the fakes, with the real clock (tests that time
 // run in a synctest bubble).

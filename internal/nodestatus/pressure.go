@@ -40,7 +40,7 @@ func Measure(rootDir string) Pressure {
 	if err := unix.Statfs(rootDir, &st); err == nil && st.Blocks > 0 {
 		switch {
 		case float64(st.Bavail) < diskAvailableMin*float64(st.Blocks):
-			p.Disk = fmt.Sprintf("%s has %s available, below 10%%", rootDir, quantity(int64(st.Bavail)*st.Bsize))
+			p.Disk = fmt.Sprintf("%s has %s available, below 10%%", rootDir, quantity(int64(st.Bavail)*int64(st.Bsize)))
 		case st.Files > 0 && float64(st.Ffree) < inodesFreeMin*float64(st.Files):
 			p.Disk = fmt.Sprintf("%s has %d inodes free, below 5%%", rootDir, st.Ffree)
 		}
