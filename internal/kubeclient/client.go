@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +18,7 @@ import (
 
 // Client reaches the API server with one kubeconfig's credentials.
 type Client struct {
-	core, coordination *rest.RESTClient
+	core, coordination, certificates *rest.RESTClient
 	params             runtime.ParameterCodec
 }
 
@@ -39,6 +40,9 @@ func NewForConfig(rc *rest.Config) (*Client, error) {
 		return nil, err
 	}
 	if err := coordinationv1.AddToScheme(sch); err != nil {
+		return nil, err
+	}
+	if err := certificatesv1.AddToScheme(sch); err != nil {
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(sch)
@@ -67,7 +71,11 @@ func NewForConfig(rc *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, coordination: coord, params: runtime.NewParameterCodec(sch)}, nil
+	certs, err := group(certificatesv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, err
+	}
+	return &Client{core: core, coordination: coord, certificates: certs, params: runtime.NewParameterCodec(sch)}, nil
 }
 
 // Nodes are the cluster's Nodes.
@@ -84,6 +92,13 @@ func (c *Client) Leases(namespace string) Resource[*coordinationv1.Lease] {
 // Pods are the Pods of namespace ("" for every namespace).
 func (c *Client) Pods(namespace string) Pods {
 	return Pods{Resource[*v1.Pod]{c: c.core, params: c.params, namespace: namespace, resource: "pods", newObj: func() *v1.Pod { return &v1.Pod{} }}}
+}
+
+// CertificateSigningRequests are the cluster's CSRs (TLS bootstrap and
+// the rotation of the node's client certificate).
+func (c *Client) CertificateSigningRequests() CSRs {
+	return CSRs{Resource[*certificatesv1.CertificateSigningRequest]{c: c.certificates, params: c.params, resource: "certificatesigningrequests",
+		newObj: func() *certificatesv1.CertificateSigningRequest { return &certificatesv1.CertificateSigningRequest{} }}}
 }
 
 // Object is an API object of a Resource.
@@ -158,4 +173,15 @@ func (p Pods) List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, e
 	list := &v1.PodList{}
 	err := p.req(p.c.Get()).VersionedParams(&opts, p.params).Do(ctx).Into(list)
 	return list, err
+}
+
+// CSRs are the CertificateSigningRequests, with their approval.
+type CSRs struct {
+	Resource[*certificatesv1.CertificateSigningRequest]
+}
+
+// UpdateApproval replaces csr's approval conditions (the approval
+// subresource), as an approver does.
+func (r CSRs) UpdateApproval(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.UpdateOptions) (*certificatesv1.CertificateSigningRequest, error) {
+	return r.into(r.req(r.c.Put()).Name(csr.Name).SubResource("approval").VersionedParams(&opts, r.params).Body(csr).Do(ctx))
 }

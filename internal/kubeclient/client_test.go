@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,5 +97,45 @@ func TestRequestsAsTheTypedClients(t *testing.T) {
 	}
 	if !strings.Contains(got[5].body, `"preconditions":{"uid":"u1"}`) {
 		t.Errorf("delete body %s has no UID precondition", got[5].body)
+	}
+}
+
+// TestCSRRequests checks the certificates/v1 calls' paths: create, get and
+// the approval and status subresources.
+func TestCSRRequests(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.Path)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(certificatesv1.CertificateSigningRequest{
+			TypeMeta:   metav1.TypeMeta{Kind: "CertificateSigningRequest", APIVersion: "certificates.k8s.io/v1"},
+			ObjectMeta: metav1.ObjectMeta{Name: "csr-1", UID: "u1"},
+			Status:     certificatesv1.CertificateSigningRequestStatus{Certificate: []byte("cert")},
+		})
+	}))
+	defer srv.Close()
+	c, err := NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	csrs := c.CertificateSigningRequests()
+	created, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"}}, metav1.CreateOptions{})
+	if err != nil || created.Name != "csr-1" {
+		t.Fatalf("Create = %+v, %v", created, err)
+	}
+	if g, err := csrs.Get(ctx, "csr-1", metav1.GetOptions{}); err != nil || string(g.Status.Certificate) != "cert" {
+		t.Fatalf("Get = %+v, %v", g, err)
+	}
+	if _, err := csrs.UpdateApproval(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := csrs.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const base = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+	want := []string{"POST " + base, "GET " + base + "/csr-1", "PUT " + base + "/csr-1/approval", "PUT " + base + "/csr-1/status"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

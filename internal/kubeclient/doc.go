@@ -1,7 +1,7 @@
 // Package kubeclient is berth's API client for a cluster (--kubeconfig):
-// client-go's REST client over a scheme of the two API groups berth
-// writes, core/v1 (the Node, mirror pods) and coordination.k8s.io/v1 (the
-// Lease), with the same methods as client-go's typed clients. client-go's
+// client-go's REST client over a scheme of the three API groups berth
+// writes, core/v1 (the Node, mirror pods), coordination.k8s.io/v1 (the
+// Lease) and certificates.k8s.io/v1 (the CSRs of TLS bootstrap), with the same methods as client-go's typed clients. client-go's
 // generated clientset would link every API group's types and clients and
 // register them all at start, whether or not berth joins a cluster.
 //
