@@ -19,7 +19,7 @@ import (
 // Client reaches the API server with one kubeconfig's credentials.
 type Client struct {
 	core, coordination, certificates *rest.RESTClient
-	params             runtime.ParameterCodec
+	params                           runtime.ParameterCodec
 }
 
 // New reads kubeconfig (as the kubelet's --kubeconfig) and builds the
