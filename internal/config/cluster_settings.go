@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,31 @@ type ClusterSettings struct {
 	NodeLabels                map[string]string `json:"nodeLabels,omitempty"`
 	RegisterWithTaints        []v1.Taint        `json:"registerWithTaints,omitempty"`
 	NodeStatusReportFrequency metav1.Duration   `json:"nodeStatusReportFrequency,omitempty"`
+	// BootstrapKubeconfig and RotateCertificates get and renew the
+	// credentials of Kubeconfig by CSRs (internal/nodecert).
+	BootstrapKubeconfig string `json:"bootstrapKubeconfig,omitempty"`
+	RotateCertificates  bool   `json:"rotateCertificates"`
+	// HealthzBindAddress and HealthzPort are the kubelet's healthz
+	// endpoint, which kubeadm's kubelet-check polls: served with a
+	// Kubeconfig only, port 0 disables it.
+	HealthzBindAddress string `json:"healthzBindAddress,omitempty"`
+	HealthzPort        int    `json:"healthzPort"`
+}
+
+// Defaults of the cluster settings: the kubelet's.
+const (
+	DefaultHealthzBindAddress = "127.0.0.1"
+	DefaultHealthzPort        = 10248
+)
+
+// HealthzAddress is where the kubelet's healthz endpoint is served, ""
+// for nowhere: without a Kubeconfig berth takes no kubelet role and its
+// /healthz is on --listen alone.
+func (s ClusterSettings) HealthzAddress() string {
+	if s.Kubeconfig == "" || s.HealthzPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(s.HealthzBindAddress, strconv.Itoa(s.HealthzPort))
 }
 
 // bindClusterFlags registers the cluster settings as flags.
@@ -32,6 +59,10 @@ func bindClusterFlags(fs *pflag.FlagSet, s *ClusterSettings) {
 	fs.Var(labelsFlag{&s.NodeLabels}, "node-labels", "labels set on the Node at registration, as key=value (repeatable or comma-separated); kubernetes.io and k8s.io keys only those the kubelet may set")
 	fs.Var(taintsFlag{&s.RegisterWithTaints}, "register-with-taints", "taints set on the Node at registration, as key[=value]:Effect (repeatable or comma-separated)")
 	durationVar(fs, &s.NodeStatusReportFrequency, "node-status-report-frequency", "how often the Node's status is written when nothing changed (changes are written within 10s)")
+	fs.StringVar(&s.BootstrapKubeconfig, "bootstrap-kubeconfig", s.BootstrapKubeconfig, "kubeconfig of bootstrap credentials (kubeadm's bootstrap-kubelet.conf): when --kubeconfig is missing or its certificate expired, berth requests a client certificate with them and writes --kubeconfig")
+	fs.BoolVar(&s.RotateCertificates, "rotate-certificates", s.RotateCertificates, "request a new client certificate at 70-90% of the current one's lifetime (with --bootstrap-kubeconfig)")
+	fs.StringVar(&s.HealthzBindAddress, "healthz-bind-address", s.HealthzBindAddress, "IP address of the kubelet's healthz endpoint (with --kubeconfig)")
+	fs.IntVar(&s.HealthzPort, "healthz-port", s.HealthzPort, "port of the kubelet's healthz endpoint, serving /healthz as --listen does (with --kubeconfig; 0 disables it)")
 }
 
 // validateCluster checks them as the kubelet does.
@@ -66,6 +97,15 @@ func (s ClusterSettings) validateCluster() []error {
 	}
 	if s.Kubeconfig == "" && (len(s.NodeLabels) > 0 || len(s.RegisterWithTaints) > 0) {
 		errs = append(errs, errors.New("--node-labels and --register-with-taints need a --kubeconfig"))
+	}
+	if s.Kubeconfig == "" && s.BootstrapKubeconfig != "" {
+		errs = append(errs, errors.New("--bootstrap-kubeconfig needs a --kubeconfig: the file berth writes the node's credentials to"))
+	}
+	if s.HealthzPort < 0 || s.HealthzPort > 65535 {
+		errs = append(errs, fmt.Errorf("--healthz-port must be between 0 and 65535, got %d", s.HealthzPort))
+	}
+	if s.HealthzPort != 0 && net.ParseIP(s.HealthzBindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--healthz-bind-address %q is no IP address", s.HealthzBindAddress))
 	}
 	return errs
 }

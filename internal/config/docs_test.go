@@ -95,7 +95,7 @@ func configReference(t *testing.T) string {
 func configField(t *testing.T, name string) string {
 	t.Helper()
 	base := settingsJSON(t, Defaults())
-	for _, value := range []string{"7m7s", "7", "X-Probe:v", "192.0.2.7", "probe", "probe=v"} {
+	for _, value := range []string{"7m7s", "7", "X-Probe:v", "192.0.2.7", "probe", "probe=v", "false"} {
 		var configPath string
 		s := Defaults()
 		fs := pflag.NewFlagSet("probe", pflag.ContinueOnError)

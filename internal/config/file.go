@@ -374,6 +374,12 @@ func decodeValue(node *yamlv3.Node, target reflect.Value, name string) error {
 			return fieldErr(node, name, "must be an integer, got "+describeNode(node))
 		}
 		target.SetInt(int64(n))
+	case target.Kind() == reflect.Bool:
+		var b bool
+		if node.Kind != yamlv3.ScalarNode || node.Tag != "!!bool" || node.Decode(&b) != nil {
+			return fieldErr(node, name, "must be true or false, got "+describeNode(node))
+		}
+		target.SetBool(b)
 	case target.Kind() == reflect.Slice:
 		if node.Kind != yamlv3.SequenceNode {
 			return fieldErr(node, name, "must be a list, got "+describeNode(node))

@@ -147,6 +147,9 @@ func Defaults() Settings {
 
 		ClusterSettings: ClusterSettings{
 			NodeStatusReportFrequency: metav1.Duration{Duration: nodestatus.DefaultReportFrequency},
+			RotateCertificates:        true,
+			HealthzBindAddress:        DefaultHealthzBindAddress,
+			HealthzPort:               DefaultHealthzPort,
 		},
 	}
 }
@@ -556,7 +559,7 @@ func fullSettingsForKeys() Settings {
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.StatusURLHeader = map[string][]string{"x": {"x"}}
 	s.ClusterDNS = []string{"x"}
-	s.Kubeconfig = "x"
+	s.Kubeconfig, s.BootstrapKubeconfig = "x", "x"
 	s.NodeLabels = map[string]string{"x": "x"}
 	s.RegisterWithTaints = []v1.Taint{{Key: "x", Effect: v1.TaintEffectNoSchedule}}
 	return s
