@@ -76,6 +76,9 @@ func TestClusterSettingsErrors(t *testing.T) {
 		{[]string{"--kubeconfig", "k", "--register-with-taints", "noeffect"}, "is not key[=value]:Effect"},
 		{[]string{"--kubeconfig", "k", "--node-status-report-frequency", "1s"}, "--node-status-report-frequency must be at least 10s"},
 		{[]string{"--node-labels", "a=b"}, "need a --kubeconfig"},
+		{[]string{"--bootstrap-kubeconfig", "b"}, "--bootstrap-kubeconfig needs a --kubeconfig"},
+		{[]string{"--kubeconfig", "k", "--healthz-port", "70000"}, "--healthz-port must be between 0 and 65535"},
+		{[]string{"--kubeconfig", "k", "--healthz-bind-address", "localhost"}, `--healthz-bind-address "localhost" is no IP address`},
 	}
 	for _, tc := range tests {
 		_, err := Parse(tc.args, io.Discard)
@@ -86,6 +89,32 @@ func TestClusterSettingsErrors(t *testing.T) {
 	for _, ok := range []string{"kubelet.kubernetes.io/x=y", "node.kubernetes.io/exclude-from-external-load-balancers=true", "topology.kubernetes.io/zone=a", "example.com/x=y"} {
 		if _, err := Parse([]string{"--kubeconfig", "k", "--node-labels", ok}, io.Discard); err != nil {
 			t.Errorf("--node-labels %s: %v", ok, err)
+		}
+	}
+}
+
+// TestHealthzAddress: the kubelet's healthz endpoint is served with a
+// kubeconfig only, on 127.0.0.1:10248 unless set, and port 0 disables it.
+func TestHealthzAddress(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--kubeconfig", "k"}, "127.0.0.1:10248"},
+		{[]string{"--kubeconfig", "k", "--healthz-port", "0"}, ""},
+		{[]string{"--kubeconfig", "k", "--healthz-bind-address", "::1", "--healthz-port", "1"}, "[::1]:1"},
+	}
+	for _, tc := range tests {
+		s, err := Parse(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.args, err)
+		}
+		if got := s.HealthzAddress(); got != tc.want {
+			t.Errorf("Parse(%q).HealthzAddress() = %q, want %q", tc.args, got, tc.want)
+		}
+		if !s.RotateCertificates {
+			t.Errorf("Parse(%q): rotateCertificates is off by default", tc.args)
 		}
 	}
 }
