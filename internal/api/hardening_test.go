@@ -483,3 +483,43 @@ func TestAPIPodsStreamsValidJSON(t *testing.T) {
 		b.pods.status.Set(pod, st)
 	}
 }
+
+// TestAPIHealthzPort: the kubelet's healthz port answers /healthz as the
+// API does, nothing else, refuses foreign Host names and is capped as the
+// TCP address.
+func TestAPIHealthzPort(t *testing.T) {
+	const max = 2
+	b := newAPIBed(t, func(api *Server) {
+		api.maxConns = max
+		if err := api.ListenHealthz("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	addr := b.api.healthL.Addr().String()
+	get := func(path, host string) (int, string) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return rawGet(t, conn, path, host)
+	}
+	if code, body := get("/healthz", "127.0.0.1"); code != http.StatusServiceUnavailable || !strings.Contains(body, "sync loop has not started") {
+		t.Errorf("unhealthy: %d %s", code, body)
+	}
+	b.pods.setHealth(nil, nil)
+	if code, body := get("/healthz", "127.0.0.1"); code != http.StatusOK || body != "ok" {
+		t.Errorf("healthy: %d %s", code, body)
+	}
+	for _, p := range []string{"/readyz", "/pods", "/metrics", "/version"} {
+		if code, _ := get(p, "localhost"); code != http.StatusNotFound {
+			t.Errorf("%s on the healthz port: %d, want 404", p, code)
+		}
+	}
+	if code, _ := get("/healthz", "evil.example"); code != http.StatusMisdirectedRequest {
+		t.Errorf("foreign Host: %d, want %d", code, http.StatusMisdirectedRequest)
+	}
+	if _, ok := b.api.healthL.(*limitListener); !ok {
+		t.Errorf("healthz listener %T is not capped", b.api.healthL)
+	}
+}

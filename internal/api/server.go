@@ -48,8 +48,10 @@ type Server struct {
 	writeGrace time.Duration // how long a log stream may block on a client
 
 	listeners []net.Listener
-	socket    string // removed on exit
-	socketGID int    // the socket's group; 0 is root's
+	healthL   net.Listener // the kubelet's healthz port, or nil
+	healthSrv *http.Server // serves healthz: /healthz alone
+	socket    string       // removed on exit
+	socketGID int          // the socket's group; 0 is root's
 
 	versionInfo version.Info // what /version serves
 }
@@ -165,7 +167,25 @@ func New(pods Pods, opts Options) *Server {
 		MaxHeaderBytes: 16 << 10,
 		ConnState:      trackConnState,
 	}
+	health := http.NewServeMux()
+	health.HandleFunc("GET /healthz", api.healthz)
+	api.healthSrv = &http.Server{
+		Handler: api.guard(health), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: apiReadTimeout,
+		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout, MaxHeaderBytes: 16 << 10, ConnState: trackConnState,
+	}
 	return api
+}
+
+// ListenHealthz opens the kubelet's healthz address (--healthz-port),
+// which serves /healthz alone, as the TCP address does: capped at
+// maxConns connections, the Host checked. kubeadm's kubelet-check polls it.
+func (api *Server) ListenHealthz(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (healthz): %w", addr, err)
+	}
+	api.healthL = newLimitListener(l, api.maxConns, api.connGrace, api.clock)
+	return nil
 }
 
 // Listen opens the TCP address and the unix socket ("" skips either), each
@@ -197,9 +217,12 @@ func (api *Server) Listen(addr, socket string) error {
 // Serve answers on every listener until ctx ends, then closes them and
 // removes the socket.
 func (api *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, len(api.listeners))
+	errc := make(chan error, len(api.listeners)+1)
 	for _, l := range api.listeners {
 		go func() { errc <- api.srv.Serve(l) }()
+	}
+	if api.healthL != nil {
+		go func() { errc <- api.healthSrv.Serve(api.healthL) }()
 	}
 	var err error
 	select {
@@ -209,6 +232,7 @@ func (api *Server) Serve(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = api.srv.Shutdown(shutdownCtx)
+	_ = api.healthSrv.Shutdown(shutdownCtx)
 	if api.socket != "" {
 		os.Remove(api.socket)
 	}
