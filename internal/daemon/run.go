@@ -24,6 +24,7 @@ import (
 	"github.com/berth-agent/berth/internal/handlers"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/logging"
+	"github.com/berth-agent/berth/internal/nodecert"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
@@ -98,7 +99,7 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &components{cancel: cancel, errc: make(chan error, 3)}
+	c := &components{cancel: cancel, errc: make(chan error, 4)}
 	// The sources read and check the manifests while the runtime is
 	// dialled and the rest is built: at boot every pod waits for that
 	// reading, and it needs nothing from the runtime. The store holds
@@ -114,7 +115,8 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 		return c.abort(err)
 	}
 	cfg := s.AgentConfig(n.name, n.hostIP, version, n.reg, log, status)
-	if cfg.Node, cfg.Mirror, err = clusterConfigs(s, n.name, n.hostIP, version, rt.runtimeVersion); err != nil {
+	var certs *nodecert.Manager
+	if cfg.Node, cfg.Mirror, certs, err = clusterConfigs(s, n.name, n.hostIP, version, rt.runtimeVersion, log); err != nil {
 		return c.abort(err)
 	}
 	cfg.OnReady = func() { go started() }
@@ -127,6 +129,9 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	srv, err := listenAPI(s, a, n.reg, version, log)
 	if err != nil {
 		return c.abort(err)
+	}
+	if certs != nil {
+		c.start(func() error { return certs.Run(ctx) })
 	}
 	c.start(func() error { return srv.Serve(ctx) })
 	c.start(func() error { return a.Run(ctx) })
@@ -207,6 +212,12 @@ func listenAPI(s config.Settings, a api.Pods, reg *prometheus.Registry, version 
 		PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), SocketGroup: max(gid, 0),
 		Metrics: reg, Logger: log, Version: version,
 	})
+	// The healthz port first: a failure of Listen then leaves no socket.
+	if addr := s.HealthzAddress(); addr != "" {
+		if err := srv.ListenHealthz(addr); err != nil {
+			return nil, err
+		}
+	}
 	if err := srv.Listen(s.Listen, s.Socket); err != nil {
 		return nil, err
 	}
