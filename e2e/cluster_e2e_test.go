@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +52,28 @@ type cluster struct {
 // with the node's credentials and extra args, with manifests.
 func joinCluster(t *testing.T, manifests map[string]string, args ...string) *cluster {
 	t.Helper()
+	c := clusterAdmin(t)
+	kc, err := cp.NodeKubeconfig(nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.b = newBerth(t, berthOptions{manifests: manifests, args: append(clusterArgs(t, kc), args...)})
+	return c
+}
+
+// clusterArgs are the flags of a berth joining the cluster with
+// kubeconfig: the kubelet's healthz port on a free port, so that berths of
+// parallel test runs (or a kubelet) on this machine do not collide on
+// 10248.
+func clusterArgs(t *testing.T, kubeconfig string) []string {
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	return []string{"--kubeconfig", kubeconfig, "--healthz-port", port}
+}
+
+// clusterAdmin starts (once) the control plane and returns the admin's
+// view of it, without a berth, the previous test's Node deleted.
+func clusterAdmin(t *testing.T) *cluster {
+	t.Helper()
 	cpOnce.Do(func() {
 		started := time.Now()
 		cp, cpErr = controlplane.Start()
@@ -71,11 +94,6 @@ func joinCluster(t *testing.T, manifests map[string]string, args ...string) *clu
 	}
 	c := &cluster{t: t, admin: admin}
 	c.cleanup() // a previous test's Node and mirror pods
-	kc, err := cp.NodeKubeconfig(nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.b = newBerth(t, berthOptions{manifests: manifests, args: append([]string{"--kubeconfig", kc}, args...)})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(cp.Logs())

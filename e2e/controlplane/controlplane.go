@@ -3,7 +3,8 @@
 // from their Go modules (once, cached by version beside the test beds'
 // containerd), on loopback ports, with a self-signed CA, the Node
 // authorizer and RBAC, the NodeRestriction admission plugin, an admin
-// kubeconfig and node kubeconfigs (user system:node:NAME in system:nodes).
+// kubeconfig and node kubeconfigs (user system:node:NAME in system:nodes),
+// bootstrap tokens and a signer for the CSRs of TLS bootstrap.
 //
 // Its state (the processes, their ports and files) is owned by the
 // ControlPlane and guarded by its mutex.
@@ -130,6 +131,8 @@ func (cp *ControlPlane) start(etcdBin string) error {
 		"--tls-cert-file", serving, "--tls-private-key-file", servingKey,
 		"--client-ca-file", cp.ca.certFile(),
 		"--authorization-mode", "Node,RBAC",
+		// kubeadm join's bootstrap tokens (BootstrapKubeconfig).
+		"--enable-bootstrap-token-auth",
 		"--enable-admission-plugins", "NodeRestriction",
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", saPub, "--service-account-signing-key-file", saKey,
