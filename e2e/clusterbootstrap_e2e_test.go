@@ -20,6 +20,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -66,14 +67,22 @@ func (s *csrSigner) watch(ctx context.Context) {
 		return
 	}
 	defer w.Stop()
+	// The events of the signer's own approval still carry no
+	// certificate: each CSR is signed once.
+	signed := map[types.UID]bool{}
 	for ev := range w.ResultChan() {
 		csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
-		if !ok || ev.Type == watch.Deleted || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || len(csr.Status.Certificate) > 0 {
+		if !ok || ev.Type == watch.Deleted || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName ||
+			len(csr.Status.Certificate) > 0 || signed[csr.UID] {
 			continue
 		}
-		if err := s.sign(ctx, csr); err != nil && ctx.Err() == nil {
-			s.c.t.Logf("signer: CSR %s: %v", csr.Name, err)
+		if err := s.sign(ctx, csr); err != nil {
+			if ctx.Err() == nil {
+				s.c.t.Logf("signer: CSR %s: %v", csr.Name, err)
+			}
+			continue
 		}
+		signed[csr.UID] = true
 	}
 }
 
