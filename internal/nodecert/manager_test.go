@@ -139,8 +139,9 @@ func (s *signer) count() int {
 	return len(s.csrs)
 }
 
-// setup writes a bootstrap kubeconfig and builds a manager in dir.
-func setup(t *testing.T, s *signer, rotate bool) (*Manager, string) {
+// setup writes a bootstrap kubeconfig and builds a manager in dir,
+// logging to log (nowhere if nil).
+func setup(t *testing.T, s *signer, rotate bool, log ...*slog.Logger) (*Manager, string) {
 	dir := t.TempDir()
 	boot := filepath.Join(dir, "bootstrap-kubelet.conf")
 	if err := os.WriteFile(boot, []byte(`apiVersion: v1
@@ -152,8 +153,12 @@ current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if len(log) > 0 {
+		logger = log[0]
+	}
 	m, err := New(Config{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot, PKIDir: filepath.Join(dir, "pki"),
-		NodeName: "n1", Rotate: rotate, NewClient: s.client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		NodeName: "n1", Rotate: rotate, NewClient: s.client, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,6 +371,60 @@ func TestNoRotation(t *testing.T) {
 		synctest.Wait()
 		if s.count() != 2 || !s.viaBoot[1] {
 			t.Errorf("%d CSRs (bootstrap %v) after expiry: want a new bootstrap", s.count(), s.viaBoot)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// countingHandler counts the records at Warn or above.
+type countingHandler struct {
+	mu    *sync.Mutex
+	warns *int
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.mu.Lock()
+		*h.warns++
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestBootstrapAPIDown: an unreachable API server is retried with
+// back-off and logged once, not at every attempt.
+func TestBootstrapAPIDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex // guards up and warns
+		up, warns := false, 0
+		s := newSigner(t, time.Hour, func(int) outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			if up {
+				return issue
+			}
+			return down
+		})
+		m, dir := setup(t, s, true, slog.New(countingHandler{&mu, &warns}))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = m.Run(ctx); close(done) }()
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		if warns != 1 {
+			t.Errorf("%d warnings in 30 minutes of the same error, want 1", warns)
+		}
+		up = true
+		mu.Unlock()
+		time.Sleep(retryMax)
+		synctest.Wait()
+		if m.Current() == nil || fileSerial(t, dir) == "" {
+			t.Error("no certificate once the API server answers")
 		}
 		cancel()
 		<-done
