@@ -233,9 +233,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if err.Error() != lastErr {
+			if key := errorKey(err); key != lastErr {
 				m.log.Warn("client certificate request failed; retrying with back-off", "err", err)
-				lastErr = err.Error()
+				lastErr = key
 			}
 			delay = min(max(2*delay, retryMin), retryMax)
 			continue
@@ -245,6 +245,21 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		lastErr, delay = "", 0
 	}
+}
+
+// csrError is what became of one CSR; its name aside, the next CSR's
+// error is the same.
+type csrError struct{ name, msg string }
+
+func (e *csrError) Error() string { return "CSR " + e.name + " " + e.msg }
+
+// errorKey is what tells two failures apart for the log: a CSR's error
+// without its name.
+func errorKey(err error) string {
+	if ce, ok := errors.AsType[*csrError](err); ok {
+		return ce.msg
+	}
+	return err.Error()
 }
 
 // renewAt is when to ask for c's successor: at a random point of 70-90%
@@ -300,7 +315,7 @@ func (m *Manager) renew(ctx context.Context) error {
 	}
 	cert, data, err := pair(certPEM, key)
 	if err != nil {
-		return fmt.Errorf("CSR %s: %w", created.Name, err)
+		return &csrError{created.Name, err.Error()}
 	}
 	if err := m.write(data); err != nil {
 		return err
@@ -327,7 +342,7 @@ func (m *Manager) waitIssued(ctx context.Context, client CSRClient, created *cer
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("CSR %s: not issued within %s", created.Name, requestTimeout)
+			return nil, &csrError{created.Name, fmt.Sprintf("not issued within %s", requestTimeout)}
 		case <-t.C:
 		}
 		poll = min(2*poll, pollMax)
@@ -338,14 +353,14 @@ func (m *Manager) waitIssued(ctx context.Context, client CSRClient, created *cer
 			continue // the API server may be restarting; the timeout bounds it
 		}
 		if csr.UID != created.UID {
-			return nil, fmt.Errorf("CSR %s: replaced by another (uid %s, sent %s)", created.Name, csr.UID, created.UID)
+			return nil, &csrError{created.Name, "replaced by another"}
 		}
 		for _, c := range csr.Status.Conditions {
 			switch c.Type {
 			case certificatesv1.CertificateDenied:
-				return nil, fmt.Errorf("CSR %s denied: %s: %s", created.Name, c.Reason, c.Message)
+				return nil, &csrError{created.Name, fmt.Sprintf("denied: %s: %s", c.Reason, c.Message)}
 			case certificatesv1.CertificateFailed:
-				return nil, fmt.Errorf("CSR %s failed: %s: %s", created.Name, c.Reason, c.Message)
+				return nil, &csrError{created.Name, fmt.Sprintf("failed: %s: %s", c.Reason, c.Message)}
 			}
 		}
 		if len(csr.Status.Certificate) > 0 {

@@ -328,11 +328,13 @@ func TestRotationFailures(t *testing.T) {
 }
 
 // TestBootstrapDenied: a denied bootstrap leaves no credentials and is
-// retried.
+// retried, the denial logged once although each CSR has its own name.
 func TestBootstrapDenied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSigner(t, time.Hour, func(int) outcome { return deny })
-		m, dir := setup(t, s, true)
+		var mu sync.Mutex // guards warns
+		warns := 0
+		m, dir := setup(t, s, true, slog.New(countingHandler{&mu, &warns}))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { _ = m.Run(ctx); close(done) }()
@@ -346,6 +348,9 @@ func TestBootstrapDenied(t *testing.T) {
 		}
 		if s.count() < 3 {
 			t.Errorf("%d CSRs: not retried", s.count())
+		}
+		if warns != 1 {
+			t.Errorf("%d warnings for %d denials, want 1", warns, s.count())
 		}
 		cancel()
 		<-done
