@@ -144,9 +144,6 @@ func New(cfg Config) (*Manager, error) {
 // first is issued its handshakes fail, saying so.
 func (m *Manager) RESTConfig() *rest.Config { return rest.CopyConfig(m.node) }
 
-// Current is the certificate presented now, or nil.
-func (m *Manager) Current() *tls.Certificate { return m.current.Load() }
-
 // withoutCredentials keeps the server, its CA and the client settings.
 func withoutCredentials(rc *rest.Config) *rest.Config {
 	return &rest.Config{

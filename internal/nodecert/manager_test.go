@@ -185,7 +185,7 @@ func TestBootstrap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSigner(t, 24*time.Hour, func(int) outcome { return issue })
 		m, dir := setup(t, s, true)
-		if m.Current() != nil {
+		if m.current.Load() != nil {
 			t.Fatal("a certificate before bootstrap")
 		}
 		ctx, cancel := context.WithCancel(t.Context())
@@ -193,7 +193,7 @@ func TestBootstrap(t *testing.T) {
 		go func() { _ = m.Run(ctx); close(done) }()
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if m.Current() == nil {
+		if m.current.Load() == nil {
 			t.Fatal("no certificate after bootstrap")
 		}
 		if s.count() != 1 || !s.viaBoot[0] {
@@ -226,13 +226,13 @@ func TestBootstrap(t *testing.T) {
 			t.Errorf("kubeconfig: host %s cert %s key %s token %q", rc.Host, rc.CertFile, rc.KeyFile, rc.BearerToken)
 		}
 		got, err := loadClientCert(rc)
-		if err != nil || !bytes.Equal(got.Certificate[0], m.Current().Certificate[0]) {
+		if err != nil || !bytes.Equal(got.Certificate[0], m.current.Load().Certificate[0]) {
 			t.Errorf("kubeconfig's certificate is not the current one: %v", err)
 		}
 		// A restart reads the written credentials and sends no CSR.
 		m2, err := New(m.cfg)
-		if err != nil || m2.Current() == nil || !bytes.Equal(m2.Current().Certificate[0], m.Current().Certificate[0]) {
-			t.Errorf("restart: %v, certificate %v", err, m2.Current() != nil)
+		if err != nil || m2.current.Load() == nil || !bytes.Equal(m2.current.Load().Certificate[0], m.current.Load().Certificate[0]) {
+			t.Errorf("restart: %v, certificate %v", err, m2.current.Load() != nil)
 		}
 		cancel()
 		<-done
@@ -261,8 +261,8 @@ func TestRotation(t *testing.T) {
 		if s.count() != 2 || s.viaBoot[1] {
 			t.Fatalf("%d CSRs (bootstrap %v) after 91%%: want a rotation with the node's credentials", s.count(), s.viaBoot)
 		}
-		if second := fileSerial(t, dir); second == first || second != m.Current().Leaf.SerialNumber.String() {
-			t.Errorf("serial %s after rotation (was %s, current %s)", second, first, m.Current().Leaf.SerialNumber)
+		if second := fileSerial(t, dir); second == first || second != m.current.Load().Leaf.SerialNumber.String() {
+			t.Errorf("serial %s after rotation (was %s, current %s)", second, first, m.current.Load().Leaf.SerialNumber)
 		}
 		cancel()
 		<-done
@@ -297,10 +297,10 @@ func TestRotationFailures(t *testing.T) {
 				go func() { _ = m.Run(ctx); close(done) }()
 				time.Sleep(time.Minute)
 				first := fileSerial(t, dir)
-				firstCert := m.Current()
+				firstCert := m.current.Load()
 				time.Sleep(life * 101 / 100)
 				synctest.Wait()
-				if fileSerial(t, dir) != first || m.Current() != firstCert {
+				if fileSerial(t, dir) != first || m.current.Load() != firstCert {
 					t.Fatal("the certificate changed although every rotation failed")
 				}
 				if o.o != down && s.count() < 3 {
@@ -340,7 +340,7 @@ func TestBootstrapDenied(t *testing.T) {
 		go func() { _ = m.Run(ctx); close(done) }()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		if m.Current() != nil || fileSerial(t, dir) != "" {
+		if m.current.Load() != nil || fileSerial(t, dir) != "" {
 			t.Fatal("credentials from a denied CSR")
 		}
 		if _, err := os.Stat(filepath.Join(dir, "kubelet.conf")); !errors.Is(err, os.ErrNotExist) {
@@ -428,7 +428,7 @@ func TestBootstrapAPIDown(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(retryMax)
 		synctest.Wait()
-		if m.Current() == nil || fileSerial(t, dir) == "" {
+		if m.current.Load() == nil || fileSerial(t, dir) == "" {
 			t.Error("no certificate once the API server answers")
 		}
 		cancel()
