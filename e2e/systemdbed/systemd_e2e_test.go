@@ -631,8 +631,10 @@ spec:
 	waitFor(t, "the missing hostPath reported", 30*time.Second, func() (bool, string) {
 		j := sh(t, "journalctl -u berth --no-pager -o cat -n 200")
 		// Logged once, as the pod's Failed event (the worker does not log
-		// a failure that became an event again).
-		return strings.Contains(j, `hostPath \"/srv/berth-missing\" for volume \"gone\": does not exist`), tail(j, 5)
+		// a failure that became an event again). Under the journal the
+		// message is the entry's MESSAGE as written, not quoted as the
+		// text format quotes it.
+		return strings.Contains(j, `hostPath "/srv/berth-missing" for volume "gone": does not exist`), tail(j, 5)
 	})
 	if pods := berthPods(t); !strings.Contains(pods, "missing-"+Machine) {
 		t.Errorf("`berth pods` (over the socket) lacks the refused pod:\n%s", pods)
