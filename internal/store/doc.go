@@ -5,8 +5,9 @@
 // source's problems, warnings and version, and whether all sources have
 // delivered.
 //
-// It imports package podspec for the model and must never import the
-// sources, the agent or the runtime.
+// It imports package podspec for the model (and podrules for the host
+// ports pods of two sources both claim) and must never import the sources,
+// the agent or the runtime.
 //
 // A Store owns its state behind its own mutex: sources call Apply from
 // their goroutines, the agent reads Updates and the query methods.

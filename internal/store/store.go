@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/berth-agent/berth/internal/podrules"
 	"github.com/berth-agent/berth/internal/podsnapshot"
 	"github.com/berth-agent/berth/internal/podspec"
 	v1 "k8s.io/api/core/v1"
@@ -58,7 +59,11 @@ type Store struct {
 	// conflicts are the DuplicateUID problems across sources, recomputed
 	// on every merge.
 	conflicts []podspec.Problem
-	pending   []PodUpdate // merged, not yet handed to the channel
+	// clashes are the HostPortConflict warnings between pods of
+	// different sources, recomputed on every merge; within a source the
+	// snapshot has them already.
+	clashes []podspec.Problem
+	pending []PodUpdate // merged, not yet handed to the channel
 	// changed is closed, and replaced, after every merge: the problems
 	// (and so the refused manifests the API shows as pods) may have
 	// changed without any update. The API's watches wait on it.
@@ -151,6 +156,7 @@ func (s *Store) Warnings() []podspec.Problem {
 	for _, ws := range s.warnings {
 		out = append(out, ws...)
 	}
+	out = append(out, s.clashes...)
 	s.mu.Unlock()
 	sortProblems(out)
 	return out
@@ -219,6 +225,7 @@ func (s *Store) Apply(ctx context.Context, snap podsnapshot.Snapshot) error {
 func (s *Store) merge(snap podsnapshot.Snapshot) {
 	sources := s.takeSnapshot(snap)
 	owner, accepted := s.assignOwners(sources)
+	s.clashes = crossSourceClashes(sources, accepted)
 	before := s.emitted()
 	q := updateQueue{}
 	objects := make(map[types.UID]*podsnapshot.PodObjects, len(s.objects))
@@ -287,6 +294,41 @@ func (s *Store) assignOwners(sources []string) (owner map[types.UID]owned, accep
 		}
 	}
 	return owner, accepted
+}
+
+// crossSourceClashes warns of each host port a pod claims that a pod of
+// an earlier source (in the order given: file before http) claims too, as
+// podsnapshot warns within one source: both pods run, and the later says
+// so. The line of the claim is the source's to know; the warning names
+// the field and the other pod's origin.
+func crossSourceClashes(sources []string, accepted map[string][]*v1.Pod) []podspec.Problem {
+	type claim struct {
+		port podrules.HostPort
+		src  string
+		pod  *v1.Pod
+	}
+	var out []podspec.Problem
+	var claimed []claim
+	for _, src := range sources {
+		for _, p := range accepted[src] {
+			ports := podrules.HostPorts(p)
+			for _, h := range ports {
+				for _, c := range claimed {
+					if c.src != src && c.port.Clashes(h) {
+						out = append(out, podspec.Problem{Source: src, Origin: p.Annotations[podspec.AnnotationOrigin], Field: h.Field,
+							Reason: podspec.ReasonHostPortConflict, Name: p.Name, Namespace: p.Namespace,
+							Message: fmt.Sprintf("hostPort %s clashes with %s of pod %q from %s: both pods run, but only one can hold the port",
+								h, c.port, c.pod.Name, c.pod.Annotations[podspec.AnnotationOrigin])})
+						break
+					}
+				}
+			}
+			for _, h := range ports {
+				claimed = append(claimed, claim{port: h, src: src, pod: p})
+			}
+		}
+	}
+	return out
 }
 
 // emittedPod is a pod emitted before: its source, the pod as emitted,

@@ -301,3 +301,54 @@ func TestStoreChanged(t *testing.T) {
 	default:
 	}
 }
+
+// withHostPort gives p's container a containerPort with hostPort port on
+// hostIP ("" for every address).
+func withHostPort(p *v1.Pod, port int32, hostIP string) *v1.Pod {
+	p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: port, HostIP: hostIP}}
+	return p
+}
+
+// TestStoreHostPortClashAcrossSources: a pod of the URL claiming a host
+// port a file pod claims is warned of, on the URL's pod, while both run;
+// other ports and addresses are no clash, and one source's own clashes
+// are its snapshot's to report.
+func TestStoreHostPortClashAcrossSources(t *testing.T) {
+	web := func(name, uid string, port int32, ip string) *v1.Pod {
+		p := withHostPort(testPod(name, uid, "img:1", "http://h/pods"), port, ip)
+		p.Annotations[podspec.AnnotationSource] = podspec.SourceHTTP
+		return p
+	}
+	const clash = `http HostPortConflict web-a: hostPort TCP/0.0.0.0/8080 clashes with TCP/0.0.0.0/8080 of pod "a" from /m/a.yaml: both pods run, but only one can hold the port`
+	tests := []struct {
+		name      string
+		file, url []*v1.Pod
+		want      []string
+	}{
+		{"same port", []*v1.Pod{withHostPort(testPod("a", "u1", "img:1", "/m/a.yaml"), 8080, "")}, []*v1.Pod{web("web-a", "u2", 8080, "")}, []string{clash}},
+		{"other port", []*v1.Pod{withHostPort(testPod("a", "u1", "img:1", "/m/a.yaml"), 8080, "")}, []*v1.Pod{web("web-a", "u2", 8081, "")}, nil},
+		{"other addresses", []*v1.Pod{withHostPort(testPod("a", "u1", "img:1", "/m/a.yaml"), 8080, "127.0.0.1")}, []*v1.Pod{web("web-a", "u2", 8080, "127.0.0.2")}, nil},
+		{"one source's own clash is not the store's", nil, []*v1.Pod{web("web-a", "u2", 8080, ""), web("web-b", "u3", 8080, "")}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New()
+			ctx := context.Background()
+			for _, snap := range []podsnapshot.Snapshot{{Source: podspec.SourceFile, Pods: tt.file}, {Source: podspec.SourceHTTP, Pods: tt.url}} {
+				if err := s.Apply(ctx, snap); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, w := range s.Warnings() {
+				got = append(got, fmt.Sprintf("%s %s %s: %s", w.Source, w.Reason, w.Name, w.Message))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if ops := drain(s); len(ops) != len(tt.file)+len(tt.url) {
+				t.Errorf("emitted %q: every pod runs", ops)
+			}
+		})
+	}
+}
