@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -93,4 +95,38 @@ func lineOf(t *testing.T, manifest, s string, nth int) int {
 func (b *berth) logCount(s string) int {
 	data, _ := os.ReadFile(b.logFile)
 	return strings.Count(string(data), s)
+}
+
+// TestHostPortClashAcrossSources: a host-network pod of --manifest-url
+// claiming the port of a host-network file pod runs beside it, and the URL
+// pod gets the HostPortConflict warning event naming the file pod's
+// manifest, once.
+func TestHostPortClashAcrossSources(t *testing.T) {
+	port := freePort(t)
+	file, web := sleeper("file-net"), sleeper("url-net")
+	for _, p := range []*v1.Pod{file, web} {
+		p.Spec.HostNetwork = true
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: int32(port)}}
+	}
+	src := &manifestServer{code: http.StatusOK, body: podManifest(web)}
+	srv := httptest.NewServer(src)
+	t.Cleanup(srv.Close)
+	b := newBerth(t, berthOptions{manifests: map[string]string{"file-net.yaml": podManifest(file)},
+		args: []string{"--manifest-url", srv.URL + "/pods", "--http-check-frequency", "1s"}})
+	b.waitReady()
+	b.waitRunning(podName("file-net"))
+	b.waitRunning(podName("url-net"))
+	want := fmt.Sprintf(`hostPort TCP/0.0.0.0/%d clashes with TCP/0.0.0.0/%d of pod \"%s\" from %s`, port, port, podName("file-net"), b.manifestPath("file-net.yaml"))
+	b.waitFor("the cross-source clash "+want, waitTimeout, func() (bool, string) { return b.logContains(want), "not logged" })
+	b.waitFor("berth describe url-net to show the HostPortConflict event", waitTimeout, func() (bool, string) {
+		out, err := exec.Command(berthBin, "describe", "url-net", "--socket", b.socket).CombinedOutput()
+		return err == nil && regexp.MustCompile(`Warning\s+HostPortConflict\s`).Match(out), string(out)
+	})
+	// Polls of the same body later, it is still logged once.
+	b.writeManifest("other.yaml", podManifest(sleeper("other")))
+	b.waitRunning(podName("other"))
+	if n := b.logCount(want); n != 1 {
+		b.dumpLog()
+		t.Errorf("%q logged %d times, want once", want, n)
+	}
 }
