@@ -100,7 +100,7 @@ func decodeManifests(data []byte, origin Origin, limit int) (docs []decoded, pro
 		}
 		// The kind first: apiVersion is only wrong for a kind berth reads.
 		if !readKinds[kind] {
-			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("berth runs Pods (and PodLists, ConfigMaps, Secrets); %s is not run: use a Pod", kind), root)
+			problem(lineOf(root, "kind"), "kind", fmt.Sprintf("berth runs Pods (and PodLists, ConfigMaps, Secrets); %s is not run: use a Pod", kind), nil)
 			continue
 		}
 		if apiVersion != "v1" {

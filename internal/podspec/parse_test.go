@@ -717,3 +717,13 @@ func TestIdentity(t *testing.T) {
 		t.Errorf("metadata.uid not kept: %q", fixed.UID)
 	}
 }
+
+// TestKindNotRunNamesNoPod: a kind berth does not run is a problem of the
+// manifest, not of a pod it would name: no pod row shows it as if a
+// Deployment were a broken pod.
+func TestKindNotRunNamesNoPod(t *testing.T) {
+	res := Parse([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: prod\n"), webOrigin, podspectest.Node)
+	if len(res.Problems) != 1 || res.Problems[0].Name != "" || res.Problems[0].Namespace != "" {
+		t.Fatalf("problems %+v, want one naming no pod", res.Problems)
+	}
+}
