@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,6 +93,13 @@ type Config struct {
 	// ReportFrequency is --node-status-report-frequency
 	// (DefaultReportFrequency when 0).
 	ReportFrequency time.Duration
+	// APIServer is the API server's address (the kubeconfig's server,
+	// no credentials), for State.
+	APIServer string
+	// CertificateExpiry returns when the client certificate of TLS
+	// bootstrap expires (zero when none is issued); nil without TLS
+	// bootstrap. Called from the controller's goroutine.
+	CertificateExpiry func() time.Time
 	// Rand returns uniform numbers in [0, 1) for the jitter; nil is
 	// math/rand/v2.
 	Rand    func() float64
@@ -113,12 +121,18 @@ type Controller struct {
 	metrics  metrics
 
 	// Owned by the goroutine in Run.
-	registered bool
-	lease      *coordinationv1.Lease // the last one read or written; nil re-reads it
-	nodeUID    types.UID
-	lastReport time.Time // when the status was last written
-	failures   int
-	lastErr    string // of the last failed step; "" after a success
+	registered  bool
+	lease       *coordinationv1.Lease // the last one read or written; nil re-reads it
+	nodeUID     types.UID
+	lastReport  time.Time // when the status was last written
+	lastRenewal time.Time // when the Lease was last renewed
+	failures    int
+	lastErr     string    // of the last failed step; "" after a success
+	errSince    time.Time // when the failures in a row began
+
+	// state is what State serves: written by the goroutine in Run
+	// (publish), read by any goroutine.
+	state atomic.Pointer[State]
 }
 
 type metrics struct {
@@ -176,6 +190,7 @@ func New(cfg Config, snapshot func() Snapshot) *Controller {
 		},
 	}
 	cfg.Metrics.MustRegister(c.metrics.registered, c.metrics.renewals, c.metrics.lastRenewal, c.metrics.statusUpdates, c.metrics.registrationOK)
+	c.publish()
 	return c
 }
 
@@ -202,7 +217,11 @@ func (c *Controller) step(ctx context.Context) time.Duration {
 	if ctx.Err() != nil {
 		return 0
 	}
+	defer c.publish()
 	if err != nil {
+		if c.failures == 0 {
+			c.errSince = c.clock.Now()
+		}
 		c.failures++
 		if err.Error() != c.lastErr {
 			c.log.Warn("API server: node not kept up to date; retrying with back-off (pods are not affected)", "err", err)
@@ -348,8 +367,9 @@ func (c *Controller) renewLease(ctx context.Context) error {
 	for range updateRetries {
 		err = c.tryRenewLease(ctx)
 		if err == nil {
+			c.lastRenewal = c.clock.Now()
 			c.metrics.renewals.WithLabelValues("ok").Inc()
-			c.metrics.lastRenewal.Set(float64(c.clock.Now().UnixNano()) / 1e9)
+			c.metrics.lastRenewal.Set(float64(c.lastRenewal.UnixNano()) / 1e9)
 			return nil
 		}
 		c.lease = nil

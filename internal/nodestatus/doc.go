@@ -11,6 +11,7 @@
 // must never import the sync loop, the pod workers, the merge store or the
 // runtime packages: the sync loop hands New a snapshot function. Its
 // mutable state (whether the node is registered, the last status and
-// Lease written, the back-off) is owned by the goroutine in
-// Controller.Run.
+// Lease written, the back-off, the current error) is owned by the
+// goroutine in Controller.Run, which publishes it after each round as an
+// immutable State that any goroutine reads through Controller.State.
 package nodestatus
