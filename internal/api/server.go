@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 )
@@ -54,6 +55,9 @@ type Server struct {
 	socketGID int          // the socket's group; 0 is root's
 
 	versionInfo version.Info // what /version serves
+	// nodeState is the node controller's state /node serves; nil
+	// without --kubeconfig.
+	nodeState func() *nodestatus.State
 }
 
 // Pods is what the API serves: the sync loop's view of berth's pods,
@@ -100,6 +104,10 @@ type Options struct {
 	// creates 0750 of that group. 0 (the zero value) is root's group:
 	// root alone.
 	SocketGroup int
+	// Node returns the node controller's state, as /node serves it on
+	// the socket; nil when berth joins no cluster (no --kubeconfig). It
+	// may be called from any goroutine.
+	Node func() *nodestatus.State
 }
 
 // Limits of the API. A connection costs a descriptor and a goroutine or
@@ -141,6 +149,7 @@ func New(pods Pods, opts Options) *Server {
 		writeGrace:  apiWriteTimeout,
 		versionInfo: versionInfo(opts.Version, opts.Revision),
 		socketGID:   opts.SocketGroup,
+		nodeState:   opts.Node,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", api.healthz)
@@ -157,6 +166,7 @@ func New(pods Pods, opts Options) *Server {
 	mux.HandleFunc("GET /pods/{namespace}/{name}/log", api.podLog)
 	mux.HandleFunc("GET /events", api.exposed(ExposeFull, api.events))
 	mux.HandleFunc("GET /problems", api.exposed(ExposeFull, api.problems))
+	mux.HandleFunc("GET /node", api.node)
 	api.srv = &http.Server{
 		Handler:           api.guard(mux),
 		ReadHeaderTimeout: 5 * time.Second,

@@ -53,6 +53,10 @@ func clusterConfigs(s config.Settings, nodeName, hostIP, version, runtimeVersion
 	}
 	nc := s.NodeConfig(nodeName, hostIP)
 	nc.Nodes, nc.Leases = client.Nodes(), client.Leases(nodestatus.LeaseNamespace)
+	nc.APIServer = client.Server()
+	if certs != nil {
+		nc.CertificateExpiry = certs.Expiry
+	}
 	nc.Capacity = facts.Allocatable
 	nc.NodeInfo = nodestatus.SystemInfo(runtimeVersion)
 	nc.KubeletVersion = nodestatus.KubeletVersion(version)

@@ -25,6 +25,7 @@ import (
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/logging"
 	"github.com/berth-agent/berth/internal/nodecert"
+	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
@@ -126,7 +127,7 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	bound := time.AfterFunc(startBound, started)
 	defer bound.Stop()
 
-	srv, err := listenAPI(s, a, n.reg, version, log)
+	srv, err := listenAPI(s, a, a.NodeState(), n.reg, version, log)
 	if err != nil {
 		return c.abort(err)
 	}
@@ -201,7 +202,8 @@ func startRuntime(ctx context.Context, s config.Settings, n node, store *store.S
 
 // listenAPI builds the local API over the agent a and opens its listeners
 // (--listen, --socket).
-func listenAPI(s config.Settings, a api.Pods, reg *prometheus.Registry, version string, log *slog.Logger) (*api.Server, error) {
+// node is the node controller's state, nil without --kubeconfig.
+func listenAPI(s config.Settings, a api.Pods, node func() *nodestatus.State, reg *prometheus.Registry, version string, log *slog.Logger) (*api.Server, error) {
 	// Validate resolved the group already; -1 (none) leaves the socket
 	// root's alone, as gid 0 does.
 	gid, err := s.SocketGroupID()
@@ -210,7 +212,7 @@ func listenAPI(s config.Settings, a api.Pods, reg *prometheus.Registry, version 
 	}
 	srv := api.New(a, api.Options{
 		PodLogsDir: s.PodLogsDir, ListenPods: api.Exposure(s.ListenPods), SocketGroup: max(gid, 0),
-		Metrics: reg, Logger: log, Version: version,
+		Metrics: reg, Logger: log, Version: version, Node: node,
 	})
 	// The healthz port first: a failure of Listen then leaves no socket.
 	if addr := s.HealthzAddress(); addr != "" {

@@ -3,6 +3,8 @@ package kubeclient
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -20,6 +22,7 @@ import (
 type Client struct {
 	core, coordination, certificates *rest.RESTClient
 	params                           runtime.ParameterCodec
+	server                           string // the API server's address, no credentials
 }
 
 // New reads kubeconfig (as the kubelet's --kubeconfig) and builds the
@@ -75,7 +78,25 @@ func NewForConfig(rc *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, coordination: coord, certificates: certs, params: runtime.NewParameterCodec(sch)}, nil
+	return &Client{core: core, coordination: coord, certificates: certs, params: runtime.NewParameterCodec(sch), server: serverAddress(rc.Host)}, nil
+}
+
+// Server is the API server's address the client reaches, without any user
+// information the kubeconfig's URL may carry: it is shown to the node's
+// administrator and must not leak credentials.
+func (c *Client) Server() string { return c.server }
+
+func serverAddress(host string) string {
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		// A bare host[:port], as rest.Config allows.
+		if i := strings.LastIndex(host, "@"); i >= 0 {
+			return host[i+1:]
+		}
+		return host
+	}
+	u.User = nil
+	return u.String()
 }
 
 // Nodes are the cluster's Nodes.

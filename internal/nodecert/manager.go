@@ -144,6 +144,15 @@ func New(cfg Config) (*Manager, error) {
 // first is issued its handshakes fail, saying so.
 func (m *Manager) RESTConfig() *rest.Config { return rest.CopyConfig(m.node) }
 
+// Expiry is when the current certificate expires; zero before the first
+// is issued. Safe from any goroutine.
+func (m *Manager) Expiry() time.Time {
+	if c := m.current.Load(); c != nil && c.Leaf != nil {
+		return c.Leaf.NotAfter
+	}
+	return time.Time{}
+}
+
 // withoutCredentials keeps the server, its CA and the client settings.
 func withoutCredentials(rc *rest.Config) *rest.Config {
 	return &rest.Config{

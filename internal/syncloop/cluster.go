@@ -47,3 +47,12 @@ func (a *Loop) mirrorPods() mirror.Snapshot {
 func (a *Loop) mirrorEvent(pod *v1.Pod, reason, message string) {
 	a.events.Event(pod.UID, pod.Name, pod.Namespace, kuberuntime.EventWarning, reason, message)
 }
+
+// NodeState returns the node controller's state accessor (for the API's
+// /node), nil when berth joins no cluster.
+func (a *Loop) NodeState() func() *nodestatus.State {
+	if a.node == nil {
+		return nil
+	}
+	return a.node.State
+}
