@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-agent/berth/internal/cli/apiclient"
+	"github.com/berth-agent/berth/internal/cli/printers"
 	"github.com/berth-agent/berth/internal/podstatus"
 )
 
@@ -239,6 +240,13 @@ type fakeDaemon struct {
 	mu         sync.Mutex
 	logReq     []string // path?query of each log request
 	podReplay  []v1.Pod // when set, what the pod watch opens with in place of the list
+	node       *printers.NodeState // what /node serves; nil answers 404 as a daemon without --kubeconfig
+}
+
+func (d *fakeDaemon) setNode(s *printers.NodeState) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.node = s
 }
 
 func startFakeDaemon(t *testing.T) *fakeDaemon {
@@ -302,6 +310,16 @@ func startFakeDaemon(t *testing.T) *fakeDaemon {
 	})
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"gitVersion": "v0.9.0", "gitCommit": "0123abc", "goVersion": "go1.26.0", "platform": "linux/amd64"})
+	})
+	mux.HandleFunc("GET /node", func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		node := d.node
+		d.mu.Unlock()
+		if node == nil {
+			http.Error(w, "berth joins no cluster: it runs without --kubeconfig (see docs/joining-a-cluster.md)", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, node)
 	})
 	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, manifestProblems{Items: []manifestProblem{

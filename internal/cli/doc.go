@@ -1,6 +1,6 @@
 // Package cli is berth's command line on cobra and pflag, as kubectl's:
 // the command tree (run, pods alias ps, logs, describe, events, validate,
-// config, doctor, version, completion), one file per command with its
+// config, doctor, node, version, completion), one file per command with its
 // tests beside it,
 // the flags the client commands share (--socket, -n/--namespace,
 // -A/--all-namespaces, -o/--output in flags.go), the socket's default and

@@ -114,6 +114,9 @@ func (o *podsOptions) run(names []string, stdout, stderr io.Writer) int {
 	if o.output.value != "json" && o.output.value != "yaml" {
 		printHiddenProblems(stderr, problems, pods)
 	}
+	if w := nodeWarning(listCtx, c); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
 	if !o.watch {
 		return 0
 	}

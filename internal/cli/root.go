@@ -104,6 +104,7 @@ func NewRoot(version string, stdout, stderr io.Writer) *cobra.Command {
 		newValidateCmd(stdout, stderr),
 		newConfigCmd(stdout, stderr),
 		newDoctorCmd(stdout, stderr),
+		newNodeCmd(stdout, stderr),
 		newVersionCmd(version, stdout, stderr),
 	)
 	// completion bash|zsh|fish|powershell is cobra's own; added here so
