@@ -80,6 +80,7 @@ func doctorOptions(s config.Settings, smoke bool, pauseImage string) doctor.Opti
 		RootDir:         s.RootDir,
 		PodLogsDir:      s.PodLogsDir,
 		Socket:          s.Socket,
+		Kubeconfig:      s.Kubeconfig,
 		PauseImage:      pauseImage,
 		Run:             smoke,
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/criclient"
+	"github.com/berth-agent/berth/internal/nodestatus"
 )
 
 // Status is how a check came out.
@@ -88,6 +89,9 @@ type Options struct {
 	PodLogsDir string
 	// Socket is --socket, the local API's socket; "" skips its check.
 	Socket string
+	// Kubeconfig is --kubeconfig; "" (no cluster joined) makes the
+	// cluster check OK without asking anything.
+	Kubeconfig string
 	// CNIConfDir and CNIBinDirs are where the runtime reads its network
 	// configuration and finds the plugins: empty means what the runtime
 	// reports (containerd does), else /etc/cni/net.d and /opt/cni/bin.
@@ -147,7 +151,7 @@ func (o Options) withDefaults() Options {
 // line saying why.
 func Run(ctx context.Context, opts Options) []Result {
 	opts = opts.withDefaults()
-	e := &env{opts: opts, statfs: unix.Statfs, timeSync: systemTimeSync}
+	e := &env{opts: opts, statfs: unix.Statfs, timeSync: systemTimeSync, nodeState: daemonNode, apiReady: apiServerReady}
 	rs, is, err := criclient.Dial(opts.RuntimeEndpoint, opts.ImageEndpoint, opts.Timeout)
 	if err != nil {
 		e.dialErr = err
@@ -173,6 +177,10 @@ type env struct {
 	statfs func(path string, st *unix.Statfs_t) error
 	// timeSync is systemTimeSync; tests give answers of their own.
 	timeSync func(ctx context.Context) timeSyncState
+	// nodeState is daemonNode and apiReady apiServerReady; tests give
+	// answers of their own.
+	nodeState func(ctx context.Context, socket string) (*nodestatus.State, error)
+	apiReady  func(ctx context.Context, kubeconfig string) error
 }
 
 // run makes the checks in the order `berth doctor` prints them.
@@ -191,6 +199,7 @@ func (e *env) run(ctx context.Context) []Result {
 		e.checkFreeSpace("root-fs", "--root-dir", e.opts.RootDir),
 		e.checkFreeSpace("logs-fs", "--pod-logs-dir", e.opts.PodLogsDir),
 		checkSocket(e.opts.Socket),
+		e.checkCluster(ctx),
 	}
 	if e.opts.Run {
 		results = append(results, e.smoke(ctx, ri))

@@ -28,7 +28,7 @@ func TestRunWithoutRuntime(t *testing.T) {
 	}{
 		{"runtime", Fail}, {"runtime-events", Warn}, {"cni", Fail}, {"pause-image", Warn}, {"cgroups", Warn},
 		{"manifest-dir", ""}, {"other-agents", OK}, {"clock", ""}, {"image-fs", Warn}, {"root-fs", ""},
-		{"logs-fs", ""}, {"socket", Warn}, {"pod-network", Warn},
+		{"logs-fs", ""}, {"socket", Warn}, {"cluster", OK}, {"pod-network", Warn},
 	}
 	if len(results) != len(want) {
 		t.Fatalf("got %d results, want %d: %+v", len(results), len(want), results)

@@ -206,3 +206,15 @@ type CSRs struct {
 func (r CSRs) UpdateApproval(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.UpdateOptions) (*certificatesv1.CertificateSigningRequest, error) {
 	return r.into(r.req(r.c.Put()).Name(csr.Name).SubResource("approval").VersionedParams(&opts, r.params).Body(csr).Do(ctx))
 }
+
+// Readyz asks the API server's /readyz and returns nil when it answers ok.
+func (c *Client) Readyz(ctx context.Context) error {
+	body, err := c.core.Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("GET %s/readyz: %w", c.server, err)
+	}
+	if s := strings.TrimSpace(string(body)); s != "ok" {
+		return fmt.Errorf("GET %s/readyz: answered %q", c.server, s)
+	}
+	return nil
+}
