@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -315,6 +317,17 @@ func TestClusterAPIServerRestart(t *testing.T) {
 	b.waitFor("berth to say the API server is gone", clusterTimeout, func() (bool, string) {
 		return b.logContains("node not kept up to date"), "no such log line"
 	})
+	down := waitNodeState(t, b, "an API server error", func(s nodeState) bool { return s.Error != "" && s.ErrorSince != nil })
+	if !down.Registered || down.APIServer == "" || strings.Contains(down.APIServer, "@") {
+		t.Errorf("berth node while the API server is down: %+v", down)
+	}
+	stdout, stderr := berthPodsApart(t, b)
+	if want := "Warning: node " + nodeName + ": API server " + down.APIServer + " unreachable since "; !strings.Contains(stderr, want) || !strings.Contains(stderr, "; pods keep running") {
+		t.Errorf("berth pods' stderr while the API server is down lacks %q:\n%s", want, stderr)
+	}
+	if !strings.Contains(stdout, podName("web")) {
+		t.Errorf("berth pods' stdout while the API server is down lacks web:\n%s", stdout)
+	}
 	during := b.waitRunning(podName("web"))
 	if cs, was := containerStatus(during, "main"), containerStatus(before, "main"); cs.ContainerID != was.ContainerID || cs.RestartCount != was.RestartCount {
 		t.Errorf("the container changed while the API server was down: %s -> %s", was.ContainerID, cs.ContainerID)
@@ -326,6 +339,13 @@ func TestClusterAPIServerRestart(t *testing.T) {
 	b.waitFor("berth to say the node is up to date again", clusterTimeout, func() (bool, string) {
 		return b.logContains("node up to date again"), "no such log line"
 	})
+	up := waitNodeState(t, b, "no error", func(s nodeState) bool { return s.Error == "" })
+	if up.ErrorSince != nil || !up.Registered || up.LastLeaseRenewal == nil {
+		t.Errorf("berth node once the API server is back: %+v", up)
+	}
+	if _, stderr := berthPodsApart(t, b); strings.Contains(stderr, "API server") {
+		t.Errorf("berth pods warns of the API server once it is back:\n%s", stderr)
+	}
 	// Nothing here marks the Node NotReady while the API server is down
 	// (no node lifecycle controller): the renewed Lease is what the
 	// control plane would see the node back by.
@@ -373,4 +393,44 @@ func TestClusterBerthKilled(t *testing.T) {
 	if m, count := mirrorNamed(ms, podName("web")); count != 1 || m.UID != web.UID {
 		t.Errorf("web's mirror after the restart: %s, want the one mirror %s kept", describeMirrors(ms), web.UID)
 	}
+}
+
+// nodeState is what `berth node -o json` prints (the daemon's /node).
+type nodeState struct {
+	NodeName         string     `json:"nodeName"`
+	Registered       bool       `json:"registered"`
+	APIServer        string     `json:"apiServer"`
+	LastLeaseRenewal *time.Time `json:"lastLeaseRenewal"`
+	Error            string     `json:"error"`
+	ErrorSince       *time.Time `json:"errorSince"`
+}
+
+// waitNodeState runs `berth node -o json` until its answer satisfies cond.
+func waitNodeState(t *testing.T, b *berth, what string, cond func(nodeState) bool) nodeState {
+	t.Helper()
+	var got nodeState
+	b.waitFor("berth node: "+what, clusterTimeout, func() (bool, string) {
+		out, err := exec.Command(berthBin, "node", "-o", "json", "--socket", b.socket).Output()
+		if err != nil {
+			return false, fmt.Sprintf("berth node: %v", err)
+		}
+		got = nodeState{}
+		if err := json.Unmarshal(out, &got); err != nil {
+			return false, fmt.Sprintf("berth node -o json: %v: %s", err, out)
+		}
+		return cond(got), string(out)
+	})
+	return got
+}
+
+// berthPodsApart runs `berth pods` and returns its stdout and stderr apart.
+func berthPodsApart(t *testing.T, b *berth) (stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	cmd := exec.Command(berthBin, "pods", "--socket", b.socket)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("berth pods: %v\n%s%s", err, out.String(), errb.String())
+	}
+	return out.String(), errb.String()
 }
