@@ -238,8 +238,8 @@ type fakeDaemon struct {
 	podWatch   chan apiclient.WatchEvent
 	eventWatch chan apiclient.WatchEvent
 	mu         sync.Mutex
-	logReq     []string // path?query of each log request
-	podReplay  []v1.Pod // when set, what the pod watch opens with in place of the list
+	logReq     []string            // path?query of each log request
+	podReplay  []v1.Pod            // when set, what the pod watch opens with in place of the list
 	node       *printers.NodeState // what /node serves; nil answers 404 as a daemon without --kubeconfig
 }
 
