@@ -185,8 +185,8 @@ func TestBootstrap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSigner(t, 24*time.Hour, func(int) outcome { return issue })
 		m, dir := setup(t, s, true)
-		if m.current.Load() != nil {
-			t.Fatal("a certificate before bootstrap")
+		if m.current.Load() != nil || !m.Expiry().IsZero() {
+			t.Fatalf("a certificate before bootstrap (expiry %v)", m.Expiry())
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
@@ -195,6 +195,9 @@ func TestBootstrap(t *testing.T) {
 		synctest.Wait()
 		if m.current.Load() == nil {
 			t.Fatal("no certificate after bootstrap")
+		}
+		if got, want := m.Expiry(), m.current.Load().Leaf.NotAfter; got.IsZero() || !got.Equal(want) {
+			t.Errorf("Expiry = %v, want the certificate's NotAfter %v", got, want)
 		}
 		if s.count() != 1 || !s.viaBoot[0] {
 			t.Fatalf("CSRs %d (bootstrap %v), want one with the bootstrap credentials", s.count(), s.viaBoot)
