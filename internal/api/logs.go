@@ -80,7 +80,7 @@ func parseLogOptions(r *http.Request, now time.Time) (logOptions, error) {
 	case at != "":
 		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {
-			return o, badLogRequest("sinceTime=%q: want an RFC 3339 time such as 2006-01-02T15:04:05Z", at)
+			return o, badLogRequest("sinceTime=%q: want an RFC 3339 time such as YYYY-MM-DDThh:mm:ssZ", at)
 		}
 		o.since = t
 	}

@@ -365,7 +365,7 @@ func TestAPILogs(t *testing.T) {
 		{"sinceSeconds and sinceTime", "/pods/default/web-node1/log?sinceSeconds=5&sinceTime=2026-11-21T12:00:00Z", 400,
 			"sinceSeconds=\"5\" and sinceTime=\"2026-11-21T12:00:00Z\": at most one of them may be given\n"},
 		{"sinceSeconds 0", "/pods/default/web-node1/log?sinceSeconds=0", 400, "sinceSeconds=\"0\": want a number of seconds, 1 or more\n"},
-		{"sinceTime not RFC 3339", "/pods/default/web-node1/log?sinceTime=yesterday", 400, "sinceTime=\"yesterday\": want an RFC 3339 time such as 2006-01-02T15:04:05Z\n"},
+		{"sinceTime not RFC 3339", "/pods/default/web-node1/log?sinceTime=yesterday", 400, "sinceTime=\"yesterday\": want an RFC 3339 time such as YYYY-MM-DDThh:mm:ssZ\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

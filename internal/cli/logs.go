@@ -54,7 +54,7 @@ func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVarP(&o.previous, "previous", "p", false, "the log of the container's previous run (after a crash)")
 	fs.BoolVar(&o.timestamps, "timestamps", false, "prefix each line with its RFC 3339 time")
 	fs.DurationVar(&o.since, "since", 0, "only lines newer than this (5s, 2m, 3h); not with --since-time")
-	fs.StringVar(&o.sinceTime, "since-time", "", "only lines since this RFC 3339 time (2026-11-21T12:00:00Z); not with --since")
+	fs.StringVar(&o.sinceTime, "since-time", "", "only lines since this RFC 3339 time (YYYY-MM-DDThh:mm:ssZ); not with --since")
 	fs.BoolVar(&o.allContainers, "all-containers", false, "the logs of every container of the pod, init containers first")
 	fs.BoolVar(&o.prefix, "prefix", false, "begin each line with [pod/NAME/CONTAINER]")
 	_ = cmd.RegisterFlagCompletionFunc("container", completeContainers(&o.client))
@@ -89,7 +89,7 @@ func (o *logsOptions) query() (url.Values, error) {
 	case o.sinceTime != "":
 		t, err := time.Parse(time.RFC3339, o.sinceTime)
 		if err != nil {
-			return nil, fmt.Errorf("--since-time %q: want an RFC 3339 time such as 2026-11-21T12:00:00Z: %w", o.sinceTime, err)
+			return nil, fmt.Errorf("--since-time %q: want an RFC 3339 time such as YYYY-MM-DDThh:mm:ssZ: %w", o.sinceTime, err)
 		}
 		q.Set("sinceTime", t.Format(time.RFC3339))
 	}
