@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -183,11 +184,7 @@ func (m *Mirrorer) step(ctx context.Context) time.Duration {
 			m.log.Warn("API server: mirror pods not up to date; retrying with back-off (pods are not affected)", "err", err)
 		}
 		m.lastErr = err.Error()
-		base := backoffMax
-		if m.failures < 10 {
-			base = min(checkPeriod<<m.failures, backoffMax)
-		}
-		return base/2 + time.Duration(float64(base/2)*m.cfg.Rand())
+		return backoff.Jittered(checkPeriod, backoffMax, m.failures, m.cfg.Rand())
 	}
 	if m.lastErr != "" {
 		m.log.Info("API server: mirror pods up to date again")

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/berth-agent/berth/internal/backoff"
 )
 
 // The kubelet's schedule, which the control plane's node lifecycle
@@ -227,11 +229,7 @@ func (c *Controller) step(ctx context.Context) time.Duration {
 			c.log.Warn("API server: node not kept up to date; retrying with back-off (pods are not affected)", "err", err)
 		}
 		c.lastErr = err.Error()
-		base := backoffMax
-		if c.failures < 10 {
-			base = min(backoffMin<<c.failures, backoffMax)
-		}
-		return base/2 + time.Duration(float64(base/2)*c.cfg.Rand())
+		return backoff.Jittered(backoffMin, backoffMax, c.failures, c.cfg.Rand())
 	}
 	if c.lastErr != "" {
 		c.log.Info("API server: node up to date again")

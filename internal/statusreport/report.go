@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/backoff"
 	"github.com/berth-agent/berth/internal/podspec"
 )
 
@@ -212,11 +213,7 @@ func (r *Reporter) check(ctx context.Context) {
 		r.failures++
 		// Back off from the debounce interval to the period, equal
 		// jitter: a fleet whose server is down does not retry in step.
-		base := r.period
-		if r.failures < 20 {
-			base = min(statusMinInterval<<r.failures, r.period)
-		}
-		r.notAfter = now.Add(base/2 + time.Duration(float64(base/2)*r.rand()))
+		r.notAfter = now.Add(backoff.Jittered(statusMinInterval, r.period, r.failures, r.rand()))
 		if err.Error() != r.lastErr {
 			r.log.Warn("status report failed; retrying with back-off", "err", err)
 		}
