@@ -1,12 +1,10 @@
 package api
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"syscall"
+
+	"github.com/berth-agent/berth/internal/unixsocket"
 )
 
 // socketMode lets root and the socket's group talk to berth, nobody else:
@@ -18,111 +16,14 @@ const socketMode = 0o660
 const socketGroupDirMode = 0o750
 
 // listenUnix creates the API's unix socket at path with mode socketMode,
-// owned by berth's user and group gid (0: berth's own group, root's).
-//
-// The directory must be berth's own: whoever can write to it can replace
-// the socket with theirs and impersonate berth to root's CLI. It is
-// created when missing (0755, or 0750 and of group gid when gid is set),
-// and refused when it exists with another owner or writable by group or
-// others, or, with gid set, when the group cannot enter it.
-//
-// The mode cannot be set on the listening descriptor (fchmod on a socket
-// changes the socket's inode, not the file a client connects through), and
-// a chmod by path after bind would follow a symlink someone slipped in.
-// So the socket is bound inside a fresh 0700 directory nobody else can
-// enter, chmodded there, and renamed into place; rename replaces whatever
-// is at path (a stale socket of a crashed run) without following it.
+// owned by berth's user and group gid (0: berth's own group, root's), as
+// unixsocket.Listen does: in a directory berth owns, created when missing
+// (0755, or 0750 and of group gid when gid is set), a stale socket or
+// anything else at path replaced without being followed.
 func listenUnix(path string, gid int) (net.Listener, error) {
-	dir := filepath.Dir(path)
-	if err := ensureSocketDir(dir, gid); err != nil {
-		return nil, err
-	}
-	private, err := os.MkdirTemp(dir, ".berth-socket-")
-	if err != nil {
-		return nil, fmt.Errorf("socket %s: private directory: %w", path, err)
-	}
-	defer os.RemoveAll(private)
-	tmp := filepath.Join(private, "s")
-	l, err := net.Listen("unix", tmp)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	// The name the listener was bound to goes away with the rename; the
-	// socket at path is removed by Serve.
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	dirMode := os.FileMode(0o755)
 	if gid != 0 {
-		// In the private directory nobody else can swap the name.
-		if err := os.Lchown(tmp, -1, gid); err != nil {
-			l.Close()
-			return nil, fmt.Errorf("socket %s: give it group %d: %w", path, gid, err)
-		}
+		dirMode = socketGroupDirMode
 	}
-	if err := os.Chmod(tmp, socketMode); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("socket %s: chmod: %w", path, err)
-	}
-	if info, err := os.Lstat(path); err == nil && info.IsDir() {
-		l.Close()
-		return nil, fmt.Errorf("socket %s: a directory is in the way", path)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("socket %s: move into place: %w", path, err)
-	}
-	return l, nil
-}
-
-// ensureSocketDir creates dir when missing (0755; with gid set, 0750 and
-// of group gid), and otherwise checks that it is a directory owned by
-// berth's user and not writable by group or others, as sshd's StrictModes
-// checks a user's files; with gid set, also that the group may enter it.
-// An existing directory is never changed: it may be /run itself.
-func ensureSocketDir(dir string, gid int) error {
-	info, err := os.Lstat(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		mode := os.FileMode(0o755)
-		if gid != 0 {
-			mode = socketGroupDirMode
-		}
-		// Parents as before (0755); the socket's own directory with its
-		// mode, so that the group is kept out of nothing above it.
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return fmt.Errorf("socket directory %s: %w", dir, err)
-		}
-		if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("socket directory %s: %w", dir, err)
-		}
-		if gid != 0 {
-			if err := os.Lchown(dir, -1, gid); err != nil {
-				return fmt.Errorf("socket directory %s: give it group %d: %w", dir, gid, err)
-			}
-			// MkdirAll's mode is cut by the umask.
-			if err := os.Chmod(dir, mode); err != nil {
-				return fmt.Errorf("socket directory %s: %w", dir, err)
-			}
-		}
-		info, err = os.Lstat(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("socket directory %s: %w", dir, err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("socket directory %s is not a directory (%s): berth creates its socket only in a directory it owns", dir, info.Mode().Type())
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fmt.Errorf("socket directory %s: no owner information", dir)
-	}
-	euid := os.Geteuid()
-	if int(st.Uid) != euid || info.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("socket directory %s is owned by uid %d with mode %04o: berth needs it owned by uid %d and not writable by group or others,"+
-			" or another user could replace the socket and impersonate berth (chown %d %s; chmod go-w %s; or choose another --socket)",
-			dir, st.Uid, info.Mode().Perm(), euid, euid, dir, dir)
-	}
-	perm := info.Mode().Perm()
-	if gid != 0 && perm&0o001 == 0 && (int(st.Gid) != gid || perm&0o010 == 0) {
-		return fmt.Errorf("socket directory %s (group %d, mode %04o) cannot be entered by the socket's group %d: its members could not reach the socket"+
-			" (chgrp %d %s; chmod 0750 %s; or let berth create the directory)", dir, st.Gid, perm, gid, gid, dir, dir)
-	}
-	return nil
+	return unixsocket.Listen(path, unixsocket.Modes{Mode: socketMode, DirMode: dirMode, Group: gid})
 }
