@@ -23,13 +23,21 @@ func (a *Loop) nodeSnapshot() nodestatus.Snapshot {
 	return nodestatus.Snapshot{Ready: true}
 }
 
-// mirrorPods are the pods to mirror: each pod berth runs for what the
-// sources serve, with the status the pod workers last wrote (none before
-// its first sync), and whether every source delivered. It reads the merge
-// store, the rollbacks and the status store, each under its own lock, so
-// the mirrorer's goroutine may call it.
+// mirrorPods are the pods to mirror: ManagedPods.
 func (a *Loop) mirrorPods() mirror.Snapshot {
-	complete := a.store.SourcesReady()
+	pods, complete := a.ManagedPods()
+	return mirror.Snapshot{Pods: pods, Complete: complete}
+}
+
+// ManagedPods are the pods as a kubelet's pod manager and status manager
+// have them, for the mirror pods and the kubelet's pods API: each pod
+// berth runs for what the sources serve, with the status the pod workers
+// last wrote (none before its first sync), and whether every source
+// delivered. It reads the merge store, the rollbacks and the status
+// store, each under its own lock, so any goroutine may call it; Changed
+// fires when its answer may have changed.
+func (a *Loop) ManagedPods() (pods []*v1.Pod, complete bool) {
+	complete = a.store.SourcesReady()
 	desired := a.desiredPods()
 	out := make([]*v1.Pod, 0, len(desired))
 	for _, p := range desired {
@@ -40,7 +48,7 @@ func (a *Loop) mirrorPods() mirror.Snapshot {
 		}
 		out = append(out, &cp)
 	}
-	return mirror.Snapshot{Pods: out, Complete: complete}
+	return out, complete
 }
 
 // mirrorEvent records why a pod has no mirror pod among its events.
