@@ -27,6 +27,7 @@ import (
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/logging"
 	"github.com/berth-agent/berth/internal/nodestatus"
+	"github.com/berth-agent/berth/internal/podsapi"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/source/httpsource"
@@ -60,8 +61,11 @@ type Settings struct {
 	Socket                   string              `json:"socket,omitempty"`
 	// SocketGroup is the group (name or gid) whose members may use the
 	// socket beside root; "" is root only.
-	SocketGroup             string          `json:"socketGroup,omitempty"`
-	ListenPods              string          `json:"listenPods,omitempty"`
+	SocketGroup string `json:"socketGroup,omitempty"`
+	ListenPods  string `json:"listenPods,omitempty"`
+	// PodsAPI serves the kubelet's local pods API (internal/podsapi) on
+	// PodsAPISocket; false is written, so the field is too.
+	PodsAPI                 bool            `json:"podsAPI"`
 	MaxPods                 int             `json:"maxPods,omitempty"`
 	MaxParallelPodStarts    int             `json:"maxParallelPodStarts,omitempty"`
 	ClusterDNS              []string        `json:"clusterDNS,omitempty"`
@@ -121,12 +125,16 @@ func Defaults() Settings {
 		Listen:                   "127.0.0.1:10255",
 		Socket:                   "/run/berth/berth.sock",
 		ListenPods:               string(api.ExposeNone),
-		MaxPods:                  110,
-		ResolvConf:               "/etc/resolv.conf",
-		CrashLoopBackoffInitial:  metav1.Duration{Duration: 10 * time.Second},
-		CrashLoopBackoffMax:      metav1.Duration{Duration: 5 * time.Minute},
-		LogLevel:                 "info",
-		LogFormat:                "auto",
+		// On, as the kubelet's PodsAPI feature gate is from 1.37: its
+		// socket is root's alone (or --socket-group's), serving what
+		// --socket serves them already, and idle it costs a goroutine.
+		PodsAPI:                 true,
+		MaxPods:                 110,
+		ResolvConf:              "/etc/resolv.conf",
+		CrashLoopBackoffInitial: metav1.Duration{Duration: 10 * time.Second},
+		CrashLoopBackoffMax:     metav1.Duration{Duration: 5 * time.Minute},
+		LogLevel:                "info",
+		LogFormat:               "auto",
 		// Off for files: whoever edits one is at the machine to see the
 		// result, and control-plane manifests (kubeadm's) may take long
 		// to become Ready while their peers come up. On for the URL: a
@@ -179,6 +187,7 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	fs.StringVar(&s.Listen, "listen", s.Listen, "TCP address of the local API (\"\" disables it)")
 	fs.StringVar(&s.Socket, "socket", s.Socket, "unix socket of the local API and the CLI (\"\" disables it)")
 	fs.StringVar(&s.SocketGroup, "socket-group", s.SocketGroup, "group (name or gid) whose members may use --socket as root does; \"\" is root only")
+	fs.BoolVar(&s.PodsAPI, "pods-api", s.PodsAPI, "serve the kubelet's local pods API (gRPC, KEP-4188) on <root-dir>/"+podsapi.DirName+"/"+podsapi.SocketName+", to root alone (or also --socket-group)")
 	fs.StringVar(&s.ListenPods, "listen-pods", s.ListenPods, "pod data the --listen address serves to every local user: none, redacted (pods without env values, commands, annotation values, messages) or full (pods, events, problems)")
 	fs.IntVar(&s.MaxPods, "max-pods", s.MaxPods, "pods beyond this many are rejected")
 	fs.IntVar(&s.MaxParallelPodStarts, "max-parallel-pod-starts", s.MaxParallelPodStarts, "most pods started at once (sandbox and containers up to running), higher priority first; fewer while the runtime is slow; 0: two per CPU")
@@ -519,6 +528,15 @@ func (s Settings) validateRuntime() []error {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// PodsAPISocket is the socket of the kubelet's pods API, where the kubelet
+// has it under its root directory; "" with --pods-api off.
+func (s Settings) PodsAPISocket() string {
+	if !s.PodsAPI {
+		return ""
+	}
+	return podsapi.SocketPath(s.RootDir)
 }
 
 // SocketGroupID resolves --socket-group, a group name or a numeric gid,

@@ -3,7 +3,8 @@
 // runs (doctor.FindOtherAgents, at start only), then builds every
 // component whole from config.Settings, in one order (the sources
 // and their merge store, the CRI transport, the event log, the runtime
-// manager, the garbage collector, the sync loop, the local API and, with
+// manager, the garbage collector, the sync loop, the local API, the
+// kubelet's pods API (--pods-api) and, with
 // --bootstrap-kubeconfig, the node certificate manager), runs
 // them until SIGTERM or SIGINT or a fatal error, and starts without the
 // Go garbage collector until berth is first ready (holdGC).

@@ -28,6 +28,7 @@ import (
 	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/podenv"
 	"github.com/berth-agent/berth/internal/podevents"
+	"github.com/berth-agent/berth/internal/podsapi"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
@@ -81,7 +82,8 @@ func Main(s config.Settings, o Options) int {
 // there), the runtime side (the CRI transport, the event log, the runtime
 // manager recording into it, the collector: startRuntime), the agent (over
 // the store, the event log, the runtime manager and an exec handler on the
-// same transport), and the local API (listenAPI). It returns when ctx ends
+// same transport), the local API (listenAPI) and the kubelet's pods API
+// (listenPodsAPI). It returns when ctx ends
 // (leaving pods running) or something fatal happens.
 //
 // started is called (in a goroutine of its own) once berth is first ready,
@@ -100,7 +102,7 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &components{cancel: cancel, errc: make(chan error, 4)}
+	c := &components{cancel: cancel, errc: make(chan error, 5)}
 	// The sources read and check the manifests while the runtime is
 	// dialled and the rest is built: at boot every pod waits for that
 	// reading, and it needs nothing from the runtime. The store holds
@@ -135,6 +137,14 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 		c.start(func() error { return certs.Run(ctx) })
 	}
 	c.start(func() error { return srv.Serve(ctx) })
+	// After the API's Serve: a failure here ends it, removing its socket.
+	if path := s.PodsAPISocket(); path != "" {
+		pods, err := listenPodsAPI(s, a, path, log)
+		if err != nil {
+			return c.abort(err)
+		}
+		c.start(func() error { return pods.Serve(ctx) })
+	}
 	c.start(func() error { return a.Run(ctx) })
 	return c.wait(ctx)
 }
@@ -221,6 +231,20 @@ func listenAPI(s config.Settings, a api.Pods, node func() *nodestatus.State, reg
 		}
 	}
 	if err := srv.Listen(s.Listen, s.Socket); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// listenPodsAPI builds the kubelet's pods API over the agent a and opens
+// its socket at path (--pods-api), root's alone or also --socket-group's.
+func listenPodsAPI(s config.Settings, a podsapi.Pods, path string, log *slog.Logger) (*podsapi.Server, error) {
+	gid, err := s.SocketGroupID()
+	if err != nil {
+		return nil, err
+	}
+	srv := podsapi.New(a, podsapi.Options{SocketGroup: max(gid, 0), Logger: log})
+	if err := srv.Listen(path); err != nil {
 		return nil, err
 	}
 	return srv, nil
