@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// attackerEnv, when set (to "ADDR SOCKET"), makes the test binary the
+// attackerEnv, when set (to "ADDR SOCKET PODS-API-SOCKET"), makes the test binary the
 // attacker of TestHostileUserAPI instead of running tests (see TestMain).
 const attackerEnv = "BERTH_E2E_ATTACKER"
 
@@ -30,7 +30,8 @@ const attackerConns = 300
 // TestHostileUserAPI runs berth on the real containerd and attacks its
 // local API as user nobody, the way any local user can: hundreds of idle
 // keep-alive connections re-opened as berth closes them, pod data and
-// events over TCP, a foreign Host header, the socket. Each probe must be
+// events over TCP, a foreign Host header, the socket, the kubelet's pods
+// API socket. Each probe must be
 // refused, and while the connections are held berth must stay healthy: a
 // manifest dropped then starts, `berth pods` over the socket answers, and
 // /healthz answers on TCP.
@@ -56,7 +57,7 @@ func TestHostileUserAPI(t *testing.T) {
 	bin := filepath.Join(b.dir, "attacker")
 	copyFile(t, self, bin, 0o755)
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), attackerEnv+"="+b.addr+" "+b.socket)
+	cmd.Env = append(os.Environ(), attackerEnv+"="+b.addr+" "+b.socket+" "+b.podsAPISocket())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -99,6 +100,7 @@ func TestHostileUserAPI(t *testing.T) {
 		{"tcp /healthz with Host evil.example", "421"},
 		{"tcp /version with Host evil.example", "421"},
 		{"socket", "permission denied"},
+		{"pods API socket", "permission denied"},
 	} {
 		if got := results[probe.name]; !strings.Contains(got, probe.want) {
 			t.Errorf("attacker's %s: %q, want %q", probe.name, got, probe.want)
@@ -143,7 +145,7 @@ func TestHostileUserAPI(t *testing.T) {
 // attack is the attacker process (running as nobody): it probes, reports
 // each answer on stdout, opens attackerConns keep-alive connections and
 // keeps them open (re-opening those berth closes) until stdin closes.
-func attack(addr, socket string) int {
+func attack(addr, socket, podsAPISocket string) int {
 	probe := func(path, host string) string {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
@@ -166,11 +168,13 @@ func attack(addr, socket string) int {
 	}
 	fmt.Printf("tcp /healthz with Host evil.example\t%s\n", probe("/healthz", "evil.example"))
 	fmt.Printf("tcp /version with Host evil.example\t%s\n", probe("/version", "evil.example"))
-	if c, err := net.Dial("unix", socket); err != nil {
-		fmt.Printf("socket\t%v\n", err)
-	} else {
-		c.Close()
-		fmt.Printf("socket\tconnected\n")
+	for name, path := range map[string]string{"socket": socket, "pods API socket": podsAPISocket} {
+		if c, err := net.Dial("unix", path); err != nil {
+			fmt.Printf("%s\t%v\n", name, err)
+		} else {
+			c.Close()
+			fmt.Printf("%s\tconnected\n", name)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -39,8 +39,9 @@ var (
 
 func TestMain(m *testing.M) {
 	if target := os.Getenv(attackerEnv); target != "" {
-		addr, socket, _ := strings.Cut(target, " ")
-		os.Exit(attack(addr, socket))
+		addr, sockets, _ := strings.Cut(target, " ")
+		socket, podsAPISocket, _ := strings.Cut(sockets, " ")
+		os.Exit(attack(addr, socket, podsAPISocket))
 	}
 	if target := os.Getenv(spooferEnv); target != "" {
 		addr, dest, _ := strings.Cut(target, " ")
