@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletconfigv1 "k8s.io/kubelet/config/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/criconfig"
 	"github.com/berth-agent/berth/internal/podenv"
@@ -29,8 +32,24 @@ type Options struct {
 	// Objects returns the ConfigMaps and Secrets of the pod with a UID,
 	// where its image pull Secrets are found; nil means none anywhere.
 	Objects func(uid types.UID) podenv.PodObjects
+	// CredentialProviders are the kubelet's image credential provider
+	// plugins (a CredentialProviderConfig's providers, checked by
+	// internal/config), in the file's order; nil means none.
+	CredentialProviders []kubeletconfigv1.CredentialProvider
+	// CredentialProviderBinDir is the directory of the plugins'
+	// executables, each by its provider's name.
+	CredentialProviderBinDir string
+	// CredentialProviderTimeout bounds one run of a plugin; 0 means
+	// DefaultCredentialProviderTimeout.
+	CredentialProviderTimeout time.Duration
+	// Clock is the time source of the plugins' credential cache; nil
+	// means the real clock.
+	Clock clock.PassiveClock
 	// Logger is berth's logger; nil means slog.Default().
 	Logger *slog.Logger
+
+	// runPlugin runs a plugin; nil means runPlugin. Tests replace it.
+	runPlugin runFunc
 }
 
 // Puller pulls images and reads them on one CRI image service. It is safe
@@ -39,6 +58,9 @@ type Puller struct {
 	images internalapi.ImageManagerService
 	opts   Options
 	log    *slog.Logger
+	// providers run the credential provider plugins; nil without any.
+	// Each plugin guards its own cache.
+	providers *credentialProviders
 }
 
 // New is a Puller over the image service.
@@ -46,18 +68,19 @@ func New(images internalapi.ImageManagerService, opts Options) *Puller {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Puller{images: images, opts: opts, log: opts.Logger}
+	return &Puller{images: images, opts: opts, log: opts.Logger, providers: newCredentialProviders(opts)}
 }
 
-// Pull pulls the image anonymously when there are no credentials, else
-// with each in turn until one works, as the kubelet does; the error of a
-// pull that fails with all of them names every failure.
+// Pull pulls the image with each credential in turn until one works, in
+// the kubelet's order: creds (the pod's image pull Secrets', then the
+// node's credentials file's, from Credentials), then those the credential
+// provider plugins give for the image. The plugins run only when creds
+// are none or all failed, so a working Secret costs no plugin run. With
+// no credentials at all the pull is anonymous, as in the kubelet, even
+// when a plugin failed. The error of a failed pull names each failure and
+// each plugin that failed or gave nothing, never a credential.
 func (p *Puller) Pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	if len(creds) == 0 {
-		return p.images.PullImage(ctx, spec, nil, sandboxConfig)
-	}
-	var msgs []string
-	var last error
+	var failures []error
 	for _, auth := range creds {
 		ref, err := p.images.PullImage(ctx, spec, auth, sandboxConfig)
 		if err == nil {
@@ -66,12 +89,52 @@ func (p *Puller) Pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*
 		if ctx.Err() != nil {
 			return "", err
 		}
-		msgs, last = append(msgs, err.Error()), err
+		failures = append(failures, err)
 	}
-	if len(msgs) == 1 {
-		return "", last
+	repo := criconfig.Repository(spec.Image)
+	provided, matched, problems := p.providers.lookup(ctx, repo)
+	for _, e := range provided {
+		ref, err := p.images.PullImage(ctx, spec, &runtimeapi.AuthConfig{Username: e.Username, Password: e.Password}, sandboxConfig)
+		if err == nil {
+			return ref, nil
+		}
+		if ctx.Err() != nil {
+			return "", err
+		}
+		failures = append(failures, fmt.Errorf("with the credentials of %s: %w", e.Source, err))
 	}
-	return "", fmt.Errorf("with each of %d credentials: %s; %w", len(msgs), strings.Join(msgs[:len(msgs)-1], "; "), last)
+	anonymous := len(creds) == 0 && len(provided) == 0
+	if anonymous {
+		ref, err := p.images.PullImage(ctx, spec, nil, sandboxConfig)
+		if err == nil {
+			return ref, nil
+		}
+		if ctx.Err() != nil {
+			return "", err
+		}
+		failures = append(failures, err)
+	}
+	err := joinPullFailures(failures)
+	for i := len(problems) - 1; i >= 0; i-- {
+		err = fmt.Errorf("%v; %w", problems[i], err)
+	}
+	if anonymous && !matched {
+		err = fmt.Errorf("%w%s", err, noCredentialsHint(spec.Image, err))
+	}
+	return "", err
+}
+
+// joinPullFailures is the error of the pulls tried, naming each.
+func joinPullFailures(failures []error) error {
+	last := failures[len(failures)-1]
+	if len(failures) == 1 {
+		return last
+	}
+	msgs := make([]string, 0, len(failures)-1)
+	for _, f := range failures[:len(failures)-1] {
+		msgs = append(msgs, f.Error())
+	}
+	return fmt.Errorf("with each of %d credentials: %s; %w", len(failures), strings.Join(msgs, "; "), last)
 }
 
 // Ref is the runtime's ID of image, "" when the runtime does not have it.
@@ -150,15 +213,15 @@ func BackoffKey(image string, creds []*runtimeapi.AuthConfig) string {
 	return image + "\x00" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// NoCredentialsHint explains an anonymous pull the registry refused, to
-// be appended to the pull's error: some runtimes (containerd 2.x) say only
-// "authorization failed" without the registry's 401. It is "" for any
-// other failure.
-func NoCredentialsHint(image string, creds []*runtimeapi.AuthConfig, err error) string {
+// noCredentialsHint explains an anonymous pull the registry refused, for
+// an image no credential provider matches, to be appended to the pull's
+// error: some runtimes (containerd 2.x) say only "authorization failed"
+// without the registry's 401. It is "" for any other failure.
+func noCredentialsHint(image string, err error) string {
 	msg := strings.ToLower(err.Error())
-	if len(creds) > 0 || !(strings.Contains(msg, "401") || strings.Contains(msg, "authoriz") || strings.Contains(msg, "unauthorized")) {
+	if !strings.Contains(msg, "401") && !strings.Contains(msg, "authoriz") && !strings.Contains(msg, "unauthorized") {
 		return ""
 	}
 	host, _, _ := strings.Cut(criconfig.Repository(image), "/")
-	return fmt.Sprintf(" (berth had no credentials for %s: name an image pull Secret in imagePullSecrets, or put them in the node's config.json)", host)
+	return fmt.Sprintf(" (berth had no credentials for %s: name an image pull Secret in imagePullSecrets, put them in the node's config.json, or configure an image credential provider)", host)
 }

@@ -38,7 +38,7 @@ func TestPullTriesEachCredential(t *testing.T) {
 		wantUsers string
 		wantErr   string
 	}{
-		{"anonymous", nil, "<anonymous>", "401 Unauthorized"},
+		{"anonymous", nil, "<anonymous>", "401 Unauthorized (berth had no credentials for docker.io: name an image pull Secret in imagePullSecrets, put them in the node's config.json, or configure an image credential provider)"},
 		{"the second works", []*runtimeapi.AuthConfig{{Username: "a", Password: "wrong"}, {Username: "b", Password: "right"}, {Username: "c", Password: "right"}}, "a b", ""},
 		{"none works", []*runtimeapi.AuthConfig{{Username: "a", Password: "x"}, {Username: "b", Password: "y"}}, "a b",
 			"with each of 2 credentials: 401 Unauthorized for a; 401 Unauthorized for b"},

@@ -64,7 +64,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	ref, err = m.images.Pull(ctx, spec, creds, sandboxConfig)
 	pulling := m.clock.Since(start)
 	if err != nil {
-		msg := fmt.Sprintf("Failed to pull image %q: %v%s", image, err, images.NoCredentialsHint(image, creds, err))
+		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		// A pull cut short because the pod went away or berth is stopping
 		// says nothing about the image: it does not start a back-off.
 		if ctx.Err() == nil {

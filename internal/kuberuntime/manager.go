@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	kubeletconfigv1 "k8s.io/kubelet/config/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/backoff"
@@ -50,6 +51,12 @@ type Options struct {
 	// (config.json, else .dockercfg) is searched; nil means the kubelet's
 	// search path with RootDir first (images.Options.CredentialDirs).
 	CredentialDirs []string
+	// CredentialProviders, CredentialProviderBinDir and
+	// CredentialProviderTimeout are the image credential provider plugins
+	// (images.Options).
+	CredentialProviders       []kubeletconfigv1.CredentialProvider
+	CredentialProviderBinDir  string
+	CredentialProviderTimeout time.Duration
 	// Recorder receives what the kubelet would record as events; nil drops
 	// them.
 	Recorder Recorder
@@ -144,6 +151,8 @@ func NewManager(runtime internalapi.RuntimeService, imageService internalapi.Ima
 		runtime: runtime,
 		images: images.New(imageService, images.Options{
 			RootDir: opts.RootDir, CredentialDirs: opts.CredentialDirs, Objects: opts.Objects, Logger: opts.Logger,
+			CredentialProviders: opts.CredentialProviders, CredentialProviderBinDir: opts.CredentialProviderBinDir,
+			CredentialProviderTimeout: opts.CredentialProviderTimeout, Clock: opts.Clock,
 		}),
 		Watcher:      runtimewatch.New(runtime, runtimewatch.Options{PodLogsDir: opts.PodLogsDir, RootDir: opts.RootDir, Clock: opts.Clock}),
 		opts:         opts,

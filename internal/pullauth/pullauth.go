@@ -24,6 +24,9 @@ type Config map[string]Entry
 type Entry struct {
 	Username string
 	Password string
+	// Source names who gave them, for messages ("credential provider
+	// ecr"); "" for a Secret's or a file's. It is never secret.
+	Source string
 }
 
 // rawDockerConfigEntry is an entry as the files write it: "auth" is
@@ -44,7 +47,7 @@ func ParseDockerConfigJSON(data []byte) (Config, error) {
 		Auths map[string]json.RawMessage `json:"auths"`
 	}
 	if err := json.Unmarshal(data, &file); err != nil {
-		return nil, fmt.Errorf("not a docker config JSON object: %s", jsonErrorKind(err))
+		return nil, fmt.Errorf("not a docker config JSON object: %s", JSONErrorKind(err))
 	}
 	return parseAuths(file.Auths)
 }
@@ -53,7 +56,7 @@ func ParseDockerConfigJSON(data []byte) (Config, error) {
 func ParseDockercfg(data []byte) (Config, error) {
 	var auths map[string]json.RawMessage
 	if err := json.Unmarshal(data, &auths); err != nil {
-		return nil, fmt.Errorf("not a dockercfg JSON object: %s", jsonErrorKind(err))
+		return nil, fmt.Errorf("not a dockercfg JSON object: %s", JSONErrorKind(err))
 	}
 	return parseAuths(auths)
 }
@@ -63,7 +66,7 @@ func parseAuths(auths map[string]json.RawMessage) (Config, error) {
 	for registry, raw := range auths {
 		var e rawDockerConfigEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, fmt.Errorf("entry %q: %s", registry, jsonErrorKind(err))
+			return nil, fmt.Errorf("entry %q: %s", registry, JSONErrorKind(err))
 		}
 		entry := Entry{Username: e.Username, Password: e.Password}
 		if e.Auth != "" {
@@ -82,9 +85,10 @@ func parseAuths(auths map[string]json.RawMessage) (Config, error) {
 	return cfg, nil
 }
 
-// jsonErrorKind says what is wrong with JSON without the bytes a
-// *json.UnmarshalTypeError or a syntax error would quote.
-func jsonErrorKind(err error) string {
+// JSONErrorKind says what is wrong with JSON that holds credentials
+// without the bytes a *json.UnmarshalTypeError or a syntax error would
+// quote.
+func JSONErrorKind(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
@@ -151,7 +155,7 @@ func (k *Keyring) Add(cfg Config) {
 func (k *Keyring) Lookup(repo string) []Entry {
 	var out []Entry
 	for _, pattern := range k.index {
-		if urlsMatch(pattern, repo) {
+		if MatchImage(pattern, repo) {
 			out = append(out, k.creds[pattern]...)
 		}
 	}
@@ -177,8 +181,11 @@ func isDefaultRegistry(repo string) bool {
 	return !strings.ContainsAny(host, ".:")
 }
 
-// urlsMatch is the kubelet's URLsMatchStr on two schemeless URLs.
-func urlsMatch(glob, target string) bool {
+// MatchImage is the kubelet's URLsMatchStr on two schemeless URLs: a
+// pattern ("*.azurecr.io", "registry.io:8080/team") matches a repository
+// with as many dot-separated host parts, each matching by shell glob,
+// the same port, and a path the pattern's path is a prefix of.
+func MatchImage(glob, target string) bool {
 	g, err := url.Parse("https://" + glob)
 	if err != nil {
 		return false

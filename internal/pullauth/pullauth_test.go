@@ -16,11 +16,11 @@ func TestParseDockerConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "auths with separate fields", in: `{"auths":{"reg.example.com":{"username":"u","password":"p","email":"e"}},"credsStore":"x"}`,
-			want: Config{"reg.example.com": {"u", "p"}}},
+			want: Config{"reg.example.com": {Username: "u", Password: "p"}}},
 		{name: "auth wins and splits at the first colon", in: `{"auths":{"r":{"username":"u","password":"p","auth":"` + auth + `"}}}`,
-			want: Config{"r": {"alice", "pa:ss"}}},
+			want: Config{"r": {Username: "alice", Password: "pa:ss"}}},
 		{name: "no auths", in: `{}`, want: Config{}},
-		{name: "legacy dockercfg", legacy: true, in: `{"r":{"auth":"` + auth + `"}}`, want: Config{"r": {"alice", "pa:ss"}}},
+		{name: "legacy dockercfg", legacy: true, in: `{"r":{"auth":"` + auth + `"}}`, want: Config{"r": {Username: "alice", Password: "pa:ss"}}},
 		{name: "auth not base64", in: `{"auths":{"r":{"auth":"secret!!"}}}`, wantErr: `entry "r": auth is not base64`},
 		{name: "auth without a colon", in: `{"auths":{"r":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("secret")) + `"}}}`,
 			wantErr: `entry "r": auth must be base64(username:password)`},
@@ -58,12 +58,12 @@ func TestParseDockerConfig(t *testing.T) {
 func TestKeyringLookup(t *testing.T) {
 	var k Keyring
 	k.Add(Config{
-		"https://index.docker.io/v1/":  {"hub", ""},
-		"quay.io":                      {"quay", ""},
-		"quay.io/team":                 {"team", ""},
-		"*.example.com":                {"wild", ""},
-		"http://127.0.0.1:5000/v2/":    {"local", ""},
-		"registry.example.com:8443/ns": {"port", ""},
+		"https://index.docker.io/v1/":  {Username: "hub"},
+		"quay.io":                      {Username: "quay"},
+		"quay.io/team":                 {Username: "team"},
+		"*.example.com":                {Username: "wild"},
+		"http://127.0.0.1:5000/v2/":    {Username: "local"},
+		"registry.example.com:8443/ns": {Username: "port"},
 	})
 	tests := []struct {
 		repo string // normalized, as criconfig.Repository makes it
