@@ -61,8 +61,14 @@ func (s Settings) SourceConfig(nodeName string, reg prometheus.Registerer, log *
 }
 
 // RuntimeOptions are the runtime manager's options: it records into
-// events and reads the pods' ConfigMaps and Secrets through objects.
-func (s Settings) RuntimeOptions(nodeName, hostIP string, events *podevents.Log, objects func(types.UID) podenv.PodObjects, log *slog.Logger) kuberuntime.Options {
+// events and reads the pods' ConfigMaps and Secrets through objects. The
+// image credential provider config is read again here, as Validate read
+// it: an edit since is an error, never half a config.
+func (s Settings) RuntimeOptions(nodeName, hostIP string, events *podevents.Log, objects func(types.UID) podenv.PodObjects, log *slog.Logger) (kuberuntime.Options, error) {
+	providers, errs := s.credentialProviders()
+	if len(errs) > 0 {
+		return kuberuntime.Options{}, errors.Join(errs...)
+	}
 	return kuberuntime.Options{
 		NodeName:                nodeName,
 		RootDir:                 s.RootDir,
@@ -76,7 +82,11 @@ func (s Settings) RuntimeOptions(nodeName, hostIP string, events *podevents.Log,
 		Recorder:                events,
 		Objects:                 objects,
 		Logger:                  log,
-	}
+
+		CredentialProviders:       providers,
+		CredentialProviderBinDir:  s.ImageCredentialProviderBinDir,
+		CredentialProviderTimeout: s.ImageCredentialProviderTimeout.Duration,
+	}, nil
 }
 
 // AgentConfig is the sync loop's configuration, but for OnReady; version

@@ -25,6 +25,7 @@ import (
 
 	"github.com/berth-agent/berth/internal/api"
 	"github.com/berth-agent/berth/internal/gc"
+	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/logging"
 	"github.com/berth-agent/berth/internal/nodestatus"
 	"github.com/berth-agent/berth/internal/podsapi"
@@ -105,6 +106,13 @@ type Settings struct {
 	ImageGCLowThresholdPercent        int             `json:"imageGCLowThresholdPercent"`
 	ImageMinimumGCAge                 metav1.Duration `json:"imageMinimumGCAge"`
 
+	// The kubelet's image credential provider plugins (internal/images,
+	// credprovider.go here), named like the kubelet's flags; the timeout
+	// is berth's bound on one run of a plugin.
+	ImageCredentialProviderConfig  string          `json:"imageCredentialProviderConfig,omitempty"`
+	ImageCredentialProviderBinDir  string          `json:"imageCredentialProviderBinDir,omitempty"`
+	ImageCredentialProviderTimeout metav1.Duration `json:"imageCredentialProviderTimeout,omitempty"`
+
 	ShutdownSettings `json:",inline"`
 	ClusterSettings  `json:",inline"`
 }
@@ -152,6 +160,8 @@ func Defaults() Settings {
 		ImageGCHighThresholdPercent:       85,
 		ImageGCLowThresholdPercent:        80,
 		ImageMinimumGCAge:                 metav1.Duration{Duration: 2 * time.Minute},
+
+		ImageCredentialProviderTimeout: metav1.Duration{Duration: images.DefaultCredentialProviderTimeout},
 
 		ClusterSettings: ClusterSettings{
 			NodeStatusReportFrequency: metav1.Duration{Duration: nodestatus.DefaultReportFrequency},
@@ -217,6 +227,9 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	fs.IntVar(&s.ImageGCHighThresholdPercent, "image-gc-high-threshold", s.ImageGCHighThresholdPercent, "image filesystem use (percent) that starts image garbage collection; 100 disables it")
 	fs.IntVar(&s.ImageGCLowThresholdPercent, "image-gc-low-threshold", s.ImageGCLowThresholdPercent, "image filesystem use (percent) image garbage collection frees down to")
 	durationVar(fs, &s.ImageMinimumGCAge, "minimum-image-gc-age", "minimum age of an unused image before garbage collection")
+	fs.StringVar(&s.ImageCredentialProviderConfig, "image-credential-provider-config", s.ImageCredentialProviderConfig, "the kubelet's CredentialProviderConfig file (or a directory of them) of the image credential provider plugins to get registry credentials from, after the pods' image pull Secrets and the node's config.json")
+	fs.StringVar(&s.ImageCredentialProviderBinDir, "image-credential-provider-bin-dir", s.ImageCredentialProviderBinDir, "directory of the credential provider plugins' executables, each named as its provider; it and they must be owned by root and writable by no one else")
+	durationVar(fs, &s.ImageCredentialProviderTimeout, "image-credential-provider-timeout", "longest run of a credential provider plugin: it is then killed, with whatever it started, and the pull goes on without its credentials")
 	bindShutdownFlags(fs, &s.ShutdownSettings)
 	bindClusterFlags(fs, &s.ClusterSettings)
 }
@@ -436,6 +449,7 @@ func (s Settings) validate() []error {
 	errs = append(errs, s.validateDurations()...)
 	errs = append(errs, s.validateRuntime()...)
 	errs = append(errs, s.validateGC()...)
+	errs = append(errs, s.validateCredentialProviders()...)
 	if err := s.validateShutdown(); err != nil {
 		errs = append(errs, err)
 	}
@@ -573,6 +587,7 @@ func fullSettingsForKeys() Settings {
 	s.ManifestURL, s.ImageServiceEndpoint, s.HostnameOverride, s.NodeIP, s.ClusterDomain = "x", "x", "x", "x", "x"
 	s.ManifestURLCA, s.ManifestURLSigners, s.PodManifestSigners, s.KubeletConfig = "x", "x", "x", "x"
 	s.StatusURL, s.StatusURLCA, s.SocketGroup = "x", "x", "x"
+	s.ImageCredentialProviderConfig, s.ImageCredentialProviderBinDir = "x", "x"
 	s.Labels = map[string]string{"x": "x"}
 	s.ManifestURLHeader = map[string][]string{"x": {"x"}}
 	s.StatusURLHeader = map[string][]string{"x": {"x"}}

@@ -204,7 +204,18 @@ func startRuntime(ctx context.Context, s config.Settings, n node, store *store.S
 	}
 	clk := clock.RealClock{}
 	events := podevents.Open(podevents.Options{Clock: clk, Logger: log, StateDir: s.EventsStateDir()})
-	mgr := kuberuntime.NewManager(rs, is, s.RuntimeOptions(n.name, n.hostIP, events, podObjects(store), log))
+	opts, err := s.RuntimeOptions(n.name, n.hostIP, events, podObjects(store), log)
+	if err != nil {
+		return runtimeSide{}, err
+	}
+	if len(opts.CredentialProviders) > 0 {
+		names := make([]string, 0, len(opts.CredentialProviders))
+		for _, p := range opts.CredentialProviders {
+			names = append(names, p.Name)
+		}
+		log.Info("image credential providers", "providers", names, "binDir", opts.CredentialProviderBinDir)
+	}
+	mgr := kuberuntime.NewManager(rs, is, opts)
 	// The collector removes what the manager's relists saw die.
 	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
 	return runtimeSide{rs: rs, events: events, mgr: mgr, collector: collector, runtimeVersion: runtimeVersion}, nil

@@ -61,9 +61,9 @@ const (
 	// maxProviderCacheEntries bounds each plugin's cache: past it, the
 	// entry closest to expiry goes first.
 	maxProviderCacheEntries = 256
-	// providerKillGrace is how long the output pipes may stay open after
-	// a killed plugin's process group was sent SIGKILL.
-	providerKillGrace = 5 * time.Second
+	// providerKillGrace is how long a plugin's output may stay open after
+	// it exited or was killed: then the pipes are closed.
+	providerKillGrace = time.Second
 )
 
 // globalCacheKey is the cache key of a response with cacheKeyType Global:
@@ -263,7 +263,7 @@ func registryOf(repo string) string {
 // repository, registry or globally, for its cacheDuration, else the
 // config's defaultCacheDuration; 0 keeps nothing.
 func (p *credentialPlugin) fetch(repo string) (pullauth.Config, error) {
-	path, err := resolvePlugin(p.binDir, p.cfg.Name)
+	path, err := ResolvePlugin(p.binDir, p.cfg.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func (p *credentialPlugin) fetch(repo string) (pullauth.Config, error) {
 	defer cancel()
 	stdout, stderr, err := p.run(ctx, path, p.cfg.Args, env, req)
 	if err != nil {
-		if ctx.Err() != nil {
+		if errors.Is(err, errPluginTimeout) {
 			return nil, fmt.Errorf("killed after %s without answering%s", p.timeout, stderrExcerpt(stderr))
 		}
 		return nil, fmt.Errorf("%w%s", err, stderrExcerpt(stderr))
@@ -317,11 +317,11 @@ func stderrExcerpt(stderr []byte) string {
 	return ": stderr: " + s
 }
 
-// resolvePlugin finds the plugin's executable: name, a plain file name,
+// ResolvePlugin finds the plugin's executable: name, a plain file name,
 // in binDir, its links resolved within binDir; a regular executable file,
 // and it and binDir owned by root or berth's user and writable by no
 // one else.
-func resolvePlugin(binDir, name string) (string, error) {
+func ResolvePlugin(binDir, name string) (string, error) {
 	if err := CheckPluginName(name); err != nil {
 		return "", err
 	}
@@ -390,8 +390,11 @@ func CheckPluginName(name string) error {
 	return nil
 }
 
-// runPlugin runs the executable in its own process group, so that a
-// timeout kills whatever it started too, with stdout and stderr bounded.
+// runPlugin runs the executable in its own process group: at the timeout
+// the whole group is killed, and once the plugin has exited whatever it
+// left running in its group is killed too, so a plugin never outlives
+// its run. Its stdout and stderr are bounded; a process it started that
+// holds them open after it exited is given providerKillGrace.
 func runPlugin(ctx context.Context, path string, args, env []string, stdin []byte) ([]byte, []byte, error) {
 	var stdout limitedBuffer
 	stdout.limit = maxProviderResponse
@@ -404,23 +407,30 @@ func runPlugin(ctx context.Context, path string, args, env []string, stdin []byt
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = providerKillGrace
-	err := cmd.Run()
-	if stdout.over {
-		// Close the group too: a plugin flooding stdout may have children.
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		return nil, stderr.bytes(), fmt.Errorf("response larger than %d bytes", maxProviderResponse)
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start: %w", err)
 	}
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return nil, stderr.bytes(), fmt.Errorf("exited: %s", exit.ProcessState)
-		}
+	err := cmd.Wait()
+	// The group outlives its leader while a member lives, so its ID is
+	// not reused before this kill.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	switch {
+	case stdout.over:
+		return nil, stderr.bytes(), fmt.Errorf("response larger than %d bytes", maxProviderResponse)
+	case ctx.Err() != nil && (cmd.ProcessState == nil || !cmd.ProcessState.Exited()):
+		return nil, stderr.bytes(), errPluginTimeout
+	case cmd.ProcessState != nil && !cmd.ProcessState.Success():
+		return nil, stderr.bytes(), fmt.Errorf("exited: %s", cmd.ProcessState)
+	case errors.Is(err, exec.ErrWaitDelay):
+		return nil, stderr.bytes(), errors.New("exited, but a process it started kept its output open")
+	case err != nil:
 		return nil, stderr.bytes(), fmt.Errorf("run: %w", err)
 	}
 	return stdout.buf.Bytes(), stderr.bytes(), nil
 }
+
+// errPluginTimeout is a run killed at its timeout.
+var errPluginTimeout = errors.New("killed at the timeout")
 
 // limitedBuffer keeps up to limit bytes and fails the write past them,
 // which closes the pipe: the plugin then dies of SIGPIPE or is killed at

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
@@ -296,12 +298,13 @@ func TestCredentialProviderExec(t *testing.T) {
 	okResponse := response("Image", "0s", `"reg.example.com":{"username":"$1-$PLUGIN_ENV","password":"s3cret-pw"}`)
 	writePlugin(t, dir, "ok", "cat > \"$REQUEST_FILE\"\ncat <<EOF\n"+okResponse+"\nEOF\n")
 	writePlugin(t, dir, "hang", "sleep 600 &\nsleep 600\n")
+	writePlugin(t, dir, "leaves", "echo $$ > \"$PIDS_FILE\"\nsleep 600 &\necho $! >> \"$PIDS_FILE\"\necho 'failed to reach the metadata service' >&2\nexit 4\n")
 	writePlugin(t, dir, "flood", "yes s3cret-pw\n")
 	writePlugin(t, dir, "crash", "echo 'line one' >&2\necho 'cannot reach the metadata service' >&2\nexit 3\n")
 	writePlugin(t, dir, "garbage", "echo 'password=s3cret-pw, not JSON'\n")
 	writePlugin(t, dir, "empty", "exit 0\n")
 	writePlugin(t, dir, "wrongversion", "echo '"+strings.ReplaceAll(response("Image", "", `"reg.example.com":{"username":"u","password":"s3cret-pw"}`), "/v1\"", "/v1beta1\"")+"'\n")
-	request := filepath.Join(t.TempDir(), "request")
+	request, pids := filepath.Join(t.TempDir(), "request"), filepath.Join(t.TempDir(), "pids")
 	tests := []struct {
 		plugin  string
 		wantErr string // "" for success
@@ -310,6 +313,7 @@ func TestCredentialProviderExec(t *testing.T) {
 		{"hang", "killed after 300ms without answering"},
 		{"flood", fmt.Sprintf("response larger than %d bytes", maxProviderResponse)},
 		{"crash", "exited: exit status 3: stderr: line one cannot reach the metadata service"},
+		{"leaves", "exited: exit status 4: stderr: failed to reach the metadata service"},
 		{"garbage", "response is not a CredentialProviderResponse: syntax error at byte 1"},
 		{"empty", "response is empty: want a CredentialProviderResponse on stdout"},
 		{"wrongversion", `response apiVersion is "credentialprovider.kubelet.k8s.io/v1beta1", want credentialprovider.kubelet.k8s.io/v1, the request's`},
@@ -318,7 +322,7 @@ func TestCredentialProviderExec(t *testing.T) {
 		t.Run(tt.plugin, func(t *testing.T) {
 			cfg := provider(tt.plugin, "reg.example.com")
 			cfg.Args = []string{"arg1"}
-			cfg.Env = []kubeletconfigv1.ExecEnvVar{{Name: "PLUGIN_ENV", Value: "env1"}, {Name: "REQUEST_FILE", Value: request}}
+			cfg.Env = []kubeletconfigv1.ExecEnvVar{{Name: "PLUGIN_ENV", Value: "env1"}, {Name: "REQUEST_FILE", Value: request}, {Name: "PIDS_FILE", Value: pids}}
 			var logs bytes.Buffer
 			p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{cfg}, CredentialProviderBinDir: dir, CredentialProviderTimeout: 300 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -333,6 +337,15 @@ func TestCredentialProviderExec(t *testing.T) {
 				}
 				if strings.Contains(fmt.Sprint(problems), "s3cret") {
 					t.Errorf("a problem quotes the plugin's output: %v", problems)
+				}
+				if tt.plugin == "leaves" {
+					data, err := os.ReadFile(pids)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, pid := range strings.Fields(string(data)) {
+						waitProcessEnd(t, pid)
+					}
 				}
 				return
 			}
@@ -389,12 +402,12 @@ func TestResolvePlugin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := resolvePlugin(tt.dir, tt.name)
+			got, err := ResolvePlugin(tt.dir, tt.name)
 			if err != nil {
 				got = err.Error()
 			}
 			if got != tt.want && (err == nil || !strings.Contains(got, tt.want)) {
-				t.Errorf("resolvePlugin(%s) = %q, want %q", tt.name, got, tt.want)
+				t.Errorf("ResolvePlugin(%s) = %q, want %q", tt.name, got, tt.want)
 			}
 		})
 	}
@@ -449,5 +462,35 @@ func TestPullWithProviders(t *testing.T) {
 				t.Errorf("plugin ran %d times, want %d", runs, tt.wantRuns)
 			}
 		})
+	}
+}
+
+// waitProcessEnd waits, on a pidfd, for the process pid (not a child of
+// the test) to end: it was sent SIGKILL, so within seconds.
+func waitProcessEnd(t *testing.T, pid string) {
+	t.Helper()
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.PidfdOpen(n, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return // gone already
+	}
+	if err != nil {
+		t.Fatalf("pidfd of %d: %v", n, err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		ready, err := unix.Poll(fds, 10_000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || ready == 0 {
+			stat, _ := os.ReadFile("/proc/" + pid + "/stat")
+			t.Errorf("process %d the plugin started still runs after its run ended (%v): %s", n, err, stat)
+		}
+		return
 	}
 }
