@@ -19,7 +19,7 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseAllowedSigners:./internal/source/signature/ FuzzVerifySignature:./internal/source/signature/ FuzzDecodeSerial:./internal/source/signature/ \
 	FuzzParseLine:./internal/podlogs/ FuzzEachLineBackward:./internal/podlogs/ FuzzCopy:./internal/podlogs/ \
 	FuzzParseLogOptions:./internal/api/ FuzzDecodeRollbackState:./internal/rollback/ FuzzConfigFile:./internal/config/ \
-	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/volumes/ FuzzEnvFileValue:./internal/volumes/ FuzzParseDockerConfig:./internal/pullauth/ \
+	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/volumes/ FuzzEnvFileValue:./internal/volumes/ FuzzParseDockerConfig:./internal/pullauth/ FuzzParseProviderResponse:./internal/images/ \
 	FuzzOpenSubPath:./internal/volumes/ FuzzParseCNIConfig:./internal/doctor/ FuzzAgentCommand:./internal/doctor/
 
 .PHONY: all build man test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
@@ -98,8 +98,8 @@ e2e-all: build testbed
 
 # A bounded run of every fuzz target over input berth does not control:
 # manifests, signatures, state files, CRI log files, log queries, config
-# files, resolv.conf, mount paths, credentials, CNI configurations and
-# other processes' command lines.
+# files, resolv.conf, mount paths, credentials and credential provider
+# plugins' answers, CNI configurations and other processes' command lines.
 fuzz:
 	@set -e; for tp in $(FUZZ_TARGETS); do \
 		echo "fuzz $${tp%%:*} in $${tp#*:} for $(FUZZTIME)"; \
