@@ -306,6 +306,22 @@ func (s Settings) validateCredentialProviders() []error {
 	if d := s.ImageCredentialProviderTimeout.Duration; d <= 0 {
 		errs = append(errs, fmt.Errorf("--image-credential-provider-timeout must be positive, got %s", d))
 	}
-	_, fileErrs := s.credentialProviders()
-	return append(errs, fileErrs...)
+	// The providers' problems stay together in file and line order:
+	// validate sorts the settings' problems as text, which would put
+	// line 10 before line 8.
+	if _, fileErrs := s.credentialProviders(); len(fileErrs) > 0 {
+		slices.SortStableFunc(fileErrs, func(a, b error) int {
+			fa, oka := a.(*FileError)
+			fb, okb := b.(*FileError)
+			if !oka || !okb {
+				return 0
+			}
+			if c := strings.Compare(fa.Path, fb.Path); c != 0 {
+				return c
+			}
+			return fa.Line - fb.Line
+		})
+		errs = append(errs, errors.Join(fileErrs...))
+	}
+	return errs
 }
