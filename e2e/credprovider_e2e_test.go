@@ -80,15 +80,17 @@ providers:
 		t.Fatal(err)
 	}
 
+	// The timeout is long enough for the plugin's answer on a loaded
+	// machine: only a plugin that never answers meets it.
 	setMode("hang")
 	b := newBerth(t, berthOptions{
-		args:      []string{"--image-credential-provider-config", config, "--image-credential-provider-bin-dir", bin, "--image-credential-provider-timeout", "2s"},
+		args:      []string{"--image-credential-provider-config", config, "--image-credential-provider-bin-dir", bin, "--image-credential-provider-timeout", "10s"},
 		manifests: map[string]string{"cp.yaml": pullPod("cp")},
 	})
 	b.waitReady()
 	name := podName("cp")
 
-	b.waitEvent(name, "Failed", "credential provider "+plugin+": killed after 2s without answering")
+	b.waitEvent(name, "Failed", "credential provider "+plugin+": killed after 10s without answering")
 	b.waitPod(name, "the pull back-off", func(p *v1.Pod) bool {
 		cs := containerStatus(p, "main")
 		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ImagePullBackOff"
@@ -138,7 +140,7 @@ providers:
 	if err != nil {
 		t.Errorf("berth describe: %v\n%s", err, out)
 	}
-	if !bytes.Contains(out, []byte("killed after 2s")) {
+	if !bytes.Contains(out, []byte("killed after 10s")) {
 		t.Errorf("berth describe does not show the plugin's timeout:\n%s", out)
 	}
 	auth := base64.StdEncoding.EncodeToString([]byte(registryUser + ":" + registryPassword))

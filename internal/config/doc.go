@@ -4,11 +4,13 @@
 // (apiVersion berth.io/v1alpha1, kind BerthConfiguration; file.go decodes
 // it field by field from the YAML node tree, so every problem is reported
 // at once as FILE:LINE: field: message, and reads older field names with
-// a warning) and a kubelet KubeletConfiguration (read beneath the flags),
-// validation with every problem named (with its file and line when a
-// file set it), the redacted versioned form berth config view prints, and
-// the conversion of the settings into each component's options
-// (source.Config, kuberuntime.Options, syncloop.Config, ...).
+// a warning), a kubelet KubeletConfiguration (read beneath the flags),
+// the kubelet's CredentialProviderConfig of the image credential provider
+// plugins (credprovider.go), validation with every problem named (with
+// its file and line when a file set it), the redacted versioned form
+// berth config view prints, and the conversion of the settings into
+// each component's options (source.Config, kuberuntime.Options,
+// syncloop.Config, ...).
 //
 // It owns those names, defaults and error texts. It must never import
 // internal/daemon or internal/cli, and never starts a component: it

@@ -324,7 +324,13 @@ func TestCredentialProviderExec(t *testing.T) {
 			cfg.Args = []string{"arg1"}
 			cfg.Env = []kubeletconfigv1.ExecEnvVar{{Name: "PLUGIN_ENV", Value: "env1"}, {Name: "REQUEST_FILE", Value: request}, {Name: "PIDS_FILE", Value: pids}}
 			var logs bytes.Buffer
-			p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{cfg}, CredentialProviderBinDir: dir, CredentialProviderTimeout: 300 * time.Millisecond,
+			// Only the plugin that never answers meets the timeout: the
+			// others have a minute, whatever the machine's load.
+			timeout := time.Minute
+			if tt.plugin == "hang" {
+				timeout = 300 * time.Millisecond
+			}
+			p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{cfg}, CredentialProviderBinDir: dir, CredentialProviderTimeout: timeout,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			entries, _, problems := p.providers.lookup(context.Background(), "reg.example.com/app")
 			if strings.Contains(logs.String(), "s3cret") {
