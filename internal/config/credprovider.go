@@ -15,6 +15,7 @@ import (
 	kubeletconfigv1 "k8s.io/kubelet/config/v1"
 
 	"github.com/berth-agent/berth/internal/images"
+	"github.com/berth-agent/berth/internal/statefile"
 )
 
 // The kubelet's image credential provider plugins: --image-credential-
@@ -24,7 +25,9 @@ import (
 // the plugins' executables. The files are read as berth's own config is:
 // every problem at once, as FILE:LINE: field: message, each provider
 // checked as the kubelet checks it, and its executable found as
-// images.ResolvePlugin finds it at every run.
+// images.ResolvePlugin finds it at every run. Unlike the kubelet, berth
+// reads only a regular file (never a FIFO or a device, nor through a
+// final symbolic link), owned by root and writable by no one else.
 const (
 	// credentialProviderConfigKind is the files' kind.
 	credentialProviderConfigKind = "CredentialProviderConfig"
@@ -105,16 +108,12 @@ func credentialProviderFiles(path string) ([]string, error) {
 // decodeCredentialProviderFile reads one CredentialProviderConfig: its
 // providers, the line of each, and every problem.
 func decodeCredentialProviderFile(path string) ([]kubeletconfigv1.CredentialProvider, []int, []error) {
-	fi, err := os.Stat(path)
-	if err == nil && fi.Size() > maxCredentialProviderConfig {
-		err = fmt.Errorf("larger than %d bytes", maxCredentialProviderConfig)
-	}
-	var data []byte
-	if err == nil {
-		data, err = os.ReadFile(path)
-	}
+	// Whoever writes the file chooses the arguments and environment of
+	// programs berth runs as root: it must be berth's alone, as the
+	// node's credentials file must.
+	data, err := statefile.ReadOwned(path, maxCredentialProviderConfig)
 	if err != nil {
-		return nil, nil, []error{fmt.Errorf("--image-credential-provider-config: %w", err)}
+		return nil, nil, []error{fmt.Errorf("--image-credential-provider-config: %s: %w", path, err)}
 	}
 	doc, err := parseDocument(path, data)
 	if err != nil {

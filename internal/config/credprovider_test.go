@@ -143,6 +143,13 @@ func TestCredentialProviderSettings(t *testing.T) {
 		t.Errorf("ecr provider %+v", ecr)
 	}
 
+	writable := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(writable, []byte(goodProviders), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(writable, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -152,6 +159,8 @@ func TestCredentialProviderSettings(t *testing.T) {
 		{[]string{"--image-credential-provider-timeout", "0s"}, "--image-credential-provider-timeout must be positive"},
 		{[]string{"--image-credential-provider-config", "/nonexistent", "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: stat /nonexistent: no such file or directory"},
 		{[]string{"--image-credential-provider-config", t.TempDir(), "--image-credential-provider-bin-dir", bin}, "holds no .json, .yaml or .yml file"},
+		{[]string{"--image-credential-provider-config", writable, "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: " + writable + ": writable by group or others"},
+		{[]string{"--image-credential-provider-config", "/dev/zero", "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: /dev/zero: not a regular file"},
 	} {
 		if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
