@@ -89,6 +89,10 @@ func credentialProviderFiles(path string) ([]string, error) {
 	if !fi.IsDir() {
 		return []string{path}, nil
 	}
+	// Whoever may add a file to the directory adds a provider.
+	if err := statefile.CheckOwnedDir(path); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		return nil, err

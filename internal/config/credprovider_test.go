@@ -150,6 +150,10 @@ func TestCredentialProviderSettings(t *testing.T) {
 	if err := os.Chmod(writable, 0o666); err != nil {
 		t.Fatal(err)
 	}
+	openDir := t.TempDir()
+	if err := os.Chmod(openDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -160,6 +164,7 @@ func TestCredentialProviderSettings(t *testing.T) {
 		{[]string{"--image-credential-provider-config", "/nonexistent", "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: stat /nonexistent: no such file or directory"},
 		{[]string{"--image-credential-provider-config", t.TempDir(), "--image-credential-provider-bin-dir", bin}, "holds no .json, .yaml or .yml file"},
 		{[]string{"--image-credential-provider-config", writable, "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: " + writable + ": writable by group or others"},
+		{[]string{"--image-credential-provider-config", openDir, "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: " + openDir + ": writable by group or others"},
 		{[]string{"--image-credential-provider-config", "/dev/zero", "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: /dev/zero: not a regular file"},
 	} {
 		if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -37,6 +37,16 @@ func MakePrivateDir(dir string) error {
 	return checkOwned(info, true, notWritable)
 }
 
+// CheckOwnedDir checks a directory berth trusts the files of: itself, not
+// a symbolic link, owned by berth's user and writable by no one else.
+func CheckOwnedDir(dir string) error {
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	return checkOwned(info, true, notWritable)
+}
+
 // ReadOwned reads a file berth wrote or trusts: opened without following a
 // final symbolic link or blocking, a regular file owned by berth's user,
 // writable by no one else, and of at most maxBytes.
