@@ -116,7 +116,7 @@ func TestCredentialProviderLookup(t *testing.T) {
 		provider("broken", "broken.example.com:5000/team"),
 		provider("other", "other.example.com"),
 	}
-	p := New(nil, Options{CredentialProviders: providers, CredentialProviderBinDir: binDir(t, "ecr", "acr", "acr2", "broken", "other"), runPlugin: fake.run})
+	p := New(nil, Options{CredentialProviders: providers, CredentialProviderBinDir: binDir(t, "ecr", "acr", "acr2", "broken", "other"), runPlugin: fake.run, Logger: quiet})
 	tests := []struct {
 		repo, wantUsers string
 		wantMatched     bool
@@ -188,7 +188,7 @@ func TestCredentialProviderCache(t *testing.T) {
 			fake := &fakePlugins{responses: map[string]string{"p": tt.resp}}
 			cfg := provider("p", "*.example.com")
 			cfg.DefaultCacheDuration = &metav1.Duration{Duration: tt.defDur}
-			p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{cfg}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: fake.run, Clock: clk})
+			p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{cfg}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: fake.run, Clock: clk, Logger: quiet})
 			for i, repo := range []string{"reg.example.com/a", tt.second} {
 				if i == 1 {
 					clk.Step(tt.after)
@@ -214,7 +214,7 @@ func TestCredentialProviderCache(t *testing.T) {
 func TestCredentialProviderCacheBound(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	fake := &fakePlugins{responses: map[string]string{"p": response("Image", "1h", `"reg.example.com":{"username":"u","password":"p"}`)}}
-	p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{provider("p", "reg.example.com")}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: fake.run, Clock: clk})
+	p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{provider("p", "reg.example.com")}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: fake.run, Clock: clk, Logger: quiet})
 	plugin := p.providers.plugins[0]
 	for i := range maxProviderCacheEntries + 10 {
 		if _, _, problems := p.providers.lookup(context.Background(), fmt.Sprintf("reg.example.com/app%d", i)); len(problems) > 0 {
@@ -248,7 +248,7 @@ func TestCredentialProviderCoalesces(t *testing.T) {
 			<-release
 			return []byte(response("Image", "0s", `"reg.example.com":{"username":"u","password":"p"}`)), nil, nil
 		}
-		p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{provider("p", "reg.example.com")}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: run})
+		p := New(nil, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{provider("p", "reg.example.com")}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: run, Logger: quiet})
 		results := make(chan int, 8)
 		for range 8 {
 			go func() {
@@ -453,7 +453,7 @@ func TestPullWithProviders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &fakePlugins{responses: tt.responses, failures: tt.failures}
 			is := &authImages{FakeImageService: fakeri.NewFakeImageService()}
-			p := New(is, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{provider("p", "*.example.com")}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: fake.run})
+			p := New(is, Options{CredentialProviders: []kubeletconfigv1.CredentialProvider{provider("p", "*.example.com")}, CredentialProviderBinDir: binDir(t, "p"), runPlugin: fake.run, Logger: quiet})
 			_, err := p.Pull(context.Background(), &runtimeapi.ImageSpec{Image: tt.image}, tt.creds, nil)
 			if got := strings.Join(is.users, " "); got != tt.wantUsers {
 				t.Errorf("tried %q, want %q", got, tt.wantUsers)
@@ -500,3 +500,6 @@ func waitProcessEnd(t *testing.T, pid string) {
 		return
 	}
 }
+
+// quiet is the logger of tests that do not read the log.
+var quiet = slog.New(slog.DiscardHandler)
