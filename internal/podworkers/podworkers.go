@@ -71,6 +71,16 @@ type podWorker struct {
 	// holding says what of a terminating pod still runs, and why berth
 	// could not stop it, while the lane keeps its full name; "" otherwise.
 	holding string
+	// replacing says the sources serve a new version of this started pod
+	// (Replace): it keeps running until that version has its images
+	// (prepull.go), and stops then; replaceSince is when it was asked.
+	replacing    bool
+	replaceSince time.Time
+	// prePulled says this waiting pod made its images present while the
+	// holder of its full name ran; prePullCancel ends a pre-pull in
+	// flight (its removal), nil when none runs.
+	prePulled     bool
+	prePullCancel context.CancelFunc
 
 	// Owned by the worker goroutine.
 	lastActed time.Time // when this worker last changed the runtime
@@ -84,6 +94,9 @@ type podWorker struct {
 	// teardownDelay is the back-off of the teardown retries of a pod that
 	// is not terminated yet, or not removed yet.
 	teardownDelay time.Duration
+	// prePullDelay is the back-off of the retries of a failed pre-pull
+	// that carried no pull back-off of its own (ErrImageNeverPull).
+	prePullDelay time.Duration
 }
 
 // Teardown retries of a pod that still holds its full name back off from
@@ -132,6 +145,9 @@ type Workers struct {
 	// the full-name gate, to judge new versions (the rollback tracker);
 	// may be nil. It is called without mu held.
 	onStatus func(pod *v1.Pod, st v1.PodStatus, start time.Time)
+	// recorder takes the events of pulls before a stop (prepull.go); nil
+	// drops them.
+	recorder kuberuntime.Recorder
 
 	mu      sync.Mutex // guards workers, gate, starts, soloWake, seen, finished and the guarded fields of each podWorker
 	workers map[types.UID]*podWorker
@@ -159,7 +175,8 @@ type Options struct {
 	// MaxParallelStarts bounds the pod starts in flight
 	// (--max-parallel-pod-starts); 0 is DefaultMaxParallelPodStarts.
 	MaxParallelStarts int
-	// Exec runs the exec probes; Recorder records the probes' events.
+	// Exec runs the exec probes; Recorder records the probes' events and
+	// those of pulls before a stop (prepull.go).
 	Exec     prober.Execer
 	Recorder kuberuntime.Recorder
 	// OnTerminated and OnStatus: see the fields of Workers; either may
@@ -186,7 +203,7 @@ func New(opts Options) *Workers {
 	m.startLimit.Set(float64(opts.MaxParallelStarts))
 	return newWorkers(workerOptions{
 		rt: opts.Runtime, clock: opts.Clock, status: opts.Status, hostIP: opts.HostIP, maxStarts: opts.MaxParallelStarts,
-		log: opts.Logger, metrics: m, onTerminated: opts.OnTerminated, onStatus: opts.OnStatus,
+		log: opts.Logger, metrics: m, onTerminated: opts.OnTerminated, onStatus: opts.OnStatus, recorder: opts.Recorder,
 		probes: &prober.Options{Exec: opts.Exec, Recorder: opts.Recorder, Metrics: opts.Metrics, Clock: opts.Clock, Logger: opts.Logger},
 	})
 }
@@ -209,6 +226,8 @@ type workerOptions struct {
 	// probes, when set, configures the pods' probes; their results wake
 	// the pod's lane (its OnChange is the workers').
 	probes *prober.Options
+	// recorder takes the events of pulls before a stop; nil drops them.
+	recorder kuberuntime.Recorder
 }
 
 // newWorkers builds the lanes' owner, with its prober when opts asks for
@@ -227,6 +246,7 @@ func newWorkers(opts workerOptions) *Workers {
 		metrics:         opts.metrics,
 		onTerminated:    opts.onTerminated,
 		onStatus:        opts.onStatus,
+		recorder:        opts.recorder,
 		workers:         map[types.UID]*podWorker{},
 		gate:            newFullNameGate(),
 		starts:          newStartQueue(opts.clock, newStartLimit(opts.maxStarts)),
@@ -274,6 +294,9 @@ func (p *Workers) updateLocked(pod *v1.Pod) {
 		}
 		return
 	}
+	// Served again (an edit reverted before its new version started):
+	// it keeps running as it is.
+	w.replacing = false
 	w.pod = pod
 	p.wakeLocked(w)
 }
@@ -327,12 +350,27 @@ func (p *Workers) Remove(uid types.UID, grace *int64) {
 	if !ok {
 		return
 	}
-	w.terminate, w.remove, w.grace, w.readd = true, true, grace, nil
+	p.removeLocked(w, grace)
+	// A pending version removed with no other waiting (the manifest
+	// deleted during the pre-pull): the version it would have replaced
+	// stops now.
+	if !w.started {
+		p.releaseUnwaitedLocked(w.fullName)
+	}
+}
+
+// removeLocked asks w's lane to stop and remove its pod, ending a
+// pre-pull in flight and any wait for a successor's.
+func (p *Workers) removeLocked(w *podWorker, grace *int64) {
+	w.terminate, w.remove, w.grace, w.readd, w.replacing = true, true, grace, nil, false
+	if w.prePullCancel != nil {
+		w.prePullCancel()
+	}
 	p.releaseStartLocked(w, false)
 	if grace == nil && w.pod != nil {
 		grace = w.pod.Spec.TerminationGracePeriodSeconds
 	}
-	p.status.MarkDeleting(uid, p.clock.Now(), grace)
+	p.status.MarkDeleting(w.uid, p.clock.Now(), grace)
 	p.wakeLocked(w)
 }
 
@@ -347,6 +385,11 @@ func (p *Workers) TerminateOrphan(status *podplan.PodStatus) {
 	w := p.startWorkerLocked(status.UID, status.Name, status.Namespace, nil)
 	w.terminate, w.remove, w.started = true, true, true
 	w.observed = status
+	// A new version of its name still pulling its images (berth restarted
+	// during a pre-pull) lets it run until the pull is done.
+	if live, ready := p.waitersLocked(w.fullName, w.uid); live > 0 && !ready {
+		w.replacing, w.replaceSince = true, p.clock.Now()
+	}
 	// Until it is terminated, the orphan holds its full name like any pod:
 	// a new UID of that name must not start beside it.
 	p.gate.hold(w.fullName, w.uid)
@@ -454,7 +497,7 @@ func (p *Workers) Count() (all, active int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.workers {
-		if !w.terminate {
+		if !w.terminate && !w.replacing {
 			active++
 		}
 	}
@@ -496,6 +539,10 @@ func (p *Workers) wakeLocked(w *podWorker) {
 func (p *Workers) requeue(w *podWorker, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.requeueLocked(w, d)
+}
+
+func (p *Workers) requeueLocked(w *podWorker, d time.Duration) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -532,6 +579,17 @@ func (p *Workers) step(w *podWorker) bool {
 	if w.terminate && w.state == stateSyncing {
 		w.state = stateTerminating
 	}
+	if w.replacing {
+		p.checkReplacingLocked(w)
+		if w.replacing && w.terminate {
+			// An orphan whose successor still pulls: nothing to do yet.
+			p.mu.Unlock()
+			return false
+		}
+		if w.terminate && w.state == stateSyncing {
+			w.state = stateTerminating
+		}
+	}
 	state, pod, remove, grace := w.state, w.pod, w.remove, w.grace
 	obs, obsAt, obsOwn := w.observed, w.observedAt, w.observedOwn
 	if w.observedStale {
@@ -543,6 +601,14 @@ func (p *Workers) step(w *podWorker) bool {
 			// comes back with its rank when the gate lets it through.
 			p.releaseStartLocked(w, false)
 			holder, _ := p.gate.holder(w.fullName)
+			if !w.prePulled {
+				ctx, cancel := context.WithCancel(p.ctx)
+				w.prePullCancel = cancel
+				p.mu.Unlock()
+				p.prePull(ctx, w, pod, holder)
+				cancel()
+				return false
+			}
 			msg := fmt.Sprintf("waiting for pod %s (uid %s) of the same name to terminate", w.fullName, holder)
 			if hw, ok := p.workers[holder]; ok && hw.holding != "" {
 				msg += ": " + hw.holding

@@ -69,6 +69,10 @@ func (s *stubRuntime) syncs() int {
 	return len(s.synced)
 }
 
+func (s *stubRuntime) PrePull(context.Context, *v1.Pod, func([]string)) kuberuntime.PrePullResult {
+	return kuberuntime.PrePullResult{}
+}
+
 func (s *stubRuntime) KillPod(context.Context, *v1.Pod, *podplan.PodStatus, *int64) error {
 	return nil
 }

@@ -19,6 +19,10 @@ type Runtime interface {
 	// start slot), then hand the same plan to SyncPod.
 	PlanPod(pod *v1.Pod, status *podplan.PodStatus, health podplan.ContainerHealth) podplan.PodActions
 	SyncPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, plan *podplan.PodActions, opts kuberuntime.SyncOptions) kuberuntime.SyncResult
+	// PrePull makes a pod's images present before it starts (a new
+	// version waiting for the old one's full name), reporting what it
+	// pulls to pulling first.
+	PrePull(ctx context.Context, pod *v1.Pod, pulling func(images []string)) kuberuntime.PrePullResult
 	KillPod(ctx context.Context, pod *v1.Pod, status *podplan.PodStatus, gracePeriodOverride *int64) error
 	RemovePod(ctx context.Context, status *podplan.PodStatus) error
 	PodStatus(ctx context.Context, uid types.UID) (*podplan.PodStatus, error)

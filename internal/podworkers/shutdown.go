@@ -28,7 +28,7 @@ func (p *Workers) Shutdown(uid types.UID, grace int64) {
 	if !ok || w.terminate {
 		return
 	}
-	w.terminate, w.remove, w.grace = true, false, &grace
+	w.terminate, w.remove, w.grace, w.replacing = true, false, &grace, false
 	p.status.MarkDeleting(uid, p.clock.Now(), &grace)
 	p.wakeLocked(w)
 }

@@ -406,11 +406,35 @@ func (a *Loop) handleUpdate(u store.PodUpdate) {
 				a.status.Delete(pod.UID)
 				continue
 			}
-			log.Info("pod removed from its source; stopping it")
-			a.workers.Remove(pod.UID, nil)
+			a.retire(pod, log)
 			a.removeRollback(pod)
 		}
 	}
+}
+
+// retire stops and removes pod, which no source serves any more. When a
+// source serves a new version of its full name (an edit), it keeps
+// running until that version has pulled its images (podworkers.Replace);
+// otherwise it stops now.
+func (a *Loop) retire(pod *v1.Pod, log *slog.Logger) {
+	if a.replaced(pod) {
+		log.Info("pod replaced by a new version; it keeps running until the new version has its images")
+		a.workers.Replace(pod.UID)
+		return
+	}
+	log.Info("pod removed from its source; stopping it")
+	a.workers.Remove(pod.UID, nil)
+}
+
+// replaced reports whether the sources serve a version of pod's full name
+// under another UID that berth admitted (after rollbacks).
+func (a *Loop) replaced(pod *v1.Pod) bool {
+	for _, p := range a.desiredPods() {
+		if p.UID != pod.UID && p.Name == pod.Name && p.Namespace == pod.Namespace && !a.rejected[p.UID] {
+			return true
+		}
+	}
+	return false
 }
 
 // warnPods records each of the store's warnings (a field berth ignores, a

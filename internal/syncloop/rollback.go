@@ -19,7 +19,9 @@ func (a *Loop) applyRollbacks() {
 			a.rollback.Cancel(act.Bad)
 			continue
 		}
-		a.workers.Remove(act.Bad.UID, nil)
+		// The bad version keeps running until the good one has its
+		// images, as for any edit.
+		a.workers.Replace(act.Bad.UID)
 		a.add(act.Good, a.log.With("op", "ROLLBACK", "pod", act.Good.Name, "namespace", act.Good.Namespace, "uid", act.Good.UID, "failed_uid", act.Bad.UID))
 	}
 }
@@ -32,7 +34,7 @@ func (a *Loop) applyRollbacks() {
 // edit removes the old version too, but its manifest serves the new one.
 func (a *Loop) removeRollback(pod *v1.Pod) {
 	if run := a.rollback.Substitute(pod); run.UID != pod.UID && !a.desired(run.UID) {
-		a.workers.Remove(run.UID, nil)
+		a.retire(run, a.log.With("op", "REMOVE", "pod", run.Name, "namespace", run.Namespace, "uid", run.UID))
 	}
 	k := rollback.KeyOf(pod)
 	for _, p := range a.store.Pods() {
