@@ -95,8 +95,10 @@ type podWorker struct {
 	// is not terminated yet, or not removed yet.
 	teardownDelay time.Duration
 	// prePullDelay is the back-off of the retries of a failed pre-pull
-	// that carried no pull back-off of its own (ErrImageNeverPull).
-	prePullDelay time.Duration
+	// that carried no pull back-off of its own (ErrImageNeverPull);
+	// prePullRetryAt is when a failed pre-pull is tried again.
+	prePullDelay   time.Duration
+	prePullRetryAt time.Time
 }
 
 // Teardown retries of a pod that still holds its full name back off from
@@ -602,6 +604,13 @@ func (p *Workers) step(w *podWorker) bool {
 			p.releaseStartLocked(w, false)
 			holder, _ := p.gate.holder(w.fullName)
 			if !w.prePulled {
+				if p.clock.Now().Before(w.prePullRetryAt) {
+					// A failed pre-pull waits for its retry: its status
+					// says why, and another try now would only find the
+					// image's back-off.
+					p.mu.Unlock()
+					return false
+				}
 				ctx, cancel := context.WithCancel(p.ctx)
 				w.prePullCancel = cancel
 				p.mu.Unlock()

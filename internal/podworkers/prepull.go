@@ -169,6 +169,7 @@ func (p *Workers) prePull(ctx context.Context, w *podWorker, pod *v1.Pod, holder
 			}
 			delay = w.prePullDelay
 		}
+		w.prePullRetryAt = p.clock.Now().Add(delay)
 		p.mu.Unlock()
 		msg := fmt.Sprintf("%s keeps running: %s", old, oneLine(err))
 		p.event(pod, kuberuntime.EventWarning, ReasonPullBeforeStopFailed, fmt.Sprintf("%s; retrying in %s", msg, delay.Round(time.Second)))

@@ -1,6 +1,7 @@
 package syncloop
 
 import (
+	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/podstatus"
+	"github.com/berth-agent/berth/internal/podworkers"
 	"github.com/berth-agent/berth/internal/store"
 )
 
@@ -39,21 +41,45 @@ func (a *Loop) Pods() []*v1.Pod {
 		pods = append(pods, rejectedPod(prob, a.cfg.NodeName, now))
 	}
 	ix := indexProblems(problems)
+	pulls := failedPulls(pods)
 	for i, p := range pods {
-		pods[i] = a.decorate(p, ix, now)
+		pods[i] = a.decorate(p, ix, pulls, now)
 	}
 	store.SortPods(pods)
 	return pods
 }
 
+// failedPulls are, by full name, the PulledBeforeStop conditions of new
+// versions whose images could not be pulled while an old version runs.
+func failedPulls(pods []*v1.Pod) map[string]v1.PodCondition {
+	var out map[string]v1.PodCondition
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == podworkers.ConditionPulledBeforeStop && c.Status == v1.ConditionFalse {
+				if out == nil {
+					out = map[string]v1.PodCondition{}
+				}
+				c.Message = fmt.Sprintf("new version (uid %s) cannot start: %s", p.UID, c.Message)
+				out[podspec.JoinFullName(p.Name, p.Namespace)] = c
+			}
+		}
+	}
+	return out
+}
+
 // decorate returns a copy of p as readers see it: typed, with its
-// manifest's problems and a rollback as conditions. The status store's pods are shared
-// with every reader, so they are never written into.
-func (a *Loop) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
+// manifest's problems, a rollback and a new version's failed pull (pulls,
+// by full name: the old version that runs on shows it too) as
+// conditions. The status store's pods are shared with every reader, so
+// they are never written into.
+func (a *Loop) decorate(p *v1.Pod, ix problemIndex, pulls map[string]v1.PodCondition, now time.Time) *v1.Pod {
 	cp := *p
 	cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	if probs := ix.of(p); len(probs) > 0 {
 		cp.Status.Conditions = setCondition(p.Status.Conditions, podstatus.ManifestCondition(probs, now))
+	}
+	if c, ok := pulls[podspec.JoinFullName(p.Name, p.Namespace)]; ok && !hasCondition(p, podworkers.ConditionPulledBeforeStop) {
+		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
 	}
 	if c, ok := a.rollback.Condition(p); ok {
 		cp.Status.Conditions = setCondition(cp.Status.Conditions, c)
@@ -66,10 +92,11 @@ func (a *Loop) decorate(p *v1.Pod, ix problemIndex, now time.Time) *v1.Pod {
 	return &cp
 }
 
-// Pod returns the pod namespace/name as Pods lists it first (an old UID
-// still terminating and its replacement share the name), or nil. It
-// copies and sorts only that name's pods: `berth logs -f` asks every
-// 100 ms, whatever the number of pods.
+// Pod returns the pod namespace/name, or nil: of an old UID still running
+// and its replacement, which share the name, the one that is not Pending
+// (its logs are there), else the first Pods lists. It copies and sorts
+// only that name's pods: `berth logs -f` asks every 100 ms, whatever the
+// number of pods.
 func (a *Loop) Pod(namespace, name string) *v1.Pod {
 	pods := a.status.Named(namespace, name)
 	problems := a.store.Problems()
@@ -86,7 +113,24 @@ func (a *Loop) Pod(namespace, name string) *v1.Pod {
 		return nil
 	}
 	store.SortPods(pods)
-	return a.decorate(pods[0], indexProblems(problems), now)
+	first := pods[0]
+	for _, p := range pods {
+		if p.Status.Phase != v1.PodPending {
+			first = p
+			break
+		}
+	}
+	return a.decorate(first, indexProblems(problems), failedPulls(pods), now)
+}
+
+// hasCondition reports whether p's status has a condition of type typ.
+func hasCondition(p *v1.Pod, typ v1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // Events returns the recent events of the pod uid, oldest first.

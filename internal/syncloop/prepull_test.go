@@ -81,8 +81,14 @@ func TestAgentPullBeforeStop(t *testing.T) {
 				if len(fails) == 0 || !strings.Contains(fails[0].Message, string(old.UID)) {
 					t.Errorf("events %+v, want PullBeforeStopFailed naming the old version", h.agent.Events(edited.UID))
 				}
-				if p == nil {
-					t.Fatal("no pod shown for web")
+				// The name shows the version that runs, with the new one's
+				// problem as a condition.
+				if p == nil || p.UID != old.UID {
+					t.Fatalf("web shows %v, want the old version that runs", p)
+				}
+				if c := podCondition(p, podworkers.ConditionPulledBeforeStop); c == nil || c.Status != v1.ConditionFalse ||
+					!strings.Contains(c.Message, string(edited.UID)) || !strings.Contains(c.Message, "not found") {
+					t.Errorf("condition %s of the old version = %+v, want False naming the new version and the pull's error", podworkers.ConditionPulledBeforeStop, c)
 				}
 
 				if revert {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -279,6 +280,15 @@ func ResolvePod(pods []v1.Pod, name, ns string) (*v1.Pod, error) {
 	if len(found) == 0 {
 		found = byManifest
 	}
+	// Two versions of one static pod (an old UID running while its edit
+	// waits) are one name: the daemon picks the version it shows.
+	seen := map[string]bool{}
+	found = slices.DeleteFunc(found, func(p *v1.Pod) bool {
+		key := p.Namespace + "/" + p.Name
+		dup := seen[key]
+		seen[key] = true
+		return dup
+	})
 	switch len(found) {
 	case 1:
 		return found[0], nil

@@ -40,6 +40,8 @@ func TestResolvePod(t *testing.T) {
 		mk("web", "default", "node1"),  // a manifest named web-node1 would collide; exact names win
 		mk("bad-node1", "default", ""), // rejected: no spec, so no node name
 		mk("bad-2-node1", "default", ""),
+		mk("edited-node1", "default", "node1"), // two versions of one pod: the old one runs while the edit pulls
+		mk("edited-node1", "default", "node1"),
 	}
 	tests := []struct {
 		name, ns string
@@ -54,6 +56,7 @@ func TestResolvePod(t *testing.T) {
 		{"web-3", "", "", `pod "web-3" not found (berth pods lists them)`},
 		{"bad", "", "default/bad-node1", ""},
 		{"bad-2", "", "default/bad-2-node1", ""},
+		{"edited", "", "default/edited-node1", ""},
 	}
 	for _, tt := range tests {
 		p, err := ResolvePod(pods, tt.name, tt.ns)
