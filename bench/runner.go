@@ -45,7 +45,7 @@ type Options struct {
 
 // Figures are the figure groups in the order they run; -only selects
 // among them.
-var Figures = []string{"binary", "floor", "onepod", "add", "remove", "edit", "restart", "burst", "boot", "idle", "adopt", "probes", "http", "gobench"}
+var Figures = []string{"binary", "floor", "onepod", "add", "remove", "edit", "imageedit", "restart", "burst", "boot", "idle", "adopt", "probes", "http", "gobench"}
 
 // plan is how much of each figure a run does: the full set for `make
 // bench`, a small one for -quick.
@@ -128,6 +128,9 @@ type runner struct {
 	besideFloors bool
 	// loads are "figure load" as each figure started (markLoad).
 	loads []string
+	// imageEdit is the imageedit figure's slow registry; nil before it
+	// ran.
+	imageEdit *imageEditSetup
 }
 
 // node is the --hostname-override of every run; pod names end in it.
@@ -188,7 +191,7 @@ func Run(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) 
 // figure is the function that measures the figure group called name.
 func (r *runner) figure(name string) func(context.Context) error {
 	return map[string]func(context.Context) error{
-		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit,
+		"binary": r.figBinary, "floor": r.figFloor, "onepod": r.figOnePod, "add": r.figAdd, "remove": r.figRemove, "edit": r.figEdit, "imageedit": r.figImageEdit,
 		"restart": r.figRestart, "burst": r.figBurst, "boot": r.figBoot, "idle": r.figIdle, "adopt": r.figAdopt, "probes": r.figProbes, "http": r.figHTTP, "gobench": r.figGoBench,
 	}[name]
 }
@@ -411,6 +414,9 @@ func (r *runner) close(ctx context.Context) {
 	}
 	if r.http != nil {
 		r.http.close()
+	}
+	if r.imageEdit != nil {
+		r.imageEdit.proxy.close()
 	}
 	if err := r.notify.close(); err != nil {
 		r.log.Warn("close notify socket", "err", err)
