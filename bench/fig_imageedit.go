@@ -227,17 +227,16 @@ func (r *runner) figImageEdit(ctx context.Context) error {
 		if _, err := dropPod(r.manifests, servingPod(name, benchImage, port, local)); err != nil {
 			return err
 		}
-		up := probePort(port)
-		err := r.poll(ctx, 50*time.Millisecond, podTimeout, fmt.Sprintf("version %d answering", local), func() (bool, error) { return up.answered(local), nil })
-		up.end()
-		if err != nil {
-			return fmt.Errorf("run %d: %w", i, err)
-		}
-		if err := r.removeImage(ctx, setup.ref); err != nil {
-			return fmt.Errorf("run %d: %w", i, err)
-		}
+		// One prober sees the old version answer, then the new one.
 		probe := probePort(port)
-		t0, err := dropPod(r.manifests, servingPod(name, setup.ref, port, edited))
+		err := r.poll(ctx, 50*time.Millisecond, podTimeout, fmt.Sprintf("version %d answering", local), func() (bool, error) { return probe.answered(local), nil })
+		if err == nil {
+			err = r.removeImage(ctx, setup.ref)
+		}
+		var t0 time.Time
+		if err == nil {
+			t0, err = dropPod(r.manifests, servingPod(name, setup.ref, port, edited))
+		}
 		if err == nil {
 			err = r.poll(ctx, 50*time.Millisecond, 5*time.Minute, fmt.Sprintf("version %d (pulled) answering", edited), func() (bool, error) { return probe.answered(edited), nil })
 		}
