@@ -1,7 +1,8 @@
 // Package kuberuntime is the runtime manager: it brings a pod to its spec
 // on one CRI runtime. It executes the plan podplan computes (sync.go: the
 // sandbox, image pulls through images with their events and back-offs,
-// containers from the configs criconfig translates, hooks; restartrules.go:
+// containers from the configs criconfig translates, hooks; prepull.go: a
+// pod's images made present before it starts; restartrules.go:
 // RestartAllContainers resets), and kills and removes (kill.go,
 // stopsignal.go, remove.go). It reads the pods back through the runtime
 // watch it embeds (runtimewatch: relist, container events), whose status

@@ -1,7 +1,8 @@
 // Package podworkers runs one lane per pod UID: the lane alone calls the
 // runtime manager for its pod, syncing it, then terminating and removing
 // it. Around the lanes it keeps the full-name gate (at most one UID of a
-// static pod's full name runs at a time), the start queue and its adaptive
+// static pod's full name runs at a time, and a replaced one runs until its
+// successor has pulled its images: prepull.go), the start queue and its adaptive
 // limit, and the probes the lanes feed; each sync writes the pod's status
 // into the podstatus.Store it is given.
 //
