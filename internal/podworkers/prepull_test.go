@@ -151,6 +151,32 @@ func TestPodWorkersPullBeforeStop(t *testing.T) {
 			},
 		},
 		{
+			name: "image absent with policy Never: the old version runs on, the retries back off",
+			then: func(b *prePullBed) types.UID {
+				neverPull := kuberuntime.PrePullResult{Needed: 1, Failed: []kuberuntime.PrePullFailure{{Image: "app:2", Containers: []string{"app"},
+					Err: &kuberuntime.SyncError{Reason: kuberuntime.ReasonErrImageNeverPull, Message: `Container image "app:2" is not present with pull policy of Never`}}}}
+				b.answer(neverPull)
+				for i, wait := range []time.Duration{prePullRetryInitial, 2 * prePullRetryInitial} {
+					waitUntil(b.t, "the failure shown", func() bool {
+						st := b.w.status.Get("new")
+						return st != nil && st.Status.Reason == ReasonPullBeforeStopFailed
+					})
+					b.clk.Step(wait - time.Millisecond)
+					synctest.Wait()
+					if calls, _ := b.rt.prePulls(); len(calls) != i+1 || !b.rt.isLive("old") {
+						b.t.Fatalf("%d pre-pulls %s into a %s back-off (old running %v), want %d", len(calls), wait-time.Millisecond, wait, b.rt.isLive("old"), i+1)
+					}
+					b.clk.Step(time.Millisecond)
+					waitUntil(b.t, "the retry", func() bool { calls, _ := b.rt.prePulls(); return len(calls) == i+2 })
+					if i == 0 {
+						b.answer(neverPull)
+					}
+				}
+				b.answer(pulled) // the image was loaded by hand meanwhile
+				return "new"
+			},
+		},
+		{
 			name: "edit reverted during the pull: the old version runs on untouched",
 			then: func(b *prePullBed) types.UID {
 				b.w.Replace("new")
