@@ -13,7 +13,7 @@
 // ConfigMaps and Secrets through Options.Objects.
 //
 // A Manager owns its mutable state (the pull, crash-loop and sandbox-name
-// back-offs, and through its criconfig.Builder the machine's figures and
+// back-offs, the pre-pulls' slots, and through its criconfig.Builder the machine's figures and
 // user namespaces), each guarded where it is kept; its runtimewatch.Watcher
 // owns the status cache and the runtime's name. Callers own the pods they
 // pass and serialize work per pod UID.

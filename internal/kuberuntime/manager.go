@@ -115,6 +115,9 @@ type Manager struct {
 	// preStop runs a container's preStop hook before it is stopped
 	// (runPreStop in hooks.go; tests replace it). See KillContainer.
 	preStop preStopFunc
+	// prePullSlots holds a token per pre-pull image pull in flight, at
+	// most PrePullParallel (prepull.go).
+	prePullSlots chan struct{}
 	// config translates pods into CRI configs and prepares their host
 	// side (pod directories, volumes, /etc/hosts); it guards itself.
 	config *criconfig.Builder
@@ -162,6 +165,7 @@ func NewManager(runtime internalapi.RuntimeService, imageService internalapi.Ima
 		crashBackoff: backoff.New(opts.Clock, opts.CrashLoopBackoffInitial, opts.CrashLoopBackoffMax),
 
 		sandboxNameBackoff: backoff.New(opts.Clock, sandboxNameRetryInitial, sandboxNameRetryMax),
+		prePullSlots:       make(chan struct{}, PrePullParallel),
 	}
 	m.preStop = m.runPreStop
 	m.config = criconfig.New(imageService, m.configOptions(nil))

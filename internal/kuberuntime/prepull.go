@@ -16,9 +16,10 @@ import (
 	"github.com/berth-agent/berth/internal/images"
 )
 
-// PrePullParallel bounds the pulls of one pre-pull that run at once: a pod
-// of many containers does not open a connection per image to the
-// registry, and one slow image does not hold back the others.
+// PrePullParallel bounds the pre-pulls' image pulls that run at once on
+// the node, all pods together: an edit of many pods (a fleet's URL) does
+// not open a connection per image to the registry, and one slow image
+// does not hold back the others.
 const PrePullParallel = 3
 
 // PrePullResult is what PrePull found and did.
@@ -71,8 +72,8 @@ type prePullImage struct {
 // policy is not Always is left alone and makes no event; one absent with
 // policy Never fails with ErrImageNeverPull. pulling, when set, hears the
 // images it is about to pull, once, before the first pull; it is not
-// called when nothing needs pulling. Up to PrePullParallel pulls run at
-// once. Pulls pass no sandbox config: the pod has no sandbox
+// called when nothing needs pulling. Its pulls wait for one of the
+// PrePullParallel slots the node's pre-pulls share. Pulls pass no sandbox config: the pod has no sandbox
 // yet. A pull cut short by ctx starts no back-off and is not reported as a
 // failure of the image but in the result's Failed like any other.
 func (m *Manager) PrePull(ctx context.Context, pod *v1.Pod, pulling func(images []string)) PrePullResult {
@@ -104,12 +105,11 @@ func (m *Manager) PrePull(ctx context.Context, pod *v1.Pod, pulling func(images 
 	}
 	var mu sync.Mutex // guards res below
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, PrePullParallel)
 	start := m.clock.Now()
 	for _, img := range need {
 		wg.Go(func() {
 			select {
-			case sem <- struct{}{}:
+			case m.prePullSlots <- struct{}{}:
 			case <-ctx.Done():
 				mu.Lock()
 				res.Failed = append(res.Failed, PrePullFailure{Image: img.container.Image, Containers: img.containers,
@@ -117,7 +117,7 @@ func (m *Manager) PrePull(ctx context.Context, pod *v1.Pod, pulling func(images 
 				mu.Unlock()
 				return
 			}
-			defer func() { <-sem }()
+			defer func() { <-m.prePullSlots }()
 			r, err := m.EnsureImage(ctx, pod, &img.container, nil)
 			mu.Lock()
 			defer mu.Unlock()

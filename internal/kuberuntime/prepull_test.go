@@ -161,8 +161,9 @@ func (g *gatedImages) counts() (inflight, most int) {
 	return g.inflight, g.most
 }
 
-// TestPrePullParallel: at most PrePullParallel pulls of one pre-pull run
-// at once, and a cancelled pre-pull ends its pulls and starts no back-off.
+// TestPrePullParallel: at most PrePullParallel pre-pull image pulls run
+// at once, of two pods together, and a cancelled pre-pull ends its pulls
+// and starts no back-off.
 func TestPrePullParallel(t *testing.T) {
 	for _, cancel := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cancelled %v", cancel), func(t *testing.T) {
@@ -173,8 +174,9 @@ func TestPrePullParallel(t *testing.T) {
 				m := NewManager(fakeapi.NewFakeRuntimeService(), g, Options{Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)), Recorder: events, PodLogsDir: t.TempDir()})
 				ctx, stop := context.WithCancel(context.Background())
 				defer stop()
-				done := make(chan PrePullResult)
+				done, other := make(chan PrePullResult), make(chan PrePullResult)
 				go func() { done <- m.PrePull(ctx, prePullPod(images...), nil) }()
+				go func() { other <- m.PrePull(ctx, prePullPod("f:1", "g:1"), nil) }()
 				synctest.Wait()
 				if inflight, _ := g.counts(); inflight != PrePullParallel {
 					t.Fatalf("%d pulls in flight, want %d", inflight, PrePullParallel)
@@ -191,10 +193,14 @@ func TestPrePullParallel(t *testing.T) {
 					if left := m.pullBackoff.RemainingSinceLast("a:1"); left != 0 {
 						t.Errorf("a cancelled pull started a back-off of %s", left)
 					}
+					<-other
 					return
 				}
 				close(g.release)
 				res := <-done
+				if o := <-other; o.Pulled != 2 {
+					t.Errorf("the other pod pulled %d images, want 2", o.Pulled)
+				}
 				if _, most := g.counts(); most != PrePullParallel || res.Pulled != len(images) || res.Err() != nil {
 					t.Errorf("at most %d pulls at once, %d pulled, err %v; want %d, %d, nil", most, res.Pulled, res.Err(), PrePullParallel, len(images))
 				}

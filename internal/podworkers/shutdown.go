@@ -29,6 +29,9 @@ func (p *Workers) Shutdown(uid types.UID, grace int64) {
 		return
 	}
 	w.terminate, w.remove, w.grace, w.replacing = true, false, &grace, false
+	if w.prePullCancel != nil {
+		w.prePullCancel() // a version that never started has nothing to stop
+	}
 	p.status.MarkDeleting(uid, p.clock.Now(), &grace)
 	p.wakeLocked(w)
 }
