@@ -378,7 +378,10 @@ func (p *Workers) removeLocked(w *podWorker, grace *int64) {
 
 // TerminateOrphan starts a lane that stops and removes a berth-owned pod no
 // source asks for. The caller has checked that every source is ready.
-func (p *Workers) TerminateOrphan(status *podplan.PodStatus) {
+// replaced says a source serves another UID of its full name (berth
+// restarted during an edit): the orphan then runs on as a replaced pod does
+// (Replace) until that version has its images.
+func (p *Workers) TerminateOrphan(status *podplan.PodStatus, replaced bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.workers[status.UID]; ok {
@@ -387,10 +390,9 @@ func (p *Workers) TerminateOrphan(status *podplan.PodStatus) {
 	w := p.startWorkerLocked(status.UID, status.Name, status.Namespace, nil)
 	w.terminate, w.remove, w.started = true, true, true
 	w.observed = status
-	// A new version of its name still pulling its images (berth restarted
-	// during a pre-pull) lets it run until the pull is done.
-	if live, ready := p.waitersLocked(w.fullName, w.uid); live > 0 && !ready {
+	if _, ready := p.waitersLocked(w.fullName, w.uid); replaced && !ready {
 		w.replacing, w.replaceSince = true, p.clock.Now()
+		p.requeueLocked(w, replaceUnwaited)
 	}
 	// Until it is terminated, the orphan holds its full name like any pod:
 	// a new UID of that name must not start beside it.

@@ -2,6 +2,7 @@ package podworkers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -279,28 +280,38 @@ func TestPodWorkersReplacedStopsWithoutSuccessor(t *testing.T) {
 
 // TestPodWorkersOrphanWaitsForPrePull: after a restart during a pre-pull
 // the old version is an orphan holding its full name; it is stopped only
-// once the new version has its images.
+// once the new version has its images, whether its orphan lane or the new
+// version's lane comes first.
 func TestPodWorkersOrphanWaitsForPrePull(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	synctest.Test(t, func(t *testing.T) {
-		rt := &pullingRuntime{stubRuntime: newStubRuntime(), results: make(chan kuberuntime.PrePullResult)}
-		ctx, cancel := context.WithCancel(context.Background())
-		w := newTestWorkers(ctx, rt)
-		orphan := &podplan.PodStatus{UID: "old", Name: "web", Namespace: "default",
-			Containers: []*podplan.ContainerStatus{{ID: "c1", Name: "app", State: podplan.ContainerStateRunning}}}
-		w.Hold(map[types.UID]*podplan.PodStatus{"old": orphan})
-		w.Update(stubPod("new", "web", "2"))
-		waitUntil(t, "the new version pre-pulling", func() bool { calls, _ := rt.prePulls(); return len(calls) == 1 })
-		w.TerminateOrphan(orphan)
-		synctest.Wait()
-		if rt.removeCalls() != 0 {
-			t.Fatal("the orphan was stopped while the new version pulled its images")
-		}
-		rt.results <- pulled
-		waitUntil(t, "the orphan removed and the new version running", func() bool {
-			return rt.removeCalls() == 1 && rt.isLive("new")
+	for _, orphanFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("orphan first %v", orphanFirst), func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			synctest.Test(t, func(t *testing.T) {
+				rt := &pullingRuntime{stubRuntime: newStubRuntime(), results: make(chan kuberuntime.PrePullResult)}
+				ctx, cancel := context.WithCancel(context.Background())
+				w := newTestWorkers(ctx, rt)
+				orphan := &podplan.PodStatus{UID: "old", Name: "web", Namespace: "default",
+					Containers: []*podplan.ContainerStatus{{ID: "c1", Name: "app", State: podplan.ContainerStateRunning}}}
+				w.Hold(map[types.UID]*podplan.PodStatus{"old": orphan})
+				if orphanFirst {
+					w.TerminateOrphan(orphan, true)
+				}
+				w.Update(stubPod("new", "web", "2"))
+				waitUntil(t, "the new version pre-pulling", func() bool { calls, _ := rt.prePulls(); return len(calls) == 1 })
+				if !orphanFirst {
+					w.TerminateOrphan(orphan, true)
+				}
+				synctest.Wait()
+				if rt.removeCalls() != 0 {
+					t.Fatal("the orphan was stopped while the new version pulled its images")
+				}
+				rt.results <- pulled
+				waitUntil(t, "the orphan removed and the new version running", func() bool {
+					return rt.removeCalls() == 1 && rt.isLive("new")
+				})
+				cancel()
+				w.wait()
+			})
 		})
-		cancel()
-		w.wait()
-	})
+	}
 }

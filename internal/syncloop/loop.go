@@ -428,9 +428,14 @@ func (a *Loop) retire(pod *v1.Pod, log *slog.Logger) {
 
 // replaced reports whether the sources serve a version of pod's full name
 // under another UID that berth admitted (after rollbacks).
-func (a *Loop) replaced(pod *v1.Pod) bool {
+func (a *Loop) replaced(pod *v1.Pod) bool { return a.servesName(pod.Name, pod.Namespace, pod.UID) }
+
+// servesName reports whether the sources serve the full name
+// name_namespace under a UID other than uid that berth admitted (after
+// rollbacks).
+func (a *Loop) servesName(name, namespace string, uid types.UID) bool {
 	for _, p := range a.desiredPods() {
-		if p.UID != pod.UID && p.Name == pod.Name && p.Namespace == pod.Namespace && !a.rejected[p.UID] {
+		if p.UID != uid && p.Name == name && p.Namespace == namespace && !a.rejected[p.UID] {
 			return true
 		}
 	}
@@ -561,7 +566,7 @@ func (a *Loop) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
 		return
 	}
 	a.log.Info("stopping and removing orphaned pod", "pod", st.Name, "namespace", st.Namespace, "uid", st.UID)
-	a.workers.TerminateOrphan(st)
+	a.workers.TerminateOrphan(st, a.servesName(st.Name, st.Namespace, st.UID))
 }
 
 func (a *Loop) desired(uid types.UID) bool {
