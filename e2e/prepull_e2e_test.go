@@ -251,3 +251,74 @@ func TestEditUnpullableImageKeepsOld(t *testing.T) {
 		return len(uids) == 1 && uids[0] == string(fixed.UID), fmt.Sprintf("%v", uids)
 	})
 }
+
+// TestEditPrePullSurvivesRestart kills berth while an edit's image cannot
+// be pulled: the restarted berth finds the old version as an orphan whose
+// name a new version claims, and keeps it running (same container) while
+// the new version's pull keeps failing; a fixed manifest then replaces it.
+func TestEditPrePullSurvivesRestart(t *testing.T) {
+	b := newBerth(t, berthOptions{})
+	b.waitReady()
+	name := podName("restartpull")
+	b.writeManifest("restartpull.yaml", localPod("restartpull", "1"))
+	old := b.waitRunning(name)
+	oldRT := b.waitRuntime(name, "main", old.UID)
+
+	b.writeManifest("restartpull.yaml", registryPod("restartpull", bed.Registry+"/library/busybox:no-such-tag", "2"))
+	b.waitFor("the new version showing its failed pull", waitTimeout, func() (bool, string) {
+		p := b.versionOf(name, old.UID)
+		if p == nil {
+			return false, "no new version yet"
+		}
+		return p.Status.Reason == "PullBeforeStopFailed", describePod(p)
+	})
+	b.kill()
+	b.start()
+	b.waitReady()
+	orphanLine := -1
+	b.waitFor("the restarted berth finding the old version replaced", waitTimeout, func() (bool, string) {
+		orphanLine = b.logLine(func(l string) bool {
+			return strings.Contains(l, "orphaned pod replaced by a new version") && strings.Contains(l, "uid="+string(old.UID))
+		})
+		return orphanLine >= 0, "not yet"
+	})
+	// Two failed pulls after it, the second after the image's back-off:
+	// an orphan stopped at once would be gone by then.
+	b.waitFor("two failed pulls after that", waitTimeout, func() (bool, string) {
+		data, err := os.ReadFile(b.logFile)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, l := range strings.Split(string(data), "\n")[orphanLine+1:] {
+			if strings.Contains(l, "event=PullBeforeStopFailed") {
+				n++
+			}
+		}
+		return n >= 2, fmt.Sprintf("%d failed pulls", n)
+	})
+	if rt, ok, detail := runtimeState(name, "main", old.UID); !ok || rt.container.Id != oldRT.container.Id {
+		t.Fatalf("the old version is not running its first container any more after the restart: %s", detail)
+	}
+	if l := b.logLine(func(l string) bool { return strings.Contains(l, "event=Killing") && strings.Contains(l, "uid="+string(old.UID)) }); l >= 0 {
+		t.Fatalf("berth stopped the old version (log line %d) while the new one had no image", l)
+	}
+
+	b.writeManifest("restartpull.yaml", localPod("restartpull", "3"))
+	var fixed *v1.Pod
+	b.waitFor("the fixed version running", waitTimeout, func() (bool, string) {
+		fixed = b.versionOf(name, old.UID)
+		if fixed == nil || fixed.Status.Phase != v1.PodRunning {
+			return false, "not yet"
+		}
+		return true, ""
+	})
+	b.waitRuntime(name, "main", fixed.UID)
+	b.waitFor("the old uid's objects removed", waitTimeout, func() (bool, string) {
+		n, err := objectsOfUID(name, old.UID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return n == 0, fmt.Sprintf("%d objects of uid %s left", n, old.UID)
+	})
+}

@@ -565,8 +565,14 @@ func (a *Loop) cleanupOrphan(st *podplan.PodStatus, seen time.Time) {
 	if !a.store.SourcesReady() || a.desired(st.UID) || a.rejected[st.UID] || a.workers.FinishedSince(st.UID, seen) {
 		return
 	}
-	a.log.Info("stopping and removing orphaned pod", "pod", st.Name, "namespace", st.Namespace, "uid", st.UID)
-	a.workers.TerminateOrphan(st, a.servesName(st.Name, st.Namespace, st.UID))
+	log := a.log.With("pod", st.Name, "namespace", st.Namespace, "uid", st.UID)
+	replaced := a.servesName(st.Name, st.Namespace, st.UID)
+	if replaced {
+		log.Info("orphaned pod replaced by a new version; it keeps running until the new version has its images")
+	} else {
+		log.Info("stopping and removing orphaned pod")
+	}
+	a.workers.TerminateOrphan(st, replaced)
 }
 
 func (a *Loop) desired(uid types.UID) bool {
