@@ -300,7 +300,9 @@ func TestEditPrePullSurvivesRestart(t *testing.T) {
 	if rt, ok, detail := runtimeState(name, "main", old.UID); !ok || rt.container.Id != oldRT.container.Id {
 		t.Fatalf("the old version is not running its first container any more after the restart: %s", detail)
 	}
-	if l := b.logLine(func(l string) bool { return strings.Contains(l, "event=Killing") && strings.Contains(l, "uid="+string(old.UID)) }); l >= 0 {
+	if l := b.logLine(func(l string) bool {
+		return strings.Contains(l, "event=Killing") && strings.Contains(l, "uid="+string(old.UID))
+	}); l >= 0 {
 		t.Fatalf("berth stopped the old version (log line %d) while the new one had no image", l)
 	}
 
