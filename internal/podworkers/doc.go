@@ -2,9 +2,9 @@
 // runtime manager for its pod, syncing it, then terminating and removing
 // it. Around the lanes it keeps the full-name gate (at most one UID of a
 // static pod's full name runs at a time, and a replaced one runs until its
-// successor has pulled its images: prepull.go), the start queue and its adaptive
-// limit, and the probes the lanes feed; each sync writes the pod's status
-// into the podstatus.Store it is given.
+// successor has pulled its images: prepull.go), the start queue and its
+// adaptive limit, and the probes the lanes feed; each sync writes the
+// pod's status into the podstatus.Store it is given.
 //
 // It owns the lanes, the gate, the start queue and the prober. It must
 // never import the sync loop, the merge store, the API or the rollback
