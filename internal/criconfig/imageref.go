@@ -52,3 +52,25 @@ func Repository(image string) string {
 	}
 	return host + "/" + rest
 }
+
+// NormalizedName is the name containerd's CRI gives the image a reference
+// names, ApplyDefaultTag's reference with its repository normalized:
+// "busybox:1.36" is "docker.io/library/busybox:1.36". An invalid reference
+// is an error.
+func NormalizedName(image string) (string, error) {
+	ref, tag, digest, err := ApplyDefaultTag(image)
+	if err != nil {
+		return "", err
+	}
+	name := Repository(ref)
+	if tag != "" || digest == "" {
+		if tag == "" {
+			tag = "latest"
+		}
+		name += ":" + tag
+	}
+	if digest != "" {
+		name += "@" + digest
+	}
+	return name, nil
+}
