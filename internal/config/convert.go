@@ -141,6 +141,15 @@ func (s *Settings) RollbackStateDir() string {
 	return filepath.Join(s.RootDir, "rollback")
 }
 
+// ImagePreloadPath is the image preload directory: --image-preload-dir,
+// else <root-dir>/images.
+func (s *Settings) ImagePreloadPath() string {
+	if s.ImagePreloadDir != "" || s.RootDir == "" {
+		return s.ImagePreloadDir
+	}
+	return filepath.Join(s.RootDir, "images")
+}
+
 // EventsStateDir is where the pods' recent events are kept across
 // restarts; with no root dir, in memory only.
 func (s *Settings) EventsStateDir() string {

@@ -105,6 +105,9 @@ type Settings struct {
 	ImageGCHighThresholdPercent       int             `json:"imageGCHighThresholdPercent"`
 	ImageGCLowThresholdPercent        int             `json:"imageGCLowThresholdPercent"`
 	ImageMinimumGCAge                 metav1.Duration `json:"imageMinimumGCAge"`
+	// ImagePreloadDir holds the image archives and lists berth preloads
+	// (internal/preload); "" is <root-dir>/images.
+	ImagePreloadDir string `json:"imagePreloadDir,omitempty"`
 
 	// The kubelet's image credential provider plugins (internal/images,
 	// credprovider.go here), named like the kubelet's flags; the timeout
@@ -188,6 +191,7 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 	fs.StringVar(&s.HostnameOverride, "hostname-override", s.HostnameOverride, "node name used in pod names (default: the lower-cased hostname)")
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "node IP reported as hostIP (default: the first global unicast address)")
 	fs.StringVar(&s.RootDir, "root-dir", s.RootDir, "directory for berth's state: per-pod (emptyDirs, etc-hosts) and the last good version of each manifest")
+	fs.StringVar(&s.ImagePreloadDir, "image-preload-dir", s.ImagePreloadDir, "directory of image archives (docker save or OCI layout tarballs, plain, gzip or zstd) imported into the runtime at start and when added, and *.txt lists of images pulled at start; empty is <root-dir>/images (see docs/air-gapped.md)")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "root of the CRI container log layout")
 	durationVar(fs, &s.FileCheckFrequency, "file-check-frequency", "full rescan period of the manifest directory (changes are also watched)")
 	durationVar(fs, &s.HTTPCheckFrequency, "http-check-frequency", "poll period of --manifest-url (jittered by ±10%)")

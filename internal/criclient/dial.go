@@ -120,3 +120,18 @@ func (c *criConn) close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.cc.Close() })
 	return c.closeErr
 }
+
+// DialRuntimeAPI connects to the other gRPC services the runtime serves on
+// its CRI socket (containerd's own API, which image preloading uses), with
+// the CRI connection's settings. The connection is the caller's to close.
+func DialRuntimeAPI(endpoint string) (*grpc.ClientConn, error) {
+	path, err := socketPath(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("container runtime endpoint: %w", err)
+	}
+	c, err := dialSocket(path)
+	if err != nil {
+		return nil, fmt.Errorf("dial container runtime %q: %w", endpoint, err)
+	}
+	return c.cc, nil
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/preload"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/statusreport"
 	"github.com/berth-agent/berth/internal/store"
@@ -77,7 +79,7 @@ func metricsTable(t *testing.T) string {
 
 // registeredMetrics builds berth's registry as `berth run` does (the
 // sources' metrics, the build info, the instrumented runtime, the agent
-// with its garbage collection and status report) over fakes of the
+// with its garbage collection and status report, the image preloader) over fakes of the
 // runtime, and lists its families by name.
 func registeredMetrics(t *testing.T) []metric {
 	t.Helper()
@@ -91,6 +93,9 @@ func registeredMetrics(t *testing.T) []metric {
 	root, logs := t.TempDir(), t.TempDir()
 	mgr := kuberuntime.NewManager(rs, is, kuberuntime.Options{NodeName: "node1", RootDir: root, PodLogsDir: logs, Recorder: events, Logger: log})
 	s := config.Defaults()
+	if _, err := preload.New(preload.Options{Dir: filepath.Join(root, "images"), Metrics: rec, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
 	syncloop.New(syncloop.Config{
 		NodeName: "node1",
 		Metrics:  rec,

@@ -8,13 +8,16 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/types"
+	v1 "k8s.io/api/core/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-agent/berth/internal/api"
@@ -22,6 +25,7 @@ import (
 	"github.com/berth-agent/berth/internal/criclient"
 	"github.com/berth-agent/berth/internal/gc"
 	"github.com/berth-agent/berth/internal/handlers"
+	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/logging"
 	"github.com/berth-agent/berth/internal/nodecert"
@@ -30,6 +34,7 @@ import (
 	"github.com/berth-agent/berth/internal/podevents"
 	"github.com/berth-agent/berth/internal/podsapi"
 	"github.com/berth-agent/berth/internal/podspec"
+	"github.com/berth-agent/berth/internal/preload"
 	"github.com/berth-agent/berth/internal/source"
 	"github.com/berth-agent/berth/internal/store"
 	"github.com/berth-agent/berth/internal/syncloop"
@@ -136,6 +141,7 @@ func run(ctx context.Context, s config.Settings, version string, log *slog.Logge
 	if certs != nil {
 		c.start(func() error { return certs.Run(ctx) })
 	}
+	c.start(func() error { return rt.preloader.Run(ctx) })
 	c.start(func() error { return srv.Serve(ctx) })
 	// After the API's Serve: a failure here ends it, removing its socket.
 	if path := s.PodsAPISocket(); path != "" {
@@ -190,6 +196,8 @@ type runtimeSide struct {
 	events    *podevents.Log
 	mgr       *kuberuntime.Manager
 	collector *gc.Collector
+	// preloader imports the image archives of --image-preload-dir.
+	preloader *preload.Preloader
 	// runtimeVersion is the runtime's name://version for the Node's
 	// nodeInfo, "" while it does not answer.
 	runtimeVersion string
@@ -215,10 +223,45 @@ func startRuntime(ctx context.Context, s config.Settings, n node, store *store.S
 		}
 		log.Info("image credential providers", "providers", names, "binDir", opts.CredentialProviderBinDir)
 	}
+	preloader, err := startPreload(s, is, runtimeVersion, events, opts, n.reg, log)
+	if err != nil {
+		return runtimeSide{}, err
+	}
+	opts.PendingImport = preloader.Pending
 	mgr := kuberuntime.NewManager(rs, is, opts)
-	// The collector removes what the manager's relists saw die.
-	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk})
-	return runtimeSide{rs: rs, events: events, mgr: mgr, collector: collector, runtimeVersion: runtimeVersion}, nil
+	// The collector removes what the manager's relists saw die, and
+	// keeps and pins what the preloader put in the runtime.
+	collector := gc.New(rs, is, mgr, gc.Options{RootDir: s.RootDir, PodLogsDir: s.PodLogsDir, Clock: clk, Preloaded: preloader})
+	return runtimeSide{rs: rs, events: events, mgr: mgr, collector: collector, preloader: preloader, runtimeVersion: runtimeVersion}, nil
+}
+
+// startPreload builds the preloader of --image-preload-dir (its lists are
+// pulled with the node's credentials and the credential provider plugins
+// of opts, as a pod without pull Secrets would be): its importer
+// speaks containerd's API on the image service's socket unless the
+// runtime is known to be another (CRI-O: no importer yet; a runtime that
+// does not answer yet is taken for containerd, and an import fails
+// with the runtime's error if it is not).
+func startPreload(s config.Settings, is internalapi.ImageManagerService, runtimeVersion string, events *podevents.Log, opts kuberuntime.Options, reg prometheus.Registerer, log *slog.Logger) (*preload.Preloader, error) {
+	runtimeName, _, _ := strings.Cut(runtimeVersion, "://")
+	var importer preload.Importer
+	if runtimeName == "" || runtimeName == "containerd" {
+		endpoint := s.ImageServiceEndpoint
+		if endpoint == "" {
+			endpoint = s.ContainerRuntimeEndpoint
+		}
+		conn, err := criclient.DialRuntimeAPI(endpoint)
+		if err != nil {
+			return nil, err
+		}
+		importer = preload.NewContainerd(conn)
+	}
+	puller := images.New(is, images.Options{RootDir: s.RootDir, CredentialProviders: opts.CredentialProviders, CredentialProviderBinDir: opts.CredentialProviderBinDir, CredentialProviderTimeout: opts.CredentialProviderTimeout, Logger: log})
+	return preload.New(preload.Options{
+		Dir: s.ImagePreloadPath(), Importer: importer, RuntimeName: runtimeName, Images: is,
+		Credentials: func(image string) ([]*runtimeapi.AuthConfig, error) { return puller.Credentials(&v1.Pod{}, image) },
+		Recorder:    events, Logger: log, Metrics: reg,
+	})
 }
 
 // listenAPI builds the local API over the agent a and opens its listeners

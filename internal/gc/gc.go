@@ -64,6 +64,24 @@ type Options struct {
 	PodLogsDir string
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
+	// Preloaded are the images of the preload directory, which image GC
+	// keeps, and pins with the others it keeps; nil means none.
+	Preloaded Preloaded
+}
+
+// Preloaded is what image GC needs of the preloader
+// (*preload.Preloader).
+type Preloaded interface {
+	// Images are the normalized names of the images it put in the
+	// runtime.
+	Images() []string
+	// Pin pins them and keep where the runtime pins, and removes the pins
+	// berth set on any other image.
+	Pin(ctx context.Context, keep []string) error
+	// Pending is a channel closed once the files waiting to be imported
+	// are, nil when none waits: until then Images does not name what
+	// they hold.
+	Pending() <-chan struct{}
 }
 
 // Collector runs GC passes for the agent; it is safe for concurrent use

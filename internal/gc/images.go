@@ -100,12 +100,31 @@ type ImageResult struct {
 // until usage would be at LowThresholdPercent. An image is used when a
 // container in pods (the agent's latest relist, dead containers included)
 // refers to it. The sandbox (pause) image is never removed, nor an image
-// the runtime pins, nor one known for less than MinAge. Below the threshold
-// the pass costs one ImageFsInfo call.
-func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy, pods map[types.UID]*podplan.PodStatus) ImageResult {
+// the runtime pins, nor one known for less than MinAge, nor one keep
+// names (the images of the pods' current, last Ready and rollback
+// versions) or the preloader put there. Every pass first waits for the
+// imports in progress, then pins those where the runtime pins
+// (Options.Preloaded). Below the threshold the pass
+// costs one ImageFsInfo call beside the pins.
+func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy, pods map[types.UID]*podplan.PodStatus, keep []string) ImageResult {
 	res := ImageResult{UsagePercent: -1}
 	now := c.clock.Now()
 	c.imageUse.observe(pods, now)
+	if c.opts.Preloaded != nil {
+		// An archive not imported yet (at start, every archive) holds
+		// images nothing else names: the pass waits for it.
+		for pending := c.opts.Preloaded.Pending(); pending != nil; pending = c.opts.Preloaded.Pending() {
+			select {
+			case <-pending:
+			case <-ctx.Done():
+				return res
+			}
+		}
+		keep = append(keep, c.opts.Preloaded.Images()...)
+		if err := c.opts.Preloaded.Pin(ctx, normalizedNames(keep)); err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("image GC: pin the images kept: %w", err))
+		}
+	}
 	if policy.HighThresholdPercent >= 100 {
 		return res
 	}
@@ -124,11 +143,15 @@ func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy,
 		res.Errors = append(res.Errors, fmt.Errorf("image GC: list images: %w", err))
 		return res
 	}
+	keepIDs := c.imageIDs(ctx, keep, &res)
 	sandboxImage, err := c.sandboxImageID(ctx)
 	if err != nil {
 		res.Errors = append(res.Errors, err)
 	}
-	candidates, err := c.imageUse.candidates(images, sandboxImage, policy.MinAge, now)
+	if sandboxImage != "" {
+		keepIDs[sandboxImage] = true
+	}
+	candidates, err := c.imageUse.candidates(images, keepIDs, policy.MinAge, now)
 	if err != nil {
 		res.Errors = append(res.Errors, err)
 		return res
@@ -148,11 +171,12 @@ func (c *Collector) ImageGarbageCollect(ctx context.Context, policy ImagePolicy,
 }
 
 // candidates are the images image GC may remove, least recently used
-// first (never used ones by when berth first saw them). It also forgets
+// first (never used ones by when berth first saw them), never one whose
+// ID keep holds. It also forgets
 // what it remembers of images no longer listed. When a container uses an
 // image that matches no listed image by ID or digest, it cannot tell what
 // is unused and returns an error rather than guess.
-func (t *imageTracker) candidates(images []*runtimeapi.Image, sandboxImage string, minAge time.Duration, now time.Time) ([]*runtimeapi.Image, error) {
+func (t *imageTracker) candidates(images []*runtimeapi.Image, keep map[string]bool, minAge time.Duration, now time.Time) ([]*runtimeapi.Image, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.firstSeen == nil {
@@ -181,7 +205,7 @@ func (t *imageTracker) candidates(images []*runtimeapi.Image, sandboxImage strin
 			}
 		}
 		inUse := !used.IsZero() && !used.Before(now)
-		if inUse || img.Pinned || img.Id == sandboxImage || now.Sub(t.firstSeen[img.Id]) < minAge {
+		if inUse || img.Pinned || keep[img.Id] || now.Sub(t.firstSeen[img.Id]) < minAge {
 			continue
 		}
 		out = append(out, cand{img: img, used: used, seen: t.firstSeen[img.Id]})
@@ -285,4 +309,35 @@ func (c *Collector) sandboxImageID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("image GC: status of the sandbox image %s: %w", cfg.SandboxImage, err)
 	}
 	return resp.GetImage().GetId(), nil
+}
+
+// imageIDs resolves the images keep names to the runtime's IDs, those
+// present; a failure is kept in res and keeps nothing less: the image it
+// names is then not listed as a candidate either, as removals are by ID.
+func (c *Collector) imageIDs(ctx context.Context, keep []string, res *ImageResult) map[string]bool {
+	ids := map[string]bool{}
+	for _, ref := range normalizedNames(keep) {
+		resp, err := c.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false)
+		if err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("image GC: status of image %s, kept: %w", ref, err))
+			continue
+		}
+		if id := resp.GetImage().GetId(); id != "" {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+// normalizedNames are the runtime's names of images, those that are valid
+// references, each once.
+func normalizedNames(images []string) []string {
+	var out []string
+	for _, img := range images {
+		if n, err := criconfig.NormalizedName(img); err == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

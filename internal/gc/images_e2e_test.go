@@ -72,7 +72,7 @@ func TestE2EImageGCProtections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands, err := env.gc.imageUse.candidates(images, pause, 0, now)
+	cands, err := env.gc.imageUse.candidates(images, map[string]bool{pause: true}, 0, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,13 +60,13 @@ func TestImageCandidates(t *testing.T) {
 		tr.observe(map[types.UID]*podplan.PodStatus{"u": p}, at)
 	}
 	// Everything but brand-new is first seen an hour ago.
-	if _, err := tr.candidates(images[:6], "sha256:pause", 0, now.Add(-time.Hour)); err != nil {
+	if _, err := tr.candidates(images[:6], map[string]bool{"sha256:pause": true}, 0, now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	use(now.Add(-50*time.Minute), "reg/a@sha256:1")
 	use(now.Add(-10*time.Minute), "sha256:used-lately")
 	use(now, "reg/b@sha256:2")
-	got, err := tr.candidates(images, "sha256:pause", 2*time.Minute, now)
+	got, err := tr.candidates(images, map[string]bool{"sha256:pause": true}, 2*time.Minute, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestImageCandidates(t *testing.T) {
 
 	// A container whose image the runtime does not list: refuse to guess.
 	use(now, "sha256:unknown")
-	if _, err := tr.candidates(images, "sha256:pause", 0, now); err == nil {
+	if _, err := tr.candidates(images, map[string]bool{"sha256:pause": true}, 0, now); err == nil {
 		t.Error("no error for a container using an unlisted image")
 	}
 }
@@ -113,7 +113,7 @@ func TestImageGarbageCollect(t *testing.T) {
 	}
 	imageCalls()
 
-	if res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 100}, snap); len(res.Removed) != 0 {
+	if res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 100}, snap, nil); len(res.Removed) != 0 {
 		t.Errorf("disabled: removed %v", res.Removed)
 	}
 	if calls := imageCalls(); len(calls) != 0 {
@@ -121,7 +121,7 @@ func TestImageGarbageCollect(t *testing.T) {
 	}
 
 	// A threshold this machine's disk is below.
-	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 99, LowThresholdPercent: 98}, snap)
+	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 99, LowThresholdPercent: 98}, snap, nil)
 	if res.UsagePercent >= 99 {
 		t.Skipf("the test machine's disk is %d%% full", res.UsagePercent)
 	}
@@ -133,7 +133,7 @@ func TestImageGarbageCollect(t *testing.T) {
 	}
 
 	// Any usage is over a 0% threshold: every unused image goes.
-	res = env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap)
+	res = env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap, nil)
 	if len(res.Errors) != 0 {
 		t.Fatal(res.Errors)
 	}

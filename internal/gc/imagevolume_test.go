@@ -32,7 +32,7 @@ func TestImageGCKeepsImageVolumes(t *testing.T) {
 		ImageRef: id["app:1"], State: podplan.ContainerStateRunning,
 		Annotations: map[string]string{criconfig.AnnotationImageVolumes: id["data:1"]},
 	}}}}
-	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap)
+	res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{HighThresholdPercent: 0, LowThresholdPercent: 0}, snap, nil)
 	if len(res.Errors) != 0 {
 		t.Fatal(res.Errors)
 	}

@@ -225,3 +225,31 @@ func noCredentialsHint(image string, err error) string {
 	host, _, _ := strings.Cut(criconfig.Repository(image), "/")
 	return fmt.Sprintf(" (berth had no credentials for %s: name an image pull Secret in imagePullSecrets, put them in the node's config.json, or configure an image credential provider)", host)
 }
+
+// PodImages are the images a pod runs: its init, regular and ephemeral
+// containers' and its image volumes', each once, in that order.
+func PodImages(pod *v1.Pod) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(img string) {
+		if img != "" && !seen[img] {
+			seen[img] = true
+			out = append(out, img)
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		add(c.Image)
+	}
+	for _, c := range pod.Spec.Containers {
+		add(c.Image)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		add(c.Image)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil {
+			add(v.Image.Reference)
+		}
+	}
+	return out
+}

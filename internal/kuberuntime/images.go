@@ -38,6 +38,11 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		event(EventWarning, "InspectFailed", msg)
 		return ImageResult{}, &SyncError{Reason: ReasonImageInspectError, Message: msg, Err: err}
 	}
+	if ref == "" {
+		if ref, err = m.waitForImport(ctx, spec, event); err != nil {
+			return ImageResult{}, err
+		}
+	}
 	if !images.ShouldPull(images.PullPolicy(c.ImagePullPolicy, tag, digest), ref != "") {
 		if ref != "" {
 			event(EventNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", image))
@@ -89,4 +94,38 @@ type ImageResult struct {
 	// inspecting the image or waiting out a back-off: the image pull time
 	// the pod start SLI leaves out.
 	Pulling time.Duration
+}
+
+// waitForImport waits, while the image is missing and image archives are
+// being preloaded (Options.PendingImport), for the preloads to finish, so
+// a pod whose image is on its way from an archive starts from it rather
+// than failing a pull; it returns the image's ID once present, "" when
+// nothing is pending any more and the image is still missing.
+func (m *Manager) waitForImport(ctx context.Context, spec *runtimeapi.ImageSpec, event func(EventType, string, string)) (string, error) {
+	if m.opts.PendingImport == nil {
+		return "", nil
+	}
+	for waited := false; ; waited = true {
+		pending := m.opts.PendingImport()
+		if pending == nil {
+			return "", nil
+		}
+		if !waited {
+			event(EventNormal, ReasonWaitingForImport, fmt.Sprintf("Container image %q is not present; waiting for the image archives being preloaded", spec.Image))
+		}
+		select {
+		case <-pending:
+		case <-ctx.Done():
+			return "", fmt.Errorf("wait for the preload of image %q: %w", spec.Image, ctx.Err())
+		}
+		ref, err := m.images.Ref(ctx, spec)
+		if err != nil {
+			msg := fmt.Sprintf("Failed to inspect image %q: %v", spec.Image, err)
+			event(EventWarning, "InspectFailed", msg)
+			return "", &SyncError{Reason: ReasonImageInspectError, Message: msg, Err: err}
+		}
+		if ref != "" {
+			return ref, nil
+		}
+	}
 }

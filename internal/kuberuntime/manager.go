@@ -57,6 +57,11 @@ type Options struct {
 	CredentialProviders       []kubeletconfigv1.CredentialProvider
 	CredentialProviderBinDir  string
 	CredentialProviderTimeout time.Duration
+	// PendingImport returns a channel closed once the image archives being
+	// preloaded are imported, nil when none is (preload.Preloader.Pending):
+	// a container whose image is missing waits on it before it pulls. Nil
+	// means no preloads.
+	PendingImport func() <-chan struct{}
 	// Recorder receives what the kubelet would record as events; nil drops
 	// them.
 	Recorder Recorder

@@ -28,6 +28,10 @@ const (
 	ReasonKillPodSandboxError        = "KillPodSandboxError"
 )
 
+// ReasonWaitingForImport is berth's event while a container's image is
+// missing and image archives are being preloaded.
+const ReasonWaitingForImport = "WaitingForImport"
+
 // Error is "Reason: Message", the way the kubelet prints a sync result.
 func (e *SyncError) Error() string {
 	return e.Reason + ": " + e.Message

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/kuberuntime"
 	"github.com/berth-agent/berth/internal/podrules"
 	"github.com/berth-agent/berth/internal/podspec"
@@ -522,4 +523,18 @@ func (r *Tracker) LastReady(k Key) types.UID {
 		return rec.LastReady.UID
 	}
 	return ""
+}
+
+// Images are the images of every manifest's last Ready version, which a
+// rollback would run: image GC keeps them.
+func (r *Tracker) Images() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.records {
+		if rec.LastReady != nil {
+			out = append(out, images.PodImages(rec.LastReady)...)
+		}
+	}
+	return out
 }

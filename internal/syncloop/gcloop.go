@@ -69,7 +69,7 @@ type gcRuntime interface {
 	GarbageCollect(ctx context.Context, in gc.Input) gc.Result
 	SweepPodDirs(keep func(types.UID) bool) ([]gc.Removal, error)
 	RotateLogs(ctx context.Context, containerIDs []string, policy gc.LogRotationPolicy) gc.LogRotationResult
-	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*podplan.PodStatus) gc.ImageResult
+	ImageGarbageCollect(ctx context.Context, policy gc.ImagePolicy, pods map[types.UID]*podplan.PodStatus, keep []string) gc.ImageResult
 }
 
 var _ gcRuntime = (*gc.Collector)(nil)
@@ -82,6 +82,9 @@ type gcPods struct {
 	// hasWorker reports a pod worker lane for the UID: such a pod is not
 	// deleted yet, its lane removes it.
 	hasWorker func(types.UID) bool
+	// keepImages are the images image GC must keep beside those in use:
+	// every version of a pod berth may run; nil keeps none.
+	keepImages func() []string
 }
 
 // snapshot is a relist result handed over by the sync loop.
@@ -332,7 +335,11 @@ func (h *gcLoop) rotateLogs(ctx context.Context, s *snapshot) {
 // use.
 func (h *gcLoop) collectImages(ctx context.Context, s *snapshot) {
 	h.imagesChecked = true
-	res := h.rt.ImageGarbageCollect(ctx, h.cfg.Images, s.pods)
+	var keep []string
+	if h.pods.keepImages != nil {
+		keep = h.pods.keepImages()
+	}
+	res := h.rt.ImageGarbageCollect(ctx, h.cfg.Images, s.pods, keep)
 	if res.UsagePercent >= 0 {
 		h.metrics.imageFsUsage.Set(float64(res.UsagePercent) / 100)
 		h.metrics.imageFsUsagePercent.Set(float64(res.UsagePercent))

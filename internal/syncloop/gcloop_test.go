@@ -62,7 +62,7 @@ func (f *fakeGCRuntime) RotateLogs(_ context.Context, ids []string, _ gc.LogRota
 	return gc.LogRotationResult{Rotated: []string{"/logs/0.log"}}
 }
 
-func (f *fakeGCRuntime) ImageGarbageCollect(_ context.Context, _ gc.ImagePolicy, pods map[types.UID]*podplan.PodStatus) gc.ImageResult {
+func (f *fakeGCRuntime) ImageGarbageCollect(_ context.Context, _ gc.ImagePolicy, pods map[types.UID]*podplan.PodStatus, _ []string) gc.ImageResult {
 	f.mu.Lock()
 	f.imagePods = append(f.imagePods, pods)
 	f.mu.Unlock()

@@ -179,7 +179,7 @@ func New(cfg Config, store *store.Store, events *podevents.Log, rt *kuberuntime.
 	cfg.Events = events
 	a := newAgent(cfg, store, rt, exec)
 	if cfg.GC != nil {
-		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods, hasWorker: a.workers.Known},
+		a.gc = newGCLoop(collector, *cfg.GC, gcPods{sourcesReady: store.SourcesReady, desired: a.desiredPods, hasWorker: a.workers.Known, keepImages: a.keptImages},
 			a.cfg.Clock, a.log, a.events, a.cfg.Metrics)
 	}
 	return a

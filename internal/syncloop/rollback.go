@@ -1,6 +1,7 @@
 package syncloop
 
 import (
+	"github.com/berth-agent/berth/internal/images"
 	"github.com/berth-agent/berth/internal/podspec"
 	"github.com/berth-agent/berth/internal/rollback"
 	v1 "k8s.io/api/core/v1"
@@ -76,6 +77,19 @@ func (a *Loop) desiredPods() []*v1.Pod {
 		pods[i] = a.rollback.Substitute(p)
 	}
 	return pods
+}
+
+// keptImages are the images of every version of a pod berth may run: the
+// sources' current versions, those rollbacks run in their place, and
+// each manifest's last Ready version, a rollback's target. Image GC
+// keeps them.
+func (a *Loop) keptImages() []string {
+	var out []string
+	for _, p := range a.store.Pods() {
+		out = append(out, images.PodImages(p)...)
+		out = append(out, images.PodImages(a.rollback.Substitute(p))...)
+	}
+	return append(out, a.rollback.Images()...)
 }
 
 // Problems are the sources' manifest problems and the failed versions.
