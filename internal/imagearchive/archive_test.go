@@ -98,7 +98,9 @@ func newTestImage(t testing.TB, layer []byte, diffID string) testImage {
 	return testImage{layer: layer, config: cfg, manifest: man}
 }
 
-func blobName(data []byte) string { return "blobs/sha256/" + strings.TrimPrefix(digestOf(data), "sha256:") }
+func blobName(data []byte) string {
+	return "blobs/sha256/" + strings.TrimPrefix(digestOf(data), "sha256:")
+}
 
 // ociEntries is an OCI layout of img named name.
 func ociEntries(t testing.TB, img testImage, name string) []tarEntry {
