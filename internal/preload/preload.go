@@ -98,6 +98,9 @@ type Preloader struct {
 	names map[string][]string
 
 	done map[string]stamp // the version of each file last processed
+	// inotify is the directory's watch, nil when it could not be set;
+	// Run reads and closes it.
+	inotify *os.File
 }
 
 // stamp tells whether a file changed since it was processed.
@@ -139,6 +142,13 @@ func New(opts Options) (*Preloader, error) {
 	opts.Metrics.MustRegister(p.total, p.pending)
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("image preload directory %s: %w", opts.Dir, err)
+	}
+	// The watch starts before the directory is read, so no file added
+	// meanwhile is missed. Without it the files there are still read;
+	// new ones wait for the next start.
+	var err error
+	if p.inotify, err = watchDir(opts.Dir); err != nil {
+		p.log.Error("image preload directory not watched", "dir", opts.Dir, "err", err)
 	}
 	entries, err := os.ReadDir(opts.Dir)
 	if err != nil {
@@ -259,11 +269,9 @@ func (p *Preloader) Pin(ctx context.Context, keep []string) error {
 // moved into it) and processes every file queued, one at a time, until
 // ctx ends.
 func (p *Preloader) Run(ctx context.Context) error {
-	events, err := p.watch(ctx)
-	if err != nil {
-		// The files already there are still processed; new ones wait
-		// for the next start.
-		p.log.Error("image preload directory not watched", "dir", p.opts.Dir, "err", err)
+	var events <-chan string
+	if p.inotify != nil {
+		events = p.watch(ctx)
 	}
 	for {
 		for name := p.next(); name != ""; name = p.next() {
@@ -287,18 +295,24 @@ func (p *Preloader) Run(ctx context.Context) error {
 	}
 }
 
-// watch starts an inotify watch of the directory: its names are those of
-// files closed after writing, moved in or removed, until ctx ends.
-func (p *Preloader) watch(ctx context.Context) (<-chan string, error) {
+// watchDir starts an inotify watch of dir for the files closed after
+// writing, moved in or out, or removed.
+func watchDir(dir string) (*os.File, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, p.opts.Dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_DELETE|unix.IN_MOVED_FROM); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_DELETE|unix.IN_MOVED_FROM); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("inotify %s: %w", p.opts.Dir, err)
+		return nil, fmt.Errorf("inotify %s: %w", dir, err)
 	}
-	f := os.NewFile(uintptr(fd), "inotify")
+	return os.NewFile(uintptr(fd), "inotify"), nil
+}
+
+// watch reads the watch's events until ctx ends, when it closes the
+// watch: the names of the files it reports, those of interest only.
+func (p *Preloader) watch(ctx context.Context) <-chan string {
+	f := p.inotify
 	out := make(chan string)
 	go func() {
 		<-ctx.Done()
@@ -328,7 +342,7 @@ func (p *Preloader) watch(ctx context.Context) (<-chan string, error) {
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 // process imports or pulls one file once per version of it, or forgets
