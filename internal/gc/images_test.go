@@ -163,3 +163,85 @@ func TestImageTrackerForgets(t *testing.T) {
 		t.Errorf("remembered %v", tr.lastUsed)
 	}
 }
+
+// fakePreloaded is a preloader whose archives hold images, some of them
+// (late) known only once its pending import is done.
+type fakePreloaded struct {
+	images, late []string
+	pendingOnce  bool
+	pinned       []string
+}
+
+func (f *fakePreloaded) Images() []string { return f.images }
+
+func (f *fakePreloaded) Pin(_ context.Context, keep []string) error {
+	f.pinned = keep
+	return nil
+}
+
+func (f *fakePreloaded) Pending() <-chan struct{} {
+	if !f.pendingOnce {
+		return nil
+	}
+	f.pendingOnce = false
+	f.images = append(f.images, f.late...)
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// TestImageGarbageCollectKeeps: under pressure, image GC removes the
+// images nothing needs and keeps those of the pods' versions (keep, named
+// as manifests name them) and the preloaded ones, including those of an
+// import still in progress when the pass began; it pins exactly those.
+func TestImageGarbageCollectKeeps(t *testing.T) {
+	const (
+		current   = "docker.io/library/app:current"
+		lastReady = "docker.io/library/app:last-ready"
+		preloaded = "example.com/preloaded:1"
+		late      = "example.com/late:1"
+		victim    = "docker.io/library/victim:1"
+	)
+	tests := []struct {
+		name        string
+		keep        []string
+		preloaded   *fakePreloaded
+		wantRemoved []string
+		wantPinned  []string
+	}{
+		{name: "nothing kept", wantRemoved: []string{current, lastReady, late, preloaded, victim}},
+		{name: "pods' versions", keep: []string{"app:current", "app:last-ready", "app:current"},
+			wantRemoved: []string{late, preloaded, victim}},
+		{name: "pods' versions and preloads", keep: []string{"app:current", "app:last-ready"},
+			preloaded:   &fakePreloaded{images: []string{preloaded}, late: []string{late}, pendingOnce: true},
+			wantRemoved: []string{victim}, wantPinned: []string{current, lastReady, late, preloaded}},
+		{name: "an invalid name keeps nothing more", keep: []string{"Not/Valid"}, preloaded: &fakePreloaded{},
+			wantRemoved: []string{current, lastReady, late, preloaded, victim}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newGCTestEnv(t)
+			if tt.preloaded != nil {
+				env.gc.opts.Preloaded = tt.preloaded
+			}
+			ctx := context.Background()
+			env.is.SetFakeImages([]string{current, lastReady, preloaded, late, victim})
+			env.is.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: t.TempDir()}}})
+			res := env.gc.ImageGarbageCollect(ctx, ImagePolicy{}, nil, tt.keep)
+			if len(res.Errors) != 0 {
+				t.Fatal(res.Errors)
+			}
+			var removed []string
+			for _, r := range res.Removed {
+				removed = append(removed, r.Tags...)
+			}
+			slices.Sort(removed)
+			if want := slices.Sorted(slices.Values(tt.wantRemoved)); !slices.Equal(removed, want) {
+				t.Errorf("removed %v, want %v", removed, tt.wantRemoved)
+			}
+			if tt.preloaded != nil && !slices.Equal(tt.preloaded.pinned, tt.wantPinned) {
+				t.Errorf("pinned %v, want %v", tt.preloaded.pinned, tt.wantPinned)
+			}
+		})
+	}
+}
