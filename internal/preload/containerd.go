@@ -281,8 +281,10 @@ func (c *Containerd) Pin(ctx context.Context, keep []string) error {
 		default:
 			continue
 		}
+		// The target goes with it although the mask leaves it alone:
+		// containerd 2.x's images service dereferences it.
 		_, err := c.images.Update(ctx, &imagesapi.UpdateImageRequest{
-			Image:      &imagesapi.Image{Name: img.GetName(), Labels: labels},
+			Image:      &imagesapi.Image{Name: img.GetName(), Labels: labels, Target: img.GetTarget()},
 			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels." + labelPinned, "labels." + labelBerthPinned}},
 		})
 		if err != nil && status.Code(err) != codes.NotFound {
