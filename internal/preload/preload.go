@@ -91,7 +91,9 @@ type Preloader struct {
 	mu     sync.Mutex
 	queue  []string        // file names to process, in order
 	queued map[string]bool // the same, as a set
-	// idle is closed when queue drains; nil while it is empty.
+	busy   bool            // a file taken off the queue is being processed
+	// idle is closed when queue drains and nothing is busy; nil while
+	// nothing waits.
 	idle chan struct{}
 	wake chan struct{} // room for one signal: queue grew
 	// names are the images each file put in the runtime, by file name.
@@ -162,6 +164,9 @@ func New(opts Options) (*Preloader, error) {
 	return p, nil
 }
 
+// retryFailed is how soon an import the runtime failed is tried again.
+const retryFailed = time.Minute
+
 // fileKind is what a file of the directory is to the preloader.
 type fileKind int
 
@@ -206,23 +211,28 @@ func (p *Preloader) enqueue(name string) {
 	}
 }
 
-// next is the first queued file, "" when none.
-func (p *Preloader) next() string {
+// take takes the first queued file off the queue, "" when none: it is
+// being processed until finish, and may be queued again meanwhile (its
+// writer changed it again).
+func (p *Preloader) take() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) == 0 {
 		return ""
 	}
-	return p.queue[0]
+	name := p.queue[0]
+	p.queue = p.queue[1:]
+	delete(p.queued, name)
+	p.busy = true
+	p.pending.Set(float64(len(p.queue) + 1))
+	return name
 }
 
-// finish takes name off the queue once processed; the last one closes
-// idle.
-func (p *Preloader) finish(name string) {
+// finish ends the processing of a file; when none waits, idle closes.
+func (p *Preloader) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.queue = slices.DeleteFunc(p.queue, func(n string) bool { return n == name })
-	delete(p.queued, name)
+	p.busy = false
 	p.pending.Set(float64(len(p.queue)))
 	if len(p.queue) == 0 && p.idle != nil {
 		close(p.idle)
@@ -262,7 +272,7 @@ func (p *Preloader) Pin(ctx context.Context, keep []string) error {
 	if p.opts.Importer == nil {
 		return nil
 	}
-	return p.opts.Importer.Pin(ctx, append(keep, p.Images()...))
+	return p.opts.Importer.Pin(ctx, slices.Concat(keep, p.Images()))
 }
 
 // Run watches the directory (inotify: a file closed after writing, or
@@ -274,9 +284,9 @@ func (p *Preloader) Run(ctx context.Context) error {
 		events = p.watch(ctx)
 	}
 	for {
-		for name := p.next(); name != ""; name = p.next() {
+		for name := p.take(); name != ""; name = p.take() {
 			p.process(ctx, name)
-			p.finish(name)
+			p.finish()
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -442,7 +452,10 @@ func (p *Preloader) importArchive(ctx context.Context, name, path string) {
 		if ctx.Err() != nil {
 			return
 		}
-		p.failed(name, "failed", fmt.Errorf("image archive %s: import: %w", path, err))
+		p.failed(name, "failed", fmt.Errorf("image archive %s: import: %w (retried in %v)", path, err, retryFailed))
+		// The runtime may be restarting: the file is read again later.
+		delete(p.done, name)
+		time.AfterFunc(retryFailed, func() { p.enqueue(name) })
 		return
 	}
 	p.confirm(ctx, all)
