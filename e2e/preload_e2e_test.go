@@ -242,7 +242,7 @@ func TestPreloadImportsArchives(t *testing.T) {
 	dropFile(t, dir, "docker.tar", dockerArchive, true)
 	dropFile(t, dir, "oci.tar.gz", gzipped(t, ociArchive), false)
 
-	b.waitPreloadEvent("PreloadFailed", filepath.Join(dir, "evil.tar"), "path with ..")
+	b.waitPreloadEvent("PreloadFailed", filepath.Join(dir, "evil.tar"), "path with a .. element")
 	b.waitPreloadEvent("PreloadFailed", filepath.Join(dir, "corrupt.tar"), "its content has digest")
 	b.waitPreloadEvent("Preloaded", dockerRef, filepath.Join(dir, "docker.tar"), "docker-archive")
 	b.waitPreloadEvent("Preloaded", ociRef, filepath.Join(dir, "oci.tar.gz"), "oci-layout")

@@ -219,7 +219,7 @@ func cleanName(name string) (string, error) {
 	}
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
-			return "", fmt.Errorf("entry %q: path with ..", name)
+			return "", fmt.Errorf("entry %q: path with a .. element", name)
 		}
 	}
 	if strings.ContainsRune(name, 0) || strings.Contains(name, `\`) {

@@ -49,7 +49,7 @@ const (
 // on: `berth events` lists them beside the pods'.
 const (
 	EventUID  types.UID = "berth-image-preload"
-	EventName           = "image-preload"
+	EventName string    = "image-preload"
 )
 
 // Options are a Preloader's settings.

@@ -127,7 +127,7 @@ func TestPreloaderFiles(t *testing.T) {
 		{name: "OCI archive", file: "app.tar", data: func(t *testing.T) []byte { return ociArchive(t, "app:1") },
 			wantEvent: "Normal Preloaded: Imported docker.io/library/app:1 (oci-layout)", wantNames: []string{"docker.io/library/app:1"}, result: "imported"},
 		{name: "path traversal", file: "evil.tar", data: func(t *testing.T) []byte { return ociArchive(t, "app:1", "../../etc/x") },
-			wantEvent: "Warning PreloadFailed: image archive DIR/evil.tar: entry \"../../etc/x\": path with ..", result: "refused"},
+			wantEvent: "Warning PreloadFailed: image archive DIR/evil.tar: entry \"../../etc/x\": path with a .. element", result: "refused"},
 		{name: "not an archive", file: "junk.tar.gz", data: func(*testing.T) []byte { return []byte("junk") },
 			wantEvent: "Warning PreloadFailed: image archive DIR/junk.tar.gz: not a readable tar", result: "refused"},
 		{name: "writable by others", file: "app.tar", mode: 0o666, data: func(t *testing.T) []byte { return ociArchive(t, "app:1") },
