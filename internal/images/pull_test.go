@@ -3,9 +3,11 @@ package images
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeri "k8s.io/cri-api/pkg/apis/testing"
 )
@@ -75,5 +77,21 @@ func TestPullBackoffKey(t *testing.T) {
 	}
 	if BackoffKey("img:1", nil) != "img:1" {
 		t.Errorf("an anonymous pull is keyed by more than its image")
+	}
+}
+
+func TestPodImages(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		InitContainers:      []v1.Container{{Image: "init:1"}, {Image: "app:1"}},
+		Containers:          []v1.Container{{Image: "app:1"}, {Image: "sidecar:1"}},
+		EphemeralContainers: []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Image: "debug:1"}}},
+		Volumes: []v1.Volume{
+			{Name: "data", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "data:1"}}},
+			{Name: "empty", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		},
+	}}
+	want := []string{"init:1", "app:1", "sidecar:1", "debug:1", "data:1"}
+	if got := PodImages(pod); !slices.Equal(got, want) {
+		t.Errorf("PodImages = %v, want %v", got, want)
 	}
 }
