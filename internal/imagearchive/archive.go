@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -130,9 +131,10 @@ func errorf(file, format string, args ...any) error {
 	return fmt.Errorf("image archive %s: %s", file, fmt.Sprintf(format, args...))
 }
 
-// Read reads and checks the archive at file; see the package comment.
+// Read reads and checks the archive at file; see the package comment. It
+// never follows a link at file, nor blocks opening a FIFO there.
 func Read(file string, lim Limits) (*Archive, error) {
-	f, err := os.Open(file)
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("image archive %s: %w", file, err)
 	}
@@ -401,7 +403,7 @@ func (a *Archive) StreamLayers(skip func(Blob) bool, fn func(Blob, io.Reader) er
 	if len(wanted) == 0 {
 		return nil
 	}
-	f, err := os.Open(a.Path)
+	f, err := os.OpenFile(a.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("image archive %s: %w", a.Path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -292,5 +293,23 @@ func TestStreamLayersChanged(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "changed while it was imported") {
 		t.Fatalf("StreamLayers = %v, want the change refused", err)
+	}
+}
+
+// TestReadRefusesLinksAndFIFOs: the archive's own path is never followed
+// nor blocks.
+func TestReadRefusesLinksAndFIFOs(t *testing.T) {
+	dir := t.TempDir()
+	link, fifo := filepath.Join(dir, "link.tar"), filepath.Join(dir, "fifo.tar")
+	if err := os.Symlink("/etc/passwd", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link, fifo} {
+		if _, err := Read(p, DefaultLimits()); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("Read(%s) = %v, want an error naming it", p, err)
+		}
 	}
 }

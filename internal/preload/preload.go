@@ -391,11 +391,22 @@ func (p *Preloader) process(ctx context.Context, name string) {
 	}
 }
 
-// trusted refuses a file another user could have written: whoever writes
-// to the directory chooses what every pod of the image runs.
+// trusted refuses a file another user could have written, or replace
+// while berth reads it: whoever writes to the directory chooses what
+// every pod of the image runs.
 func trusted(path string, fi os.FileInfo) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("image preload file %s: not a regular file", path)
+	}
+	dir, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("image preload file %s: %w", path, err)
+	}
+	if sys, ok := dir.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("image preload file %s: its directory is owned by uid %d, not by root", path, sys.Uid)
+	}
+	if dir.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("image preload file %s: its directory is writable by group or others (mode %04o)", path, dir.Mode().Perm())
 	}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
 		return fmt.Errorf("image preload file %s: owned by uid %d, not by root", path, sys.Uid)

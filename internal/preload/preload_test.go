@@ -118,6 +118,7 @@ func TestPreloaderFiles(t *testing.T) {
 		file      string
 		data      func(t *testing.T) []byte
 		mode      os.FileMode
+		dirMode   os.FileMode
 		importErr error
 		noImport  bool
 		wantEvent string // substring of the first event
@@ -132,6 +133,8 @@ func TestPreloaderFiles(t *testing.T) {
 			wantEvent: "Warning PreloadFailed: image archive DIR/junk.tar.gz: not a readable tar", result: "refused"},
 		{name: "writable by others", file: "app.tar", mode: 0o666, data: func(t *testing.T) []byte { return ociArchive(t, "app:1") },
 			wantEvent: "Warning PreloadFailed: image preload file DIR/app.tar: writable by group or others", result: "refused"},
+		{name: "directory writable by others", file: "app.tar", dirMode: 0o777, data: func(t *testing.T) []byte { return ociArchive(t, "app:1") },
+			wantEvent: "Warning PreloadFailed: image preload file DIR/app.tar: its directory is writable by group or others", result: "refused"},
 		{name: "runtime fails", file: "app.tar", importErr: errors.New("disk full"), data: func(t *testing.T) []byte { return ociArchive(t, "app:1") },
 			wantEvent: "Warning PreloadFailed: image archive DIR/app.tar: import: disk full", result: "failed"},
 		{name: "no importer", file: "app.tar", noImport: true, data: func(t *testing.T) []byte { return ociArchive(t, "app:1") },
@@ -162,6 +165,11 @@ func TestPreloaderFiles(t *testing.T) {
 			go func() { done <- p.Run(ctx) }()
 			defer func() { cancel(); <-done }()
 
+			if tt.dirMode != 0 {
+				if err := os.Chmod(dir, tt.dirMode); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// A dotfile is never read: renamed into place, the file is.
 			mode := tt.mode
 			if mode == 0 {
