@@ -25,13 +25,14 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 .PHONY: all build man test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 
 # CONTAINERD is the test bed's containerd for e2e, bench, soak, demo and
-# testbed-up: 1.6 (Debian's package), 1.7 or 2.1 (built from their Go
-# modules on first use, about 2 minutes each, and cached with the test
-# images), or an exact 1.7.x / 2.x.y release; or crio for CRI-O (built
-# the same way, with CGO off; not part of `make test`). E2E_CONTAINERDS
-# are the versions `make test` runs the end-to-end suite on, side by side.
+# testbed-up: 1.6 (Debian's package), 1.7, 2.1, 2.3 or 2.4 (built from
+# their Go modules, a few minutes each, and cached with the test images),
+# or an exact 1.7.x / 2.x.y release; or crio for CRI-O (built the same
+# way, with CGO off; not part of `make test`). E2E_CONTAINERDS are the
+# versions `make test` runs the end-to-end suite on, side by side: the
+# distribution's 1.6 and the 2.3 LTS.
 CONTAINERD      ?= $(if $(BERTH_CONTAINERD),$(BERTH_CONTAINERD),1.6)
-E2E_CONTAINERDS ?= 1.6 2.1
+E2E_CONTAINERDS ?= 1.6 2.3
 export BERTH_CONTAINERD := $(CONTAINERD)
 
 all: build
@@ -113,7 +114,10 @@ fuzz:
 test: testbed lint unit fuzz release-check e2e-all
 
 # The real-containerd test bed (e2e/testbed): `testbed` installs what it
-# needs with apt when missing; `testbed-up` starts a private containerd in
+# needs with apt when missing and builds the runtimes of E2E_CONTAINERDS
+# and CONTAINERD not yet cached (once per machine, one build at a time
+# under the cache's lock, so a first e2e run's timeout is not spent on
+# it); `testbed-up` starts a private containerd in
 # $(TESTBED_DIR) that stays up (its endpoint is printed and kept in
 # $(TESTBED_DIR)/bed.json), `testbed-down` tears it all down.
 # TESTBED_FLAGS=-registry adds a local registry serving busybox; the bed
@@ -126,6 +130,7 @@ testbed:
 	@sh e2e/systemdbed/install.sh
 	@$(MAKE) --no-print-directory release-tools
 	@if [ "$(CONTAINERD)" = crio ]; then sh e2e/testbed/install.sh testbed-crio conmon nftables gcc libc6-dev; fi
+	@$(GO) run ./e2e/testbed/cmd/testbed build $(sort $(E2E_CONTAINERDS) $(CONTAINERD))
 
 testbed-up: testbed
 	@$(GO) run ./e2e/testbed/cmd/testbed up -dir $(TESTBED_DIR) $(TESTBED_FLAGS)

@@ -68,8 +68,8 @@ type Options struct {
 	// created if missing and must not hold another bed. `testbed up` uses it.
 	Dir string
 	// Containerd is the containerd version to run: "1.6" (Debian's
-	// package), "1.7", "2.1" or an exact 1.7.x/2.x.y release, built from
-	// its Go module on first use and cached. Empty means $BERTH_CONTAINERD,
+	// package), "1.7", "2.1", "2.3", "2.4" or an exact 1.7.x/2.x.y
+	// release, built from its Go module on first use and cached. Empty means $BERTH_CONTAINERD,
 	// else "1.6".
 	Containerd string
 }
@@ -576,7 +576,7 @@ func (b *Bed) ContainerdAtLeast(major, minor int) bool {
 }
 
 // ContainerdName is the containerd version the bed was asked to run:
-// "1.6", "1.7", "2.1" or an exact release.
+// "1.6", "1.7", "2.1", "2.3", "2.4" or an exact release.
 func (b *Bed) ContainerdName() string { return b.version.Name }
 
 // cacheDir is where built image archives and containerd binaries are kept

@@ -27,17 +27,29 @@ type containerdConfig struct {
 	RegistryDir string // config_path: one hosts.toml per registry host
 	Snapshotter string // "overlayfs", or "native" where overlay cannot mount
 	SandboxImg  string
-	// Version is the config format: 2 for containerd 1.x, 3 for 2.x.
+	// Version is the config format: 2 for containerd 1.x, 3 for 2.0 to
+	// 2.2, 4 for 2.3 on.
 	Version int
 	// DisableNRI turns the NRI plugin off (containerd 1.7 on have it):
 	// its socket, /var/run/nri/nri.sock, is fixed and so would be shared.
 	DisableNRI bool
 }
 
-// commonConfig is what both config versions say alike, after their
+// commonConfig is what every config version says alike, after their
 // top-level keys: the bed's sockets, no metrics listener, the opt
-// directory, and NRI off where asked.
-const commonConfig = `{{define "common"}}
+// directory, and NRI off where asked. Version 4 (containerd 2.3 on) moved
+// the listeners from the [grpc], [ttrpc] and [metrics] sections to the
+// io.containerd.server.v1 plugins; there each listener is configured
+// alone, so the ttrpc socket is named outright (left out, it would be
+// the fixed /run/containerd/containerd.sock.ttrpc every bed shares), and
+// the metrics listener is off unless given an address.
+const commonConfig = `{{define "common"}}{{if ge .Version 4}}
+[plugins."io.containerd.server.v1.grpc"]
+  address = {{q .Socket}}
+
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = {{q (printf "%s.ttrpc" .Socket)}}
+{{else}}
 [grpc]
   address = {{q .Socket}}
 
@@ -46,7 +58,7 @@ const commonConfig = `{{define "common"}}
 
 [metrics]
   address = ""
-
+{{end}}
 [plugins."io.containerd.internal.v1.opt"]
   path = {{q .OptDir}}
 {{if .DisableNRI}}
@@ -99,13 +111,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     config_path = {{q .RegistryDir}}
 `)
 
-// containerdV3Template is the version 3 config of containerd 2.x, the same
-// settings as containerdTemplate in the places 2.x moved them to: the CRI
-// plugin is split into io.containerd.cri.v1.images (snapshotter, registry,
-// the sandbox image as pinned_images.sandbox) and io.containerd.cri.v1.runtime
-// (runtimes, CNI with bin_dirs, restrict_oom_score_adj, still needed), while
-// the stream server stays with io.containerd.grpc.v1.cri.
-var containerdV3Template = configTemplate(`version = 3
+// containerdV3Template is the version 3 config of containerd 2.0 to 2.2,
+// and with version 4's listeners (see commonConfig) the config of 2.3 on:
+// the same settings as containerdTemplate in the places 2.x moved them to.
+// The CRI plugin is split into io.containerd.cri.v1.images (snapshotter,
+// registry, the sandbox image as pinned_images.sandbox) and
+// io.containerd.cri.v1.runtime (runtimes, CNI with bin_dirs, the only
+// form 2.4 reads, and restrict_oom_score_adj, still needed), while the
+// stream server stays with io.containerd.grpc.v1.cri. cgroup v1, which
+// the test machines run, needs no opt-in: 2.2 on deprecate it (a warning
+// at startup, removal planned for 2029 at the earliest) and still run it.
+var containerdV3Template = configTemplate(`version = {{.Version}}
 root = {{q .Root}}
 state = {{q .State}}
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]
@@ -145,7 +161,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 // render produces config.toml in the format of c.Version (2 when unset).
 func (c containerdConfig) render() ([]byte, error) {
 	tmpl := containerdTemplate
-	if c.Version == 3 {
+	if c.Version >= 3 {
 		tmpl = containerdV3Template
 	}
 	var buf bytes.Buffer

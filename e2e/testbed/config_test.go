@@ -71,7 +71,9 @@ func TestRegistryHostsTOML(t *testing.T) {
 
 // TestContainerdConfigVersions checks what each config format must carry
 // for its containerd: 2.x moved the CRI settings to two plugins and the
-// sandbox image to pinned_images, and 1.7 on must not share NRI's socket.
+// sandbox image to pinned_images, 2.3 on the listeners to server plugins
+// (the ttrpc socket named outright: its default is shared), and 1.7 on
+// must not share NRI's socket.
 func TestContainerdConfigVersions(t *testing.T) {
 	base := containerdConfig{
 		Root: "/bed/root", State: "/bed/state", Socket: "/bed/containerd.sock", RuncRoot: "/bed/runc",
@@ -109,7 +111,23 @@ func TestContainerdConfigVersions(t *testing.T) {
 				`stream_server_port = "0"`,
 				"[grpc]\n  address = \"/bed/containerd.sock\"",
 			},
-			notWant: []string{"sandbox_image", "bin_dir ="},
+			notWant: []string{"sandbox_image", "bin_dir =", "io.containerd.server.v1"},
+		},
+		{
+			name: "2.3 on", version: 4, nri: true,
+			want: []string{
+				"version = 4\n",
+				"[plugins.\"io.containerd.server.v1.grpc\"]\n  address = \"/bed/containerd.sock\"",
+				"[plugins.\"io.containerd.server.v1.ttrpc\"]\n  address = \"/bed/containerd.sock.ttrpc\"",
+				"[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true",
+				"[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n    sandbox = \"registry.k8s.io/pause:3.9\"",
+				"[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true",
+				`bin_dirs = ["/usr/lib/cni"]`,
+				`Root = "/bed/runc"`,
+				`stream_server_port = "0"`,
+				"[plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"/bed/opt\"",
+			},
+			notWant: []string{"[grpc]", "[ttrpc]", "[metrics]", "sandbox_image", "bin_dir ="},
 		},
 	}
 	for _, tt := range tests {

@@ -17,9 +17,10 @@ import (
 )
 
 // EnvContainerd selects the runtime a bed runs when Options.Containerd is
-// empty: a containerd, "1.6" (Debian's package, the default), "1.7" or
-// "2.1" (built from their Go modules) or an exact upstream version such as
-// "2.1.9"; or "crio" (RuntimeCRIO) for CRI-O built from its Go module.
+// empty: a containerd, "1.6" (Debian's package, the default), "1.7",
+// "2.1", "2.3" or "2.4" (built from their Go modules) or an exact upstream
+// version such as "2.3.7"; or "crio" (RuntimeCRIO) for CRI-O built from
+// its Go module.
 const EnvContainerd = "BERTH_CONTAINERD"
 
 // DefaultContainerd is the containerd of Debian 12, installed by `make
@@ -31,6 +32,8 @@ const DefaultContainerd = "1.6"
 var containerdReleases = map[string]string{
 	"1.7": "1.7.35",
 	"2.1": "2.1.9",
+	"2.3": "2.3.7",
+	"2.4": "2.4.2",
 }
 
 // containerdBinaries are the three programs of one containerd version: the
@@ -39,8 +42,8 @@ var containerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"
 
 // runtimeVersion is the runtime a bed runs and what differs with it.
 type runtimeVersion struct {
-	// Name is what was asked for: "1.6", "1.7", "2.1", an exact version
-	// or "crio".
+	// Name is what was asked for: "1.6", "1.7", "2.1", "2.3", "2.4", an
+	// exact version or "crio".
 	Name string `json:"name"`
 	// CRIO is set for CRI-O; the rest of the fields then describe CRI-O's
 	// release and build, and the containerd-only methods do not apply.
@@ -53,23 +56,36 @@ type runtimeVersion struct {
 	BinDir string `json:"binDir,omitempty"`
 }
 
-// major is the release's major version, 1 for Debian's package.
-func (v runtimeVersion) major() int {
+// major and minor are the release's version numbers, 1.6 for Debian's
+// package.
+func (v runtimeVersion) major() int { return v.versionPart(0, 1) }
+func (v runtimeVersion) minor() int { return v.versionPart(1, 6) }
+
+// versionPart is the i-th number of Release, def for Debian's package.
+func (v runtimeVersion) versionPart(i, def int) int {
 	if v.Release == "" {
-		return 1
+		return def
 	}
-	n, _ := strconv.Atoi(strings.SplitN(v.Release, ".", 2)[0])
+	parts := strings.Split(v.Release, ".")
+	if i >= len(parts) {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[i])
 	return n
 }
 
-// configVersion is the version of config.toml this containerd reads: 3
-// from 2.0 on (the CRI plugin split in io.containerd.cri.v1.images and
+// configVersion is the version of config.toml this containerd reads
+// without migrating it: 4 from 2.3 on (the listeners as server plugins),
+// 3 from 2.0 (the CRI plugin split in io.containerd.cri.v1.images and
 // io.containerd.cri.v1.runtime), 2 before.
 func (v runtimeVersion) configVersion() int {
-	if v.major() >= 2 {
+	switch {
+	case v.major() == 1:
+		return 2
+	case v.major() == 2 && v.minor() < 3:
 		return 3
 	}
-	return 2
+	return 4
 }
 
 // hasNRI reports whether this containerd has the NRI plugin (1.7 on),
@@ -119,7 +135,7 @@ func parseContainerd(name string) (runtimeVersion, error) {
 	if release == "" {
 		m := releasePattern.FindStringSubmatch(name)
 		if m == nil {
-			return runtimeVersion{}, fmt.Errorf("containerd version %q: want 1.6 (Debian's), 1.7, 2.1, an exact 1.7.x / 2.x.y release, or crio", name)
+			return runtimeVersion{}, fmt.Errorf("containerd version %q: want 1.6 (Debian's), 1.7, 2.1, 2.3, 2.4, an exact 1.7.x / 2.x.y release, or crio", name)
 		}
 		if minor, _ := strconv.Atoi(m[2]); m[1] == "1" && minor < 7 {
 			return runtimeVersion{}, fmt.Errorf("containerd version %q: 1.x releases before 1.7 are not built (1.6 is Debian's package)", name)

@@ -24,3 +24,12 @@ func BuildLocked(dir string, binaries []string, build func(out string) error) er
 func DownloadModule(module, version string) (string, error) {
 	return downloadModule(module, version)
 }
+
+// Prepare makes sure the runtime name (as in Options.Containerd) is built
+// and cached, building it when it is not, under the same lock a bed's
+// Start takes; Debian's containerd needs nothing. `make testbed` runs it
+// so a fresh machine's first e2e run does not spend its timeout on it.
+func Prepare(name string) error {
+	_, err := resolveContainerd(name, cacheDir())
+	return err
+}

@@ -2,8 +2,9 @@
 // with offline test images) that outlives the command, for `make
 // testbed-up` / `make testbed-down` and running berth by hand:
 //
-//	testbed up -dir DIR [-registry] [-containerd 1.6|1.7|2.1]   # prints the CRI endpoint; a no-op when up
+//	testbed up -dir DIR [-registry] [-containerd 1.6|1.7|2.1|2.3|2.4|crio]   # prints the CRI endpoint; a no-op when up
 //	testbed down -dir DIR             # a no-op when down
+//	testbed build VERSION...          # builds and caches runtimes; a no-op for those cached and for 1.6
 package main
 
 import (
@@ -27,16 +28,25 @@ func main() {
 // run dispatches the subcommand.
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testbed up|down -dir DIR")
+		return fmt.Errorf("usage: testbed up|down -dir DIR, or testbed build VERSION...")
 	}
 	fs := flag.NewFlagSet("testbed "+args[0], flag.ContinueOnError)
 	dir := fs.String("dir", ".testbed", "the bed's directory")
 	registry := fs.Bool("registry", false, "also start a local registry serving busybox (up only)")
-	containerd := fs.String("containerd", os.Getenv(testbed.EnvContainerd), "containerd version: 1.6 (Debian's), 1.7, 2.1 or an exact release, built and cached on first use (up only; default $"+testbed.EnvContainerd+", else 1.6)")
+	containerd := fs.String("containerd", os.Getenv(testbed.EnvContainerd), "containerd version: 1.6 (Debian's), 1.7, 2.1, 2.3, 2.4, an exact release or crio, built and cached on first use (up only; default $"+testbed.EnvContainerd+", else 1.6)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	switch args[0] {
+	case "build":
+		for _, name := range fs.Args() {
+			started := time.Now()
+			if err := testbed.Prepare(name); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "runtime %s ready in %s\n", name, time.Since(started).Round(time.Second))
+		}
+		return nil
 	case "up":
 		if b, err := testbed.Attach(*dir); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
