@@ -36,19 +36,22 @@ func (e *env) cgroupVersion() (string, error) {
 }
 
 // cgroupDriver asks the runtime which cgroup manager it uses: CRI's
-// RuntimeConfig where the runtime has it (containerd 2.x, CRI-O), else
+// RuntimeConfig (KEP-4033) where the runtime has it (containerd 2.x,
+// CRI-O), whose answer wins over anything read from its configuration;
+// else, where RuntimeConfig is Unimplemented (containerd 1.x) or answers
+// without its Linux part (whose zero driver would read as systemd),
 // containerd's configuration (the SystemdCgroup option of its default
 // runtime, or the old top-level systemdCgroup). "" when it does not say.
 func (e *env) cgroupDriver(ctx context.Context, ri *runtimeInfo) (string, error) {
 	resp, err := e.rs.RuntimeConfig(ctx)
-	if err == nil {
+	if err == nil && resp.GetLinux() != nil {
 		switch resp.GetLinux().GetCgroupDriver() {
 		case runtimeapi.CgroupDriver_SYSTEMD:
 			return "systemd", nil
 		case runtimeapi.CgroupDriver_CGROUPFS:
 			return "cgroupfs", nil
 		}
-	} else if status.Code(err) != codes.Unimplemented {
+	} else if err != nil && status.Code(err) != codes.Unimplemented {
 		return "", fmt.Errorf("runtime config: %w", err)
 	}
 	if ri.status.GetInfo()["config"] == "" {

@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // TestE2EDoctor runs every check with the pod-network smoke sandbox
@@ -66,6 +70,42 @@ func TestE2EDoctor(t *testing.T) {
 			t.Errorf("doctor's sandbox %s (%s) is left on the runtime", sb.GetId(), sb.GetMetadata().GetName())
 		}
 	}
+}
+
+// TestE2ECgroupDriver: the runtime's own answer to CRI RuntimeConfig is
+// the driver doctor reports where the runtime has the call (containerd
+// 2.x, CRI-O), and containerd's configuration where it answers
+// Unimplemented (1.6, 1.7). The bed runs the cgroupfs driver either way
+// (runc options without SystemdCgroup; CRI-O's cgroup_manager), so both
+// paths must come to "cgroupfs".
+func TestE2ECgroupDriver(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp, err := testBed.Runtime().RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+	reports := testBed.ContainerdAtLeast(2, 0) || testBed.ContainerdName() == testbed.RuntimeCRIO
+	switch {
+	case reports && err != nil:
+		t.Fatalf("%s: RuntimeConfig: %v, want the cgroup driver", testBed.ContainerdVersion, err)
+	case reports && resp.GetLinux().GetCgroupDriver() != runtimeapi.CgroupDriver_CGROUPFS:
+		t.Fatalf("%s: RuntimeConfig reports %v, want %v", testBed.ContainerdVersion, resp.GetLinux(), runtimeapi.CgroupDriver_CGROUPFS)
+	case !reports && status.Code(err) != codes.Unimplemented:
+		t.Fatalf("%s: RuntimeConfig: %v (%v), want Unimplemented", testBed.ContainerdVersion, resp, err)
+	}
+	results := Run(ctx, Options{
+		RuntimeEndpoint: testBed.Endpoint,
+		ManifestDir:     t.TempDir(),
+		RootDir:         t.TempDir(),
+		PodLogsDir:      t.TempDir(),
+		PauseImage:      testBed.PauseImage,
+	})
+	for _, r := range results {
+		if r.Check == "cgroups" {
+			// The status depends on the machine's cgroup version and init.
+			checkResult(t, r, r.Status, "cgroupfs")
+			return
+		}
+	}
+	t.Fatalf("no cgroups check in %+v", results)
 }
 
 // TestE2EFindOtherAgents finds a real process on the real /proc: one

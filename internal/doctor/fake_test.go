@@ -29,8 +29,9 @@ type fakeRuntime struct {
 	// once, as containerd 1.6 does.
 	events func(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, opened func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
 	// runtimeConfig stands for RuntimeConfig; nil answers Unimplemented,
-	// as containerd 1.x does.
-	runtimeConfig *runtimeapi.RuntimeConfigResponse
+	// as containerd 1.x does, or runtimeConfigErr when that is set.
+	runtimeConfig    *runtimeapi.RuntimeConfigResponse
+	runtimeConfigErr error
 }
 
 var errUnimplemented = status.Error(codes.Unimplemented, "unknown method")
@@ -72,7 +73,10 @@ func (f *fakeRuntime) GetContainerEvents(ctx context.Context, ch chan *runtimeap
 }
 
 func (f *fakeRuntime) RuntimeConfig(context.Context) (*runtimeapi.RuntimeConfigResponse, error) {
-	if f.runtimeConfig == nil {
+	switch {
+	case f.runtimeConfigErr != nil:
+		return nil, f.runtimeConfigErr
+	case f.runtimeConfig == nil:
 		return nil, errUnimplemented
 	}
 	return f.runtimeConfig, nil
