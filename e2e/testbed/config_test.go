@@ -121,7 +121,7 @@ func TestContainerdConfigVersions(t *testing.T) {
 				"[plugins.\"io.containerd.server.v1.ttrpc\"]\n  address = \"/bed/containerd.sock.ttrpc\"",
 				"[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true",
 				"[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n    sandbox = \"registry.k8s.io/pause:3.9\"",
-				"[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true",
+				"[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n  ignore_deprecation_warnings = [\"io.containerd.deprecation/cgroup-v1\"]",
 				`bin_dirs = ["/usr/lib/cni"]`,
 				`Root = "/bed/runc"`,
 				`stream_server_port = "0"`,
