@@ -17,8 +17,8 @@ import (
 // signal (KEP-4960) and has zero-second sleep hooks (KEP-4818): it starts
 // (the postStart sleep of 0 s returns at once), and on removal its process
 // gets SIGUSR1, not the runtime's SIGTERM, which it writes to a hostPath
-// file before it exits. containerd 1.6 and 2.1 ignore CRI's StopSignal, so
-// this is berth's own delivery.
+// file before it exits. containerd 1.6 to 2.1 ignore CRI's StopSignal, so
+// there this is berth's own delivery; 2.3 on send the same signal too.
 func TestStopSignal(t *testing.T) {
 	out := t.TempDir()
 	c := shContainer("main", "trap 'echo USR1 > /out/signal; exit 0' USR1; trap 'echo TERM > /out/signal; exit 0' TERM; echo > /out/trapped; sleep 3600 & wait")
