@@ -70,7 +70,9 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 		t.Errorf("trap: state %s exit code %d, want exited 0", trap.State, trap.ExitCode)
 	}
 	if ignore.State != podplan.ContainerStateExited || ignore.ExitCode != 137 {
-		t.Errorf("ignore: state %s exit code %d, want exited 137 (SIGKILL)", ignore.State, ignore.ExitCode)
+		// The shell's own complaint, if any, says why it ended early.
+		out, err := os.ReadFile(filepath.Join(p.LogDir, "ignore", "0.log"))
+		t.Errorf("ignore: state %s exit code %d, want exited 137 (SIGKILL); its log (%v):\n%s", ignore.State, ignore.ExitCode, err, out)
 	}
 	if !trap.FinishedAt.Before(ignore.FinishedAt) {
 		t.Errorf("trap finished at %v, not before ignore at %v", trap.FinishedAt, ignore.FinishedAt)
