@@ -28,7 +28,7 @@ func main() {
 // run dispatches the subcommand.
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testbed up|down -dir DIR, or testbed build VERSION...")
+		return fmt.Errorf("usage: testbed up|down -dir DIR, or testbed build VERSION [VERSION ...]")
 	}
 	fs := flag.NewFlagSet("testbed "+args[0], flag.ContinueOnError)
 	dir := fs.String("dir", ".testbed", "the bed's directory")
