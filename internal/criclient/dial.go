@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 	internalapi "k8s.io/cri-api/pkg/apis"
 )
 
@@ -20,6 +22,28 @@ const DefaultRuntimeRequestTimeout = 2 * time.Minute
 // ListContainers with thousands of exited containers and their annotations
 // does not fit gRPC's 4 MiB default.
 const maxMsgSize = 16 * 1024 * 1024
+
+// bufferPoolExponents are the sizes, as powers of two, of the buffers gRPC
+// reads and writes CRI messages in: every power of two from 256 B to
+// 1 MiB. gRPC's default pool jumps from 32 KiB to 1 MiB, so each response
+// in between (a relist of a few dozen pods' containers and sandboxes, with
+// their labels and annotations) takes, zeroes and keeps a 1 MiB buffer:
+// with 50 pods those buffers were half of an idle berth's live heap. A
+// buffer here is at most twice its message.
+//
+// It replaces gRPC's default pool, the one its proto codec reads every
+// message into (a dial option does not reach the codec), which gRPC allows
+// only from an init function; berth's gRPC probes, its one other gRPC
+// client, read their small replies through it too.
+var bufferPoolExponents = []uint8{8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+
+func init() {
+	pool, err := mem.NewBinaryTieredBufferPool(bufferPoolExponents...)
+	if err != nil {
+		panic(fmt.Sprintf("criclient: gRPC buffer pool: %v", err)) // the exponents are constant and valid
+	}
+	experimental.SetDefaultBufferPool(pool)
+}
 
 // reconnectBackoff is how gRPC retries a runtime socket that went away. The
 // 1 s cap (gRPC's default is 2 min) makes berth see a restarted containerd

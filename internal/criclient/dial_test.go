@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
@@ -267,5 +268,26 @@ func TestDialLargeMessagesAndExitCodes(t *testing.T) {
 	var exit utilexec.CodeExitError
 	if !errors.As(err, &exit) || exit.Code != 3 || string(stdout) != "out" || !strings.Contains(err.Error(), "bad things") {
 		t.Errorf("ExecSync = %q, %v; want exit code 3 with stderr", stdout, err)
+	}
+}
+
+// TestBufferPoolTiers checks the pool gRPC reads CRI messages into: a
+// relist-sized message gets a buffer at most twice its size, never gRPC's
+// default 1 MiB tier.
+func TestBufferPoolTiers(t *testing.T) {
+	for _, tc := range []struct {
+		size, wantCap int
+	}{
+		{size: 100, wantCap: 256},
+		{size: 4 << 10, wantCap: 4 << 10},
+		{size: 44 << 10, wantCap: 64 << 10},
+		{size: 300 << 10, wantCap: 512 << 10},
+		{size: 1 << 20, wantCap: 1 << 20},
+	} {
+		buf := mem.DefaultBufferPool().Get(tc.size)
+		if len(*buf) != tc.size || cap(*buf) != tc.wantCap {
+			t.Errorf("Get(%d): len %d cap %d, want len %d cap %d", tc.size, len(*buf), cap(*buf), tc.size, tc.wantCap)
+		}
+		mem.DefaultBufferPool().Put(buf)
 	}
 }
