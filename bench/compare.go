@@ -13,7 +13,8 @@ import (
 // in practice) runs too, in the same run: the targets are set against
 // the kubelet's first, median and one-pod overhead measured on
 // the same machine in the same run, not against figures of another day.
-var comparedFigures = []string{"onepod", "add", "imageedit", "burst", "boot"}
+// remove records the deletes of the compared agent's add cycles.
+var comparedFigures = []string{"onepod", "add", "remove", "imageedit", "burst", "boot"}
 
 // compareOptions are the options of the compared agent's runner: its own
 // template and metrics URL, no berth API, and nothing compared in turn.

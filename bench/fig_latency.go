@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Poll periods of the latency figures. They only bound how soon the bench
@@ -73,61 +75,96 @@ func (r *runner) warmUp(ctx context.Context) error {
 	return nil
 }
 
+// cycleTimes are the times of a series of add/remove cycles, in ms, and
+// of the floor pods beside them when they were paired.
+type cycleTimes struct {
+	adds, removes []float64
+	// floors are the floor's adds (its three CRI calls), stopFloors its
+	// stops (StopContainer with the pod's grace period -> finished_at).
+	floors, stopFloors []float64
+}
+
 // cycles runs n add/remove cycles of fresh pods (a new name each, so no
 // cycle waits on the previous one's identity). With paired set, each
-// cycle also brings one floor pod of the same network up beside it
-// (pairedFloor), alternately before and after the agent's, and floors
-// holds its times: what the runtime took for the same pod under the same
-// load, to take the agent's add from.
-func (r *runner) cycles(ctx context.Context, prefix string, hostNetwork, paired bool, n int) (adds, removes, floors []float64, err error) {
+// cycle also brings one floor pod of the same network up and stops its
+// container beside it (pairedFloor), alternately before and after the
+// agent's: what the runtime took for the same pod under the same load,
+// to take the agent's add and remove from.
+func (r *runner) cycles(ctx context.Context, prefix string, hostNetwork, paired bool, n int) (cycleTimes, error) {
+	var t cycleTimes
 	for i := range n {
 		floor := func(now bool) error {
 			if !paired || !now {
 				return nil
 			}
-			f, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
-			floors = append(floors, f)
+			add, stop, err := r.pairedFloor(ctx, podSpec{Name: fmt.Sprintf("%s-floor-%d", prefix, i), HostNetwork: hostNetwork})
+			t.floors, t.stopFloors = append(t.floors, add), append(t.stopFloors, stop)
 			return err
 		}
 		floorFirst := i%2 == 0
 		if err := floor(floorFirst); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+			return t, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
 		c, err := r.addRemove(ctx, podSpec{Name: fmt.Sprintf("%s-%d", prefix, i), HostNetwork: hostNetwork})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+			return t, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
-		adds, removes = append(adds, ms(c.add)), append(removes, ms(c.remove))
+		t.adds, t.removes = append(t.adds, ms(c.add)), append(t.removes, ms(c.remove))
 		if err := floor(!floorFirst); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s run %d: %w", prefix, i, err)
+			return t, fmt.Errorf("%s run %d: %w", prefix, i, err)
 		}
 	}
-	return adds, removes, floors, nil
+	return t, nil
 }
 
-// pairedFloor is the floor's add of s (its three CRI calls, in ms) while
-// the agent is frozen, the pod removed and the bed quiet again before the
-// agent is thawed. The machine these figures run on is shared: its speed
+// pairedFloor is the floor's add of s (its three CRI calls, in ms) and
+// its stop (StopContainer with the pod's grace period, the call to the
+// container's finished_at, in ms: what an agent's delete cannot go under)
+// while the agent is frozen, the pod removed and the bed quiet again
+// before the agent is thawed. The machine these figures run on is shared: its speed
 // drifts by tens of percent within minutes, and a long series of pods
 // slows the runtime down, so a floor timed minutes apart from the agent's
 // adds measures the machine, not the agent. The bench lists the running
 // containers meanwhile as often as it does while it waits for the agent's
 // pod (mirrorPolls): both sides pay for the same observer.
-func (r *runner) pairedFloor(ctx context.Context, s podSpec) (took float64, err error) {
+func (r *runner) pairedFloor(ctx context.Context, s podSpec) (add, stop float64, err error) {
 	thaw, err := r.agent.freeze()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { err = errors.Join(err, thaw()) }()
+	stopPolls := r.mirrorPolls(ctx, singlePoll)
+	var sandbox, ctr string
+	bt, err := r.floorTimed(ctx, []podSpec{s}, 1, func(int) (string, error) {
+		sb, c, err := r.floorPod(ctx, s)
+		sandbox, ctr = sb, c
+		return c, err
+	})
+	if err == nil {
+		stop, err = r.floorStop(ctx, ctr, *s.pod().Spec.TerminationGracePeriodSeconds)
+	}
+	stopPolls()
+	return bt.all * 1000, stop, errors.Join(err, r.floorTeardown(ctx, []string{sandbox}))
+}
+
+// floorStop stops container id as an agent's delete does (StopContainer
+// with the grace period) and returns the time from the call to the
+// container's finished_at, in ms.
+func (r *runner) floorStop(ctx context.Context, id string, grace int64) (float64, error) {
+	cctx, cancel := context.WithTimeout(ctx, criTimeout)
+	defer cancel()
+	t0 := time.Now()
+	if _, err := r.rt.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace}); err != nil {
+		return 0, fmt.Errorf("stop floor container %s: %w", id, err)
+	}
+	st, err := r.containerStatus(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { err = errors.Join(err, thaw()) }()
-	stop := r.mirrorPolls(ctx, singlePoll)
-	var sandbox string
-	bt, err := r.floorTimed(ctx, []podSpec{s}, 1, func(int) (string, error) {
-		sb, c, err := r.floorPod(ctx, s)
-		sandbox = sb
-		return c, err
-	})
-	stop()
-	return bt.all * 1000, errors.Join(err, r.floorTeardown(ctx, []string{sandbox}))
+	if st == nil || st.GetFinishedAt() == 0 {
+		return 0, fmt.Errorf("floor container %s has no finished_at", id)
+	}
+	return ms(time.Unix(0, st.GetFinishedAt()).Sub(t0)), nil
 }
 
 // mirrorPolls lists the running containers every period, as waitRunning
@@ -180,22 +217,23 @@ func (r *runner) figAdd(ctx context.Context) error {
 		return err
 	}
 	n := r.plan.latencyRuns
-	hostAdds, _, hostFloors, err := r.cycles(ctx, "add-host", true, true, n)
+	host, err := r.cycles(ctx, "add-host", true, true, n)
 	if err != nil {
 		return err
 	}
-	r.res.add("add: rename -> RUNNING, host network", "ms", hostAdds, addTarget, "148 ms")
-	podAdds, podRemoves, podFloors, err := r.cycles(ctx, "add-pod", false, true, n)
+	r.res.add("add: rename -> RUNNING, host network", "ms", host.adds, addTarget, "148 ms")
+	pod, err := r.cycles(ctx, "add-pod", false, true, n)
 	if err != nil {
 		return err
 	}
-	r.res.add("add: rename -> RUNNING, pod network", "ms", podAdds, addTarget, "181 ms")
-	r.removes = podRemoves
-	r.addPod = summarize(podAdds).Median
-	r.res.add("add: floor beside the adds, host network (3 CRI calls)", "ms", hostFloors, nil, "132-136 ms")
-	r.res.add("add: floor beside the adds, pod network (3 CRI calls)", "ms", podFloors, nil, "155-159 ms")
-	r.overheadRow("host", hostAdds, hostFloors, kubeletOverheadHost)
-	r.overheadRow("pod", podAdds, podFloors, kubeletOverheadPod)
+	r.res.add("add: rename -> RUNNING, pod network", "ms", pod.adds, addTarget, "181 ms")
+	r.removes, r.hostRemoves = pod.removes, host.removes
+	r.stopFloors, r.hostStopFloors = pod.stopFloors, host.stopFloors
+	r.addPod = summarize(pod.adds).Median
+	r.res.add("add: floor beside the adds, host network (3 CRI calls)", "ms", host.floors, nil, "132-136 ms")
+	r.res.add("add: floor beside the adds, pod network (3 CRI calls)", "ms", pod.floors, nil, "155-159 ms")
+	r.overheadRow("host", host.adds, host.floors, kubeletOverheadHost)
+	r.overheadRow("pod", pod.adds, pod.floors, kubeletOverheadPod)
 	return nil
 }
 
@@ -235,13 +273,20 @@ func (r *runner) figRemove(ctx context.Context) error {
 		if err := r.warmUp(ctx); err != nil {
 			return err
 		}
-		_, removes, _, err := r.cycles(ctx, "remove", false, false, r.plan.latencyRuns)
+		t, err := r.cycles(ctx, "remove", false, false, r.plan.latencyRuns)
 		if err != nil {
 			return err
 		}
-		r.removes = removes
+		r.removes = t.removes
 	}
 	r.res.add("remove: delete -> not running", "ms", r.removes, removeTarget, "48 ms")
+	// The add figure's host-network cycles and the floor's stops beside
+	// them, when it ran.
+	if r.hostRemoves != nil {
+		r.res.add("remove: delete -> not running, host network", "ms", r.hostRemoves, nil, "")
+		r.res.add("remove: floor beside the deletes, pod network (StopContainer)", "ms", r.stopFloors, nil, "")
+		r.res.add("remove: floor beside the deletes, host network (StopContainer)", "ms", r.hostStopFloors, nil, "")
+	}
 	return nil
 }
 

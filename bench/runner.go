@@ -116,9 +116,12 @@ type runner struct {
 	http   *podListServer
 	warmed bool // one untimed add/remove cycle ran
 
-	removes []float64    // remove latencies of the add figure's pod-network cycles, in ms
-	floor   *floorResult // what the floor figure found, nil before it ran
-	addPod  float64      // median one-pod add on the pod network in ms, 0 before the add figure
+	removes []float64 // remove latencies of the add figure's pod-network cycles, in ms
+	// hostRemoves are those of its host-network cycles, stopFloors and
+	// hostStopFloors the floor's stops beside them (pairedFloor), in ms.
+	hostRemoves, stopFloors, hostStopFloors []float64
+	floor                                   *floorResult // what the floor figure found, nil before it ran
+	addPod                                  float64      // median one-pod add on the pod network in ms, 0 before the add figure
 	// cmp measures the compared agent (Options.Compare) on the same bed;
 	// nil when there is none.
 	cmp *runner
