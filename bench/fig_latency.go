@@ -149,9 +149,12 @@ func (r *runner) pairedFloor(ctx context.Context, s podSpec) (add, stop float64,
 
 // floorStop stops container id as an agent's delete does (StopContainer
 // with the grace period) and returns the time from the call to the
-// container's finished_at, in ms.
+// container's finished_at, in ms. The call may take the whole grace
+// period: a TERM that comes before the container's shell set its trap is
+// ignored (the shell is its PID namespace's init), for the floor as for
+// an agent's delete.
 func (r *runner) floorStop(ctx context.Context, id string, grace int64) (float64, error) {
-	cctx, cancel := context.WithTimeout(ctx, criTimeout)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second+criTimeout)
 	defer cancel()
 	t0 := time.Now()
 	if _, err := r.rt.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace}); err != nil {
