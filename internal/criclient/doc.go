@@ -19,5 +19,6 @@
 // It is a leaf: it must never import another berth package.
 //
 // A connection owns its own state (the dialed socket, the metric series);
-// it is safe for concurrent use.
+// it is safe for concurrent use. The one process-wide state it sets is
+// gRPC's default buffer pool, from init (bufferPoolExponents in dial.go).
 package criclient
