@@ -125,12 +125,28 @@ func runTool(t *testing.T, tool string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), kubeadmTimeout)
 	defer cancel()
 	started := time.Now()
-	out, err := exec.CommandContext(ctx, filepath.Join(k8sBin, tool), args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, filepath.Join(k8sBin, tool), args...)
+	cmd.Env = toolEnv()
+	out, err := cmd.CombinedOutput()
 	t.Logf("%s %s (%s):\n%s", tool, strings.Join(args, " "), time.Since(started).Round(time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("%s %s: %v", tool, strings.Join(args, " "), err)
 	}
 	return string(out)
+}
+
+// toolEnv is the environment of kubeadm and kubectl: the PATH holds only
+// their own directory, so that kubeadm finds no systemctl (nor openrc) and
+// leaves the machine's services alone: its kubelet-start and reset phases
+// would stop and start a kubelet service.
+func toolEnv() []string {
+	env := []string{"PATH=" + k8sBin}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // TestKubeadm runs kubeadm's flows on berth, one step after the other on
@@ -145,6 +161,7 @@ func TestKubeadm(t *testing.T) {
 		{"APIServerStopped", testAPIServerStopped},
 		{"Join", testJoin},
 		{"BerthKilled", testBerthKilled},
+		{"BerthStopped", testBerthStopped},
 	} {
 		if !t.Run(step.name, func(t *testing.T) { step.run(t, c) }) {
 			return
@@ -537,11 +554,13 @@ func testStaticPodEdits(t *testing.T, c *cluster) {
 }
 
 // testAPIServerStopped moves kube-apiserver's manifest out of the manifest
-// directory, as an administrator stops it, for apiServerStop (over the
-// node controller's grace), and back. No other pod restarts; the node
-// controller marks the node NotReady once the API server is back (its
-// NodeNotReady event), berth makes it Ready again; the Lease and the
-// mirror pods resume, one per pod.
+// directory, as an administrator stops it, for apiServerStop (longer than
+// the Lease's 40 s), and back. No other pod restarts; the Node is Ready,
+// the Lease and the mirror pods resume, one per pod. The node controller
+// does not mark the node NotReady here: once the API server is back it
+// waits until its informers have caught up ("read version is not as new
+// as written version") and by then berth has renewed the Lease, as a
+// kubelet would; testBerthStopped shows the NotReady.
 func testAPIServerStopped(t *testing.T, c *cluster) {
 	before := c.waitControlPlane(t)
 	ctrs := containers(t, bed)
@@ -554,7 +573,6 @@ func testAPIServerStopped(t *testing.T, c *cluster) {
 		_, running := containers(t, bed)[apiServer]
 		return !running, "still running"
 	})
-	stopped := time.Now()
 	// The stop itself: the scenario's length, no assertion rests on it.
 	time.Sleep(apiServerStop)
 	if err := os.Rename(parked, filepath.Join(manifestDir, "kube-apiserver.yaml")); err != nil {
@@ -566,25 +584,7 @@ func testAPIServerStopped(t *testing.T, c *cluster) {
 	})
 	back := time.Now()
 
-	waitFor(t, "the node controller's NodeNotReady event", clusterTimeout, func() (bool, string) {
-		evs, err := c.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
-			FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", controlPlaneNode),
-				fields.OneTermEqualSelector("reason", "NodeNotReady")).String(),
-		})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, ev := range evs.Items {
-			if ev.LastTimestamp.After(stopped) || ev.EventTime.After(stopped) {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d NodeNotReady events, none since the stop", len(evs.Items))
-	})
-	c.waitNode(t, controlPlaneNode, "Ready again since the stop", func(n *v1.Node) (bool, string) {
-		ok, detail := nodeReady(n)
-		return ok && readyCondition(n).LastTransitionTime.After(stopped), detail
-	})
+	c.waitNode(t, controlPlaneNode, "Ready", nodeReady)
 	c.waitLeaseRenewed(t, controlPlaneNode, back)
 	after := c.waitControlPlane(t)
 	for _, p := range []string{"etcd", "kube-controller-manager", "kube-scheduler"} {
@@ -712,6 +712,53 @@ func testBerthKilled(t *testing.T, c *cluster) {
 	if ms, err := c.mirrors(controlPlaneNode); err != nil || len(ms) != len(controlPlanePods) {
 		t.Errorf("mirror pods %s (%v), want exactly the %d of the control plane", describeMirrors(ms), err, len(controlPlanePods))
 	}
+	now := containers(t, bed)
+	for k, id := range ctrs {
+		if now[k] != id {
+			t.Errorf("container %s is %q, was %q: restarted", k, now[k], id)
+		}
+	}
+}
+
+// testBerthStopped stops the first node's berth (SIGTERM leaves the pods
+// running) until kube-controller-manager's node controller, its Lease not
+// renewed for nodeMonitorGrace, marks the node NotReady (its NodeNotReady
+// event), then starts it again: the node is Ready again, the mirror pods
+// are Ready again (the node controller had marked them not ready), and no
+// container restarted.
+func testBerthStopped(t *testing.T, c *cluster) {
+	c.waitControlPlane(t)
+	ctrs := containers(t, bed)
+	stopped := time.Now()
+	c.cp.stop(t)
+	waitFor(t, "the node controller's NodeNotReady event", clusterTimeout, func() (bool, string) {
+		evs, err := c.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", controlPlaneNode),
+				fields.OneTermEqualSelector("reason", "NodeNotReady")).String(),
+		})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range evs.Items {
+			if ev.LastTimestamp.After(stopped) || ev.EventTime.After(stopped) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d NodeNotReady events, none since berth stopped", len(evs.Items))
+	})
+	n, err := c.admin.CoreV1().Nodes().Get(context.Background(), controlPlaneNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, detail := nodeReady(n); ok {
+		t.Errorf("Node %s is Ready after the NodeNotReady event: %s", controlPlaneNode, detail)
+	}
+	c.cp.start(t)
+	c.waitNode(t, controlPlaneNode, "Ready again", func(n *v1.Node) (bool, string) {
+		ok, detail := nodeReady(n)
+		return ok && readyCondition(n).LastTransitionTime.After(stopped), detail
+	})
+	c.waitControlPlane(t)
 	now := containers(t, bed)
 	for k, id := range ctrs {
 		if now[k] != id {

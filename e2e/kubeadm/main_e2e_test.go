@@ -202,7 +202,8 @@ func lockMachine() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lockFile, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
 		fmt.Fprintf(os.Stderr, "e2e/kubeadm: another run holds %s: waiting for it\n", lockFile)
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
 	}
@@ -240,6 +241,7 @@ func claimHost() error {
 // kubeadm wrote (in the private directories, removed with the run's).
 func resetHost() {
 	cmd := exec.Command(filepath.Join(k8sBin, "kubeadm"), "reset", "-f", "--cri-socket", bed.Endpoint)
+	cmd.Env = toolEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e/kubeadm: kubeadm reset: %v\n%s\n", err, out)
 	}
