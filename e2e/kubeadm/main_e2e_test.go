@@ -88,8 +88,17 @@ func TestMain(m *testing.M) {
 // inNamespace runs the test binary again, with its arguments, in a new
 // mount namespace (Go makes its mounts private: nothing propagates to the
 // host), after creating the missing mountpoints of privateDirs, which it
-// removes once the run has ended.
+// removes once the run has ended. It holds lockFile from before it looks
+// at the mountpoints until after it removed them: another run that
+// created a mountpoint removes it when it ends, so one checked before the
+// lock may be gone when this run binds over it.
 func inNamespace() int {
+	unlock, err := lockMachine()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
+		return 1
+	}
+	defer unlock()
 	var created []string
 	for _, d := range privateDirs {
 		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
@@ -122,14 +131,9 @@ func inNamespace() int {
 	return 0
 }
 
+// run is the tests' run inside the private mount namespace, under the
+// lock inNamespace holds.
 func run(m *testing.M) int {
-	unlock, err := lockMachine()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
-		return 1
-	}
-	defer unlock()
-
 	var cleanups []func()
 	defer func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
@@ -141,6 +145,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 
+	var err error
 	if work, err = os.MkdirTemp("", "berth-e2e-kubeadm-"); err != nil {
 		return fail(err)
 	}
