@@ -77,7 +77,8 @@ unit:
 # kubeadm's flows write /etc/kubernetes and take the control plane's fixed
 # host ports, so they run once too, alone, on containerd 1.6 (E2E_KUBEADM;
 # the first run builds Kubernetes from its modules into the test beds'
-# cache, hence the longer timeout).
+# cache, hence the longer timeout). The two share nothing (the systemd
+# bed has a private network), so `go test` runs them side by side.
 E2E_PKGS   := ./internal/kuberuntime/... ./internal/runtimewatch/... ./internal/gc/... ./internal/criclient/... ./internal/doctor/... ./e2e ./e2e/cli/... ./e2e/testbed/... ./e2e/controlplane/...
 E2E_SYSTEMD := ./e2e/systemdbed/...
 E2E_KUBEADM := ./e2e/kubeadm/...
@@ -101,8 +102,7 @@ e2e-all: build testbed
 		echo "e2e on containerd $$v:"; cat $(E2E_LOGS)/e2e-$$v.log; \
 		[ "$$(cat $(E2E_LOGS)/e2e-$$v.rc)" = 0 ] || failed="$$failed $$v"; \
 	done; if [ -n "$$failed" ]; then echo "e2e failed on containerd$$failed"; exit 1; fi
-	BERTH_RELEASE_DIR=$(abspath $(RELEASE_DIR)) $(GO) test -race -count=1 -tags e2e -timeout 25m $(E2E_SYSTEMD)
-	BERTH_CONTAINERD=1.6 $(GO) test -race -count=1 -tags e2e -timeout 60m $(E2E_KUBEADM)
+	BERTH_RELEASE_DIR=$(abspath $(RELEASE_DIR)) BERTH_CONTAINERD=1.6 $(GO) test -race -count=1 -tags e2e -timeout 60m $(E2E_SYSTEMD) $(E2E_KUBEADM)
 
 # A bounded run of every fuzz target over input berth does not control:
 # manifests, signatures, state files, CRI log files, log queries, config
