@@ -36,7 +36,7 @@ func apiServerBinary() (string, error) {
 		if err != nil {
 			return err
 		}
-		return buildFromScratchModule(out, "k8s-build", gomod, nil, "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver")
+		return buildFromScratchModule(out, "k8s-build", gomod, nil, "", "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver")
 	})
 	return filepath.Join(dir, "kube-apiserver"), err
 }
@@ -77,9 +77,12 @@ var KubeadmBinaries = []string{"kubeadm", "kubectl", "kube-apiserver", "kube-con
 
 // StaticKubernetes returns a directory of KubeadmBinaries of Kubernetes
 // version, built once into the test beds' cache with cgo off: statically
-// linked, they run in images that hold nothing else.
+// linked, they run in images that hold nothing else. They are stamped with
+// version (versionLDFlags), as Kubernetes' release builds are: kubeadm
+// upgrade reads the cluster's version from the API server's /version and
+// compares it with its own.
 func StaticKubernetes(version string) (string, error) {
-	dir := filepath.Join(testbed.CacheDir(), "kubernetes-static-"+version)
+	dir := filepath.Join(testbed.CacheDir(), "kubernetes-static-stamped-"+version)
 	err := testbed.BuildLocked(dir, KubeadmBinaries, func(out string) error {
 		gomod, err := kubernetesGoMod(version)
 		if err != nil {
@@ -89,7 +92,7 @@ func StaticKubernetes(version string) (string, error) {
 		for i, b := range KubeadmBinaries {
 			pkgs[i] = "k8s.io/kubernetes/cmd/" + b
 		}
-		return buildFromScratchModule(out, "k8s-static-build-"+version, gomod, []string{"CGO_ENABLED=0"}, "", pkgs...)
+		return buildFromScratchModule(out, "k8s-static-build-"+version, gomod, []string{"CGO_ENABLED=0"}, versionLDFlags(version), "", pkgs...)
 	})
 	return dir, err
 }
@@ -99,7 +102,7 @@ func StaticKubernetes(version string) (string, error) {
 func StaticEtcd() (string, error) {
 	dir := filepath.Join(testbed.CacheDir(), "etcd-static-"+EtcdVersion)
 	err := testbed.BuildLocked(dir, []string{"etcd"}, func(out string) error {
-		return buildFromScratchModule(out, "etcd-static-build", etcdGoMod(), []string{"CGO_ENABLED=0"}, "etcd", "go.etcd.io/etcd/server/v3")
+		return buildFromScratchModule(out, "etcd-static-build", etcdGoMod(), []string{"CGO_ENABLED=0"}, "", "etcd", "go.etcd.io/etcd/server/v3")
 	})
 	return filepath.Join(dir, "etcd"), err
 }
@@ -109,7 +112,7 @@ func StaticEtcd() (string, error) {
 func etcdBinary() (string, error) {
 	dir := filepath.Join(testbed.CacheDir(), "etcd-"+EtcdVersion)
 	err := testbed.BuildLocked(dir, []string{"etcd"}, func(out string) error {
-		return buildFromScratchModule(out, "etcd-build", etcdGoMod(), nil, "etcd", "go.etcd.io/etcd/server/v3")
+		return buildFromScratchModule(out, "etcd-build", etcdGoMod(), nil, "", "etcd", "go.etcd.io/etcd/server/v3")
 	})
 	return filepath.Join(dir, "etcd"), err
 }
@@ -121,9 +124,10 @@ func etcdGoMod() string {
 // buildFromScratchModule builds the main packages pkgs into out, from a
 // scratch module (name under the cache) with gomod, its requirements
 // resolved by `go mod tidy` over a tools file importing pkgs; env is added
-// to the build's. The binary is out/binary when binary is set (one
-// package), else each is named after its package path's last element.
-func buildFromScratchModule(out, name, gomod string, env []string, binary string, pkgs ...string) error {
+// to the build's, ldflags to its -ldflags. The binary is out/binary when
+// binary is set (one package), else each is named after its package
+// path's last element.
+func buildFromScratchModule(out, name, gomod string, env []string, ldflags, binary string, pkgs ...string) error {
 	mod := filepath.Join(testbed.CacheDir(), name)
 	if err := os.MkdirAll(mod, 0o755); err != nil {
 		return err
@@ -146,7 +150,7 @@ func buildFromScratchModule(out, name, gomod string, env []string, binary string
 	}
 	for _, args := range [][]string{
 		{"mod", "tidy"},
-		append([]string{"build", "-ldflags", "-s -w", "-o", target}, pkgs...),
+		append([]string{"build", "-ldflags", strings.TrimSpace("-s -w " + ldflags), "-o", target}, pkgs...),
 	} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = mod
@@ -156,6 +160,21 @@ func buildFromScratchModule(out, name, gomod string, env []string, binary string
 		}
 	}
 	return nil
+}
+
+// versionLDFlags are the linker flags that stamp Kubernetes programs with
+// version, as Kubernetes' hack/lib/version.sh does: without them they
+// report v0.0.0-master, which kubeadm cannot compare.
+func versionLDFlags(version string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	var b strings.Builder
+	for _, kv := range [][2]string{{"gitVersion", version}, {"gitMajor", major}, {"gitMinor", minor}, {"gitTreeState", "clean"}} {
+		for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
+			fmt.Fprintf(&b, " -X %s.%s=%s", pkg, kv[0], kv[1])
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // stagingModules lists the modules a kubernetes go.mod replaces with its

@@ -26,3 +26,20 @@ replace (
 		t.Errorf("stagingModules = %v, want %v", got, want)
 	}
 }
+
+func TestVersionLDFlags(t *testing.T) {
+	for _, tc := range []struct{ version, want string }{
+		{"v1.36.3", "-X k8s.io/client-go/pkg/version.gitVersion=v1.36.3 -X k8s.io/component-base/version.gitVersion=v1.36.3" +
+			" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/component-base/version.gitMajor=1" +
+			" -X k8s.io/client-go/pkg/version.gitMinor=36 -X k8s.io/component-base/version.gitMinor=36" +
+			" -X k8s.io/client-go/pkg/version.gitTreeState=clean -X k8s.io/component-base/version.gitTreeState=clean"},
+		{"v1.37.12", "-X k8s.io/client-go/pkg/version.gitVersion=v1.37.12 -X k8s.io/component-base/version.gitVersion=v1.37.12" +
+			" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/component-base/version.gitMajor=1" +
+			" -X k8s.io/client-go/pkg/version.gitMinor=37 -X k8s.io/component-base/version.gitMinor=37" +
+			" -X k8s.io/client-go/pkg/version.gitTreeState=clean -X k8s.io/component-base/version.gitTreeState=clean"},
+	} {
+		if got := versionLDFlags(tc.version); got != tc.want {
+			t.Errorf("versionLDFlags(%q) = %q, want %q", tc.version, got, tc.want)
+		}
+	}
+}
