@@ -55,11 +55,18 @@ const (
 // controlPlanePods are kubeadm's static pods of the first node.
 var controlPlanePods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
-// cluster is the run's kubeadm cluster: its config, admin client and first
-// node.
+// cluster is a test's kubeadm cluster: its release, directories, bed,
+// config, admin client and first node.
 type cluster struct {
-	config  string // kubeadm's --config
-	address string // the API server's advertise address
+	version string // the Kubernetes release kubeadm init set up
+	dir     string // the test's directory: configs, the PKI, etcd's data, berth's
+	// bin is the directory of kubeadm, kubectl and the control-plane
+	// binaries (controlplane.KubeadmBinaries) of the release the node
+	// runs: the test's goroutine changes it when it upgrades the node.
+	bin     string
+	bed     *testbed.Bed // the first node's containerd
+	config  string       // kubeadm's --config
+	address string       // the API server's advertise address
 	admin   kubernetes.Interface
 	cp      *node
 }
@@ -74,7 +81,7 @@ type cluster struct {
 // is away longer than the lease), the node controller's grace shortened
 // and the flex volume directory, which kube-controller-manager's pod
 // mounts from the host with DirectoryOrCreate, in the run's directory.
-func kubeadmConfig(address string) string {
+func (c *cluster) kubeadmConfig() string {
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 localAPIEndpoint:
@@ -104,29 +111,30 @@ controllerManager:
 scheduler:
   extraArgs:
   - {name: leader-elect, value: "false"}
-`, address, controlPlaneNode, bed.Endpoint, controlplane.KubernetesVersion, imageRepository,
-		filepath.Join(work, "pki"), controlplane.EtcdVersion, filepath.Join(work, "etcd"), nodeMonitorGrace, filepath.Join(work, "flexvolume"))
+`, c.address, controlPlaneNode, c.bed.Endpoint, c.version, imageRepository,
+		filepath.Join(c.dir, "pki"), controlplane.EtcdVersion, filepath.Join(c.dir, "etcd"), nodeMonitorGrace, filepath.Join(c.dir, "flexvolume"))
 }
 
-// kubeadm runs kubeadm with args and returns its output; an error fails t.
-func kubeadm(t *testing.T, args ...string) string {
+// kubeadm runs the node's kubeadm with args and returns its output; an
+// error fails t.
+func (c *cluster) kubeadm(t *testing.T, args ...string) string {
 	t.Helper()
-	return runTool(t, "kubeadm", args...)
+	return runTool(t, c.bin, "kubeadm", args...)
 }
 
 // kubectl runs kubectl as the cluster's admin.
-func kubectl(t *testing.T, args ...string) string {
+func (c *cluster) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	return runTool(t, "kubectl", append([]string{"--kubeconfig", adminConf}, args...)...)
+	return runTool(t, c.bin, "kubectl", append([]string{"--kubeconfig", adminConf}, args...)...)
 }
 
-func runTool(t *testing.T, tool string, args ...string) string {
+func runTool(t *testing.T, bin, tool string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), kubeadmTimeout)
 	defer cancel()
 	started := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(k8sBin, tool), args...)
-	cmd.Env = toolEnv()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, tool), args...)
+	cmd.Env = toolEnv(bin)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s %s (%s):\n%s", tool, strings.Join(args, " "), time.Since(started).Round(time.Millisecond), out)
 	if err != nil {
@@ -135,12 +143,12 @@ func runTool(t *testing.T, tool string, args ...string) string {
 	return string(out)
 }
 
-// toolEnv is the environment of kubeadm and kubectl: the PATH holds only
-// their own directory, so that kubeadm finds no systemctl (nor openrc) and
-// leaves the machine's services alone: its kubelet-start and reset phases
-// would stop and start a kubelet service.
-func toolEnv() []string {
-	env := []string{"PATH=" + k8sBin}
+// toolEnv is the environment of kubeadm and kubectl in bin: the PATH
+// holds only their own directory and utilsDir, so that kubeadm finds no
+// systemctl (nor openrc) and leaves the machine's services alone: its
+// kubelet-start and reset phases would stop and start a kubelet service.
+func toolEnv(bin string) []string {
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + utilsDir}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PATH=") {
 			env = append(env, kv)
@@ -152,7 +160,7 @@ func toolEnv() []string {
 // TestKubeadm runs kubeadm's flows on berth, one step after the other on
 // the same cluster; a step that fails ends the test.
 func TestKubeadm(t *testing.T) {
-	c := initCluster(t)
+	c := initCluster(t, controlplane.KubernetesVersion)
 	for _, step := range []struct {
 		name string
 		run  func(*testing.T, *cluster)
@@ -169,25 +177,62 @@ func TestKubeadm(t *testing.T) {
 	}
 }
 
-// initCluster is `kubeadm init` on berth: the certificates and
-// kubeconfigs first, so that berth can start with the node's kubeconfig
-// (what kubeadm's kubelet-start phase does for a kubelet), then the init
-// itself, which finds them and waits for berth's healthz, the control
-// plane's static pods and the Node. Then the Node is Ready, the four
-// control-plane pods are mirrored Running and Ready with berth's restart
-// counts, and the Lease renews.
-func initCluster(t *testing.T) *cluster {
+// initCluster is `kubeadm init` of Kubernetes version on berth, in a
+// directory of t's, on a bed of its own holding the control-plane images
+// of version and of the releases in more, with the host's private
+// directories claimed until t ends; then berth is stopped, the node reset
+// with `kubeadm reset` and the bed closed. The certificates and
+// kubeconfigs come first, so that berth can start with the node's
+// kubeconfig, and the kubelet-start phase, which with no init system on
+// the PATH only writes the kubelet's files (berth reads none of them;
+// `kubeadm upgrade` needs them); then the init itself, which finds them
+// and waits for berth's healthz, the control plane's static pods and the
+// Node. Then the Node is Ready, the four control-plane pods are mirrored
+// Running and Ready with berth's restart counts, and the Lease renews.
+func initCluster(t *testing.T, version string, more ...string) *cluster {
 	ip, err := utilnet.ChooseHostInterface()
 	if err != nil {
 		t.Fatalf("choose the advertise address: %v", err)
 	}
-	c := &cluster{config: filepath.Join(work, "kubeadm.yaml"), address: ip.String()}
-	if err := os.WriteFile(c.config, []byte(kubeadmConfig(c.address)), 0o600); err != nil {
+	c := &cluster{version: version, dir: filepath.Join(work, t.Name()), address: ip.String()}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kubeadm(t, "init", "phase", "certs", "all", "--config", c.config)
-	kubeadm(t, "init", "phase", "kubeconfig", "all", "--config", c.config)
-	c.cp = newNode(t, controlPlaneNode, bed, manifestDir,
+	started := time.Now()
+	if c.bin, err = controlplane.StaticKubernetes(version); err != nil {
+		t.Fatal(err)
+	}
+	// The bed first: starting it tears down the beds (and the pods) of
+	// runs that died, which may hold the ports.
+	c.bed = testbed.StartT(t, testbed.Options{})
+	for _, v := range append([]string{version}, more...) {
+		bin, err := controlplane.StaticKubernetes(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		images, err := imageArchives(v, bin, etcdBin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ref, archive := range images {
+			if err := c.bed.ImportImage(archive, ref); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("Kubernetes %s %v and etcd %s built, test bed up with their images in %s: endpoint %s",
+		version, more, controlplane.EtcdVersion, time.Since(started).Round(time.Millisecond), c.bed.Endpoint)
+	claimHost(t, c.dir)
+	t.Cleanup(func() { c.reset(t) })
+
+	c.config = filepath.Join(c.dir, "kubeadm.yaml")
+	if err := os.WriteFile(c.config, []byte(c.kubeadmConfig()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.kubeadm(t, "init", "phase", "certs", "all", "--config", c.config)
+	c.kubeadm(t, "init", "phase", "kubeconfig", "all", "--config", c.config)
+	c.kubeadm(t, "init", "phase", "kubelet-start", "--config", c.config)
+	c.cp = newNode(t, filepath.Join(c.dir, controlPlaneNode), controlPlaneNode, c.bed, manifestDir,
 		"--kubeconfig", kubernetesDir+"/kubelet.conf", "--node-ip", c.address)
 	c.cp.start(t)
 	t.Cleanup(func() {
@@ -196,7 +241,7 @@ func initCluster(t *testing.T) *cluster {
 			t.Log(c.cp.logTail())
 		}
 	})
-	kubeadm(t, "init", "--config", c.config)
+	c.kubeadm(t, "init", "--config", c.config)
 
 	rc, err := clientcmd.BuildConfigFromFlags("", adminConf)
 	if err != nil {
@@ -210,8 +255,8 @@ func initCluster(t *testing.T) *cluster {
 		t.Errorf("Node %s has labels %v, want kubeadm's node-role.kubernetes.io/control-plane", n.Name, n.Labels)
 	}
 	c.waitControlPlane(t)
-	kubectl(t, "get", "nodes", "-o", "wide")
-	out := kubectl(t, "get", "pods", "-n", "kube-system", "-o", "wide")
+	c.kubectl(t, "get", "nodes", "-o", "wide")
+	out := c.kubectl(t, "get", "pods", "-n", "kube-system", "-o", "wide")
 	for _, p := range controlPlanePods {
 		if !strings.Contains(out, p+"-"+controlPlaneNode) {
 			t.Errorf("kubectl get pods -n kube-system lists no %s-%s", p, controlPlaneNode)
@@ -563,14 +608,14 @@ func testStaticPodEdits(t *testing.T, c *cluster) {
 // kubelet would; testBerthStopped shows the NotReady.
 func testAPIServerStopped(t *testing.T, c *cluster) {
 	before := c.waitControlPlane(t)
-	ctrs := containers(t, bed)
+	ctrs := containers(t, c.bed)
 	parked := filepath.Join(kubernetesDir, "kube-apiserver.yaml")
 	if err := os.Rename(filepath.Join(manifestDir, "kube-apiserver.yaml"), parked); err != nil {
 		t.Fatal(err)
 	}
 	apiServer := "kube-apiserver-" + controlPlaneNode + "/kube-apiserver"
 	waitFor(t, "kube-apiserver stopped", startTimeout, func() (bool, string) {
-		_, running := containers(t, bed)[apiServer]
+		_, running := containers(t, c.bed)[apiServer]
 		return !running, "still running"
 	})
 	// The stop itself: the scenario's length, no assertion rests on it.
@@ -592,7 +637,7 @@ func testAPIServerStopped(t *testing.T, c *cluster) {
 			t.Errorf("%s restarted: restart counts %v, were %v", p, restarts(ptr(after[p])), restarts(ptr(before[p])))
 		}
 	}
-	now := containers(t, bed)
+	now := containers(t, c.bed)
 	for k, id := range ctrs {
 		if k == apiServer {
 			continue
@@ -616,7 +661,7 @@ func ptr(p v1.Pod) *v1.Pod { return &p }
 // for the second's.
 func testJoin(t *testing.T, c *cluster) {
 	bed2 := testbed.StartT(t, testbed.Options{})
-	join := strings.Fields(kubeadm(t, "token", "create", "--print-join-command", "--kubeconfig", adminConf))
+	join := strings.Fields(c.kubeadm(t, "token", "create", "--print-join-command", "--kubeconfig", adminConf))
 	if len(join) < 3 || join[0] != "kubeadm" || join[1] != "join" {
 		t.Fatalf("kubeadm token create printed %q, want a kubeadm join command", join)
 	}
@@ -626,9 +671,9 @@ func testJoin(t *testing.T, c *cluster) {
 			token = join[i+1]
 		}
 	}
-	kubeadm(t, append(join[1:], "--node-name", workerNode, "--cri-socket", bed2.Endpoint,
+	c.kubeadm(t, append(join[1:], "--node-name", workerNode, "--cri-socket", bed2.Endpoint,
 		"--ignore-preflight-errors", "all", "--skip-phases", "kubelet-wait-bootstrap")...)
-	bootstrap := filepath.Join(work, "bootstrap-kubelet.conf")
+	bootstrap := filepath.Join(c.dir, "bootstrap-kubelet.conf")
 	data, err := os.ReadFile(kubernetesDir + "/bootstrap-kubelet.conf")
 	if err != nil {
 		t.Fatalf("kubeadm join wrote no bootstrap kubeconfig: %v", err)
@@ -636,13 +681,13 @@ func testJoin(t *testing.T, c *cluster) {
 	if err := os.WriteFile(bootstrap, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	manifests := filepath.Join(work, workerNode+"-manifests")
+	manifests := filepath.Join(c.dir, workerNode+"-manifests")
 	if err := os.MkdirAll(manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeManifest(t, manifests, "job.yaml", sleeperManifest("job", "1"))
-	w := newNode(t, workerNode, bed2, manifests,
-		"--bootstrap-kubeconfig", bootstrap, "--kubeconfig", filepath.Join(work, workerNode, "kubelet.conf"),
+	w := newNode(t, filepath.Join(c.dir, workerNode), workerNode, bed2, manifests,
+		"--bootstrap-kubeconfig", bootstrap, "--kubeconfig", filepath.Join(c.dir, workerNode, "kubelet.conf"),
 		"--healthz-port", strings.Split(freeAddr(t), ":")[1], "--node-ip", c.address)
 	w.start(t)
 	t.Cleanup(func() {
@@ -690,7 +735,7 @@ func testJoin(t *testing.T, c *cluster) {
 // none duplicated or lost) and no container restarted.
 func testBerthKilled(t *testing.T, c *cluster) {
 	before := c.waitControlPlane(t)
-	ctrs := containers(t, bed)
+	ctrs := containers(t, c.bed)
 	c.cp.signal(t, 9)
 	restarted := time.Now()
 	c.cp.start(t)
@@ -712,7 +757,7 @@ func testBerthKilled(t *testing.T, c *cluster) {
 	if ms, err := c.mirrors(controlPlaneNode); err != nil || len(ms) != len(controlPlanePods) {
 		t.Errorf("mirror pods %s (%v), want exactly the %d of the control plane", describeMirrors(ms), err, len(controlPlanePods))
 	}
-	now := containers(t, bed)
+	now := containers(t, c.bed)
 	for k, id := range ctrs {
 		if now[k] != id {
 			t.Errorf("container %s is %q, was %q: restarted", k, now[k], id)
@@ -728,7 +773,7 @@ func testBerthKilled(t *testing.T, c *cluster) {
 // container restarted.
 func testBerthStopped(t *testing.T, c *cluster) {
 	c.waitControlPlane(t)
-	ctrs := containers(t, bed)
+	ctrs := containers(t, c.bed)
 	stopped := time.Now()
 	c.cp.stop(t)
 	waitFor(t, "the node controller's NodeNotReady event", clusterTimeout, func() (bool, string) {
@@ -759,7 +804,7 @@ func testBerthStopped(t *testing.T, c *cluster) {
 		return ok && readyCondition(n).LastTransitionTime.After(stopped), detail
 	})
 	c.waitControlPlane(t)
-	now := containers(t, bed)
+	now := containers(t, c.bed)
 	for k, id := range ctrs {
 		if now[k] != id {
 			t.Errorf("container %s is %q, was %q: restarted", k, now[k], id)

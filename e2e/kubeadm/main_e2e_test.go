@@ -4,10 +4,12 @@
 // init` with berth as the node agent (its control-plane static pods run by
 // berth on a real containerd test bed, their mirror pods in the API
 // server), static pod edits and removals, an API server stopped and
-// started again, berth killed, and a second node joining with `kubeadm
-// join` through TLS bootstrap. kubeadm, kubectl and the control-plane
-// programs are built from their Go modules (e2e/controlplane), the
-// control-plane images from those binaries, imported into the bed.
+// started again, berth killed, a second node joining with `kubeadm join`
+// through TLS bootstrap, and a control plane of the release before
+// upgraded with `kubeadm upgrade apply`. kubeadm, kubectl and the
+// control-plane programs are built from their Go modules
+// (e2e/controlplane), the control-plane images from those binaries,
+// imported into the bed.
 //
 // kubeadm writes fixed paths (/etc/kubernetes, /var/lib/kubelet) and the
 // pods mount them from the host: the test binary runs itself again in a
@@ -22,9 +24,12 @@
 // the package runs once per `make e2e-all` (E2E_KUBEADM), not once per
 // containerd version, holds an exclusive lock (lockFile) for the whole run
 // so that runs on one machine wait for each other, and fails, naming the
-// port, when one is taken by anyone else.
+// port, when one is taken by anyone else. Its tests run one after the
+// other, each on a cluster of its own (initCluster: its own bed, its own
+// directories bound over the private ones), which it resets with `kubeadm
+// reset` and takes down when it ends, so that the next starts clean.
 //
-// Run: go test -race -count=1 -tags e2e -timeout 30m ./e2e/kubeadm/
+// Run: go test -race -count=1 -tags e2e -timeout 60m ./e2e/kubeadm/
 package kubeadm
 
 import (
@@ -64,15 +69,19 @@ var hostPorts = []int{6443, 2379, 2380, 2381, 10257, 10259, 10248}
 
 var (
 	berthBin string
-	// k8sBin is the directory of kubeadm, kubectl and the control-plane
-	// binaries (controlplane.KubeadmBinaries).
-	k8sBin string
-	// bed is the first node's containerd.
-	bed *testbed.Bed
-	// work is the run's private directory: configs, the PKI, etcd's data,
-	// berth's directories.
+	// etcdBin is etcd for the control-plane image, of every release.
+	etcdBin string
+	// work is the run's private directory; each test's cluster has its own
+	// directory in it (cluster.dir).
 	work string
+	// utilsDir holds the machine's programs kubeadm runs from its PATH
+	// (pathUtils), and no other (see toolEnv).
+	utilsDir string
 )
+
+// pathUtils are the programs kubeadm runs from its PATH: cp backs up
+// etcd's data in `kubeadm upgrade apply`.
+var pathUtils = []string{"cp"}
 
 // Image references in kubeadm's naming: ClusterConfiguration's
 // imageRepository, then the component and its tag.
@@ -88,17 +97,8 @@ func TestMain(m *testing.M) {
 // inNamespace runs the test binary again, with its arguments, in a new
 // mount namespace (Go makes its mounts private: nothing propagates to the
 // host), after creating the missing mountpoints of privateDirs, which it
-// removes once the run has ended. It holds lockFile from before it looks
-// at the mountpoints until after it removed them: another run that
-// created a mountpoint removes it when it ends, so one checked before the
-// lock may be gone when this run binds over it.
+// removes once the run has ended.
 func inNamespace() int {
-	unlock, err := lockMachine()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
-		return 1
-	}
-	defer unlock()
 	var created []string
 	for _, d := range privateDirs {
 		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
@@ -131,25 +131,23 @@ func inNamespace() int {
 	return 0
 }
 
-// run is the tests' run inside the private mount namespace, under the
-// lock inNamespace holds.
 func run(m *testing.M) int {
-	var cleanups []func()
-	defer func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}()
+	unlock, err := lockMachine()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
+		return 1
+	}
+	defer unlock()
+
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
 		return 1
 	}
 
-	var err error
 	if work, err = os.MkdirTemp("", "berth-e2e-kubeadm-"); err != nil {
 		return fail(err)
 	}
-	cleanups = append(cleanups, func() { os.RemoveAll(work) })
+	defer os.RemoveAll(work)
 
 	started := time.Now()
 	berthBin = filepath.Join(work, "berth")
@@ -160,44 +158,25 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "e2e/kubeadm: built berth in %s\n", time.Since(started).Round(time.Millisecond))
 
-	started = time.Now()
-	if k8sBin, err = controlplane.StaticKubernetes(controlplane.KubernetesVersion); err != nil {
+	utilsDir = filepath.Join(work, "utils")
+	if err := os.Mkdir(utilsDir, 0o755); err != nil {
 		return fail(err)
 	}
-	etcdBin, err := controlplane.StaticEtcd()
-	if err != nil {
-		return fail(err)
-	}
-	images, err := imageArchives(controlplane.KubernetesVersion, k8sBin, etcdBin)
-	if err != nil {
-		return fail(err)
-	}
-	fmt.Fprintf(os.Stderr, "e2e/kubeadm: Kubernetes %s, etcd %s and their images ready in %s\n",
-		controlplane.KubernetesVersion, controlplane.EtcdVersion, time.Since(started).Round(time.Millisecond))
-
-	// The bed first: starting it tears down the beds (and the pods) of
-	// runs that died, which may hold the ports.
-	started = time.Now()
-	if bed, err = testbed.Start(testbed.Options{}); err != nil {
-		return fail(fmt.Errorf("start test bed: %w", err))
-	}
-	cleanups = append(cleanups, func() {
-		if err := bed.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e/kubeadm: close test bed:", err)
+	for _, u := range pathUtils {
+		path, err := exec.LookPath(u)
+		if err != nil {
+			return fail(err)
 		}
-	})
-	for ref, archive := range images {
-		if err := bed.ImportImage(archive, ref); err != nil {
+		if err := os.Symlink(path, filepath.Join(utilsDir, u)); err != nil {
 			return fail(err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "e2e/kubeadm: test bed up with the control-plane images in %s: endpoint %s\n",
-		time.Since(started).Round(time.Millisecond), bed.Endpoint)
 
-	if err := claimHost(); err != nil {
+	started = time.Now()
+	if etcdBin, err = controlplane.StaticEtcd(); err != nil {
 		return fail(err)
 	}
-	cleanups = append(cleanups, resetHost)
+	fmt.Fprintf(os.Stderr, "e2e/kubeadm: etcd %s ready in %s\n", controlplane.EtcdVersion, time.Since(started).Round(time.Millisecond))
 	return m.Run()
 }
 
@@ -219,36 +198,44 @@ func lockMachine() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// claimHost binds directories of the run over privateDirs (in the private
-// mount namespace) and checks that the host ports are free.
-func claimHost() error {
+// claimHost binds directories of the test's own (under dir) over
+// privateDirs, in the private mount namespace, until t ends, and checks
+// that the host ports are free: each test's cluster starts from empty
+// ones.
+func claimHost(t *testing.T, dir string) {
+	t.Helper()
 	for _, d := range privateDirs {
-		src := filepath.Join(work, "host", d)
+		src := filepath.Join(dir, "host", d)
 		if err := os.MkdirAll(src, 0o755); err != nil {
-			return err
+			t.Fatal(err)
 		}
 		if err := unix.Mount(src, d, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s over %s: %w", src, d, err)
+			t.Fatalf("bind %s over %s: %v", src, d, err)
 		}
+		t.Cleanup(func() {
+			if err := unix.Unmount(d, 0); err != nil {
+				t.Errorf("unmount %s: %v", d, err)
+			}
+		})
 	}
 	for _, port := range hostPorts {
 		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
-			return fmt.Errorf("port %d, which kubeadm's control plane needs on the host network, is taken: %w", port, err)
+			t.Fatalf("port %d, which kubeadm's control plane needs on the host network, is taken: %v", port, err)
 		}
 		l.Close()
 	}
-	return nil
 }
 
-// resetHost runs `kubeadm reset -f` against the bed, as an operator ends
-// a kubeadm node: it removes the control plane's containers and the files
-// kubeadm wrote (in the private directories, removed with the run's).
-func resetHost() {
-	cmd := exec.Command(filepath.Join(k8sBin, "kubeadm"), "reset", "-f", "--cri-socket", bed.Endpoint)
-	cmd.Env = toolEnv()
+// reset runs `kubeadm reset -f` against the cluster's bed, as an operator
+// ends a kubeadm node: it removes the control plane's containers and the
+// files kubeadm wrote (in the test's private directories), so that the
+// ports are free for the next test.
+func (c *cluster) reset(t *testing.T) {
+	cmd := exec.Command(filepath.Join(c.bin, "kubeadm"), "reset", "-f", "--cri-socket", c.bed.Endpoint)
+	cmd.Env = toolEnv(c.bin)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/kubeadm: kubeadm reset: %v\n%s\n", err, out)
+		t.Errorf("kubeadm reset: %v\n%s", err, out)
 	}
 }
 
@@ -262,7 +249,9 @@ func imageArchives(version, k8sBin, etcdBin string) (map[string]string, error) {
 		"kube-scheduler":          filepath.Join(k8sBin, "kube-scheduler"),
 		"etcd":                    etcdBin,
 	}
-	dir := filepath.Join(testbed.CacheDir(), "kubeadm-images-"+version+"-etcd-"+controlplane.EtcdVersion)
+	// Named after the binaries' directory: images of other builds of
+	// version are not theirs.
+	dir := filepath.Join(testbed.CacheDir(), "kubeadm-images-"+filepath.Base(k8sBin)+"-etcd-"+controlplane.EtcdVersion)
 	var names []string
 	for name := range bins {
 		names = append(names, name+".tar")

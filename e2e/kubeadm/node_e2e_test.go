@@ -65,11 +65,10 @@ type node struct {
 	exited chan struct{}
 }
 
-// newNode prepares a berth for node name on b, with manifests from
-// manifestDir and extra args; start runs it.
-func newNode(t *testing.T, name string, b *testbed.Bed, manifestDir string, args ...string) *node {
+// newNode prepares a berth for node name on b, in dir, with manifests
+// from manifestDir and extra args; start runs it.
+func newNode(t *testing.T, dir, name string, b *testbed.Bed, manifestDir string, args ...string) *node {
 	t.Helper()
-	dir := filepath.Join(work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
