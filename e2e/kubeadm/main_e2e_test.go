@@ -94,11 +94,19 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// inNamespace runs the test binary again, with its arguments, in a new
-// mount namespace (Go makes its mounts private: nothing propagates to the
-// host), after creating the missing mountpoints of privateDirs, which it
-// removes once the run has ended.
+// inNamespace takes lockFile, then runs the test binary again, with its
+// arguments, in a new mount namespace (Go makes its mounts private:
+// nothing propagates to the host), after creating the missing mountpoints
+// of privateDirs, which it removes once the run has ended.
 func inNamespace() int {
+	// The lock first: a run that ends removes the mountpoints it created,
+	// which a run waiting for it must not have found there.
+	unlock, err := lockMachine()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
+		return 1
+	}
+	defer unlock()
 	var created []string
 	for _, d := range privateDirs {
 		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
@@ -132,13 +140,7 @@ func inNamespace() int {
 }
 
 func run(m *testing.M) int {
-	unlock, err := lockMachine()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
-		return 1
-	}
-	defer unlock()
-
+	var err error
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "e2e/kubeadm:", err)
 		return 1
