@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-agent/berth/internal/kuberuntime"
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 // watchStream is one open watch, read event by event.
@@ -136,31 +136,12 @@ func TestAPIWatchExposure(t *testing.T) {
 	}
 }
 
-// signalHandler is a slog handler that tells when a message is logged.
-type signalHandler struct {
-	msg  string
-	seen chan struct{}
-}
-
-func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		select {
-		case h.seen <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
-
 // TestAPIWatchDropsAClientThatDoesNotRead: a watcher that stops reading
 // holds no queue of changes in berth: once a write to it blocks for
 // writeGrace it is dropped, its connection closed and its watch slot
 // given back.
 func TestAPIWatchDropsAClientThatDoesNotRead(t *testing.T) {
-	dropped := &signalHandler{msg: "dropping a watch: the client does not read it", seen: make(chan struct{}, 1)}
+	dropped := podtest.NewLogSignal("dropping a watch: the client does not read it")
 	b := newAPIBed(t, func(api *Server) {
 		api.writeGrace = 50 * time.Millisecond
 		api.log = slog.New(dropped)
@@ -180,14 +161,14 @@ func TestAPIWatchDropsAClientThatDoesNotRead(t *testing.T) {
 		st.Message = fmt.Sprint(i)
 		b.pods.status.Set(pod, st)
 		select {
-		case <-dropped.seen:
+		case <-dropped.Seen:
 		default:
 			if i < 1000 {
 				// The watcher relists on every change it sees; the
 				// next change waits for nothing.
 				continue
 			}
-			<-dropped.seen
+			<-dropped.Seen
 		}
 		break
 	}

@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	podsv1alpha1 "k8s.io/kubelet/pkg/apis/pods/v1alpha1"
+
+	"github.com/berth-agent/berth/internal/podtest"
 )
 
 // fakePods stands in for the sync loop's ManagedPods and Changed.
@@ -328,31 +330,12 @@ func TestWatchLimit(t *testing.T) {
 	}
 }
 
-// signalHandler is a slog handler that tells when a message is logged.
-type signalHandler struct {
-	msg  string
-	seen chan struct{}
-}
-
-func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		select {
-		case h.seen <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
-
 // TestWatchDropsAClientThatDoesNotRead: a watcher that stops reading
 // holds no queue of changes in berth: once a send to it blocks (its
 // flow-control window full) for sendGrace it is dropped, and when it
 // reads again it gets what was in flight, then ResourceExhausted.
 func TestWatchDropsAClientThatDoesNotRead(t *testing.T) {
-	dropped := &signalHandler{msg: "dropping a pods API watch: the client does not read it", seen: make(chan struct{}, 1)}
+	dropped := podtest.NewLogSignal("dropping a pods API watch: the client does not read it")
 	b := newBed(t, newFakePods(), func(s *Server) {
 		s.sendGrace = 50 * time.Millisecond
 		s.log = slog.New(dropped)
@@ -367,14 +350,14 @@ func TestWatchDropsAClientThatDoesNotRead(t *testing.T) {
 		p.Status.Message = fmt.Sprint(i)
 		b.pods.set(p)
 		select {
-		case <-dropped.seen:
+		case <-dropped.Seen:
 		default:
 			if i < 1000 {
 				// The watch relists on every change it sees; the next
 				// change waits for nothing.
 				continue
 			}
-			<-dropped.seen
+			<-dropped.Seen
 		}
 		break
 	}

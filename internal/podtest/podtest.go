@@ -1,6 +1,7 @@
 // Package podtest holds what the tests of the agent-side packages share:
 // pods parsed the way the file and URL sources parse them, and a fake
-// clock that runs timer callbacks as the real one does.
+// clock that runs timer callbacks as the real one does, and a log handler
+// that signals one message (LogSignal).
 //
 // It owns nothing; it must never be imported by non-test code, and it
 // imports only the Pod model. It keeps no mutable state.
