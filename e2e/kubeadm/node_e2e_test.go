@@ -173,6 +173,29 @@ func (n *node) logTail() string {
 	return fmt.Sprintf("--- berth of %s (log tail)\n%s", n.name, b)
 }
 
+// podLogTail is the last max lines naming match (all lines when match is
+// empty) of the logs of a container of a pod in namespace kube-system
+// that n runs, for a failed test's report.
+func (n *node) podLogTail(pod, container, match string, max int) string {
+	files, _ := filepath.Glob(filepath.Join(n.dir, "pods", "kube-system_"+pod+"-"+n.name+"_*", container, "*.log"))
+	var lines []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, match) {
+				lines = append(lines, l)
+			}
+		}
+	}
+	if len(lines) > max {
+		lines = lines[len(lines)-max:]
+	}
+	return fmt.Sprintf("--- %s/%s of %s (log lines naming %q, %d files)\n%s", pod, container, n.name, match, len(files), strings.Join(lines, "\n"))
+}
+
 // localPods is berth's /pods: the pods it runs with their statuses.
 func (n *node) localPods() ([]v1.Pod, error) {
 	resp, err := n.unixHTTP.Get("http://berth/pods")
