@@ -33,6 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // The labels berth puts on its runtime objects (docs/architecture.md).
@@ -165,6 +167,9 @@ func newBerth(t *testing.T, opts berthOptions) *berth {
 		cleanRuntime(t, "after the test")
 		if d := time.Since(cleaning); d > 3*time.Second {
 			t.Logf("cleanup: removing the pods through CRI took %s", d.Round(time.Millisecond))
+		}
+		if err := testbed.UnmountBelow(b.dir); err != nil {
+			t.Errorf("cleanup: %v", err)
 		}
 		os.RemoveAll(b.dir)
 	})

@@ -64,7 +64,7 @@ func (b *Bed) Close() error {
 	inodes, err := b.killShims()
 	add(err)
 	add(removeNetns(netns, inodes))
-	add(unmountBelow(b.Dir))
+	add(UnmountBelow(b.Dir))
 	add(b.deleteNetwork())
 	add(b.deleteHostPorts())
 	if err := b.registry.stop(10 * time.Second); err != nil {
@@ -542,9 +542,11 @@ func mountsBelow(dir string) ([]string, error) {
 	return below, nil
 }
 
-// unmountBelow unmounts everything mounted below dir, deepest first,
-// repeating while mounts stacked on the same point remain.
-func unmountBelow(dir string) error {
+// UnmountBelow unmounts everything mounted below dir, deepest first,
+// repeating while mounts stacked on the same point remain: what a
+// berth stopped with its pods running leaves (secret volumes on tmpfs)
+// once the pods were removed through CRI, which os.RemoveAll cannot.
+func UnmountBelow(dir string) error {
 	for range 10 {
 		below, err := mountsBelow(dir)
 		if err != nil || len(below) == 0 {
