@@ -20,7 +20,7 @@ FUZZ_TARGETS := FuzzDecode:./internal/podspec/ FuzzRedactURL:./internal/podspec/
 	FuzzParseLine:./internal/podlogs/ FuzzEachLineBackward:./internal/podlogs/ FuzzCopy:./internal/podlogs/ \
 	FuzzParseLogOptions:./internal/api/ FuzzDecodeRollbackState:./internal/rollback/ FuzzConfigFile:./internal/config/ \
 	FuzzParseResolvConf:./internal/poddns/ FuzzUnescapeMountPath:./internal/volumes/ FuzzEnvFileValue:./internal/volumes/ FuzzParseDockerConfig:./internal/pullauth/ FuzzParseProviderResponse:./internal/images/ \
-	FuzzOpenSubPath:./internal/volumes/ FuzzParseCNIConfig:./internal/doctor/ FuzzAgentCommand:./internal/doctor/ FuzzRead:./internal/imagearchive/
+	FuzzOpenSubPath:./internal/volumes/ FuzzParseCNIConfig:./internal/doctor/ FuzzAgentCommand:./internal/doctor/ FuzzRead:./internal/imagearchive/ FuzzListDecode:./internal/criclient/
 
 .PHONY: all build man test lint vet unit e2e e2e-all fuzz testbed testbed-up testbed-down bench soak clean
 

@@ -18,7 +18,12 @@
 //
 // It is a leaf: it must never import another berth package.
 //
-// A connection owns its own state (the dialed socket, the metric series);
-// it is safe for concurrent use. The one process-wide state it sets is
+// The node-wide ListContainers and ListPodSandbox replies are decoded by
+// listCodec (listdecode.go), which reuses the objects of the last reply
+// whose ID and state are unchanged: the listings it returns share their
+// objects, which callers must not modify.
+//
+// A connection owns its own state (the dialed socket, the metric series,
+// the last listings); it is safe for concurrent use. The one process-wide state it sets is
 // gRPC's default buffer pool, from init (bufferPoolExponents in dial.go).
 package criclient

@@ -22,12 +22,13 @@ type remoteRuntime struct {
 	conn    *criConn
 	client  runtimeapi.RuntimeServiceClient
 	timeout time.Duration
+	lists   *listCodec // decodes the node-wide listings (listdecode.go)
 }
 
 var _ internalapi.RuntimeService = (*remoteRuntime)(nil)
 
 func newRemoteRuntime(conn *criConn, timeout time.Duration) *remoteRuntime {
-	return &remoteRuntime{conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn.cc), timeout: timeout}
+	return &remoteRuntime{conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn.cc), timeout: timeout, lists: newListCodec()}
 }
 
 // Version asks for the runtime's name and CRI API version.
@@ -82,11 +83,12 @@ func (r *remoteRuntime) PodSandboxStatus(ctx context.Context, podSandboxID strin
 	return resp, nil
 }
 
-// ListPodSandbox lists sandboxes matching filter (nil: all).
+// ListPodSandbox lists sandboxes matching filter (nil: all). The sandboxes
+// are shared with other listings and must not be modified (listdecode.go).
 func (r *remoteRuntime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	resp, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+	resp, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter}, r.lists.sandboxCall(filter)...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +135,13 @@ func (r *remoteRuntime) RemoveContainer(ctx context.Context, containerID string)
 	return err
 }
 
-// ListContainers lists containers matching filter (nil: all).
+// ListContainers lists containers matching filter (nil: all). The
+// containers are shared with other listings and must not be modified
+// (listdecode.go).
 func (r *remoteRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
+	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter}, r.lists.containerCall(filter)...)
 	if err != nil {
 		return nil, err
 	}

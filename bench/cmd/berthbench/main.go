@@ -53,7 +53,7 @@ func run() error {
 	flag.StringVar(&opts.CompareMetrics, "compare-metrics", "", "the -compare agent's metrics URL, as -agent-metrics")
 	only := flag.String("only", "", "comma-separated figures to run (default all): "+strings.Join(bench.Figures, ","))
 	flag.BoolVar(&opts.Quick, "quick", false, "fewer runs and shorter idle windows, to iterate")
-	goBench := flag.String("gobench", "./internal/podspec/,./internal/source/", "comma-separated packages whose Go benchmarks are reported")
+	goBench := flag.String("gobench", "./internal/podspec/,./internal/source/,./internal/criclient/", "comma-separated packages whose Go benchmarks are reported")
 	jsonPath := flag.String("json", "bench/results.json", "where to write the results as JSON (\"\": nowhere)")
 	flag.BoolVar(&opts.Keep, "keep", false, "keep the work dir (manifests, agent log) and print where it is")
 	verbose := flag.Bool("v", false, "debug logging")
