@@ -114,7 +114,7 @@ func newBerth(t *testing.T, opts berthOptions) *berth {
 		manifests: filepath.Join(dir, "manifests"),
 		root:      filepath.Join(dir, "root"),
 		logs:      filepath.Join(dir, "pods"),
-		addr:      freeAddr(t),
+		addr:      testbed.FreeAddr(t),
 		socket:    filepath.Join(dir, "berth.sock"),
 		logFile:   filepath.Join(dir, "berth.log"),
 		env:       opts.env,
@@ -189,17 +189,6 @@ func (b *berth) use(t *testing.T) (restore func()) {
 	prev := b.t
 	b.t = t
 	return func() { b.t = prev }
-}
-
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // start runs the berth binary; its stderr and stdout go to the log file.

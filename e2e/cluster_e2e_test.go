@@ -16,11 +16,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/berth-agent/berth/e2e/controlplane"
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // The control plane is started by the first cluster test and shared by the
@@ -68,7 +68,7 @@ func joinCluster(t *testing.T, manifests map[string]string, args ...string) *clu
 // parallel test runs (or a kubelet) on this machine do not collide on
 // 10248.
 func clusterArgs(t *testing.T, kubeconfig string) []string {
-	_, port, _ := net.SplitHostPort(freeAddr(t))
+	_, port, _ := net.SplitHostPort(testbed.FreeAddr(t))
 	return []string{"--kubeconfig", kubeconfig, "--healthz-port", port}
 }
 
@@ -143,21 +143,9 @@ func nodeReady(n *v1.Node) (bool, string) {
 	return false, "no Ready condition"
 }
 
-// mirrors lists the node's pods with the mirror annotation.
+// mirrors lists the node's mirror pods.
 func (c *cluster) mirrors() ([]v1.Pod, error) {
-	list, err := c.admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []v1.Pod
-	for _, p := range list.Items {
-		if _, ok := p.Annotations["kubernetes.io/config.mirror"]; ok {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return controlplane.MirrorPods(context.Background(), c.admin, nodeName)
 }
 
 // waitMirrors waits until the node's mirror pods satisfy cond.

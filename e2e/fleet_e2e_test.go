@@ -24,6 +24,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // TestSignedFleetURL runs berth as one device of a fleet: Debian's nginx
@@ -204,7 +206,7 @@ func newFleetServer(t *testing.T, dir string) *fleetServer {
 		}
 	}
 	writeTLS(t, dir)
-	addr := freeAddr(t)
+	addr := testbed.FreeAddr(t)
 	f.url = "https://" + addr
 	conf := fmt.Sprintf(`daemon off;
 master_process off;

@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // nginxServer is Debian's nginx serving one directory on a loopback port,
@@ -44,7 +46,7 @@ func startNginx(t *testing.T) *nginxServer {
 	if err := os.Mkdir(www, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testbed.FreeAddr(t)
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;" // the workers must read the test's directory

@@ -101,7 +101,7 @@ func startDaemonDashes(t *testing.T, dashes string, manifests map[string]string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{dir: dir, manifests: filepath.Join(dir, "manifests"), socket: filepath.Join(dir, "run", "berth.sock"), addr: freeAddr(t),
+	d := &daemon{dir: dir, manifests: filepath.Join(dir, "manifests"), socket: filepath.Join(dir, "run", "berth.sock"), addr: testbed.FreeAddr(t),
 		log: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	if err := os.MkdirAll(d.manifests, 0o755); err != nil {
 		t.Fatal(err)
@@ -236,16 +236,6 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 const tickerPod = `apiVersion: v1

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // TestDemo runs what `make demo` runs (examples/demo.sh) with a bed
@@ -33,7 +35,7 @@ func TestDemo(t *testing.T) {
 	defer os.RemoveAll(bedDir)
 	cmd := exec.Command("sh", "examples/demo.sh")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "TESTBED_DIR="+bedDir, "BERTH="+berthBin, "BERTH_LISTEN="+freeAddr(t))
+	cmd.Env = append(os.Environ(), "TESTBED_DIR="+bedDir, "BERTH="+berthBin, "BERTH_LISTEN="+testbed.FreeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	w := lockedWriter{mu: &sync.Mutex{}, w: &out}

@@ -16,7 +16,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -304,19 +303,7 @@ func (c *cluster) waitNode(t *testing.T, name, what string, cond func(*v1.Node) 
 
 // mirrors lists the mirror pods of node.
 func (c *cluster) mirrors(node string) ([]v1.Pod, error) {
-	list, err := c.admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []v1.Pod
-	for _, p := range list.Items {
-		if _, ok := p.Annotations["kubernetes.io/config.mirror"]; ok {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return controlplane.MirrorPods(context.Background(), c.admin, node)
 }
 
 // waitMirrors waits until the node's mirror pods satisfy cond and returns
@@ -690,7 +677,7 @@ func testJoin(t *testing.T, c *cluster) {
 	writeManifest(t, manifests, "job.yaml", sleeperManifest("job", "1"))
 	w := newNode(t, filepath.Join(c.dir, workerNode), workerNode, bed2, manifests,
 		"--bootstrap-kubeconfig", bootstrap, "--kubeconfig", filepath.Join(c.dir, workerNode, "kubelet.conf"),
-		"--healthz-port", strings.Split(freeAddr(t), ":")[1], "--node-ip", c.address)
+		"--healthz-port", strings.Split(testbed.FreeAddr(t), ":")[1], "--node-ip", c.address)
 	w.start(t)
 	t.Cleanup(func() {
 		w.stop(t)

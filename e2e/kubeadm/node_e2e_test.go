@@ -74,7 +74,7 @@ func newNode(t *testing.T, dir, name string, b *testbed.Bed, manifestDir string,
 	}
 	n := &node{
 		name: name, bed: b, dir: dir, manifests: manifestDir,
-		addr: freeAddr(t), socket: filepath.Join(dir, "berth.sock"), logFile: filepath.Join(dir, "berth.log"),
+		addr: testbed.FreeAddr(t), socket: filepath.Join(dir, "berth.sock"), logFile: filepath.Join(dir, "berth.log"),
 	}
 	n.unixHTTP = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -93,17 +93,6 @@ func newNode(t *testing.T, dir, name string, b *testbed.Bed, manifestDir string,
 		"--log-level", "debug",
 	}, args...)
 	return n
-}
-
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // start runs berth; its output goes to the log file.

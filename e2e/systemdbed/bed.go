@@ -456,24 +456,11 @@ func (b *Bed) Close() error {
 
 // unmountBelow detaches every mount at or below dir, deepest first.
 func unmountBelow(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return fmt.Errorf("read mountinfo: %w", err)
+	err := testbed.UnmountBelow(dir)
+	if uerr := unix.Unmount(dir, unix.MNT_DETACH); uerr != nil && !errors.Is(uerr, unix.EINVAL) && !errors.Is(uerr, unix.ENOENT) {
+		err = errors.Join(err, fmt.Errorf("unmount %s: %w", dir, uerr))
 	}
-	var points []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			points = append(points, f[4])
-		}
-	}
-	var errs []error
-	for i := len(points) - 1; i >= 0; i-- {
-		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", points[i], err))
-		}
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // removeCgroups removes the (empty, once the machine is dead) cgroup
