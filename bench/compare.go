@@ -13,8 +13,9 @@ import (
 // in practice) runs too, in the same run: the targets are set against
 // the kubelet's first, median and one-pod overhead measured on
 // the same machine in the same run, not against figures of another day.
-// remove records the deletes of the compared agent's add cycles.
-var comparedFigures = []string{"onepod", "add", "remove", "imageedit", "burst", "boot"}
+// remove records the deletes of the compared agent's add cycles; idle
+// runs its 50 pods through the same long window as the agent's.
+var comparedFigures = []string{"onepod", "add", "remove", "imageedit", "burst", "boot", "idle"}
 
 // compareOptions are the options of the compared agent's runner: its own
 // template and metrics URL, no berth API, and nothing compared in turn.

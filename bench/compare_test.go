@@ -2,9 +2,13 @@ package bench
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/berth-agent/berth/e2e/testbed"
 )
 
 // TestComparedTargets: where the compared agent (the kubelet) measured a
@@ -235,6 +239,86 @@ func TestFloorSeriesBestBound(t *testing.T) {
 			}
 			if best.all != slices.Min(slices.Collect(maps.Values(tt.all))) || best.median != slices.Min(slices.Collect(maps.Values(tt.med))) {
 				t.Errorf("best %+v, want each figure's smallest median", best)
+			}
+		})
+	}
+}
+
+// TestIdleTargets: the idle CPU and RSS targets are a tenth and a fifth of
+// the kubelet's, measured in the same run when the compared agent ran the
+// idle figure, else of the reference figures; the window's trend and the
+// RSS's two parts are rows of their own.
+func TestIdleTargets(t *testing.T) {
+	const p = "idle 50 pods: "
+	tests := []struct {
+		name             string
+		cmp              []Row
+		wantRSS, wantCPU float64
+		wantColumn       string
+	}{
+		{
+			name:    "no compared agent: the reference figures",
+			wantRSS: kubeletIdleRSS / 5, wantCPU: kubeletIdleCPU / 10,
+			wantColumn: "96.5 MiB",
+		},
+		{
+			name: "the kubelet of this run",
+			cmp: []Row{
+				{Name: p + "agent VmRSS", Samples: []float64{110, 120, 130}},
+				{Name: p + "agent CPU", Samples: []float64{2, 3, 4}},
+			},
+			wantRSS: 24, wantCPU: 0.3,
+			wantColumn: "120 MiB (this run)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &runner{res: &Results{}, bed: &testbed.Bed{}, opts: Options{BerthAPI: true}, listen: "127.0.0.1:1"}
+			if tt.cmp != nil {
+				r.cmp = &runner{res: &Results{}}
+				for _, row := range tt.cmp {
+					row.Summary = summarize(row.Samples)
+					r.cmp.res.Rows = append(r.cmp.res.Rows, row)
+				}
+			}
+			c := idleCost{
+				agentCPU: []float64{0.2, 0.2},
+				rss:      []float64{30, 30.5, 31}, anon: []float64{12, 12, 12}, file: []float64{18, 18.5, 19},
+				at:    []float64{0, 300, 600},
+				calls: opCounts{"list_containers": 60}, callsWindow: time.Minute,
+			}
+			r.addIdle(50, c)
+			r.fillCompared()
+			rows := map[string]Row{}
+			for _, row := range r.res.Rows {
+				rows[row.Name] = row
+			}
+			limit := func(name string) float64 {
+				t.Helper()
+				row, ok := rows[name]
+				if !ok || row.Target == nil {
+					t.Fatalf("row %q with a target missing: %+v", name, row)
+				}
+				return row.Target.Limit
+			}
+			if got := limit(p + "agent VmRSS"); math.Abs(got-tt.wantRSS) > 1e-9 {
+				t.Errorf("RSS target = %v, want %v", got, tt.wantRSS)
+			}
+			if got := limit(p + "agent CPU"); math.Abs(got-tt.wantCPU) > 1e-9 {
+				t.Errorf("CPU target = %v, want %v", got, tt.wantCPU)
+			}
+			if got := rows[p+"agent VmRSS"].Kubelet; got != tt.wantColumn {
+				t.Errorf("kubelet column = %q, want %q", got, tt.wantColumn)
+			}
+			trend := rows[p+"agent VmRSS trend"]
+			if len(trend.Samples) != 1 || math.Abs(trend.Samples[0]-6) > 1e-9 {
+				t.Errorf("trend = %v, want 6 MiB/h (1 MiB in 10 minutes)", trend.Samples)
+			}
+			if trend.Met == nil || *trend.Met {
+				t.Errorf("a 6 MiB/h trend met the flat target: %+v", trend)
+			}
+			if got := rows[p+"agent RssFile (binary)"].Summary.Median; got != 18.5 {
+				t.Errorf("RssFile median = %v, want 18.5", got)
 			}
 		})
 	}

@@ -31,7 +31,7 @@ func (r *runner) figProbes(ctx context.Context) error {
 	if err := sleep(ctx, max(r.plan.settle, 15*time.Second)); err != nil {
 		return err
 	}
-	c, err := r.measureIdle(ctx)
+	c, err := r.measureIdle(ctx, r.plan.idleWindow)
 	if err != nil {
 		return fmt.Errorf("idle with %d probed pods: %w", probePods, err)
 	}

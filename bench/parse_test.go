@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -102,5 +103,32 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := expand("{bin} --x {typo}", map[string]string{"bin": "b"}); err == nil {
 		t.Error("expand accepted an unknown placeholder")
+	}
+}
+
+// TestTrendPerHour: the least-squares slope in units per hour, from every
+// sample, and no trend from fewer than two distinct times.
+func TestTrendPerHour(t *testing.T) {
+	tests := []struct {
+		name   string
+		t, v   []float64
+		want   float64
+		wantOK bool
+	}{
+		{name: "flat", t: []float64{0, 10, 20}, v: []float64{5, 5, 5}, want: 0, wantOK: true},
+		{name: "1 a minute", t: []float64{0, 60, 120}, v: []float64{1, 2, 3}, want: 60, wantOK: true},
+		{name: "falling", t: []float64{0, 1800, 3600}, v: []float64{3, 2, 1}, want: -2, wantOK: true},
+		{name: "one step at the end weighs by its place", t: []float64{0, 1, 2, 3}, v: []float64{0, 0, 0, 1}, want: 0.3 * 3600, wantOK: true},
+		{name: "one sample", t: []float64{0}, v: []float64{1}},
+		{name: "one time", t: []float64{5, 5}, v: []float64{1, 2}},
+		{name: "lengths differ", t: []float64{0, 1}, v: []float64{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := trendPerHour(tt.t, tt.v)
+			if ok != tt.wantOK || math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("trendPerHour = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
 	}
 }

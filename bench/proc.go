@@ -60,12 +60,13 @@ func cpuPercent(ticks int64, window time.Duration) float64 {
 }
 
 // memory is a process's resident set now and at its peak, in KiB, from
-// /proc/PID/status.
+// /proc/PID/status, and the two parts of the resident set now: anonymous
+// memory (heap, stacks) and file pages (for a Go agent, its binary's).
 type memory struct {
-	RSS, HWM int64
+	RSS, HWM, Anon, File int64
 }
 
-// readMemory reads VmRSS and VmHWM.
+// readMemory reads VmRSS, VmHWM, RssAnon and RssFile.
 func readMemory(pid int) (memory, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -90,6 +91,10 @@ func readMemory(pid int) (memory, error) {
 			m.RSS = kib
 		case "VmHWM":
 			m.HWM = kib
+		case "RssAnon":
+			m.Anon = kib
+		case "RssFile":
+			m.File = kib
 		}
 	}
 	if m.RSS == 0 {

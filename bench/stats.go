@@ -53,3 +53,29 @@ func rank(n int, q float64) int {
 	i := int(math.Ceil(q*float64(n))) - 1
 	return min(max(i, 0), n-1)
 }
+
+// trendPerHour is the least-squares slope of values v taken at times t
+// (seconds), in units per hour: how fast a figure sampled over a window
+// drifts, with every sample weighing in rather than the first and last
+// alone. ok is false with fewer than two distinct times.
+func trendPerHour(t, v []float64) (slope float64, ok bool) {
+	n := float64(len(t))
+	if len(t) < 2 || len(t) != len(v) {
+		return 0, false
+	}
+	var st, sv float64
+	for i := range t {
+		st += t[i]
+		sv += v[i]
+	}
+	mt, mv := st/n, sv/n
+	var num, den float64
+	for i := range t {
+		num += (t[i] - mt) * (v[i] - mv)
+		den += (t[i] - mt) * (t[i] - mt)
+	}
+	if den == 0 {
+		return 0, false
+	}
+	return num / den * 3600, true
+}
