@@ -391,29 +391,11 @@ func diffOps(before, after map[string]float64) map[string]float64 {
 // and the sandbox image. The removal is logged and counted in /metrics.
 func TestGCRemovesUnusedImages(t *testing.T) {
 	const victim = "docker.io/library/berth-gc-victim:1"
-	archive, err := testbed.ScratchImageArchive(t.TempDir(), victim)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := newBerth(t, berthOptions{})
 	b.waitReady()
 	b.writeManifest("keeper.yaml", podManifest(newPod("keeper", shContainer("app", "trap 'exit 0' TERM; sleep 100000 & wait"))))
 	b.waitRunning(podName("keeper"))
-	if err := bed.ImportImage(archive, victim); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = bed.Ctr("images", "rm", victim) })
-
-	// Every image is a candidate at once (no minimum age) and any use of
-	// the disk is too much: only images in use or pinned survive.
-	b.stop()
-	b.args = append(b.args, "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0s")
-	b.start()
-	b.waitReady()
-	b.waitFor("the unused image removed", waitTimeout, func() (bool, string) {
-		n, _ := b.metric("berth_image_gc_removed_total")
-		return imageExists(t, victim) == "" && n >= 1, fmt.Sprintf("%g images removed", n)
-	})
+	b.collectImagesNow(t, victim)
 	if !b.logContains(`msg="image garbage collected"`) || !b.logContains(victim) {
 		t.Error("berth's log does not name the collected image")
 	}
@@ -425,6 +407,30 @@ func TestGCRemovesUnusedImages(t *testing.T) {
 	if cs, err := containersOf(podName("keeper")); err != nil || len(runningContainers(cs)) != 1 {
 		t.Errorf("the keeper pod's container after the pass: %v %v", cs, err)
 	}
+}
+
+// collectImagesNow imports victim, an image nothing uses, and restarts b
+// with image GC thresholds that make every image a candidate at once (no
+// minimum age) and any use of the disk too much, so that only images in
+// use or kept survive; it returns once victim is removed.
+func (b *berth) collectImagesNow(t *testing.T, victim string) {
+	t.Helper()
+	archive, err := testbed.ScratchImageArchive(t.TempDir(), victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.ImportImage(archive, victim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = bed.Ctr("images", "rm", victim) })
+	b.stop()
+	b.args = append(b.args, "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0s")
+	b.start()
+	b.waitReady()
+	b.waitFor("the unused image removed", waitTimeout, func() (bool, string) {
+		n, _ := b.metric("berth_image_gc_removed_total")
+		return imageExists(t, victim) == "" && n >= 1, fmt.Sprintf("%g images removed", n)
+	})
 }
 
 // imageExists returns the ID CRI gives ref, or "" if it has no such image.

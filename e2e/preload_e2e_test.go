@@ -299,10 +299,6 @@ func TestPreloadGCKeepsPreloadedAndRollbackImages(t *testing.T) {
 		preloaded = "example.invalid/berth/preload-kept:1"
 		lastReady = "example.invalid/berth/preload-last-ready:1"
 	)
-	victimArchive, err := testbed.ScratchImageArchive(t.TempDir(), victim)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := newBerth(t, berthOptions{args: []string{"--file-rollback-after", "1m", "--rollback-min-ready", "1s"}})
 	b.waitReady()
 	dir := filepath.Join(b.root, "images")
@@ -339,19 +335,7 @@ func TestPreloadGCKeepsPreloadedAndRollbackImages(t *testing.T) {
 		}
 		return err == nil, fmt.Sprint(err)
 	})
-	if err := bed.ImportImage(victimArchive, victim); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = bed.Ctr("images", "rm", victim) })
-
-	b.stop()
-	b.args = append(b.args, "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0s")
-	b.start()
-	b.waitReady()
-	b.waitFor("the unused image removed", waitTimeout, func() (bool, string) {
-		n, _ := b.metric("berth_image_gc_removed_total")
-		return imageExists(t, victim) == "" && n >= 1, fmt.Sprintf("%g images removed", n)
-	})
+	b.collectImagesNow(t, victim)
 	for _, ref := range []string{preloaded, lastReady} {
 		img := imageStatus(t, ref)
 		if img == nil {
