@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,6 +129,60 @@ func TestTrendPerHour(t *testing.T) {
 			got, ok := trendPerHour(tt.t, tt.v)
 			if ok != tt.wantOK || math.Abs(got-tt.want) > 1e-9 {
 				t.Errorf("trendPerHour = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// TestTroughs: the lowest value of each period from the first sample on,
+// with its time, so the slope follows the level the collector brings the
+// RSS back to and not the heap's sawtooth.
+func TestTroughs(t *testing.T) {
+	tests := []struct {
+		name           string
+		t, v           []float64
+		wantT, wantV   []float64
+		wantTrend      float64
+		wantTrendKnown bool
+	}{
+		{
+			name:  "a sawtooth on a flat level",
+			t:     []float64{0, 20, 40, 60, 80, 100, 120, 140, 160},
+			v:     []float64{30, 31, 32, 30, 31, 32, 30, 31, 32},
+			wantT: []float64{0, 60, 120}, wantV: []float64{30, 30, 30},
+			wantTrend: 0, wantTrendKnown: true,
+		},
+		{
+			name:  "a sawtooth on a rising level",
+			t:     []float64{0, 30, 60, 90, 120, 150},
+			v:     []float64{31, 30, 32, 31, 33, 32},
+			wantT: []float64{30, 90, 150}, wantV: []float64{30, 31, 32},
+			wantTrend: 60, wantTrendKnown: true,
+		},
+		{
+			name:  "periods count from the first sample",
+			t:     []float64{5, 64, 66},
+			v:     []float64{1, 2, 0},
+			wantT: []float64{5, 66}, wantV: []float64{1, 0},
+			wantTrend: -1 * 3600 / 61.0, wantTrendKnown: true,
+		},
+		{
+			name:  "one period: no trend",
+			t:     []float64{0, 10, 20},
+			v:     []float64{3, 2, 4},
+			wantT: []float64{10}, wantV: []float64{2},
+		},
+		{name: "no samples"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gotT, gotV := troughs(tt.t, tt.v, 60)
+			if !slices.Equal(gotT, tt.wantT) || !slices.Equal(gotV, tt.wantV) {
+				t.Errorf("troughs = %v %v, want %v %v", gotT, gotV, tt.wantT, tt.wantV)
+			}
+			trend, ok := trendPerHour(gotT, gotV)
+			if ok != tt.wantTrendKnown || math.Abs(trend-tt.wantTrend) > 1e-9 {
+				t.Errorf("trend = %v, %v; want %v, %v", trend, ok, tt.wantTrend, tt.wantTrendKnown)
 			}
 		})
 	}

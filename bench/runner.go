@@ -54,7 +54,7 @@ type plan struct {
 	burstRuns, floorRuns, bootRuns    int
 	burst110                          bool
 	settle, idleWindow, idleSample    time.Duration
-	idleLongWindow                    time.Duration // the idle window with 50 pods
+	idleLongSettle, idleLongWindow    time.Duration // the idle settle and window with 50 pods
 	adoptRuns                         int
 	adoptSettle                       time.Duration
 	httpSwaps                         int
@@ -76,13 +76,13 @@ var (
 	// single lucky or unlucky sample.
 	fullPlan = plan{
 		latencyRuns: 30, editRuns: 10, onePodRuns: 5, burstRuns: 5, floorRuns: 2, bootRuns: 5, burst110: true,
-		settle: 10 * time.Second, idleWindow: 60 * time.Second, idleSample: 10 * time.Second, idleLongWindow: 10 * time.Minute,
+		settle: 10 * time.Second, idleWindow: 60 * time.Second, idleSample: 10 * time.Second, idleLongSettle: time.Minute, idleLongWindow: 10 * time.Minute,
 		adoptRuns: 3, adoptSettle: 10 * time.Second,
 		httpSwaps: 3, httpIdle: 20 * time.Second, httpCheck: time.Second, goBenchCount: 3,
 	}
 	quickPlan = plan{
 		latencyRuns: 5, editRuns: 3, onePodRuns: 2, burstRuns: 1, floorRuns: 1, bootRuns: 1,
-		settle: 3 * time.Second, idleWindow: 15 * time.Second, idleSample: 5 * time.Second, idleLongWindow: 15 * time.Second,
+		settle: 3 * time.Second, idleWindow: 15 * time.Second, idleSample: 5 * time.Second, idleLongSettle: 3 * time.Second, idleLongWindow: 15 * time.Second,
 		adoptRuns: 1, adoptSettle: 3 * time.Second,
 		httpSwaps: 1, httpIdle: 5 * time.Second, httpCheck: time.Second, goBenchCount: 1,
 	}

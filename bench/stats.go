@@ -54,6 +54,25 @@ func rank(n int, q float64) int {
 	return min(max(i, 0), n-1)
 }
 
+// troughs keeps the lowest of the values v taken at times t (seconds, in
+// order) within each period from the first time on, with its time: for a
+// Go program's RSS, the level the collector brings it back to, without
+// the sawtooth of the heap growing between two collections.
+func troughs(t, v []float64, period float64) (tt, tv []float64) {
+	for i := range t {
+		bucket := math.Floor((t[i] - t[0]) / period)
+		n := len(tt)
+		if n > 0 && math.Floor((tt[n-1]-t[0])/period) == bucket {
+			if v[i] < tv[n-1] {
+				tt[n-1], tv[n-1] = t[i], v[i]
+			}
+			continue
+		}
+		tt, tv = append(tt, t[i]), append(tv, v[i])
+	}
+	return tt, tv
+}
+
 // trendPerHour is the least-squares slope of values v taken at times t
 // (seconds), in units per hour: how fast a figure sampled over a window
 // drifts, with every sample weighing in rather than the first and last
