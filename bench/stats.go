@@ -59,16 +59,15 @@ func rank(n int, q float64) int {
 // Go program's RSS, the level the collector brings it back to, without
 // the sawtooth of the heap growing between two collections.
 func troughs(t, v []float64, period float64) (tt, tv []float64) {
+	last := -1.0 // the period of the trough kept last
 	for i := range t {
-		bucket := math.Floor((t[i] - t[0]) / period)
-		n := len(tt)
-		if n > 0 && math.Floor((tt[n-1]-t[0])/period) == bucket {
-			if v[i] < tv[n-1] {
-				tt[n-1], tv[n-1] = t[i], v[i]
-			}
-			continue
+		k := math.Floor((t[i] - t[0]) / period)
+		switch {
+		case k != last:
+			tt, tv, last = append(tt, t[i]), append(tv, v[i]), k
+		case v[i] < tv[len(tv)-1]:
+			tt[len(tt)-1], tv[len(tv)-1] = t[i], v[i]
 		}
-		tt, tv = append(tt, t[i]), append(tv, v[i])
 	}
 	return tt, tv
 }
