@@ -594,6 +594,14 @@ func (p *Workers) step(w *podWorker) bool {
 			w.state = stateTerminating
 		}
 	}
+	// Every wake is sent under p.mu after the change it announces, so a
+	// wake pending now is covered by what this step reads from here on.
+	// Taking it later would repeat the step at once, ahead of the lane's
+	// back-off: releaseReplacedLocked above wakes the lane it runs in.
+	select {
+	case <-w.wake:
+	default:
+	}
 	state, pod, remove, grace := w.state, w.pod, w.remove, w.grace
 	obs, obsAt, obsOwn := w.observed, w.observedAt, w.observedOwn
 	if w.observedStale {

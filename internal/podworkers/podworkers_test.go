@@ -327,6 +327,35 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 	})
 }
 
+// TestPodWorkersReleasedReplacedRetriesOnBackOff: a replaced pod that its
+// own lane releases (no new version came within replaceUnwaited) and whose
+// removal fails is asked again when the back-off ends, not at once: the
+// release inside the lane's step is no second wake-up of that lane.
+func TestPodWorkersReleasedReplacedRetriesOnBackOff(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newStubRuntime()
+		rt.removeErr = errors.New("remove sandbox: network namespace not closed")
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkersWith(ctx, workerOptions{rt: rt})
+		clk := w.clock.(podtest.AsyncClock)
+		w.Update(stubPod("old", "web", "1"))
+		waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
+		w.Replace("old")
+		clk.Step(replaceUnwaited)
+		waitUntil(t, "one failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
+		clk.Step(time.Second - time.Millisecond)
+		synctest.Wait()
+		if n := rt.removeCalls(); n != 1 {
+			t.Fatalf("%d removals before the 1s back-off ended, want 1", n)
+		}
+		clk.Step(time.Millisecond)
+		waitUntil(t, "the retry when the back-off ends", func() bool { return rt.removeCalls() == 2 })
+		cancel()
+		w.wait()
+	})
+}
+
 // TestPodWorkersReaddWhileRemovalFails: a pod removed and then added back
 // with the same UID runs again although the runtime still refuses to
 // Remove what its stopped run left: its new run takes over.
