@@ -40,11 +40,8 @@ func newConfigCheckCmd(stdout, stderr io.Writer) *cobra.Command {
 		Example: "  berth config check /etc/berth/berth.yaml",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			_, err := config.Parse([]string{"--config", args[0]}, stderr)
-			warnings := config.Warnings()
-			for _, w := range warnings {
-				fmt.Fprintf(stderr, "warning: %s\n", w)
-			}
+			_, warnings, err := config.Parse([]string{"--config", args[0]}, stderr)
+			printWarnings(stderr, warnings)
 			if err != nil {
 				fmt.Fprintln(stdout, err)
 				return exitError(1)
@@ -70,10 +67,8 @@ func newConfigViewCmd(stdout, stderr io.Writer) *cobra.Command {
 		Example: "  berth config view --config /etc/berth/berth.yaml\n  berth config view --config /etc/berth/berth.yaml --max-pods 20",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			resolved, err := config.Resolve(cmd.Flags(), s, configPath)
-			for _, w := range config.Warnings() {
-				fmt.Fprintf(stderr, "warning: %s\n", w)
-			}
+			resolved, warnings, err := config.Resolve(cmd.Flags(), s, configPath)
+			printWarnings(stderr, warnings)
 			if err != nil {
 				fmt.Fprintf(stderr, "berth config view: %v\n", err)
 				return exitError(1)
@@ -90,4 +85,12 @@ func newConfigViewCmd(stdout, stderr io.Writer) *cobra.Command {
 	config.BindFlags(cmd.Flags(), &s, &configPath)
 	cmd.Flags().SortFlags = false
 	return cmd
+}
+
+// printWarnings prints the config files' warnings on stderr, one a line,
+// as the commands that read them do before their result or error.
+func printWarnings(stderr io.Writer, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 }

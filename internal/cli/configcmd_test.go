@@ -67,6 +67,46 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// TestConfigWarningsStayWithTheirCommand: each command prints the
+// warnings of the files it read, and only those: a command that read an
+// unversioned file, or failed on one, leaves nothing for the next.
+func TestConfigWarningsStayWithTheirCommand(t *testing.T) {
+	old := writeFile(t, "old.yaml", "crashLoopBackoffMax: 1m\n")
+	bad := writeFile(t, "bad.yaml", "crashLoopBackoffMax: 1m\nmaxPods: many\n")
+	good := writeFile(t, "good.yaml", "apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\nmaxPods: 20\n")
+	// Both files are unversioned and use an older field name.
+	warnings := func(path string) string {
+		return "warning: " + path + ": a config file without apiVersion is deprecated: begin it with apiVersion: berth.io/v1alpha1 and kind: BerthConfiguration\n" +
+			"warning: " + path + ":1: crashLoopBackoffMax is deprecated: rename it crashLoopBackOffMax\n"
+	}
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // the whole of it, when code is not 2
+	}{
+		{"view of old names", []string{"config", "view", "--config", old}, 0, warnings(old)},
+		{"check of a good file", []string{"config", "check", good}, 0, ""},
+		{"run with a bad file", []string{"run", "--config", bad}, 2, warnings(bad)},
+		{"view of a good file", []string{"config", "view", "--config", good}, 0, ""},
+	} {
+		var out, errb bytes.Buffer
+		code := Execute("dev", tt.args, &out, &errb)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d; stderr %q", tt.name, code, tt.code, errb.String())
+		}
+		if tt.code == 2 {
+			if !strings.HasPrefix(errb.String(), tt.stderr) || !strings.Contains(errb.String(), `maxPods: must be an integer, got string "many"`) {
+				t.Errorf("%s: stderr %q, want the warnings, then the error", tt.name, errb.String())
+			}
+			continue
+		}
+		if errb.String() != tt.stderr {
+			t.Errorf("%s: stderr %q, want %q", tt.name, errb.String(), tt.stderr)
+		}
+	}
+}
+
 // TestConfigView: berth config view prints the settings after the file
 // and the flags as a versioned document, secrets redacted, which config
 // check accepts.

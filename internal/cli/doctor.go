@@ -37,7 +37,8 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 				fmt.Fprintf(stderr, "berth doctor: %s\n", msg)
 				return exitError(2)
 			}
-			resolved, err := config.Resolve(cmd.Flags(), s, configPath)
+			resolved, warnings, err := config.Resolve(cmd.Flags(), s, configPath)
+			printWarnings(stderr, warnings)
 			if err != nil {
 				fmt.Fprintf(stderr, "berth doctor: %v\n", err)
 				return exitError(2)

@@ -82,7 +82,7 @@ func TestDoctor(t *testing.T) {
 		{"flags", []string{"--container-runtime-endpoint", endpoint, "--pod-manifest-path", fromFlag}, -1, doctor.OK,
 			[]string{"fakecri 9.9 (CRI v1) at " + endpoint + " is ready", "no kubelet or other berth runs static pods from " + fromFlag}, ""},
 		{"config file", []string{"--config", cfg}, -1, doctor.OK,
-			[]string{"at " + endpoint + " is ready", "static pods from " + fromFile}, ""},
+			[]string{"at " + endpoint + " is ready", "static pods from " + fromFile}, "warning: " + cfg + ": a config file without apiVersion is deprecated"},
 		{"flag over the config file", []string{"--config", cfg, "--pod-manifest-path", fromFlag}, -1, doctor.OK,
 			[]string{"at " + endpoint + " is ready", "static pods from " + fromFlag}, ""},
 		{"no runtime", []string{"--container-runtime-endpoint", "unix://" + filepath.Join(dir, "none.sock")}, 1, doctor.Fail,

@@ -27,12 +27,13 @@ func newRunCmd(version string, stderr io.Writer) *cobra.Command {
 		Example: "  berth run --config /etc/berth/berth.yaml\n  berth run --pod-manifest-path /etc/kubernetes/manifests",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			resolved, err := config.Resolve(cmd.Flags(), s, configPath)
+			resolved, warnings, err := config.Resolve(cmd.Flags(), s, configPath)
 			if err != nil {
+				printWarnings(stderr, warnings)
 				fmt.Fprintf(stderr, "berth run: %v\n", err)
 				return exitError(2)
 			}
-			return exit(daemon.Main(resolved, daemon.Options{Version: version, Stderr: stderr, OnJournalStream: logging.StderrIsJournal}))
+			return exit(daemon.Main(resolved, daemon.Options{Version: version, Stderr: stderr, OnJournalStream: logging.StderrIsJournal, Warnings: warnings}))
 		},
 	}
 	config.BindFlags(cmd.Flags(), &s, &configPath)

@@ -12,7 +12,7 @@ import (
 )
 
 func TestClusterSettings(t *testing.T) {
-	s, err := Parse([]string{
+	s, _, err := Parse([]string{
 		"--kubeconfig", "/etc/berth/node.kubeconfig",
 		"--node-labels", "site=lyon,node.kubernetes.io/role=edge", "--node-labels", "ring=canary",
 		"--register-with-taints", "berth.io/edge=true:NoSchedule,dedicated:NoExecute",
@@ -48,7 +48,7 @@ func TestClusterSettingsFromTheConfigFiles(t *testing.T) {
 	}
 	write(kubelet, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nregisterWithTaints:\n- key: a\n  effect: NoSchedule\nnodeStatusReportFrequency: 2m\n")
 	write(berth, "kind: BerthConfiguration\nkubeletConfig: "+kubelet+"\nkubeconfig: /k\nlabels:\n  site: north\nnodeLabels:\n  site: south\n")
-	s, err := Parse([]string{"--config", berth, "--register-with-taints", "b:NoExecute"}, io.Discard)
+	s, _, err := Parse([]string{"--config", berth, "--register-with-taints", "b:NoExecute"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +81,13 @@ func TestClusterSettingsErrors(t *testing.T) {
 		{[]string{"--kubeconfig", "k", "--healthz-bind-address", "localhost"}, `--healthz-bind-address "localhost" is no IP address`},
 	}
 	for _, tc := range tests {
-		_, err := Parse(tc.args, io.Discard)
+		_, _, err := Parse(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}
 	for _, ok := range []string{"kubelet.kubernetes.io/x=y", "node.kubernetes.io/exclude-from-external-load-balancers=true", "topology.kubernetes.io/zone=a", "example.com/x=y"} {
-		if _, err := Parse([]string{"--kubeconfig", "k", "--node-labels", ok}, io.Discard); err != nil {
+		if _, _, err := Parse([]string{"--kubeconfig", "k", "--node-labels", ok}, io.Discard); err != nil {
 			t.Errorf("--node-labels %s: %v", ok, err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestHealthzAddress(t *testing.T) {
 		{[]string{"--kubeconfig", "k", "--healthz-bind-address", "::1", "--healthz-port", "1"}, "[::1]:1"},
 	}
 	for _, tc := range tests {
-		s, err := Parse(tc.args, io.Discard)
+		s, _, err := Parse(tc.args, io.Discard)
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", tc.args, err)
 		}

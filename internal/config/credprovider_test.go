@@ -84,7 +84,7 @@ func TestCredentialProviderConfig(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.body), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Parse([]string{"--image-credential-provider-config", path, "--image-credential-provider-bin-dir", bin}, io.Discard)
+			_, _, err := Parse([]string{"--image-credential-provider-config", path, "--image-credential-provider-bin-dir", bin}, io.Discard)
 			if len(tt.wantErrs) == 0 {
 				if err != nil {
 					t.Fatalf("err = %v", err)
@@ -123,7 +123,7 @@ func TestCredentialProviderSettings(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("not read"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Parse([]string{"--image-credential-provider-config", dir, "--image-credential-provider-bin-dir", bin, "--image-credential-provider-timeout", "10s"}, io.Discard)
+	s, _, err := Parse([]string{"--image-credential-provider-config", dir, "--image-credential-provider-bin-dir", bin, "--image-credential-provider-timeout", "10s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +167,13 @@ func TestCredentialProviderSettings(t *testing.T) {
 		{[]string{"--image-credential-provider-config", openDir, "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: " + openDir + ": writable by group or others"},
 		{[]string{"--image-credential-provider-config", "/dev/zero", "--image-credential-provider-bin-dir", bin}, "--image-credential-provider-config: /dev/zero: not a regular file"},
 	} {
-		if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
 		}
 	}
 
 	cfg := writeConfig(t, "apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\nimageCredentialProviderConfig: /nonexistent\nimageCredentialProviderBinDir: "+bin+"\nimageCredentialProviderTimeout: 30s\n")
-	if _, err := Parse([]string{"--config", cfg}, io.Discard); err == nil || !strings.Contains(err.Error(), cfg+":3: imageCredentialProviderConfig: stat /nonexistent") {
+	if _, _, err := Parse([]string{"--config", cfg}, io.Discard); err == nil || !strings.Contains(err.Error(), cfg+":3: imageCredentialProviderConfig: stat /nonexistent") {
 		t.Errorf("config file: err = %v", err)
 	}
 }

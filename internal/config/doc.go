@@ -14,9 +14,8 @@
 //
 // It owns those names, defaults and error texts. It must never import
 // internal/daemon or internal/cli, and never starts a component: it
-// builds options only. Its mutable state is the Settings a caller holds
-// (each call works on its own copy) and the warnings of the config files
-// read so far (configWarnings), written by the reads and taken (Warnings)
-// by the daemon's logger once it exists or by berth config, all in the
-// one goroutine that starts berth.
+// builds options only. It keeps no mutable state of its own: the
+// Settings belong to their caller (each call works on its own copy), and
+// the config files' warnings are returned with them (Resolve), for the
+// daemon to log once its logger exists or for berth config to print.
 package config

@@ -129,19 +129,23 @@ type fileLines struct {
 	lines map[string]int
 	// problems are the fields that could not be read; the others were.
 	problems []error
+	// warnings are what the file should say otherwise (an unversioned
+	// header, an older field name, kubelet fields berth does not use);
+	// the file is read all the same.
+	warnings []string
 }
 
 // LoadConfigFile overlays the file's settings on s. A berth config is read
 // strictly, every problem reported with its line; a kubelet
 // KubeletConfiguration is read as --kubelet-config reads one
-// (kubeletconfig.go). Warnings (an unversioned file, an older field name)
-// are kept for Warnings.
-func LoadConfigFile(path string, s *Settings) error {
+// (kubeletconfig.go). It returns the file's warnings (an unversioned
+// file, an older field name) whether or not it also returns an error.
+func LoadConfigFile(path string, s *Settings) ([]string, error) {
 	f, err := loadConfigFile(path, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return errors.Join(f.problems...)
+	return f.warnings, errors.Join(f.problems...)
 }
 
 func loadConfigFile(path string, s *Settings) (fileLines, error) {
@@ -158,10 +162,10 @@ func loadConfigFile(path string, s *Settings) (fileLines, error) {
 func decodeConfigFile(path string, data []byte, s *Settings) (fileLines, error) {
 	doc, err := parseDocument(path, data)
 	if err != nil || doc == nil {
-		if err == nil {
-			configWarnings = append(configWarnings, unversionedWarning(path, 0))
+		if err != nil {
+			return fileLines{}, err
 		}
-		return fileLines{path: path}, err
+		return fileLines{path: path, warnings: []string{unversionedWarning(path, 0)}}, nil
 	}
 	header := map[string]*yamlv3.Node{}
 	for i := 0; i+1 < len(doc.Content); i += 2 {
@@ -171,6 +175,7 @@ func decodeConfigFile(path string, data []byte, s *Settings) (fileLines, error) 
 		}
 	}
 	kind, apiVersion := scalarOf(header["kind="]), scalarOf(header["apiVersion="])
+	var warnings []string
 	switch {
 	case kind == kubeletKind:
 		return decodeKubeletConfig(path, doc, s)
@@ -180,7 +185,7 @@ func decodeConfigFile(path string, data []byte, s *Settings) (fileLines, error) 
 		if header["kind"] != nil {
 			line = header["kind"].Line
 		}
-		configWarnings = append(configWarnings, unversionedWarning(path, line))
+		warnings = append(warnings, unversionedWarning(path, line))
 	case kind == Kind || (header["kind"] == nil && apiVersion != APIVersion):
 		return fileLines{}, &FileError{Path: path, Line: header["apiVersion"].Line, Field: "apiVersion",
 			Msg: fmt.Sprintf("want %s (kind %s), got %q", APIVersion, Kind, apiVersion)}
@@ -190,8 +195,8 @@ func decodeConfigFile(path string, data []byte, s *Settings) (fileLines, error) 
 		return fileLines{}, &FileError{Path: path, Line: header["kind"].Line, Field: "kind",
 			Msg: fmt.Sprintf("want %s (or a kubelet's %s), got %q", Kind, kubeletKind, kind)}
 	}
-	lines, problems := decodeFields(path, doc, s, nil)
-	return fileLines{path: path, lines: lines, problems: problems}, nil
+	lines, renamed, problems := decodeFields(path, doc, s, nil)
+	return fileLines{path: path, lines: lines, problems: problems, warnings: append(warnings, renamed...)}, nil
 }
 
 // unversionedWarning asks for the versioned header.
@@ -246,11 +251,13 @@ func parseDocument(path string, data []byte) (*yamlv3.Node, error) {
 // decodeFields decodes each field of doc into s. Fields that are no
 // setting go to other when it is given (a kubelet file's own fields),
 // else they are errors. It returns the line of each field set, by its
-// current name, and every problem.
-func decodeFields(path string, doc *yamlv3.Node, s *Settings, other func(key, value *yamlv3.Node) error) (map[string]int, []error) {
+// current name, a warning for each field given by an older name, and
+// every problem.
+func decodeFields(path string, doc *yamlv3.Node, s *Settings, other func(key, value *yamlv3.Node) error) (map[string]int, []string, []error) {
 	fields := settingFields()
 	lines := map[string]int{}
 	seen := map[string]int{}
+	var warnings []string
 	var errs []error
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		keyNode, value := resolveAlias(doc.Content[i]), doc.Content[i+1]
@@ -270,7 +277,7 @@ func decodeFields(path string, doc *yamlv3.Node, s *Settings, other func(key, va
 		name := key
 		if renamed, ok := renamedKeys[key]; ok {
 			name = renamed
-			configWarnings = append(configWarnings, fmt.Sprintf("%s:%d: %s is deprecated: rename it %s", path, keyNode.Line, key, name))
+			warnings = append(warnings, fmt.Sprintf("%s:%d: %s is deprecated: rename it %s", path, keyNode.Line, key, name))
 		}
 		if first, dup := lines[name]; dup {
 			errs = append(errs, &FileError{Path: path, Line: keyNode.Line, Field: key, Msg: fmt.Sprintf("sets %s, which line %d sets too: keep only %s", name, first, name)})
@@ -298,7 +305,7 @@ func decodeFields(path string, doc *yamlv3.Node, s *Settings, other func(key, va
 			}
 		}
 	}
-	return lines, errs
+	return lines, warnings, errs
 }
 
 // suggest names the known field closest to an unknown one, when one is

@@ -61,9 +61,8 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defer func() { configWarnings = nil }()
 			path := writeConfig(t, tt.body)
-			_, err := Parse([]string{"--config", path}, io.Discard)
+			_, _, err := Parse([]string{"--config", path}, io.Discard)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -97,23 +96,23 @@ func TestConfigFileRenames(t *testing.T) {
 	const base = "staticPodURL: https://h/p\n"
 	for old, value := range values {
 		t.Run(old, func(t *testing.T) {
-			defer func() { configWarnings = nil }()
 			oldPath := writeConfig(t, versioned+base+old+": "+value+"\n")
 			fromOld := Defaults()
-			if err := LoadConfigFile(oldPath, &fromOld); err != nil {
+			warnings, err := LoadConfigFile(oldPath, &fromOld)
+			if err != nil {
 				t.Fatal(err)
 			}
 			want := oldPath + ":4: " + old + " is deprecated: rename it " + renamedKeys[old]
-			if !reflect.DeepEqual(configWarnings, []string{want}) {
-				t.Errorf("warnings %q, want %q", configWarnings, want)
+			if !reflect.DeepEqual(warnings, []string{want}) {
+				t.Errorf("warnings %q, want %q", warnings, want)
 			}
-			configWarnings = nil
 			fromNew := Defaults()
-			if err := LoadConfigFile(writeConfig(t, versioned+base+renamedKeys[old]+": "+value+"\n"), &fromNew); err != nil {
+			warnings, err = LoadConfigFile(writeConfig(t, versioned+base+renamedKeys[old]+": "+value+"\n"), &fromNew)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if len(configWarnings) != 0 {
-				t.Errorf("the new name warns: %q", configWarnings)
+			if len(warnings) != 0 {
+				t.Errorf("the new name warns: %q", warnings)
 			}
 			if !reflect.DeepEqual(fromOld, fromNew) || reflect.DeepEqual(fromNew, func() Settings { s := Defaults(); s.ManifestURL = "https://h/p"; return s }()) {
 				t.Errorf("%s and %s read differently, or set nothing:\n%+v\n%+v", old, renamedKeys[old], fromOld, fromNew)
@@ -121,16 +120,15 @@ func TestConfigFileRenames(t *testing.T) {
 		})
 	}
 	t.Run("unversioned", func(t *testing.T) {
-		defer func() { configWarnings = nil }()
 		for _, body := range []string{"maxPods: 3\n", "kind: BerthConfiguration\nmaxPods: 3\n"} {
-			configWarnings = nil
 			path := writeConfig(t, body)
 			s := Defaults()
-			if err := LoadConfigFile(path, &s); err != nil || s.MaxPods != 3 {
+			warnings, err := LoadConfigFile(path, &s)
+			if err != nil || s.MaxPods != 3 {
 				t.Fatalf("%q: maxPods %d, %v", body, s.MaxPods, err)
 			}
-			if len(configWarnings) != 1 || !strings.HasPrefix(configWarnings[0], path) || !strings.Contains(configWarnings[0], "without apiVersion is deprecated") {
-				t.Errorf("%q: warnings %q", body, configWarnings)
+			if len(warnings) != 1 || !strings.HasPrefix(warnings[0], path) || !strings.Contains(warnings[0], "without apiVersion is deprecated") {
+				t.Errorf("%q: warnings %q", body, warnings)
 			}
 		}
 	})
@@ -148,7 +146,7 @@ func TestEveryFieldDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Settings{}
-	if err := LoadConfigFile(writeConfig(t, string(out)), &got); err != nil {
+	if _, err := LoadConfigFile(writeConfig(t, string(out)), &got); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if !reflect.DeepEqual(got, s) {

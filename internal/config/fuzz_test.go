@@ -43,14 +43,18 @@ func FuzzConfigFile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		defer func() { configWarnings = nil }()
 		dir := t.TempDir()
 		path := filepath.Join(dir, "berth.yaml")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		var s Settings
-		err := LoadConfigFile(path, &s)
+		warnings, err := LoadConfigFile(path, &s)
+		for _, w := range warnings {
+			if !strings.HasPrefix(w, path) {
+				t.Fatalf("warning does not name the file: %q", w)
+			}
+		}
 		var root yamlv3.Node
 		if yamlv3.Unmarshal(data, &root) == nil && len(root.Content) > 0 && root.Content[0].Kind == yamlv3.MappingNode && err == nil {
 			doc := root.Content[0]
@@ -76,8 +80,8 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		var s2 Settings
-		if err := LoadConfigFile(again, &s2); err != nil {
-			t.Fatalf("settings written back do not read: %v\n%s", err, out)
+		if warnings, err := LoadConfigFile(again, &s2); err != nil || len(warnings) > 0 {
+			t.Fatalf("settings written back do not read cleanly: %v, warnings %q\n%s", err, warnings, out)
 		}
 		if out2, _ := s2.Marshal(); string(out2) != string(out) {
 			t.Fatalf("settings changed on the way back:\n%s\nthen\n%s", out, out2)

@@ -75,7 +75,7 @@ imageMinimumGCAge: 10m
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(tc.args, io.Discard)
+			s, _, err := Parse(tc.args, io.Discard)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.err)

@@ -101,7 +101,7 @@ func decodeKubeletConfig(path string, doc *yamlv3.Node, s *Settings) (fileLines,
 	}
 	var ignored []string
 	var own kubeletFields
-	lines, problems := decodeFields(path, doc, s, func(key, value *yamlv3.Node) error {
+	lines, warnings, problems := decodeFields(path, doc, s, func(key, value *yamlv3.Node) error {
 		switch key.Value {
 		case "crashLoopBackOff":
 			var v any
@@ -126,9 +126,9 @@ func decodeKubeletConfig(path string, doc *yamlv3.Node, s *Settings) (fileLines,
 		own.apply(s)
 	}
 	if len(ignored) > 0 {
-		configWarnings = append(configWarnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
+		warnings = append(warnings, fmt.Sprintf("%s: KubeletConfiguration fields berth does not use: %s", path, strings.Join(ignored, ", ")))
 	}
-	return fileLines{path: path, lines: lines, problems: problems}, nil
+	return fileLines{path: path, lines: lines, problems: problems, warnings: warnings}, nil
 }
 
 // unwrapYAML drops sigs.k8s.io/yaml's "error unmarshaling JSON: while

@@ -43,16 +43,12 @@ func TestKubeletConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// configWarnings is the package's: start from none, whatever
-			// an earlier test left.
-			configWarnings = nil
-			defer func() { configWarnings = nil }()
 			kubelet := writeConfig(t, tt.kubelet)
 			args := []string{"--kubelet-config", kubelet}
 			if tt.berth != "" {
 				args = append(args, "--config", writeConfig(t, tt.berth))
 			}
-			s, err := Parse(append(args, tt.args...), new(strings.Builder))
+			s, warnings, err := Parse(append(args, tt.args...), new(strings.Builder))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), kubelet+tt.wantErr) {
 					t.Fatalf("error %v, want it to contain %q", err, kubelet+tt.wantErr)
@@ -68,7 +64,7 @@ func TestKubeletConfig(t *testing.T) {
 			if s.KubeletConfig != kubelet {
 				t.Errorf("kubeletConfig = %q", s.KubeletConfig)
 			}
-			got := strings.Join(configWarnings, "\n")
+			got := strings.Join(warnings, "\n")
 			if (tt.warnings == "") != (got == "") || !strings.Contains(got, tt.warnings) {
 				t.Errorf("warnings %q, want %q", got, tt.warnings)
 			}
@@ -79,17 +75,16 @@ func TestKubeletConfig(t *testing.T) {
 // TestKubeletConfigNamedByBerthConfig: berth's file may name the kubelet's,
 // which is then read beneath it.
 func TestKubeletConfigNamedByBerthConfig(t *testing.T) {
-	defer func() { configWarnings = nil }()
 	kubelet := writeConfig(t, "kind: KubeletConfiguration\nmaxPods: 12\ncrashLoopBackOff: {maxContainerRestartPeriod: 40s}\nevictionHard: {}\n")
 	berth := writeConfig(t, "apiVersion: berth.io/v1alpha1\nkind: BerthConfiguration\nkubeletConfig: "+kubelet+"\nmaxPods: 13\n")
-	s, err := Parse([]string{"--config", berth}, new(strings.Builder))
+	s, warnings, err := Parse([]string{"--config", berth}, new(strings.Builder))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.MaxPods != 13 || s.CrashLoopBackoffMax.Duration != 40*time.Second {
 		t.Errorf("maxPods %d (want berth's 13), max back-off %s (want the kubelet's 40s)", s.MaxPods, s.CrashLoopBackoffMax.Duration)
 	}
-	if len(configWarnings) != 1 {
-		t.Errorf("warnings %q, want the kubelet file's one, once", configWarnings)
+	if len(warnings) != 1 {
+		t.Errorf("warnings %q, want the kubelet file's one, once", warnings)
 	}
 }

@@ -19,7 +19,7 @@ const (
 // ones (uncommenting them all changes nothing).
 func TestDefaultConfigFile(t *testing.T) {
 	s := Defaults()
-	if err := LoadConfigFile(defaultConfigPath, &s); err != nil {
+	if _, err := LoadConfigFile(defaultConfigPath, &s); err != nil {
 		t.Fatalf("the shipped config does not load: %v", err)
 	}
 	data, err := os.ReadFile(defaultConfigPath)
@@ -37,7 +37,7 @@ func TestDefaultConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Defaults()
-	if err := LoadConfigFile(path, &got); err != nil {
+	if _, err := LoadConfigFile(path, &got); err != nil {
 		t.Fatalf("berth.yaml with every setting uncommented: %v", err)
 	}
 	gotJSON, wantJSON := settingsJSON(t, got), settingsJSON(t, Defaults())

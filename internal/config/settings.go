@@ -241,17 +241,17 @@ func BindFlags(fs *pflag.FlagSet, s *Settings, configPath *string) {
 // Parse reads args as `berth run`'s flags over the defaults, then
 // resolves them with the config files (Resolve). A bad flag is printed,
 // with the usage, on stderr as well as returned.
-func Parse(args []string, stderr io.Writer) (Settings, error) {
+func Parse(args []string, stderr io.Writer) (Settings, []string, error) {
 	var configPath string
 	s := Defaults()
 	fs := pflag.NewFlagSet("berth run", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	BindFlags(fs, &s, &configPath)
 	if err := fs.Parse(args); err != nil {
-		return Settings{}, err
+		return Settings{}, nil, err
 	}
 	if fs.NArg() > 0 {
-		return Settings{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return Settings{}, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return Resolve(fs, s, configPath)
 }
@@ -263,22 +263,30 @@ func Parse(args []string, stderr io.Writer) (Settings, error) {
 // and berth's file over the kubelet's. Flags of fs that BindFlags does not
 // bind are left out. A repeatable flag given on the
 // command line replaces the file's list instead of adding to it.
-func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error) {
+//
+// It also returns the warnings of the files read (an unversioned file, an
+// older field name, kubelet fields berth does not use), with or without
+// an error, for the caller to print or log: they are not problems.
+func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, []string, error) {
 	if configPath == "" && s.KubeletConfig == "" {
-		return s, s.Validate()
+		return s, nil, s.Validate()
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
 	kubeletPath, err := kubeletConfigPath(s.KubeletConfig, configPath, given)
 	if err != nil {
-		return Settings{}, err
+		return Settings{}, nil, err
 	}
 	s, files, problems, err := loadFiles(kubeletPath, configPath)
 	if err != nil {
-		return Settings{}, err
+		return Settings{}, nil, err
+	}
+	var warnings []string
+	for _, f := range files {
+		warnings = append(warnings, f.warnings...)
 	}
 	if err := replayFlags(fs, &s, configPath, given); err != nil {
-		return Settings{}, err
+		return Settings{}, warnings, err
 	}
 	// Every problem at once: the fields the files could not give, then
 	// what validation finds in the others.
@@ -287,9 +295,9 @@ func Resolve(fs *pflag.FlagSet, s Settings, configPath string) (Settings, error)
 		errs[i] = inFile(e, given, files)
 	}
 	if err := errors.Join(append(problems, errs...)...); err != nil {
-		return Settings{}, err
+		return Settings{}, warnings, err
 	}
-	return s, nil
+	return s, warnings, nil
 }
 
 // kubeletConfigPath is the kubelet config file to read: --kubelet-config's
@@ -300,12 +308,12 @@ func kubeletConfigPath(flagPath, configPath string, given map[string]bool) (stri
 		return flagPath, nil
 	}
 	// berth's config file may name the kubelet's: read it once to learn
-	// the name, since the kubelet's file goes beneath it.
-	scratch, warned := Defaults(), len(configWarnings)
+	// the name, since the kubelet's file goes beneath it. Its warnings
+	// come with the second read.
+	scratch := Defaults()
 	if _, err := loadConfigFile(configPath, &scratch); err != nil {
 		return "", err
 	}
-	configWarnings = configWarnings[:warned]
 	return scratch.KubeletConfig, nil
 }
 
@@ -580,10 +588,6 @@ func (s Settings) SocketGroupID() (int, error) {
 	}
 	return gid, nil
 }
-
-// configWarnings collects what LoadConfigFile wants logged once the logger
-// exists.
-var configWarnings []string
 
 // fullSettingsForKeys has every field set so its YAML lists every key.
 func fullSettingsForKeys() Settings {
@@ -869,13 +873,4 @@ func (s Settings) GCConfig() *syncloop.GCConfig {
 			MinAge:               s.ImageMinimumGCAge.Duration,
 		},
 	}
-}
-
-// Warnings takes what the config files read so far want logged once the
-// daemon's logger exists (or printed by berth config): each is returned
-// once.
-func Warnings() []string {
-	w := configWarnings
-	configWarnings = nil
-	return w
 }

@@ -104,8 +104,7 @@ labels:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			configWarnings = nil
-			s, err := Parse(tt.args, io.Discard)
+			s, _, err := Parse(tt.args, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,12 +112,12 @@ labels:
 		})
 	}
 	t.Run("kubelet fields berth ignores are named", func(t *testing.T) {
-		configWarnings = nil
-		if _, err := Parse([]string{"--config", kubelet}, io.Discard); err != nil {
+		_, warnings, err := Parse([]string{"--config", kubelet}, io.Discard)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if len(configWarnings) != 1 || !strings.Contains(configWarnings[0], "evictionHard") {
-			t.Errorf("warnings = %q", configWarnings)
+		if len(warnings) != 1 || !strings.Contains(warnings[0], "evictionHard") {
+			t.Errorf("warnings = %q", warnings)
 		}
 	})
 }
@@ -157,7 +156,7 @@ func TestParseSettingsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.args, io.Discard)
+			_, _, err := Parse(tt.args, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
@@ -167,14 +166,14 @@ func TestParseSettingsErrors(t *testing.T) {
 
 func TestListenPodsSetting(t *testing.T) {
 	for _, v := range []string{"none", "redacted", "full"} {
-		if _, err := Parse([]string{"--listen-pods", v}, io.Discard); err != nil {
+		if _, _, err := Parse([]string{"--listen-pods", v}, io.Discard); err != nil {
 			t.Errorf("--listen-pods %s: %v", v, err)
 		}
 	}
-	if _, err := Parse([]string{"--listen-pods", "all"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--listen-pods") {
+	if _, _, err := Parse([]string{"--listen-pods", "all"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--listen-pods") {
 		t.Errorf("--listen-pods all: %v, want an error naming the flag", err)
 	}
-	s, err := Parse(nil, io.Discard)
+	s, _, err := Parse(nil, io.Discard)
 	if err != nil || s.ListenPods != "none" {
 		t.Errorf("default --listen-pods = %q %v, want none", s.ListenPods, err)
 	}
@@ -195,7 +194,7 @@ func TestResolveCommandFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--run", "-o", "json", "--config", cfg, "--pod-manifest-path", "/from/flag"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Resolve(fs, s, configPath)
+	got, _, err := Resolve(fs, s, configPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ kind: KubeletConfiguration
 shutdownGracePeriod: 30s
 shutdownGracePeriodCriticalPods: 10s
 `)
-	s, err := Parse([]string{"--config", kubelet}, io.Discard)
+	s, _, err := Parse([]string{"--config", kubelet}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ shutdownGracePeriodCriticalPods: 10s
 		{[]string{"--shutdown-grace-period", "10s", "--shutdown-grace-period-critical-pods", "20s"}, "must not exceed shutdownGracePeriod"},
 		{[]string{"--shutdown-grace-period", "-1s"}, "must not be negative"},
 	} {
-		if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
 		}
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	// OnJournalStream reports whether Stderr is the journal's stream, for
 	// --log-format auto (logging.StderrIsJournal for the process's own).
 	OnJournalStream func() bool
+	// Warnings are what resolving the settings warned about (config.Resolve),
+	// logged once the logger exists.
+	Warnings []string
 }
 
 // Main runs the daemon with settings s until SIGTERM or SIGINT, or until
@@ -68,7 +71,7 @@ func Main(s config.Settings, o Options) int {
 	level, _ := config.ParseLogLevel(s.LogLevel)  // validated
 	format, _ := logging.ParseFormat(s.LogFormat) // validated
 	log := logging.New(logging.Options{Format: format, Level: level, Stderr: o.Stderr, OnJournalStream: o.OnJournalStream})
-	for _, w := range config.Warnings() {
+	for _, w := range o.Warnings {
 		log.Warn(w)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
