@@ -9,13 +9,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// comparedFigures are the figures a compared agent (-compare, the kubelet
+// ComparedFigures are the figures a compared agent (-compare, the kubelet
 // in practice) runs too, in the same run: the targets are set against
 // the kubelet's first, median and one-pod overhead measured on
 // the same machine in the same run, not against figures of another day.
 // remove records the deletes of the compared agent's add cycles; idle
 // runs its 50 pods through the same long window as the agent's.
-var comparedFigures = []string{"onepod", "add", "remove", "imageedit", "burst", "boot", "idle"}
+var ComparedFigures = []string{"onepod", "add", "remove", "imageedit", "burst", "boot", "idle"}
 
 // compareOptions are the options of the compared agent's runner: its own
 // template and metrics URL, no berth API, and nothing compared in turn.
@@ -33,7 +33,7 @@ func compareOptions(opts Options) Options {
 // recorded in the compared results and leaves the agent's figure to run.
 func (r *runner) runCompared(ctx context.Context, name string) {
 	c := r.cmp
-	if c == nil || !slices.Contains(comparedFigures, name) {
+	if c == nil || !slices.Contains(ComparedFigures, name) {
 		return
 	}
 	if err := r.stopAgent(ctx); err != nil {

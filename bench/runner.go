@@ -30,7 +30,7 @@ type Options struct {
 	// kubelet_runtime_operations_total, for its CRI call counts.
 	AgentMetrics string
 	// Compare is the command line template of an agent (the kubelet)
-	// measured in the same run on comparedFigures, each just before the
+	// measured in the same run on ComparedFigures, each just before the
 	// agent's own: its medians fill the kubelet column and set the targets
 	// that are relative to the kubelet. CompareMetrics is its AgentMetrics.
 	Compare, CompareMetrics string

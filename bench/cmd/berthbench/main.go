@@ -49,7 +49,7 @@ func run() error {
 	flag.StringVar(&opts.Bin, "bin", "bin/berth", "the berth binary, for {bin}")
 	flag.BoolVar(&opts.BerthAPI, "berth-api", true, "the agent serves berth's /readyz, /metrics and /pods on {listen} (default false when -agent is given)")
 	flag.StringVar(&opts.AgentMetrics, "agent-metrics", "", "another agent's Prometheus metrics URL with kubelet_runtime_operations_total (the kubelet's: https://127.0.0.1:PORT/metrics), for its CRI call counts; its certificate is not checked")
-	flag.StringVar(&opts.Compare, "compare", "", "an agent measured in the same run (the kubelet), each of the onepod, add, imageedit, burst and boot figures just before the agent's own: its medians fill the kubelet column and set the targets relative to the kubelet's; placeholders as -agent's")
+	flag.StringVar(&opts.Compare, "compare", "", "an agent measured in the same run (the kubelet), each of the "+strings.Join(bench.ComparedFigures, ", ")+" figures just before the agent's own: its medians fill the kubelet column and set the targets relative to the kubelet's; placeholders as -agent's")
 	flag.StringVar(&opts.CompareMetrics, "compare-metrics", "", "the -compare agent's metrics URL, as -agent-metrics")
 	only := flag.String("only", "", "comma-separated figures to run (default all): "+strings.Join(bench.Figures, ","))
 	flag.BoolVar(&opts.Quick, "quick", false, "fewer runs and shorter idle windows, to iterate")
