@@ -651,7 +651,7 @@ func (p *Workers) step(w *podWorker) bool {
 		p.observeStep("sync", began)
 		return false
 	case stateTerminating:
-		done := p.terminate(w, pod, grace, remove, startTime)
+		done := p.terminate(w, pod, grace, remove, startTime, obs, obsAt, obsOwn)
 		p.observeStep("terminate", began)
 		return done
 	default:
@@ -735,7 +735,7 @@ func (p *Workers) health() podplan.ContainerHealth {
 // runtime, else a fresh read, kept as the observation. A failed read drops
 // the pod's start rank and requeues the lane; ok is false then.
 func (p *Workers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool, log *slog.Logger) (*podplan.PodStatus, bool) {
-	if obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && obsOwn) {
+	if followsLastAct(w, obs, obsAt, obsOwn) {
 		return obs, true
 	}
 	readAt := p.clock.Now()
@@ -754,6 +754,14 @@ func (p *Workers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt time
 	}
 	p.record(w, status, readAt)
 	return status, true
+}
+
+// followsLastAct reports whether the observation obs, taken at obsAt (by
+// the lane itself when own), is known to follow the worker's last change
+// of the runtime: only the worker creates and starts the pod's objects,
+// so such an observation lists every one of them a read would.
+func followsLastAct(w *podWorker, obs *podplan.PodStatus, obsAt time.Time, own bool) bool {
+	return obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && own)
 }
 
 // takeStartSlot takes the start slots of a sync that starts a sandbox
@@ -967,17 +975,36 @@ func (p *Workers) wakeStartsLocked() {
 // stays taken, the waiting pod says why, and the lane retries with
 // back-off: a failed stop or removal, a start still in flight, or an
 // unreadable status never lets the next UID through.
-func (p *Workers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time) bool {
+//
+// The kill starts from the lane's observation (obs, taken at obsAt, by the
+// lane itself when obsOwn) when it follows the worker's last change, as a
+// sync does, so no runtime read stands between a removal and the first
+// stop. The read after the kill decides whether the pod is terminated;
+// when it finds what the observation could not list (a start the worker
+// gave up on that the runtime carried out later), the kill runs again at
+// once from that read, as it would have without the observation.
+func (p *Workers) terminate(w *podWorker, pod *v1.Pod, grace *int64, remove bool, startTime time.Time, obs *podplan.PodStatus, obsAt time.Time, obsOwn bool) bool {
 	log := p.log.With("pod", w.name, "namespace", w.namespace, "uid", w.uid)
 	if p.probes != nil {
 		p.probes.RemovePod(w.uid)
 	}
 	var killErr error
-	status, err := p.rt.PodStatus(p.ctx, w.uid)
-	if err == nil {
+	status, err := obs, error(nil)
+	read := !followsLastAct(w, obs, obsAt, obsOwn)
+	if read {
+		status, err = p.rt.PodStatus(p.ctx, w.uid)
+	}
+	for err == nil {
 		killErr = p.rt.KillPod(p.ctx, pod, status, grace)
 		w.lastActed = p.clock.Now()
 		status, err = p.rt.PodStatus(p.ctx, w.uid)
+		if err != nil || read {
+			break
+		}
+		if done, _ := Terminated(status); done {
+			break
+		}
+		read = true
 	}
 	if p.ctx.Err() != nil {
 		return false

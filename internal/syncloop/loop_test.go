@@ -38,6 +38,25 @@ func TestAgentRunsAndRemovesPod(t *testing.T) {
 	})
 }
 
+// TestAgentDeleteStopsFirst: a pod removed from its source is stopped from
+// its lane's observation: the first runtime call after the removal is its
+// StopContainer, with no read of the pod before it, as the kubelet kills
+// from its pod cache. The pod is still removed completely.
+func TestAgentDeleteStopsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOpts{})
+		p := podtest.Simple(t, "web", podtest.Loop)
+		h.apply(podspec.SourceFile, p)
+		h.eventually("pod running", func() bool { c, s := h.rt.running(p.UID); return c == 1 && s == 1 })
+		h.rt.resetCalls()
+		h.apply(podspec.SourceFile)
+		h.eventually("pod removed from the runtime", func() bool { return h.rt.objects(p.UID) == 0 })
+		if calls := h.rt.GetCalls(); len(calls) == 0 || calls[0] != "StopContainer" {
+			t.Errorf("runtime calls after the removal %v, want StopContainer first", calls)
+		}
+	})
+}
+
 // TestAgentOnReady: OnReady is called once berth is ready (berth's start
 // ends there: its collector comes back on), not before every source has
 // delivered, and not again while berth stays ready.
