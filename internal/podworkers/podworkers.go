@@ -759,7 +759,8 @@ func (p *Workers) currentStatus(w *podWorker, obs *podplan.PodStatus, obsAt time
 // followsLastAct reports whether the observation obs, taken at obsAt (by
 // the lane itself when own), is known to follow the worker's last change
 // of the runtime: only the worker creates and starts the pod's objects,
-// so such an observation lists every one of them a read would.
+// so such an observation lists every one the worker saw made (a start it
+// gave up on may still come out of the runtime later).
 func followsLastAct(w *podWorker, obs *podplan.PodStatus, obsAt time.Time, own bool) bool {
 	return obs != nil && (obsAt.After(w.lastActed) || obsAt.Equal(w.lastActed) && own)
 }

@@ -285,13 +285,21 @@ func TestPodWorkersRetryAfterErrorWaitsItsInterval(t *testing.T) {
 // to remove it. onTerminated, when not nil, is set before any lane runs.
 func removalRefused(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *Workers, podtest.AsyncClock, context.CancelFunc) {
 	t.Helper()
+	rt, w, clk, cancel := runningOnRefusingRuntime(t, onTerminated)
+	w.Remove("u1", nil)
+	return rt, w, clk, cancel
+}
+
+// runningOnRefusingRuntime runs pod u1 on a runtime that refuses to remove
+// it. onTerminated, when not nil, is set before any lane runs.
+func runningOnRefusingRuntime(t *testing.T, onTerminated func(types.UID)) (*stubRuntime, *Workers, podtest.AsyncClock, context.CancelFunc) {
+	t.Helper()
 	rt := newStubRuntime()
 	rt.removeErr = errors.New("remove sandbox: network namespace not closed")
 	ctx, cancel := context.WithCancel(context.Background())
 	w := newTestWorkersWith(ctx, workerOptions{rt: rt, onTerminated: onTerminated})
 	w.Update(stubPod("u1", "web", "1"))
 	waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
-	w.Remove("u1", nil)
 	return rt, w, w.clock.(podtest.AsyncClock), cancel
 }
 
@@ -334,14 +342,8 @@ func TestPodWorkersRemoveRetriesBackOff(t *testing.T) {
 func TestPodWorkersReleasedReplacedRetriesOnBackOff(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
-		rt := newStubRuntime()
-		rt.removeErr = errors.New("remove sandbox: network namespace not closed")
-		ctx, cancel := context.WithCancel(context.Background())
-		w := newTestWorkersWith(ctx, workerOptions{rt: rt})
-		clk := w.clock.(podtest.AsyncClock)
-		w.Update(stubPod("old", "web", "1"))
-		waitUntil(t, "the pod synced", func() bool { return rt.syncs() == 1 })
-		w.Replace("old")
+		rt, w, clk, cancel := runningOnRefusingRuntime(t, nil)
+		w.Replace("u1")
 		clk.Step(replaceUnwaited)
 		waitUntil(t, "one failed removal and its retry timer", func() bool { return rt.removeCalls() == 1 && clk.Waiters() == 1 })
 		clk.Step(time.Second - time.Millisecond)
