@@ -145,6 +145,9 @@ type criProxy struct {
 	owners    map[string]proxyCall // container ID -> its pod and sandbox, from CreateContainer
 	sandboxes map[string]string    // sandbox ID -> full pod name, from RunPodSandbox
 	calls     map[string]int       // calls forwarded, by method
+	// podReads counts the list calls filtered to one pod UID (a read of
+	// that pod's state, not a relist of every pod), by that UID.
+	podReads map[string]int
 }
 
 // startCRIProxy listens on a unix socket in dir and forwards to the bed's
@@ -164,6 +167,7 @@ func startCRIProxy(t *testing.T, dir string) *criProxy {
 		owners:    map[string]proxyCall{},
 		sandboxes: map[string]string{},
 		calls:     map[string]int{},
+		podReads:  map[string]int{},
 	}
 	l, err := net.Listen("unix", p.socket)
 	if err != nil {
@@ -238,8 +242,12 @@ func (p *criProxy) forward(_ any, ss grpc.ServerStream) error {
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
+	uid := readOfPod(method, req.data)
 	p.mu.Lock()
 	p.calls[method]++
+	if uid != "" {
+		p.podReads[uid]++
+	}
 	p.mu.Unlock()
 	call := p.target(method, req.data, nil)
 	h := p.take(call)
@@ -300,6 +308,33 @@ func (p *criProxy) forward(_ any, ss grpc.ServerStream) error {
 			return err
 		}
 	}
+}
+
+// readsOf is how many list calls filtered to the pod of uid were forwarded
+// so far.
+func (p *criProxy) readsOf(uid string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.podReads[uid]
+}
+
+// readOfPod is the pod UID a ListPodSandbox or ListContainers request is
+// filtered to, or "" for any other call.
+func readOfPod(method string, req []byte) string {
+	var selector map[string]string
+	switch method {
+	case "ListPodSandbox":
+		var r runtimeapi.ListPodSandboxRequest
+		if proto.Unmarshal(req, &r) == nil {
+			selector = r.GetFilter().GetLabelSelector()
+		}
+	case "ListContainers":
+		var r runtimeapi.ListContainersRequest
+		if proto.Unmarshal(req, &r) == nil {
+			selector = r.GetFilter().GetLabelSelector()
+		}
+	}
+	return selector["io.kubernetes.pod.uid"]
 }
 
 // take returns the armed hook and disarms it if call is one it waits for.
