@@ -293,20 +293,29 @@ func TestGCRemovedPodLeavesNothing(t *testing.T) {
 // metric reads one sample of berth's /metrics by its exact series text
 // (name and labels), -1 when absent.
 func (b *berth) metric(series string) (float64, string) {
+	return b.scrape()(series)
+}
+
+// scrape reads /metrics once and returns a lookup of series in that one
+// reading, as metric does, for values that must be compared with each
+// other: two readings may fall on either side of an observation.
+func (b *berth) scrape() func(series string) (float64, string) {
 	code, body, err := b.get("/metrics")
-	if err != nil || code != 200 {
-		return -1, fmt.Sprintf("%d %v", code, err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return -1, line
-			}
-			return f, line
+	return func(series string) (float64, string) {
+		if err != nil || code != 200 {
+			return -1, fmt.Sprintf("%d %v", code, err)
 		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return -1, line
+				}
+				return f, line
+			}
+		}
+		return -1, series + " absent"
 	}
-	return -1, series + " absent"
 }
 
 // gunzipLines reads a gzipped file's lines.
