@@ -43,13 +43,25 @@ func TestDeadSandboxThatCannotBeStopped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := criCtx()
-	_, stopErr := bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: before.sandbox.Id})
-	cancel()
+	// berth sees the sandbox stop while the runtime tears its network
+	// down, and stops it too: two CNI DELs of one sandbox race, and the
+	// bridge plugin fails the one that finds the interface gone between
+	// looking it up and deleting it. Stopping is idempotent, so the
+	// runtime's verdict is the stop that no other stop overlaps: the one
+	// that succeeds or fails on the cache.
+	var stopErr error
+	b.waitFor("the runtime's verdict on stopping sandbox "+shortID(before.sandbox.Id), waitTimeout, func() (bool, string) {
+		ctx, cancel := criCtx()
+		defer cancel()
+		_, stopErr = bed.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: before.sandbox.Id})
+		if stopErr == nil || strings.Contains(stopErr.Error(), "cached result") {
+			return true, ""
+		}
+		t.Logf("StopPodSandbox overlapped another stop: %v", stopErr)
+		return false, stopErr.Error()
+	})
 	stuck := stopErr != nil
 	switch {
-	case stuck && !strings.Contains(stopErr.Error(), "cached result"):
-		t.Fatalf("StopPodSandbox failed otherwise than on the cache: %v", stopErr)
 	case stuck:
 		t.Logf("%s cannot stop the sandbox: %v", bed.ContainerdName(), stopErr)
 	case !bed.ContainerdAtLeast(2, 0):
