@@ -11,5 +11,6 @@
 // tracker: the sync loop drives it through its methods, and whoever else
 // must hear of a status or a terminated lane is passed in Options. Its
 // mutable state is owned by Workers and guarded by Workers' mutex (each
-// lane's own fields by the lane's goroutine).
+// lane's own fields by the lane's goroutine, which runs while the lane has
+// work and is started again by its next wake-up).
 package podworkers

@@ -81,8 +81,11 @@ type podWorker struct {
 	// flight (its removal), nil when none runs.
 	prePulled     bool
 	prePullCancel context.CancelFunc
+	// active says a goroutine runs the lane's steps (run); ended says the
+	// lane is gone, and a late wake-up of it (a timer's) starts nothing.
+	active, ended bool
 
-	// Owned by the worker goroutine.
+	// Owned by the lane's goroutine (run): one at a time.
 	lastActed time.Time // when this worker last changed the runtime
 	running   bool      // the pod has been seen Running since it started
 	// looked says the lane has read the pod's runtime state once;
@@ -269,7 +272,6 @@ func (p *Workers) Probes() *prober.Manager { return p.probes }
 // Stop ends every lane and the probes and waits for the lanes; the pods
 // keep running.
 func (p *Workers) Stop() {
-	p.cancel()
 	p.wait()
 	if p.probes != nil {
 		p.probes.Stop()
@@ -508,8 +510,21 @@ func (p *Workers) Count() (all, active int) {
 	return len(p.workers), active
 }
 
-// wait blocks until every lane's goroutine has returned after ctx is done.
-func (p *Workers) wait() { p.wg.Wait() }
+// wait ends the lanes: it cancels their context and blocks until every
+// lane's goroutine has returned. Once it holds p.mu, wakeLocked sees the
+// context done and starts no goroutine, so none is added to the group it
+// waits for.
+func (p *Workers) wait() {
+	p.cancel()
+	p.mu.Lock()
+	for _, w := range p.workers {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
 
 func (p *Workers) startWorkerLocked(uid types.UID, name, namespace string, pod *v1.Pod) *podWorker {
 	w := &podWorker{uid: uid, name: name, namespace: namespace, fullName: podspec.JoinFullName(name, namespace), pod: pod, wake: make(chan struct{}, 1)}
@@ -525,16 +540,25 @@ func (p *Workers) startWorkerLocked(uid types.UID, name, namespace string, pod *
 		p.reportStartsLocked()
 	}
 	p.workers[uid] = w
-	p.wg.Add(1)
-	go p.run(w)
 	p.wakeLocked(w)
 	return w
 }
 
+// wakeLocked makes w's lane step, starting its goroutine if none runs:
+// an idle lane keeps none, which is most of them on a machine whose pods
+// all run.
 func (p *Workers) wakeLocked(w *podWorker) {
+	if w.ended || p.ctx.Err() != nil {
+		return
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
+	}
+	if !w.active {
+		w.active = true
+		p.wg.Add(1)
+		go p.run(w)
 	}
 }
 
@@ -557,20 +581,27 @@ func (p *Workers) requeueLocked(w *podWorker, d time.Duration) {
 	})
 }
 
-// run is the lane's goroutine: one step per wake-up until the pod is gone.
+// run is the lane's goroutine: one step per wake-up, until no wake-up is
+// pending (the next one starts a goroutine again), the pod is gone or the
+// workers stop. One goroutine at most runs a lane: the next starts only
+// after this one said under p.mu that it returns, so the fields the lane's
+// goroutine owns pass from one to the next.
 func (p *Workers) run(w *podWorker) {
 	defer p.wg.Done()
 	for {
+		p.mu.Lock()
+		pending := false
 		select {
-		case <-p.ctx.Done():
-			p.mu.Lock()
-			if w.timer != nil {
-				w.timer.Stop()
-			}
+		case <-w.wake:
+			pending = p.ctx.Err() == nil
+		default:
+		}
+		if !pending {
+			w.active = false
 			p.mu.Unlock()
 			return
-		case <-w.wake:
 		}
+		p.mu.Unlock()
 		if p.step(w) {
 			return
 		}
@@ -1137,6 +1168,7 @@ func (p *Workers) endLaneLocked(w *podWorker) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	w.ended = true
 	delete(p.workers, w.uid)
 	if readd := w.readd; readd != nil {
 		p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)

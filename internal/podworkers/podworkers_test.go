@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -249,6 +251,76 @@ func TestPodWorkersNoLeaksOverAddRemoveCycles(t *testing.T) {
 		}
 		cancel()
 		w.wait()
+	})
+}
+
+// laneGoroutines counts the goroutines running a lane's steps, in every
+// Workers of the process: this package's tests run one at a time.
+func laneGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "podworkers.(*Workers).run(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestPodWorkersIdleLanesKeepNoGoroutine: a lane runs a goroutine while it
+// has work and none once it waits for the next wake-up, which starts one
+// again; a lane that ended, and every lane once the workers stop, starts
+// none on a late wake-up (a timer's that fired as it was stopped).
+func TestPodWorkersIdleLanesKeepNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newStubRuntime()
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWorkers(ctx, rt)
+		uids := []types.UID{"u1", "u2", "u3"}
+		for _, uid := range uids {
+			w.Update(stubPod(uid, string(uid), "1"))
+		}
+		waitUntil(t, "every pod synced", func() bool { return rt.syncs() == len(uids) })
+		if n := laneGoroutines(); n != 0 {
+			t.Fatalf("%d lane goroutines with every lane idle, want 0", n)
+		}
+
+		rt.block, rt.entered = make(chan struct{}), make(chan struct{})
+		release := rt.block
+		w.Wake("u2")
+		<-rt.entered
+		if n := laneGoroutines(); n != 1 {
+			t.Errorf("%d lane goroutines while one lane syncs, want 1", n)
+		}
+		close(release)
+		waitUntil(t, "the woken lane synced again", func() bool { return rt.syncs() == len(uids)+1 })
+		if n := laneGoroutines(); n != 0 {
+			t.Errorf("%d lane goroutines once the woken lane is idle again, want 0", n)
+		}
+
+		w.mu.Lock()
+		ended := w.workers["u1"]
+		w.mu.Unlock()
+		w.Remove("u1", nil)
+		waitUntil(t, "u1's lane ended", func() bool { return !w.Known("u1") })
+		w.mu.Lock()
+		w.wakeLocked(ended)
+		w.mu.Unlock()
+		synctest.Wait()
+		if n := laneGoroutines(); n != 0 || rt.syncs() != len(uids)+1 {
+			t.Errorf("a wake-up of an ended lane: %d lane goroutines and %d syncs, want 0 and %d", n, rt.syncs(), len(uids)+1)
+		}
+
+		cancel()
+		w.wait()
+		w.mu.Lock()
+		w.wakeLocked(w.workers["u3"])
+		w.mu.Unlock()
+		synctest.Wait()
+		if n := laneGoroutines(); n != 0 || rt.syncs() != len(uids)+1 {
+			t.Errorf("a wake-up after Stop: %d lane goroutines and %d syncs, want 0 and %d", n, rt.syncs(), len(uids)+1)
+		}
 	})
 }
 
