@@ -5,6 +5,7 @@ package cli
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -192,4 +193,12 @@ func lockDemoPort(t *testing.T) {
 		t.Fatalf("the demo's port lock: %v", err)
 	}
 	t.Cleanup(func() { f.Close() }) // closing releases the lock
+	// With the lock held no demo has the port, so a listener on it is
+	// another program's, whose answers the test would take for the web
+	// server's.
+	l, err := net.Listen("tcp", ":18080")
+	if err != nil {
+		t.Fatalf("the host-network example needs port 18080, which another program holds: %v", err)
+	}
+	l.Close()
 }
