@@ -304,22 +304,25 @@ func TestPodWorkersIdleLanesKeepNoGoroutine(t *testing.T) {
 		w.mu.Unlock()
 		w.Remove("u1", nil)
 		waitUntil(t, "u1's lane ended", func() bool { return !w.Known("u1") })
+		removes := rt.removeCalls()
 		w.mu.Lock()
 		w.wakeLocked(ended)
 		w.mu.Unlock()
 		synctest.Wait()
-		if n := laneGoroutines(); n != 0 || rt.syncs() != len(uids)+1 {
-			t.Errorf("a wake-up of an ended lane: %d lane goroutines and %d syncs, want 0 and %d", n, rt.syncs(), len(uids)+1)
+		if n := laneGoroutines(); n != 0 || rt.removeCalls() != removes || rt.syncs() != len(uids)+1 {
+			t.Errorf("a wake-up of an ended lane: %d lane goroutines, %d removals and %d syncs, want 0, %d and %d", n, rt.removeCalls(), rt.syncs(), removes, len(uids)+1)
 		}
 
 		cancel()
 		w.wait()
+		u3 := w.workers["u3"]
 		w.mu.Lock()
-		w.wakeLocked(w.workers["u3"])
+		w.wakeLocked(u3)
+		started := u3.active
 		w.mu.Unlock()
 		synctest.Wait()
-		if n := laneGoroutines(); n != 0 || rt.syncs() != len(uids)+1 {
-			t.Errorf("a wake-up after Stop: %d lane goroutines and %d syncs, want 0 and %d", n, rt.syncs(), len(uids)+1)
+		if n := laneGoroutines(); started || n != 0 || rt.syncs() != len(uids)+1 {
+			t.Errorf("a wake-up after Stop: started %v, %d lane goroutines and %d syncs, want false, 0 and %d", started, n, rt.syncs(), len(uids)+1)
 		}
 	})
 }
