@@ -81,9 +81,10 @@ type podWorker struct {
 	// flight (its removal), nil when none runs.
 	prePulled     bool
 	prePullCancel context.CancelFunc
-	// active says a goroutine runs the lane's steps (run); ended says the
-	// lane is gone, and a late wake-up of it (a timer's) starts nothing.
-	active, ended bool
+	// active says a goroutine runs the lane's steps (run), or that the
+	// lane ended: its last goroutine leaves it set, so a late wake-up (a
+	// timer's) starts nothing.
+	active bool
 
 	// Owned by the lane's goroutine (run): one at a time.
 	lastActed time.Time // when this worker last changed the runtime
@@ -548,7 +549,7 @@ func (p *Workers) startWorkerLocked(uid types.UID, name, namespace string, pod *
 // an idle lane keeps none, which is most of them on a machine whose pods
 // all run.
 func (p *Workers) wakeLocked(w *podWorker) {
-	if w.ended || p.ctx.Err() != nil {
+	if p.ctx.Err() != nil {
 		return
 	}
 	select {
@@ -582,10 +583,10 @@ func (p *Workers) requeueLocked(w *podWorker, d time.Duration) {
 }
 
 // run is the lane's goroutine: one step per wake-up, until no wake-up is
-// pending (the next one starts a goroutine again), the pod is gone or the
-// workers stop. One goroutine at most runs a lane: the next starts only
-// after this one said under p.mu that it returns, so the fields the lane's
-// goroutine owns pass from one to the next.
+// pending (the next one starts a goroutine again), the pod is gone (active
+// stays set) or the workers stop. One goroutine at most runs a lane: the
+// next starts only after this one said under p.mu that it returns, so the
+// fields the lane's goroutine owns pass from one to the next.
 func (p *Workers) run(w *podWorker) {
 	defer p.wg.Done()
 	for {
@@ -1168,7 +1169,6 @@ func (p *Workers) endLaneLocked(w *podWorker) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	w.ended = true
 	delete(p.workers, w.uid)
 	if readd := w.readd; readd != nil {
 		p.startWorkerLocked(readd.UID, readd.Name, readd.Namespace, readd)
