@@ -30,7 +30,7 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	ctx := context.Background()
 	p := startE2EPod(ctx, t, m, "graceful", false,
 		runtimewatchtest.Container{Name: "trap", Script: `trap "echo got TERM; sleep 2; exit 0" TERM; echo ready; while true; do sleep 0.1; done`},
-		runtimewatchtest.Container{Name: "ignore", Script: `trap "" TERM; while true; do sleep 0.1; done`})
+		runtimewatchtest.Container{Name: "ignore", Script: `trap "" TERM; echo ready; while true; do sleep 0.1; done`})
 	st := waitPodStatus(ctx, t, m, p.UID, "both running", func(s *podplan.PodStatus) bool {
 		for _, c := range s.Containers {
 			if c.State != podplan.ContainerStateRunning {
@@ -39,15 +39,21 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 		}
 		return len(s.Containers) == 2
 	})
-	// sh installs its trap before echoing: wait for the echo so TERM does
-	// not arrive before the handler exists.
+	// Running is the process started, not its trap set: until the shell
+	// has run its first line a TERM finds runc's init or a shell without
+	// the trap, and the container ends by it (exit code 2 from runc's
+	// init) instead of handling or ignoring it. Each shell echoes once its
+	// trap is in place; wait for both.
 	trapLog := filepath.Join(p.LogDir, "trap", "0.log")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if b, _ := os.ReadFile(trapLog); strings.Contains(string(b), "ready") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("trap container never got ready")
+	for _, name := range []string{"trap", "ignore"} {
+		path := filepath.Join(p.LogDir, name, "0.log")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), "ready") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("container %s never got ready", name)
+			}
 		}
 	}
 
