@@ -45,17 +45,8 @@ func TestE2EKillPodGracePeriod(t *testing.T) {
 	// init) instead of handling or ignoring it. Each shell echoes once its
 	// trap is in place; wait for both.
 	trapLog := filepath.Join(p.LogDir, "trap", "0.log")
-	for _, name := range []string{"trap", "ignore"} {
-		path := filepath.Join(p.LogDir, name, "0.log")
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if b, _ := os.ReadFile(path); strings.Contains(string(b), "ready") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("container %s never got ready", name)
-			}
-		}
-	}
+	waitLog(t, trapLog, "ready")
+	waitLog(t, filepath.Join(p.LogDir, "ignore", "0.log"), "ready")
 
 	const grace = 4
 	pod := &v1.Pod{}
